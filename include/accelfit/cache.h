@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cache: the cluster as accelfit knows it.
+ *
+ * One writer (the watch thread, or the static loader) owns a `struct af_cache`
+ * and applies node and pod upserts and deletes to it, keeping each node's
+ * allocation current incrementally. After a batch it builds an immutable,
+ * reference-counted `struct af_snapshot` and publishes it; readers (the HTTP
+ * thread) acquire the current snapshot, hold it for one request, and release
+ * it. The only lock is the publisher's tiny mutex around the pointer swap.
+ */
+#ifndef AF_CACHE_H
+#define AF_CACHE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "accelfit/model.h"
+
+/* ---- snapshot (immutable after publish) --------------------------------------------- */
+
+struct af_snapshot {
+    atomic_int refcnt;
+    uint64_t generation;
+    bool synced;                       /* a full list of nodes and pods has been applied */
+    size_t n_nodes;
+    struct af_node_view *nodes;        /* sorted by name; each info holds a ref */
+    size_t n_pods;
+    struct af_pod_info **pods;         /* non-terminal pods, each holds a ref */
+    /* hash indexes (open addressing, power-of-two sizes) */
+    uint32_t *node_index;
+    size_t node_index_size;
+    uint32_t *pod_index;
+    size_t pod_index_size;
+};
+
+/* Borrowed, valid until the snapshot is released; NULL when absent. */
+const struct af_node_view *af_snapshot_find_node(const struct af_snapshot *s, const char *name);
+const struct af_pod_info *af_snapshot_find_pod(const struct af_snapshot *s, const char *ns,
+                                               const char *name);
+struct af_snapshot *af_snapshot_ref(struct af_snapshot *s);
+void af_snapshot_unref(struct af_snapshot *s);     /* NULL is fine */
+
+/* ---- the mutable cache (writer thread only) ------------------------------------------ */
+
+struct af_cache;
+
+struct af_cache *af_cache_new(void);
+void af_cache_free(struct af_cache *c);            /* NULL is fine */
+
+/* Each steals the caller's reference. A terminal pod is removed. */
+void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n);
+void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p);
+void af_cache_delete_node(struct af_cache *c, const char *name);
+void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
+
+/*
+ * Relist: objects of `kind` upserted between begin and end are kept; the
+ * others are deleted at end (they vanished while the watch was down).
+ */
+void af_cache_begin_resync(struct af_cache *c, enum af_kind kind);
+void af_cache_end_resync(struct af_cache *c, enum af_kind kind);
+void af_cache_set_synced(struct af_cache *c, bool synced);
+
+size_t af_cache_node_count(const struct af_cache *c);
+size_t af_cache_pod_count(const struct af_cache *c);
+
+/* Builds a new snapshot of the current state (refcnt 1). Cannot fail. */
+struct af_snapshot *af_cache_snapshot(struct af_cache *c);
+
+/* ---- publishing ------------------------------------------------------------------------ */
+
+struct af_publisher {
+    pthread_mutex_t lock;
+    struct af_snapshot *current;       /* protected by ->lock */
+};
+
+void af_publisher_init(struct af_publisher *p);
+void af_publisher_destroy(struct af_publisher *p);
+/* Steals `s`; the previous snapshot is released. */
+void af_publisher_publish(struct af_publisher *p, struct af_snapshot *s);
+/* New reference to the current snapshot, or NULL before the first publish. */
+struct af_snapshot *af_publisher_acquire(struct af_publisher *p);
+
+/* ---- status shared with /readyz and /metrics -------------------------------------------- */
+
+struct af_cache_status {
+    atomic_bool synced;                /* first full list applied */
+    atomic_bool watch_up;              /* a watch stream is open right now */
+    atomic_uint_least64_t down_since_ns;     /* monotonic; 0 when up */
+    atomic_uint_least64_t last_event_ns;
+    atomic_uint_least64_t last_sync_ns;      /* last full list or bookmark */
+    atomic_uint_least64_t events_applied;
+    atomic_uint_least64_t relists;
+    atomic_uint_least64_t watch_restarts;
+    atomic_uint_least64_t nodes;
+    atomic_uint_least64_t pods;
+    atomic_uint_least64_t events_posted;
+    atomic_uint_least64_t events_dropped;
+};
+
+#endif

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * codec: JSON (jansson) to and from the extender/v1 wire types and the
+ * Kubernetes Node, Pod, List and watch-event objects. json_t never leaves this
+ * module: what comes out are the core's records (struct af_node_info,
+ * struct af_pod_info) and plain C values.
+ *
+ * Field names of extender/v1 are matched case-insensitively and `null` is
+ * accepted wherever the Go encoder may send it; output uses PascalCase.
+ */
+#ifndef AF_CODEC_H
+#define AF_CODEC_H
+
+#include "accelfit/config.h"
+#include "accelfit/decide.h"
+#include "accelfit/model.h"
+#include "accelfit/util.h"
+
+/* ---- Kubernetes objects ---------------------------------------------------------------- */
+
+/* Decoded from JSON text holding one Node / Pod object. New reference, or an error. */
+int af_codec_decode_node(const struct af_config *cfg, const char *json, size_t len,
+                         struct af_node_info **out, struct af_error *err) AF_MUST_CHECK;
+int af_codec_decode_pod(const char *json, size_t len, struct af_pod_info **out,
+                        struct af_error *err) AF_MUST_CHECK;
+
+/*
+ * A List (NodeList, PodList, or a kind: List of mixed Node and Pod objects, as
+ * `kubectl get nodes,pods -A -o json` prints). Each item is passed to the
+ * callback, which steals the reference it is given (exactly one of node, pod
+ * is set). Items of other kinds are skipped. `rv` and `cont` (may be NULL)
+ * receive new strings with metadata.resourceVersion and metadata.continue
+ * (NULL when absent).
+ */
+typedef void (*af_item_cb)(void *ud, struct af_node_info *node, struct af_pod_info *pod);
+int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
+                         af_item_cb cb, void *ud, char **rv, char **cont,
+                         struct af_error *err) AF_MUST_CHECK;
+
+enum af_watch_type {
+    AF_WATCH_ADDED = 0,
+    AF_WATCH_MODIFIED,
+    AF_WATCH_DELETED,
+    AF_WATCH_BOOKMARK,
+    AF_WATCH_ERROR,
+};
+
+struct af_watch_event {
+    enum af_watch_type type;
+    struct af_node_info *node;         /* new ref, for node events (not BOOKMARK/ERROR) */
+    struct af_pod_info *pod;           /* new ref, for pod events */
+    char *rv;                          /* new string: the object's resourceVersion, may be NULL */
+    int status_code;                   /* ERROR: Status.code (410 for Expired) */
+    char *status_reason;               /* ERROR: new string, e.g. "Expired" */
+    char *status_message;              /* ERROR: new string */
+};
+
+/* One watch event `{"type":..,"object":..}` of the given kind. */
+int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, const char *json, size_t len, struct af_watch_event *ev,
+                                struct af_error *err) AF_MUST_CHECK;
+void af_watch_event_clear(struct af_watch_event *ev);
+
+/*
+ * A cluster file: JSON or YAML (detected by its first non-space byte: '{' or
+ * '[' means JSON). Same callback contract as af_codec_decode_list.
+ */
+int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
+                            size_t len, af_item_cb cb, void *ud, struct af_error *err) AF_MUST_CHECK;
+
+/* ---- extender/v1 ------------------------------------------------------------------------ */
+
+/* A decoded ExtenderArgs. Opaque: it keeps the request's Node objects to echo back. */
+struct af_ext_args;
+
+/*
+ * Decodes ExtenderArgs. Errors (AF_EPARSE, AF_ETYPE, AF_EINVAL) fill `err`
+ * with a message that names the field, e.g. "Pod: expected an object".
+ * In `Nodes` mode each Node is classified with `cfg`.
+ */
+int af_codec_decode_args(const struct af_config *cfg, const char *body, size_t len,
+                         struct af_ext_args **out, struct af_error *err) AF_MUST_CHECK;
+void af_ext_args_free(struct af_ext_args *a);            /* NULL is fine */
+
+const struct af_pod_info *af_ext_args_pod(const struct af_ext_args *a);   /* borrowed */
+bool af_ext_args_nodes_mode(const struct af_ext_args *a);  /* full Nodes given (cache-incapable) */
+size_t af_ext_args_count(const struct af_ext_args *a);
+const char *af_ext_args_name(const struct af_ext_args *a, size_t i);       /* borrowed */
+/* The node decoded from the request (Nodes mode), else NULL. Borrowed. */
+const struct af_node_info *af_ext_args_node(const struct af_ext_args *a, size_t i);
+
+/*
+ * ExtenderFilterResult. Passing nodes go to NodeNames (names mode) or Nodes
+ * (the request's own Node objects, Nodes mode); FailedNodes and
+ * FailedAndUnresolvableNodes carry the reasons. `error` NULL or "" for none.
+ * With args == NULL (undecodable request) only Error is set meaningfully.
+ */
+int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_decision *d,
+                           size_t n, const char *error, struct af_buf *out) AF_MUST_CHECK;
+/* HostPriorityList: [{"Host":..,"Score":..},...] in input order. */
+int af_codec_encode_priorities(const struct af_node_decision *d, size_t n,
+                               struct af_buf *out) AF_MUST_CHECK;
+
+#endif

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config: the instance catalog and the policy, loaded from YAML (libyaml) into
+ * immutable structs, with line/column errors. The shipped files
+ * policies/catalog.yaml and policies/default.yaml are compiled into the binary
+ * as the defaults, so accelfit runs with no files around.
+ *
+ * A `struct af_config` bundles one catalog and one policy. It is reference
+ * counted so a reload can swap it while requests still hold the old one.
+ */
+#ifndef AF_CONFIG_H
+#define AF_CONFIG_H
+
+#include <pthread.h>
+
+#include "accelfit/model.h"
+#include "accelfit/util.h"
+
+/* ---- policy ------------------------------------------------------------------ */
+
+/* One ranked tier of a rule: a class, optionally limited to instance families. */
+struct af_tier_spec {
+    enum af_class cls;
+    char **families;           /* NULL-terminated or NULL = any family of the class */
+    size_t n_families;
+};
+
+/*
+ * A decision rule. A rule matches a profile when every condition it sets
+ * holds; the first matching rule (in file order) gives the ranked tiers.
+ * Bitmasks are (1u << enum value); 0 means "any".
+ */
+struct af_rule {
+    char *name;
+    uint32_t workloads;
+    uint32_t objectives;
+    uint32_t frameworks;       /* bit AF_FRAMEWORK__COUNT stands for "unknown" */
+    double min_params;         /* < 0: no lower bound; bounded rules never match unknown size */
+    double max_params;         /* < 0: no upper bound (exclusive) */
+    int max_latency_slo_ms;    /* > 0: matches only when the SLO is set and <= this */
+    int neuron_ready;          /* -1 any, 0 must be false, 1 must be true */
+    struct af_tier_spec *tiers;
+    size_t n_tiers;
+    char *reason;              /* why, in the source documents' words */
+    int line;                  /* where the rule starts in its file */
+};
+
+enum af_strategy { AF_STRATEGY_BINPACK = 0, AF_STRATEGY_SPREAD };
+
+struct af_policy {
+    char *source;              /* file name or "<embedded>" */
+    struct af_rule *rules;
+    size_t n_rules;
+
+    /* Memory arithmetic. */
+    double bytes_per_param[AF_PRECISION__COUNT];
+    enum af_precision inference_precision;   /* default when the profile has none */
+    enum af_precision training_precision;
+    double inference_headroom;               /* x weights, for activations and KV cache */
+    double training_bytes_per_param;         /* weights + gradients + optimizer state */
+    int max_instances[AF_WORKLOAD__COUNT];   /* beyond this a class cannot hold the model */
+
+    /* Which frameworks the Neuron SDK supports (bitmask of af_framework). */
+    uint32_t neuron_frameworks;
+
+    /* Scoring. Weights are relative; they are normalized to sum to 1. */
+    enum af_strategy strategy;
+    double w_tier;
+    double w_util;
+    double w_cost;
+
+    /* Filter. */
+    bool cpu_backfill;         /* CPU-only pods may use accelerator nodes as a last tier */
+
+    /* Prices. */
+    double default_spot_discount_pct;        /* when the catalog has none */
+};
+
+/* ---- loading ------------------------------------------------------------------ */
+
+/* Each returns 0 or a negative AF_E* code with `err` filled (file, line, column). */
+int af_catalog_load_file(struct af_catalog **out, const char *path, struct af_error *err) AF_MUST_CHECK;
+int af_catalog_load_mem(struct af_catalog **out, const char *name, const char *yaml, size_t len,
+                        struct af_error *err) AF_MUST_CHECK;
+void af_catalog_free(struct af_catalog *c);   /* NULL is fine */
+
+/* Policies are validated against `cat` (unknown classes, bad weights). */
+int af_policy_load_file(struct af_policy **out, const char *path, struct af_error *err) AF_MUST_CHECK;
+int af_policy_load_mem(struct af_policy **out, const char *name, const char *yaml, size_t len,
+                       struct af_error *err) AF_MUST_CHECK;
+void af_policy_free(struct af_policy *p);     /* NULL is fine */
+
+/* The embedded defaults (policies/catalog.yaml, policies/default.yaml). Static. */
+extern const char af_embedded_catalog_yaml[];
+extern const size_t af_embedded_catalog_yaml_len;
+extern const char af_embedded_policy_yaml[];
+extern const size_t af_embedded_policy_yaml_len;
+extern const char af_embedded_demo_cluster_yaml[];
+extern const size_t af_embedded_demo_cluster_yaml_len;
+
+/* ---- the bundle ------------------------------------------------------------------ */
+
+struct af_config {
+    atomic_int refcnt;
+    struct af_catalog *catalog;   /* owned */
+    struct af_policy *policy;     /* owned */
+};
+
+/*
+ * Loads catalog and policy from the given files, or the embedded defaults when
+ * a path is NULL. Returns 0 with *out (refcnt 1) or an error with `err` filled.
+ */
+int af_config_load(struct af_config **out, const char *catalog_path, const char *policy_path,
+                   struct af_error *err) AF_MUST_CHECK;
+struct af_config *af_config_ref(struct af_config *c);
+void af_config_unref(struct af_config *c);    /* NULL is fine */
+
+/*
+ * The current config, swappable at run time (hot reload). A reader takes a
+ * reference for the length of one request.
+ */
+struct af_config_holder {
+    pthread_mutex_t lock;
+    struct af_config *current;    /* protected by ->lock */
+};
+
+void af_config_holder_init(struct af_config_holder *h, struct af_config *c);   /* steals c */
+void af_config_holder_destroy(struct af_config_holder *h);
+struct af_config *af_config_holder_get(struct af_config_holder *h);              /* new ref */
+void af_config_holder_set(struct af_config_holder *h, struct af_config *c);     /* steals c */
+
+/*
+ * Converts a YAML document (libyaml) to JSON text, keeping scalars that look
+ * like numbers, booleans or null as such unless quoted. Used to accept YAML
+ * cluster files. Returns 0 or AF_EPARSE with `err` (line, column).
+ */
+int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_buf *out,
+                    struct af_error *err) AF_MUST_CHECK;
+
+#endif

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * decide: what the extender answers, computed purely.
+ *
+ *   classify   labels + allocatable + annotations -> node class, price, spot
+ *   requests   containers, init containers, sidecars, overhead -> effective request
+ *   intent     pod annotations + requests -> workload profile (with notes on what
+ *              was malformed or inferred)
+ *   plan       profile -> tiers (via af_select) restricted to what the pod's
+ *              requests can use
+ *   filter     plan + candidate nodes -> verdict and reason per node
+ *   prioritize plan + candidate nodes -> 0..10 score per node, with its parts
+ *
+ * No I/O, no locks, no clock, no logging. Reasons are written into the output
+ * structs; the caller turns them into FailedNodes, logs and /explain.
+ */
+#ifndef AF_DECIDE_H
+#define AF_DECIDE_H
+
+#include "accelfit/config.h"
+#include "accelfit/model.h"
+#include "accelfit/select.h"
+
+struct af_kv {
+    const char *key;
+    const char *value;
+};
+
+/* ---- classification -------------------------------------------------------------- */
+
+/*
+ * Fills out->cls, class_source, spot, price_known, hourly_usd, price_source
+ * and instance_type (a new string, or left NULL) from the node's labels,
+ * annotations and allocatable resources, trying in order:
+ *   node.kubernetes.io/instance-type (and beta.kubernetes.io/instance-type) in the catalog,
+ *   karpenter.k8s.aws/instance-gpu-name, karpenter.k8s.aws/instance-accelerator-name,
+ *   eks.amazonaws.com/instance-gpu-name, nvidia.com/gpu.product,
+ *   k8s.amazonaws.com/accelerator, accelerator, hardware-type,
+ *   allocatable nvidia.com/gpu / aws.amazon.com/neuron* (unknown GPU model -> the
+ *   cheapest GPU class is not guessed: class stays AF_CLASS_UNKNOWN with source
+ *   "allocatable" unless the resource is Neuron-only),
+ *   otherwise cpu.
+ * Capacity type from karpenter.sh/capacity-type or eks.amazonaws.com/capacityType
+ * ("spot"/"SPOT"). Price: annotation accelfit.io/hourly-price, else catalog
+ * on-demand, less the spot discount (catalog, else policy default) on spot.
+ * Cannot fail.
+ */
+void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
+                      const struct af_kv *labels, size_t n_labels,
+                      const struct af_kv *annotations, size_t n_annotations,
+                      struct af_node_info *out);
+
+/* ---- effective requests ------------------------------------------------------------ */
+
+struct af_container_req {
+    struct af_resources req;
+    bool restartable;          /* init container with restartPolicy: Always (sidecar) */
+};
+
+/*
+ * The scheduler's effective request (extender-protocol.md §3): sum of app
+ * containers and sidecars, max with each init container's usage (its request
+ * plus the sidecars started before it), plus overhead (may be NULL).
+ * Cannot fail.
+ */
+void af_effective_requests(const struct af_container_req *containers, size_t n_containers,
+                           const struct af_container_req *inits, size_t n_inits,
+                           const struct af_resources *overhead, struct af_resources *out);
+
+/* ---- intent and plan ------------------------------------------------------------------ */
+
+#define AF_NOTE_MAX 6
+
+struct af_plan {
+    struct af_profile profile;
+    enum af_accel_kind requested;              /* accelerator kind the requests ask for */
+    bool workload_inferred;
+    char notes[AF_NOTE_MAX][AF_REASON_MAX];    /* malformed annotations, inferences */
+    int n_notes;
+    struct af_selection sel;                   /* tiers usable by this pod, best first */
+    int tier_of[AF_CLASS__COUNT];              /* class -> index into sel.tiers, -1 if none */
+    bool backfill;                             /* last tier is the CPU-backfill tier */
+};
+
+/* Resolves the pod's intent and its usable tiers. Cannot fail. */
+void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
+                 const struct af_pod_info *pod, struct af_plan *out);
+
+/* ---- filter and prioritize ----------------------------------------------------------- */
+
+enum af_verdict { AF_VERDICT_PASS = 0, AF_VERDICT_FAILED, AF_VERDICT_UNRESOLVABLE };
+
+struct af_node_decision {
+    const char *name;                  /* borrowed: the candidate name */
+    enum af_verdict verdict;
+    int tier;                          /* index into plan->sel.tiers, -1 when none */
+    bool has_room;                     /* the pod's requests fit in the cached allocation */
+    char reason[AF_REASON_MAX];        /* why it failed, or why it passed */
+    /* prioritize */
+    int score;                         /* 0..10 */
+    double s_tier, s_util, s_cost;     /* parts in [0,1] before weights */
+    double util_after;                 /* allocation fraction of the scored resource */
+    double marginal_usd_hr;            /* the pod's share of the node's price */
+    bool marginal_known;
+};
+
+struct af_filter_summary {
+    int passed;
+    int failed;
+    int unresolvable;
+    int best_tier;                     /* tier chosen, -1 when none */
+    bool fallback;                     /* best_tier > 0: a better tier had no room */
+};
+
+/*
+ * Candidates: nodes[i].info == NULL means the name is not known to the cache
+ * (the verdict is FAILED with a reason, so preemption can still consider it).
+ * `names[i]` is the candidate's name as the request gave it.
+ * out[] has n entries, in input order. Cannot fail.
+ */
+void af_filter(const struct af_policy *pol, const struct af_plan *plan,
+               const struct af_pod_info *pod, const struct af_node_view *nodes,
+               const char *const *names, size_t n, struct af_node_decision *out,
+               struct af_filter_summary *sum);
+
+/*
+ * Scores every candidate 0..10 (verdict and tier are filled too, as filter
+ * would, so one call serves /explain). Deterministic. Cannot fail.
+ */
+void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
+                   const struct af_pod_info *pod, const struct af_node_view *nodes,
+                   const char *const *names, size_t n, struct af_node_decision *out);
+
+#endif

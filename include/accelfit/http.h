@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http: what kube-scheduler talks to.
+ *
+ *   service  transport-free handlers: a verb and a body in, a status and a
+ *            body out (decode, acquire snapshot, decide, encode, release).
+ *            Thin; tests and benchmarks call it directly.
+ *   metrics  counters and histograms, rendered as Prometheus text.
+ *   server   libwebsockets: HTTP/1.1 keep-alive (and h2 over TLS), body cap,
+ *            read timeout, TLS with optional client certificates.
+ */
+#ifndef AF_HTTP_H
+#define AF_HTTP_H
+
+#include <signal.h>
+
+#include "accelfit/cache.h"
+#include "accelfit/config.h"
+#include "accelfit/util.h"
+
+struct af_kube;
+struct af_metrics;
+
+enum af_not_ready_mode {
+    AF_NOT_READY_REJECT = 0,   /* every candidate in FailedNodes: "accelfit cache not synced" */
+    AF_NOT_READY_ERROR,        /* filter answers Error */
+    AF_NOT_READY_ALLOW_ALL,    /* every candidate passes */
+};
+
+/* Everything the handlers read. Shared by the server thread; fields are set before start. */
+struct af_service {
+    struct af_config_holder *config;
+    struct af_publisher *pub;
+    struct af_cache_status *status;   /* may be NULL in static mode */
+    struct af_kube *kube;             /* may be NULL: no Events are posted */
+    struct af_metrics *metrics;
+    enum af_not_ready_mode when_not_ready;
+    uint64_t max_staleness_ns;
+};
+
+enum af_verb { AF_VERB_FILTER = 0, AF_VERB_PRIORITIZE, AF_VERB_EXPLAIN, AF_VERB__COUNT };
+
+/*
+ * Handles one request body for `verb`. Always writes a body to `out` and
+ * returns the HTTP status to send (200 for every well-formed extender call,
+ * including filter answers carrying Error; 400 for an undecodable prioritize
+ * or explain body). Cannot fail otherwise.
+ */
+int af_service_handle(struct af_service *svc, enum af_verb verb, const char *body, size_t len,
+                      struct af_buf *out);
+/* GET /explain?pod=NS/NAME against the current snapshot. Returns the HTTP status. */
+int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
+                           struct af_buf *out);
+/* Ready: synced and not stale. `why` gets a short reason when not. */
+bool af_service_ready(struct af_service *svc, const char **why);
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+struct af_metrics *af_metrics_new(void);
+void af_metrics_free(struct af_metrics *m);
+void af_metrics_observe_request(struct af_metrics *m, enum af_verb verb, int status,
+                                uint64_t ns);
+void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char *verdict);
+void af_metrics_count_fallback(struct af_metrics *m);
+/* Renders everything, including cache status and node counts by class from `svc`. */
+int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
+
+/* ---- server -------------------------------------------------------------------------------- */
+
+struct af_http_options {
+    const char *listen;            /* "127.0.0.1:8888", ":8888", "[::1]:8888" */
+    const char *url_prefix;        /* e.g. "/sched"; NULL or "" for none */
+    size_t max_body;               /* 413 beyond; default 16 MiB */
+    int read_timeout_s;            /* slow clients are dropped; default 10 */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *client_ca_file;    /* require and verify client certificates */
+};
+
+/* Runs until *stop becomes non-zero. Returns 0 or a negative AF_E* (bind failure...). */
+int af_http_run(const struct af_http_options *opt, struct af_service *svc,
+                volatile sig_atomic_t *stop) AF_MUST_CHECK;
+
+#endif

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * model: the value types the selection core computes on.
+ *
+ * Everything here is transparent and immutable once built: hardware classes,
+ * instance types, the catalog, resource vectors, workload profiles, and the
+ * node and pod records the cluster cache keeps (only what decisions need,
+ * never the whole Kubernetes object).
+ */
+#ifndef AF_MODEL_H
+#define AF_MODEL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- hardware classes ----------------------------------------------------- */
+
+#define AF_CLASS_MAP(XX)                                  \
+    XX(NVIDIA_T4, "nvidia-t4", GPU, "T4")                 \
+    XX(NVIDIA_A10G, "nvidia-a10g", GPU, "A10G")           \
+    XX(NVIDIA_L4, "nvidia-l4", GPU, "L4")                 \
+    XX(NVIDIA_L40S, "nvidia-l40s", GPU, "L40S")           \
+    XX(NVIDIA_V100, "nvidia-v100", GPU, "V100")           \
+    XX(NVIDIA_A100, "nvidia-a100", GPU, "A100")           \
+    XX(NVIDIA_H100, "nvidia-h100", GPU, "H100")           \
+    XX(NVIDIA_H200, "nvidia-h200", GPU, "H200")           \
+    XX(TRAINIUM1, "trainium1", NEURON, "Trainium")        \
+    XX(TRAINIUM2, "trainium2", NEURON, "Trainium2")       \
+    XX(INFERENTIA1, "inferentia1", NEURON, "Inferentia")  \
+    XX(INFERENTIA2, "inferentia2", NEURON, "Inferentia2") \
+    XX(CPU, "cpu", NONE, "")
+
+enum af_class {
+    AF_CLASS_UNKNOWN = -1,
+#define XX(id, name, kind, accel) AF_CLASS_##id,
+    AF_CLASS_MAP(XX)
+#undef XX
+    AF_CLASS__COUNT
+};
+
+enum af_accel_kind { AF_ACCEL_NONE = 0, AF_ACCEL_GPU, AF_ACCEL_NEURON };
+
+/* Canonical name ("nvidia-a100"); "unknown" for AF_CLASS_UNKNOWN. Cannot fail. */
+const char *af_class_name(enum af_class c);
+/* Exact canonical name to class; AF_CLASS_UNKNOWN when not one. */
+enum af_class af_class_parse(const char *s);
+enum af_accel_kind af_class_kind(enum af_class c);
+/*
+ * Maps an accelerator name as clouds and device plugins spell it ("A100",
+ * "a100", "NVIDIA-A100-SXM4-40GB", "Inferentia2", "inferentia", "trainium2",
+ * "aws-trainium", "nvidia-l40s", "Tesla-T4") to a class. AF_CLASS_UNKNOWN when
+ * nothing matches.
+ */
+enum af_class af_class_from_accel_name(const char *s);
+/* NeuronCore generation a Neuron class runs (1 for inf1, 2 for inf2/trn1,
+ * 3 for trn2); 0 for non-Neuron classes. */
+int af_class_neuron_core_version(enum af_class c);
+
+/* ---- instance catalog ------------------------------------------------------ */
+
+struct af_instance_type {
+    char *name;          /* "p4d.24xlarge" */
+    char *family;        /* "p4d" */
+    enum af_class cls;
+    int vcpus;
+    double memory_gib;
+    enum af_accel_kind accel_kind;
+    char *accel_maker;   /* NULL when no accelerator */
+    char *accel_name;
+    int accel_count;
+    double accel_memory_gib_per_device;
+    int neuron_cores;
+    double network_gbps;
+    bool efa;
+    double price_usd_hr;       /* on-demand; < 0 when unknown */
+    double spot_discount_pct;  /* < 0 when unknown */
+};
+
+/* Immutable after load. Types are sorted by name. */
+struct af_catalog {
+    struct af_instance_type *types;
+    size_t n_types;
+    char *source;              /* file name or "<embedded>" */
+};
+
+/* Total accelerator memory of one instance (devices x memory per device). */
+double af_instance_accel_memory_gib(const struct af_instance_type *t);
+/* Binary search by name; NULL when absent. Borrowed. */
+const struct af_instance_type *af_catalog_find(const struct af_catalog *c, const char *name);
+
+/* ---- resources ------------------------------------------------------------- */
+
+#define AF_RES_MAP(XX)                                  \
+    XX(CPU, "cpu")                                      \
+    XX(MEMORY, "memory")                                \
+    XX(GPU, "nvidia.com/gpu")                           \
+    XX(NEURON, "aws.amazon.com/neuron")                 \
+    XX(NEURONDEVICE, "aws.amazon.com/neurondevice")     \
+    XX(NEURONCORE, "aws.amazon.com/neuroncore")         \
+    XX(PODS, "pods")
+
+enum af_res {
+#define XX(id, name) AF_RES_##id,
+    AF_RES_MAP(XX)
+#undef XX
+    AF_RES__COUNT
+};
+
+/* cpu in millicores, memory in bytes, everything else in units. */
+struct af_resources {
+    int64_t v[AF_RES__COUNT];
+};
+
+const char *af_res_name(enum af_res r);
+/* Resource name to index, -1 when not tracked. */
+int af_res_parse(const char *name);
+bool af_res_fits(const struct af_resources *req, const struct af_resources *alloc,
+                 const struct af_resources *used, enum af_res *first_short);
+/* True when the request asks for any GPU or Neuron resource. */
+enum af_accel_kind af_res_accel_kind(const struct af_resources *req);
+
+/* ---- workload profile ------------------------------------------------------- */
+
+#define AF_WORKLOAD_MAP(XX)                  \
+    XX(TRAINING, "training")                 \
+    XX(INFERENCE, "inference")               \
+    XX(BATCH_INFERENCE, "batch-inference")   \
+    XX(PREPROCESSING, "preprocessing")       \
+    XX(CLASSICAL_ML, "classical-ml")         \
+    XX(DEVELOPMENT, "development")
+
+enum af_workload {
+    AF_WORKLOAD_UNKNOWN = -1,
+#define XX(id, name) AF_WORKLOAD_##id,
+    AF_WORKLOAD_MAP(XX)
+#undef XX
+    AF_WORKLOAD__COUNT
+};
+
+#define AF_OBJECTIVE_MAP(XX)       \
+    XX(BALANCED, "balanced")       \
+    XX(COST, "cost")               \
+    XX(PERFORMANCE, "performance") \
+    XX(LATENCY, "latency")
+
+enum af_objective {
+#define XX(id, name) AF_OBJECTIVE_##id,
+    AF_OBJECTIVE_MAP(XX)
+#undef XX
+    AF_OBJECTIVE__COUNT
+};
+
+#define AF_FRAMEWORK_MAP(XX)     \
+    XX(PYTORCH, "pytorch")       \
+    XX(TENSORFLOW, "tensorflow") \
+    XX(JAX, "jax")               \
+    XX(OTHER, "other")
+
+enum af_framework {
+    AF_FRAMEWORK_UNKNOWN = -1,
+#define XX(id, name) AF_FRAMEWORK_##id,
+    AF_FRAMEWORK_MAP(XX)
+#undef XX
+    AF_FRAMEWORK__COUNT
+};
+
+#define AF_PRECISION_MAP(XX) \
+    XX(FP32, "fp32", 4)      \
+    XX(BF16, "bf16", 2)      \
+    XX(FP16, "fp16", 2)      \
+    XX(INT8, "int8", 1)
+
+enum af_precision {
+    AF_PRECISION_DEFAULT = -1,
+#define XX(id, name, bytes) AF_PRECISION_##id,
+    AF_PRECISION_MAP(XX)
+#undef XX
+    AF_PRECISION__COUNT
+};
+
+/* Names for the enums above; parse returns the *_UNKNOWN/-1 value on failure. */
+const char *af_workload_name(enum af_workload w);
+int af_workload_parse(const char *s);
+const char *af_objective_name(enum af_objective o);
+int af_objective_parse(const char *s);
+const char *af_framework_name(enum af_framework f);
+int af_framework_parse(const char *s);
+const char *af_precision_name(enum af_precision p);
+int af_precision_parse(const char *s);
+int af_precision_bytes(enum af_precision p);   /* 0 for DEFAULT */
+
+struct af_profile {
+    enum af_workload workload;
+    double model_params;       /* 0 = unknown */
+    enum af_objective objective;
+    int latency_slo_ms;        /* 0 = none */
+    enum af_framework framework;
+    bool neuron_ready;
+    enum af_precision precision;
+};
+
+/* workload unknown, objective balanced, everything else unset. */
+void af_profile_init(struct af_profile *p);
+
+/* ---- cluster records ---------------------------------------------------------- */
+
+enum af_kind { AF_KIND_NODE = 0, AF_KIND_POD = 1 };
+
+/*
+ * A node as decisions need it. Immutable after it is built; shared between
+ * snapshots by reference count (af_node_info_ref/unref).
+ */
+struct af_node_info {
+    atomic_int refcnt;
+    char *name;
+    char *instance_type;       /* may be NULL */
+    enum af_class cls;
+    const char *class_source;  /* static string: the label or resource that decided */
+    bool spot;
+    bool unschedulable;
+    bool price_known;
+    double hourly_usd;
+    const char *price_source;  /* static: "catalog", "catalog-spot", "annotation", "policy" */
+    struct af_resources allocatable;
+};
+
+/* The pod's declared intent, as annotation strings (NULL when absent). */
+struct af_pod_annotations {
+    char *workload;
+    char *model_params;
+    char *objective;
+    char *latency_slo_ms;
+    char *framework;
+    char *neuron_ready;
+    char *precision;
+};
+
+/* A pod as decisions need it. Immutable after it is built; shared by refcount. */
+struct af_pod_info {
+    atomic_int refcnt;
+    char *ns;
+    char *name;
+    char *uid;
+    char *node_name;           /* NULL when unbound */
+    char *tenant;              /* accelfit.io/tenant label, else NULL */
+    char *owner_kind;          /* first controller ownerReference, may be NULL */
+    char *owner_name;
+    bool terminal;             /* phase Succeeded or Failed */
+    struct af_pod_annotations ann;
+    struct af_resources requests;  /* effective requests (extender-protocol.md §3) */
+};
+
+struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls UNKNOWN */
+struct af_node_info *af_node_info_ref(struct af_node_info *n);
+void af_node_info_unref(struct af_node_info *n);       /* NULL is fine */
+struct af_pod_info *af_pod_info_new(void);
+struct af_pod_info *af_pod_info_ref(struct af_pod_info *p);
+void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */
+
+/* A node with its current allocation, as one snapshot sees it. */
+struct af_node_view {
+    const struct af_node_info *info;
+    struct af_resources used;  /* sum of effective requests of non-terminal pods on it */
+    int npods;
+};
+
+#endif

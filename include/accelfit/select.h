@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * select: the selection core. A workload profile goes in; an ordered list of
+ * hardware tiers comes out, each with a concrete instance type, how many
+ * instances the model needs, what that costs per hour, and why.
+ *
+ * Pure: no I/O, no allocation, no clock, no globals. The rules are data
+ * (struct af_policy); this file only matches them and does the arithmetic.
+ */
+#ifndef AF_SELECT_H
+#define AF_SELECT_H
+
+#include "accelfit/config.h"
+#include "accelfit/model.h"
+
+#define AF_REASON_MAX 240
+#define AF_TIER_REASONS 6
+
+struct af_tier {
+    int rank;                                  /* 1 = best */
+    enum af_class cls;
+    const struct af_instance_type *instance;   /* borrowed from the catalog; NULL if none */
+    int instances;                             /* >= 1 */
+    bool price_known;
+    double hourly_usd;                         /* instances x price, when known */
+    double accel_memory_gib;                   /* instances x accelerator memory per instance */
+    double memory_needed_gib;                  /* 0 when the model size is unknown */
+    char reasons[AF_TIER_REASONS][AF_REASON_MAX];
+    int n_reasons;
+};
+
+/* A class the rules named but that was left out, and why. */
+struct af_dropped {
+    enum af_class cls;
+    char reason[AF_REASON_MAX];
+};
+
+struct af_selection {
+    const char *rule;                          /* name of the rule that matched; borrowed */
+    struct af_tier tiers[AF_CLASS__COUNT];
+    size_t n_tiers;
+    struct af_dropped dropped[AF_CLASS__COUNT];
+    size_t n_dropped;
+    double memory_needed_gib;
+};
+
+/*
+ * Ranks hardware for `profile`. Never fails: with no matching rule the
+ * result has n_tiers == 0 and `rule` NULL. Neuron classes are dropped unless
+ * the profile is Neuron-ready and its framework is one the Neuron SDK
+ * supports (or unknown, when `neuron_requested` says the pod already asks for
+ * Neuron devices).
+ */
+void af_select(const struct af_policy *pol, const struct af_catalog *cat,
+               const struct af_profile *profile, bool neuron_requested, struct af_selection *out);
+
+/* Memory the model needs in GiB for this profile under `pol` (0 when unknown). */
+double af_select_memory_needed_gib(const struct af_policy *pol, const struct af_profile *profile);
+
+#endif

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * util: the few things every module needs.
+ *
+ * - allocation that aborts on out-of-memory (af_xmalloc and friends): the
+ *   process is restarted by its supervisor, so error paths only handle real
+ *   failures;
+ * - one list of error codes (AF_ERRNO_MAP) with af_strerror();
+ * - struct af_error, filled by parsers with file, line, column and text;
+ * - struct af_buf, a growable byte buffer with a hard cap;
+ * - struct af_arena, a bump allocator for per-request temporaries;
+ * - AF_LOG, one key=value (or JSON) line per event on stderr.
+ */
+#ifndef AF_UTIL_H
+#define AF_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define AF_MUST_CHECK __attribute__((warn_unused_result))
+#define AF_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define AF_NORETURN __attribute__((noreturn))
+#else
+#define AF_MUST_CHECK
+#define AF_PRINTF(f, a)
+#define AF_NORETURN
+#endif
+
+#define AF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors ------------------------------------------------------------ */
+
+#define AF_ERRNO_MAP(XX)                                              \
+    XX(EINVAL, "invalid argument")                                    \
+    XX(ENOENT, "no such file or object")                              \
+    XX(EIO, "input/output error")                                     \
+    XX(EPARSE, "cannot parse input")                                  \
+    XX(ETYPE, "value has the wrong type")                             \
+    XX(ETOOBIG, "input exceeds limit")                                \
+    XX(ENOTSYNCED, "cache not synced")                                \
+    XX(EEXPIRED, "resource version expired")                          \
+    XX(EUNAUTH, "unauthorized")                                       \
+    XX(EHTTP, "unexpected HTTP status")                               \
+    XX(ECONN, "connection failed")                                    \
+    XX(EUNSUPPORTED, "unsupported feature")                           \
+    XX(ECANCELED, "operation canceled")
+
+enum af_errno {
+    AF_OK = 0,
+#define XX(code, _) AF_##code,
+    AF__ERRNO_FIRST = -100,
+    AF_ERRNO_MAP(XX)
+#undef XX
+};
+
+/* Returns a static description of `err` (0 or a negative AF_E* code). */
+const char *af_strerror(int err);
+
+/* Parser diagnostics. `line` and `column` are 1-based; 0 means unknown. */
+struct af_error {
+    char file[256];
+    int line;
+    int column;
+    char text[512];
+};
+
+/* Fills `err` (may be NULL) and returns `code`. */
+int af_error_set(struct af_error *err, int code, const char *file, int line, int column,
+                 const char *fmt, ...) AF_PRINTF(6, 7);
+
+/* Formats "file:line:column: text" (parts that are unknown are left out). */
+void af_error_format(const struct af_error *err, char *out, size_t outlen);
+
+/* ---- memory ------------------------------------------------------------- */
+
+void *af_xmalloc(size_t n);
+void *af_xcalloc(size_t nmemb, size_t size);
+void *af_xrealloc(void *p, size_t n);
+char *af_xstrdup(const char *s);          /* NULL in, NULL out */
+char *af_xstrndup(const char *s, size_t n);
+char *af_xasprintf(const char *fmt, ...) AF_PRINTF(1, 2);
+void af_free(void *p);                    /* NULL is fine */
+
+/* Grows *arr (of *cap elements of `elem` bytes) so it holds at least `need`. */
+void af_grow(void **arr, size_t *cap, size_t need, size_t elem);
+#define AF_GROW(arr, cap, need) af_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+/* ---- bounded buffer ------------------------------------------------------ */
+
+/*
+ * Invariants: `len < alloc` whenever `buf` is not NULL, and buf[len] == '\0';
+ * `len` never exceeds `cap` (0 = unbounded).
+ */
+struct af_buf {
+    char *buf;
+    size_t len;
+    size_t alloc;
+    size_t cap;
+};
+#define AF_BUF_INIT(maxlen) {NULL, 0, 0, (maxlen)}
+
+void af_buf_init(struct af_buf *b, size_t cap);
+void af_buf_release(struct af_buf *b);
+void af_buf_reset(struct af_buf *b);
+/* Returns 0, or AF_ETOOBIG (and appends nothing) when the cap would be passed. */
+int af_buf_add(struct af_buf *b, const void *data, size_t len) AF_MUST_CHECK;
+int af_buf_puts(struct af_buf *b, const char *s) AF_MUST_CHECK;
+int af_buf_printf(struct af_buf *b, const char *fmt, ...) AF_PRINTF(2, 3) AF_MUST_CHECK;
+/* Appends `s` as a JSON string literal (with quotes). */
+int af_buf_json_str(struct af_buf *b, const char *s) AF_MUST_CHECK;
+/* Caller owns the result; the buffer is left empty. */
+char *af_buf_detach(struct af_buf *b, size_t *len);
+/* Reads a whole file. Returns 0, AF_ENOENT, AF_EIO or AF_ETOOBIG. */
+int af_buf_read_file(struct af_buf *b, const char *path) AF_MUST_CHECK;
+
+/* ---- arena --------------------------------------------------------------- */
+
+struct af_arena_chunk;
+struct af_arena {
+    struct af_arena_chunk *head;
+    size_t used;     /* bytes handed out in total */
+};
+#define AF_ARENA_INIT {NULL, 0}
+
+void *af_arena_alloc(struct af_arena *a, size_t n);   /* zeroed, 16-aligned, cannot fail */
+char *af_arena_strdup(struct af_arena *a, const char *s);
+char *af_arena_printf(struct af_arena *a, const char *fmt, ...) AF_PRINTF(2, 3);
+void af_arena_release(struct af_arena *a);
+
+/* ---- parsing helpers ------------------------------------------------------ */
+
+/* Parses "70B", "350M", "13e9", "7000000000", "1.5k". Returns 0 or AF_EINVAL. */
+int af_parse_count(const char *s, double *out) AF_MUST_CHECK;
+/* Parses a Kubernetes quantity ("500m", "16Gi", "1", "2e3") scaled by `scale`
+ * (1000 for milli-units of cpu, 1 for bytes and counts), rounded up. */
+int af_parse_quantity(const char *s, int64_t scale, int64_t *out) AF_MUST_CHECK;
+/* Strict decimal integer with range check. */
+int af_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out) AF_MUST_CHECK;
+
+/* ---- logging -------------------------------------------------------------- */
+
+enum af_log_level { AF_LOG_DEBUG = 0, AF_LOG_INFO, AF_LOG_WARN, AF_LOG_ERROR, AF_LOG_OFF };
+enum af_log_format { AF_LOG_TEXT = 0, AF_LOG_JSON };
+
+extern int af_log_level;
+extern int af_log_format;
+
+/*
+ * One line per event. `msg` is a short lower-case phrase; the varargs are
+ * key/value string pairs terminated by NULL:
+ *   AF_LOG(AF_LOG_INFO, "request", "verb", "filter", "status", "200", NULL);
+ */
+#define AF_LOG(lvl, ...)                                \
+    do {                                                \
+        if ((int)(lvl) >= af_log_level)                 \
+            af__log((lvl), __VA_ARGS__);                \
+    } while (0)
+void af__log(int level, const char *msg, ...);
+int af_log_parse_level(const char *s);   /* -1 when unknown */
+
+/* Stays on in release builds. */
+#define af_assert(e) ((e) ? (void)0 : af__assert_fail(#e, __FILE__, __LINE__))
+AF_NORETURN void af__assert_fail(const char *expr, const char *file, int line);
+
+/* Monotonic clock in nanoseconds and wall clock in seconds (not for the core). */
+uint64_t af_now_ns(void);
+double af_wall_time(void);
+
+#endif

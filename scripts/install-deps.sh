@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what accelfit needs to build and test on Debian/Ubuntu (apt-get).
+# Does nothing when everything is already there.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config libwebsockets-dev libjansson-dev libcurl4-openssl-dev
+      libyaml-dev libssl-dev check python3 openssl curl ca-certificates)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Names and small helpers for the core's value types: hardware classes,
+ * resources, workload enums, and the reference-counted node and pod records.
+ */
+#include "accelfit/model.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "accelfit/util.h"
+
+/* ---- classes --------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    enum af_accel_kind kind;
+    const char *accel;
+} classes[] = {
+#define XX(id, name, kind, accel) {name, AF_ACCEL_##kind, accel},
+    AF_CLASS_MAP(XX)
+#undef XX
+};
+
+const char *af_class_name(enum af_class c)
+{
+    if (c < 0 || c >= AF_CLASS__COUNT)
+        return "unknown";
+    return classes[c].name;
+}
+
+enum af_class af_class_parse(const char *s)
+{
+    if (!s)
+        return AF_CLASS_UNKNOWN;
+    for (int i = 0; i < AF_CLASS__COUNT; i++)
+        if (!strcmp(s, classes[i].name))
+            return (enum af_class)i;
+    return AF_CLASS_UNKNOWN;
+}
+
+enum af_accel_kind af_class_kind(enum af_class c)
+{
+    if (c < 0 || c >= AF_CLASS__COUNT)
+        return AF_ACCEL_NONE;
+    return classes[c].kind;
+}
+
+int af_class_neuron_core_version(enum af_class c)
+{
+    switch (c) {
+    case AF_CLASS_INFERENTIA1:
+        return 1;
+    case AF_CLASS_INFERENTIA2:
+    case AF_CLASS_TRAINIUM1:
+        return 2;
+    case AF_CLASS_TRAINIUM2:
+        return 3;
+    default:
+        return 0;
+    }
+}
+
+/* Lower-cases and keeps only letters and digits: "NVIDIA-A100-SXM4" -> "nvidiaa100sxm4". */
+static void squash(const char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *s && n + 1 < cap; s++)
+        if (isalnum((unsigned char)*s))
+            out[n++] = (char)tolower((unsigned char)*s);
+    out[n] = '\0';
+}
+
+enum af_class af_class_from_accel_name(const char *s)
+{
+    /* Longest, most specific tokens first: "l40s" before "l4", "inferentia2"
+     * before "inferentia", "trainium2"/"trn2" before "trainium". */
+    static const struct {
+        const char *token;
+        enum af_class cls;
+    } tokens[] = {
+        {"inferentia2", AF_CLASS_INFERENTIA2}, {"inferentia1", AF_CLASS_INFERENTIA1},
+        {"inferentia", AF_CLASS_INFERENTIA1},  {"inf2", AF_CLASS_INFERENTIA2},
+        {"inf1", AF_CLASS_INFERENTIA1},        {"trainium2", AF_CLASS_TRAINIUM2},
+        {"trainium1", AF_CLASS_TRAINIUM1},     {"trainium", AF_CLASS_TRAINIUM1},
+        {"trn2", AF_CLASS_TRAINIUM2},          {"trn1", AF_CLASS_TRAINIUM1},
+        {"l40s", AF_CLASS_NVIDIA_L40S},        {"a10g", AF_CLASS_NVIDIA_A10G},
+        {"a100", AF_CLASS_NVIDIA_A100},        {"h100", AF_CLASS_NVIDIA_H100},
+        {"h200", AF_CLASS_NVIDIA_H200},        {"v100", AF_CLASS_NVIDIA_V100},
+        {"t4", AF_CLASS_NVIDIA_T4},            {"l4", AF_CLASS_NVIDIA_L4},
+    };
+    char sq[128];
+
+    if (!s || !*s)
+        return AF_CLASS_UNKNOWN;
+    squash(s, sq, sizeof(sq));
+    if (!strcmp(sq, "cpu") || !strcmp(sq, "none"))
+        return AF_CLASS_CPU;
+    for (size_t i = 0; i < AF_ARRAY_SIZE(tokens); i++) {
+        const char *hit = strstr(sq, tokens[i].token);
+        size_t tl = strlen(tokens[i].token);
+        if (!hit)
+            continue;
+        /* "t4" and "l4" must not be the tail of a longer model number ("a10g4"
+         * never occurs, but "l40" would contain "l4"): require no digit after. */
+        if (isdigit((unsigned char)hit[tl]) && tl <= 2)
+            continue;
+        return tokens[i].cls;
+    }
+    return AF_CLASS_UNKNOWN;
+}
+
+/* ---- catalog ------------------------------------------------------------------ */
+
+double af_instance_accel_memory_gib(const struct af_instance_type *t)
+{
+    return t->accel_count * t->accel_memory_gib_per_device;
+}
+
+const struct af_instance_type *af_catalog_find(const struct af_catalog *c, const char *name)
+{
+    size_t lo = 0, hi;
+
+    if (!c || !name)
+        return NULL;
+    hi = c->n_types;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int cmp = strcmp(name, c->types[mid].name);
+        if (!cmp)
+            return &c->types[mid];
+        if (cmp < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* ---- resources ------------------------------------------------------------------ */
+
+static const char *res_names[] = {
+#define XX(id, name) name,
+    AF_RES_MAP(XX)
+#undef XX
+};
+
+const char *af_res_name(enum af_res r)
+{
+    return (r >= 0 && r < AF_RES__COUNT) ? res_names[r] : "unknown";
+}
+
+int af_res_parse(const char *name)
+{
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        if (!strcmp(name, res_names[i]))
+            return i;
+    return -1;
+}
+
+bool af_res_fits(const struct af_resources *req, const struct af_resources *alloc,
+                 const struct af_resources *used, enum af_res *first_short)
+{
+    for (int i = 0; i < AF_RES__COUNT; i++) {
+        if (i == AF_RES_PODS)
+            continue;
+        if (req->v[i] > 0 && req->v[i] > alloc->v[i] - used->v[i]) {
+            if (first_short)
+                *first_short = (enum af_res)i;
+            return false;
+        }
+    }
+    return true;
+}
+
+enum af_accel_kind af_res_accel_kind(const struct af_resources *req)
+{
+    if (req->v[AF_RES_GPU] > 0)
+        return AF_ACCEL_GPU;
+    if (req->v[AF_RES_NEURON] > 0 || req->v[AF_RES_NEURONDEVICE] > 0 ||
+        req->v[AF_RES_NEURONCORE] > 0)
+        return AF_ACCEL_NEURON;
+    return AF_ACCEL_NONE;
+}
+
+/* ---- workload enums ------------------------------------------------------------------ */
+
+static const char *workload_names[] = {
+#define XX(id, name) name,
+    AF_WORKLOAD_MAP(XX)
+#undef XX
+};
+static const char *objective_names[] = {
+#define XX(id, name) name,
+    AF_OBJECTIVE_MAP(XX)
+#undef XX
+};
+static const char *framework_names[] = {
+#define XX(id, name) name,
+    AF_FRAMEWORK_MAP(XX)
+#undef XX
+};
+static const struct {
+    const char *name;
+    int bytes;
+} precisions[] = {
+#define XX(id, name, bytes) {name, bytes},
+    AF_PRECISION_MAP(XX)
+#undef XX
+};
+
+static int lookup(const char *const *names, int n, const char *s)
+{
+    if (!s)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (!strcasecmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+const char *af_workload_name(enum af_workload w)
+{
+    return (w >= 0 && w < AF_WORKLOAD__COUNT) ? workload_names[w] : "unknown";
+}
+
+int af_workload_parse(const char *s)
+{
+    return lookup(workload_names, AF_WORKLOAD__COUNT, s);
+}
+
+const char *af_objective_name(enum af_objective o)
+{
+    return (o >= 0 && o < AF_OBJECTIVE__COUNT) ? objective_names[o] : "unknown";
+}
+
+int af_objective_parse(const char *s)
+{
+    return lookup(objective_names, AF_OBJECTIVE__COUNT, s);
+}
+
+const char *af_framework_name(enum af_framework f)
+{
+    return (f >= 0 && f < AF_FRAMEWORK__COUNT) ? framework_names[f] : "unknown";
+}
+
+int af_framework_parse(const char *s)
+{
+    return lookup(framework_names, AF_FRAMEWORK__COUNT, s);
+}
+
+const char *af_precision_name(enum af_precision p)
+{
+    return (p >= 0 && p < AF_PRECISION__COUNT) ? precisions[p].name : "default";
+}
+
+int af_precision_parse(const char *s)
+{
+    if (!s)
+        return -1;
+    for (int i = 0; i < AF_PRECISION__COUNT; i++)
+        if (!strcasecmp(s, precisions[i].name))
+            return i;
+    return -1;
+}
+
+int af_precision_bytes(enum af_precision p)
+{
+    return (p >= 0 && p < AF_PRECISION__COUNT) ? precisions[p].bytes : 0;
+}
+
+void af_profile_init(struct af_profile *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->workload = AF_WORKLOAD_UNKNOWN;
+    p->objective = AF_OBJECTIVE_BALANCED;
+    p->framework = AF_FRAMEWORK_UNKNOWN;
+    p->precision = AF_PRECISION_DEFAULT;
+}
+
+/* ---- records ---------------------------------------------------------------------- */
+
+struct af_node_info *af_node_info_new(void)
+{
+    struct af_node_info *n = af_xcalloc(1, sizeof(*n));
+    atomic_init(&n->refcnt, 1);
+    n->cls = AF_CLASS_UNKNOWN;
+    return n;
+}
+
+struct af_node_info *af_node_info_ref(struct af_node_info *n)
+{
+    if (n)
+        atomic_fetch_add_explicit(&n->refcnt, 1, memory_order_relaxed);
+    return n;
+}
+
+void af_node_info_unref(struct af_node_info *n)
+{
+    if (!n || atomic_fetch_sub_explicit(&n->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    free(n->name);
+    free(n->instance_type);
+    free(n);
+}
+
+struct af_pod_info *af_pod_info_new(void)
+{
+    struct af_pod_info *p = af_xcalloc(1, sizeof(*p));
+    atomic_init(&p->refcnt, 1);
+    return p;
+}
+
+struct af_pod_info *af_pod_info_ref(struct af_pod_info *p)
+{
+    if (p)
+        atomic_fetch_add_explicit(&p->refcnt, 1, memory_order_relaxed);
+    return p;
+}
+
+void af_pod_info_unref(struct af_pod_info *p)
+{
+    if (!p || atomic_fetch_sub_explicit(&p->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    free(p->ns);
+    free(p->name);
+    free(p->uid);
+    free(p->node_name);
+    free(p->tenant);
+    free(p->owner_kind);
+    free(p->owner_name);
+    free(p->ann.workload);
+    free(p->ann.model_params);
+    free(p->ann.objective);
+    free(p->ann.latency_slo_ms);
+    free(p->ann.framework);
+    free(p->ann.neuron_ready);
+    free(p->ann.precision);
+    free(p);
+}

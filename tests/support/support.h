@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Test support shared by the Check suites: running a suite, reading fixtures
+ * relative to the source tree, and running the built accelfit binary.
+ */
+#ifndef AF_TEST_SUPPORT_H
+#define AF_TEST_SUPPORT_H
+
+#include <check.h>
+#include <stddef.h>
+
+/* Runs `s` with CK_NORMAL output; returns the process exit status (0 = all passed). */
+int af_test_run(Suite *s);
+
+/* Reads AF_SOURCE_DIR "/" relpath; aborts the test when missing. Caller frees. */
+char *af_test_read(const char *relpath, size_t *len);
+/* Absolute path of a file in the source tree (static buffer rotation of 8). */
+const char *af_test_path(const char *relpath);
+
+/*
+ * Runs the accelfit binary with argv (argv[0] is ignored; NULL-terminated),
+ * optional stdin text, and captures stdout and stderr (caller frees).
+ * Returns the exit status, or 128+signal.
+ */
+int af_test_exec(const char *const *argv, const char *stdin_text, char **out, char **err);
+
+#endif
