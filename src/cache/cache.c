@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cache: the mutable cluster state (writer thread only), immutable snapshots
+ * and the publisher.
+ *
+ * Layout: nodes and pods live in dense arrays of small slots (swap-remove on
+ * delete), each indexed by an open-addressing table of uint32 slot numbers
+ * (linear probing, backward-shift deletion, no tombstones). Only the
+ * refcounted af_node_info / af_pod_info records are kept, never the
+ * Kubernetes objects. A node slot can exist without a node record ("phantom")
+ * while pods bound to that name arrive before the node does, so usage is
+ * always current when the node shows up.
+ *
+ * A snapshot copies the node slots that have a record (sorted by name; the
+ * sorted order is cached and only recomputed when the node set changes) and
+ * the pod pointer array, taking one reference per record, and builds its own
+ * hash indexes from the hashes stored in the slots: O(nodes log nodes + pods).
+ */
+#include "accelfit/cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelfit/util.h"
+
+/* ---- hashing ------------------------------------------------------------------------------ */
+
+static uint32_t hash_bytes(uint32_t h, const char *s)
+{
+    /* FNV-1a, 32 bit */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+static uint32_t hash_node(const char *name)
+{
+    return hash_bytes(2166136261u, name ? name : "");
+}
+
+static uint32_t hash_pod(const char *ns, const char *name)
+{
+    uint32_t h = hash_bytes(2166136261u, ns ? ns : "");
+    h ^= 0xffu; /* separator that cannot occur in a name */
+    h *= 16777619u;
+    return hash_bytes(h, name ? name : "");
+}
+
+static bool streq(const char *a, const char *b)
+{
+    if (!a)
+        a = "";
+    if (!b)
+        b = "";
+    return strcmp(a, b) == 0;
+}
+
+/* ---- open-addressing index (values are slot + 1; 0 = empty) ------------------------------ */
+
+struct index {
+    uint32_t *t;
+    size_t size;   /* power of two */
+    size_t count;
+};
+
+typedef bool (*idx_eq_fn)(const void *ctx, uint32_t slot, const void *key);
+typedef uint32_t (*idx_hash_fn)(const void *ctx, uint32_t slot);
+
+static void idx_rebuild(struct index *ix, size_t need, const void *ctx, idx_hash_fn hf, size_t n)
+{
+    size_t size = 16;
+    while (size < need * 2)
+        size <<= 1;
+    free(ix->t);
+    ix->t = af_xcalloc(size, sizeof(uint32_t));
+    ix->size = size;
+    ix->count = n;
+    for (size_t i = 0; i < n; i++) {
+        size_t pos = hf(ctx, (uint32_t)i) & (size - 1);
+        while (ix->t[pos])
+            pos = (pos + 1) & (size - 1);
+        ix->t[pos] = (uint32_t)i + 1;
+    }
+}
+
+/* Position of the table entry holding a slot matching key, or (size_t)-1. */
+static size_t idx_find(const struct index *ix, uint32_t h, const void *ctx, idx_eq_fn eq,
+                       const void *key)
+{
+    if (!ix->size)
+        return (size_t)-1;
+    for (size_t pos = h & (ix->size - 1);; pos = (pos + 1) & (ix->size - 1)) {
+        uint32_t v = ix->t[pos];
+        if (!v)
+            return (size_t)-1;
+        if (eq(ctx, v - 1, key))
+            return pos;
+    }
+}
+
+/* Position of the entry holding exactly `slot` (hash h). */
+static size_t idx_find_slot(const struct index *ix, uint32_t h, uint32_t slot)
+{
+    for (size_t pos = h & (ix->size - 1);; pos = (pos + 1) & (ix->size - 1)) {
+        af_assert(ix->t[pos] != 0);
+        if (ix->t[pos] == slot + 1)
+            return pos;
+    }
+}
+
+static void idx_insert(struct index *ix, uint32_t h, uint32_t slot)
+{
+    size_t pos = h & (ix->size - 1);
+    while (ix->t[pos])
+        pos = (pos + 1) & (ix->size - 1);
+    ix->t[pos] = slot + 1;
+    ix->count++;
+}
+
+/* Backward-shift deletion for linear probing. */
+static void idx_remove_at(struct index *ix, size_t pos, const void *ctx, idx_hash_fn hf)
+{
+    size_t mask = ix->size - 1;
+    size_t hole = pos;
+    ix->t[hole] = 0;
+    ix->count--;
+    for (size_t j = (hole + 1) & mask; ix->t[j]; j = (j + 1) & mask) {
+        size_t home = hf(ctx, ix->t[j] - 1) & mask;
+        /* Move entry j into the hole when its home is not in (hole, j]. */
+        bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!in_range) {
+            ix->t[hole] = ix->t[j];
+            ix->t[j] = 0;
+            hole = j;
+        }
+    }
+}
+
+/* ---- the cache ------------------------------------------------------------------------------ */
+
+struct node_slot {
+    char *name;                   /* owned */
+    struct af_node_info *info;    /* NULL: phantom (pods bound before the node arrived) */
+    struct af_resources used;
+    int npods;
+    uint32_t hash;
+    uint32_t mark;
+};
+
+struct pod_slot {
+    struct af_pod_info *info;
+    uint32_t hash;
+    uint32_t mark;
+};
+
+struct af_cache {                 /* watch thread only */
+    struct node_slot *nodes;
+    size_t n_nodes, cap_nodes;
+    struct index node_ix;
+    size_t n_node_infos;          /* slots with a record */
+
+    struct af_pod_info **pods;    /* dense, parallel to pod_meta */
+    struct pod_slot *pod_meta;
+    size_t n_pods, cap_pods;
+    struct index pod_ix;
+
+    uint32_t epoch[2];            /* resync marks per kind */
+    bool resyncing[2];
+    bool synced;
+    uint64_t generation;
+
+    /* cached sorted order of node slots with a record */
+    uint32_t *sorted;
+    size_t n_sorted;
+    bool sorted_dirty;
+};
+
+struct node_key {
+    const char *name;
+};
+struct pod_key {
+    const char *ns, *name;
+};
+
+static bool node_eq(const void *ctx, uint32_t slot, const void *key)
+{
+    const struct af_cache *c = ctx;
+    return strcmp(c->nodes[slot].name, ((const struct node_key *)key)->name) == 0;
+}
+
+static uint32_t node_h(const void *ctx, uint32_t slot)
+{
+    return ((const struct af_cache *)ctx)->nodes[slot].hash;
+}
+
+static bool pod_eq(const void *ctx, uint32_t slot, const void *key)
+{
+    const struct af_cache *c = ctx;
+    const struct pod_key *k = key;
+    const struct af_pod_info *p = c->pods[slot];
+    return streq(p->name, k->name) && streq(p->ns, k->ns);
+}
+
+static uint32_t pod_h(const void *ctx, uint32_t slot)
+{
+    return ((const struct af_cache *)ctx)->pod_meta[slot].hash;
+}
+
+struct af_cache *af_cache_new(void)
+{
+    struct af_cache *c = af_xcalloc(1, sizeof(*c));
+    c->epoch[0] = c->epoch[1] = 1;
+    c->sorted_dirty = true;
+    idx_rebuild(&c->node_ix, 8, c, node_h, 0);
+    idx_rebuild(&c->pod_ix, 8, c, pod_h, 0);
+    return c;
+}
+
+void af_cache_free(struct af_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        free(c->nodes[i].name);
+        af_node_info_unref(c->nodes[i].info);
+    }
+    for (size_t i = 0; i < c->n_pods; i++)
+        af_pod_info_unref(c->pods[i]);
+    free(c->nodes);
+    free(c->pods);
+    free(c->pod_meta);
+    free(c->node_ix.t);
+    free(c->pod_ix.t);
+    free(c->sorted);
+    free(c);
+}
+
+/* ---- nodes ---- */
+
+static long node_lookup(const struct af_cache *c, const char *name, uint32_t h)
+{
+    struct node_key k = {name};
+    size_t pos = idx_find(&c->node_ix, h, c, node_eq, &k);
+    return pos == (size_t)-1 ? -1 : (long)(c->node_ix.t[pos] - 1);
+}
+
+static uint32_t node_slot_get(struct af_cache *c, const char *name)
+{
+    uint32_t h = hash_node(name);
+    long s = node_lookup(c, name, h);
+    if (s >= 0)
+        return (uint32_t)s;
+    if ((c->node_ix.count + 1) * 2 > c->node_ix.size)
+        idx_rebuild(&c->node_ix, c->n_nodes + 1, c, node_h, c->n_nodes);
+    AF_GROW(c->nodes, c->cap_nodes, c->n_nodes + 1);
+    struct node_slot *ns = &c->nodes[c->n_nodes];
+    memset(ns, 0, sizeof(*ns));
+    ns->name = af_xstrdup(name);
+    ns->hash = h;
+    idx_insert(&c->node_ix, h, (uint32_t)c->n_nodes);
+    return (uint32_t)c->n_nodes++;
+}
+
+static void node_slot_remove(struct af_cache *c, uint32_t slot)
+{
+    struct node_slot *ns = &c->nodes[slot];
+    size_t pos = idx_find_slot(&c->node_ix, ns->hash, slot);
+    idx_remove_at(&c->node_ix, pos, c, node_h);
+    free(ns->name);
+    af_node_info_unref(ns->info);
+    uint32_t last = (uint32_t)(c->n_nodes - 1);
+    if (slot != last) {
+        size_t lpos = idx_find_slot(&c->node_ix, c->nodes[last].hash, last);
+        c->nodes[slot] = c->nodes[last];
+        c->node_ix.t[lpos] = slot + 1;
+    }
+    c->n_nodes--;
+    c->sorted_dirty = true;
+}
+
+/* Drops a phantom slot once nothing refers to it. */
+static void node_slot_maybe_gc(struct af_cache *c, uint32_t slot)
+{
+    if (!c->nodes[slot].info && c->nodes[slot].npods == 0)
+        node_slot_remove(c, slot);
+}
+
+void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n)
+{
+    if (!n)
+        return;
+    if (!n->name) {
+        af_node_info_unref(n);
+        return;
+    }
+    uint32_t s = node_slot_get(c, n->name);
+    struct node_slot *ns = &c->nodes[s];
+    if (!ns->info) {
+        c->n_node_infos++;
+        c->sorted_dirty = true;
+    }
+    af_node_info_unref(ns->info);
+    ns->info = n;
+    ns->mark = c->epoch[AF_KIND_NODE];
+}
+
+void af_cache_delete_node(struct af_cache *c, const char *name)
+{
+    if (!name)
+        return;
+    long s = node_lookup(c, name, hash_node(name));
+    if (s < 0 || !c->nodes[s].info)
+        return;
+    af_node_info_unref(c->nodes[s].info);
+    c->nodes[s].info = NULL;
+    c->n_node_infos--;
+    c->sorted_dirty = true;
+    node_slot_maybe_gc(c, (uint32_t)s);
+}
+
+/* ---- pods ---- */
+
+static bool pod_counts(const struct af_pod_info *p)
+{
+    return p && !p->terminal && p->node_name && *p->node_name;
+}
+
+static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sign)
+{
+    if (!pod_counts(p))
+        return;
+    uint32_t s = node_slot_get(c, p->node_name);
+    struct node_slot *ns = &c->nodes[s];
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        ns->used.v[i] += sign * p->requests.v[i];
+    ns->npods += sign;
+    af_assert(ns->npods >= 0);
+    if (sign < 0)
+        node_slot_maybe_gc(c, s);
+}
+
+static long pod_lookup(const struct af_cache *c, const char *ns, const char *name, uint32_t h,
+                       size_t *posp)
+{
+    struct pod_key k = {ns, name};
+    size_t pos = idx_find(&c->pod_ix, h, c, pod_eq, &k);
+    if (posp)
+        *posp = pos;
+    return pos == (size_t)-1 ? -1 : (long)(c->pod_ix.t[pos] - 1);
+}
+
+static void pod_slot_remove(struct af_cache *c, uint32_t slot, size_t pos)
+{
+    idx_remove_at(&c->pod_ix, pos, c, pod_h);
+    pod_account(c, c->pods[slot], -1);
+    af_pod_info_unref(c->pods[slot]);
+    uint32_t last = (uint32_t)(c->n_pods - 1);
+    if (slot != last) {
+        size_t lpos = idx_find_slot(&c->pod_ix, c->pod_meta[last].hash, last);
+        c->pods[slot] = c->pods[last];
+        c->pod_meta[slot] = c->pod_meta[last];
+        c->pod_ix.t[lpos] = slot + 1;
+    }
+    c->n_pods--;
+}
+
+void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name)
+{
+    size_t pos;
+    long s = pod_lookup(c, ns, name, hash_pod(ns, name), &pos);
+    if (s >= 0)
+        pod_slot_remove(c, (uint32_t)s, pos);
+}
+
+void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
+{
+    if (!p)
+        return;
+    if (!p->name) {
+        af_pod_info_unref(p);
+        return;
+    }
+    uint32_t h = hash_pod(p->ns, p->name);
+    size_t pos;
+    long s = pod_lookup(c, p->ns, p->name, h, &pos);
+    if (p->terminal) {
+        if (s >= 0)
+            pod_slot_remove(c, (uint32_t)s, pos);
+        af_pod_info_unref(p);
+        return;
+    }
+    if (s >= 0) {
+        struct af_pod_info *old = c->pods[s];
+        /* Account the new state first so a phantom node slot is not dropped
+         * and recreated when the pod stays on the same node. */
+        pod_account(c, p, +1);
+        pod_account(c, old, -1);
+        af_pod_info_unref(old);
+        c->pods[s] = p;
+        c->pod_meta[s].mark = c->epoch[AF_KIND_POD];
+        return;
+    }
+    if ((c->pod_ix.count + 1) * 2 > c->pod_ix.size)
+        idx_rebuild(&c->pod_ix, c->n_pods + 1, c, pod_h, c->n_pods);
+    size_t cap = c->cap_pods;
+    AF_GROW(c->pods, c->cap_pods, c->n_pods + 1);
+    if (c->cap_pods != cap)
+        c->pod_meta = af_xrealloc(c->pod_meta, c->cap_pods * sizeof(*c->pod_meta));
+    c->pods[c->n_pods] = p;
+    c->pod_meta[c->n_pods].hash = h;
+    c->pod_meta[c->n_pods].mark = c->epoch[AF_KIND_POD];
+    idx_insert(&c->pod_ix, h, (uint32_t)c->n_pods);
+    c->n_pods++;
+    pod_account(c, p, +1);
+}
+
+/* ---- resync ---- */
+
+void af_cache_begin_resync(struct af_cache *c, enum af_kind kind)
+{
+    c->epoch[kind]++;
+    if (c->epoch[kind] == 0)
+        c->epoch[kind] = 1;
+    c->resyncing[kind] = true;
+}
+
+void af_cache_end_resync(struct af_cache *c, enum af_kind kind)
+{
+    uint32_t e = c->epoch[kind];
+    if (!c->resyncing[kind])
+        return;
+    c->resyncing[kind] = false;
+    if (kind == AF_KIND_POD) {
+        for (size_t i = c->n_pods; i-- > 0;) {
+            if (i < c->n_pods && c->pod_meta[i].mark != e) {
+                size_t pos = idx_find_slot(&c->pod_ix, c->pod_meta[i].hash, (uint32_t)i);
+                pod_slot_remove(c, (uint32_t)i, pos);
+            }
+        }
+    } else {
+        for (size_t i = c->n_nodes; i-- > 0;) {
+            if (i >= c->n_nodes)
+                continue;
+            struct node_slot *ns = &c->nodes[i];
+            if (ns->info && ns->mark != e)
+                af_cache_delete_node(c, ns->name);
+        }
+    }
+}
+
+void af_cache_set_synced(struct af_cache *c, bool synced)
+{
+    c->synced = synced;
+}
+
+size_t af_cache_node_count(const struct af_cache *c)
+{
+    return c->n_node_infos;
+}
+
+size_t af_cache_pod_count(const struct af_cache *c)
+{
+    return c->n_pods;
+}
+
+/* ---- snapshots ------------------------------------------------------------------------------ */
+
+static const struct af_cache *sort_ctx;
+static int cmp_slot_name(const void *a, const void *b)
+{
+    return strcmp(sort_ctx->nodes[*(const uint32_t *)a].name,
+                  sort_ctx->nodes[*(const uint32_t *)b].name);
+}
+
+static void refresh_sorted(struct af_cache *c)
+{
+    if (!c->sorted_dirty)
+        return;
+    free(c->sorted);
+    c->sorted = af_xmalloc((c->n_node_infos + 1) * sizeof(uint32_t));
+    c->n_sorted = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].info)
+            c->sorted[c->n_sorted++] = (uint32_t)i;
+    af_assert(c->n_sorted == c->n_node_infos);
+    sort_ctx = c; /* the cache is single-writer; qsort_r is not C11 */
+    qsort(c->sorted, c->n_sorted, sizeof(uint32_t), cmp_slot_name);
+    sort_ctx = NULL;
+    c->sorted_dirty = false;
+}
+
+static size_t pow2_for(size_t n)
+{
+    size_t size = 16;
+    while (size < n * 2)
+        size <<= 1;
+    return size;
+}
+
+struct af_snapshot *af_cache_snapshot(struct af_cache *c)
+{
+    struct af_snapshot *s = af_xcalloc(1, sizeof(*s));
+    atomic_init(&s->refcnt, 1);
+    s->generation = ++c->generation;
+    s->synced = c->synced;
+
+    refresh_sorted(c);
+    s->n_nodes = c->n_sorted;
+    s->nodes = af_xcalloc(s->n_nodes + 1, sizeof(*s->nodes));
+    s->node_index_size = pow2_for(s->n_nodes);
+    s->node_index = af_xcalloc(s->node_index_size, sizeof(uint32_t));
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        const struct node_slot *ns = &c->nodes[c->sorted[i]];
+        s->nodes[i].info = af_node_info_ref(ns->info);
+        s->nodes[i].used = ns->used;
+        s->nodes[i].npods = ns->npods;
+        size_t pos = ns->hash & (s->node_index_size - 1);
+        while (s->node_index[pos])
+            pos = (pos + 1) & (s->node_index_size - 1);
+        s->node_index[pos] = (uint32_t)i + 1;
+    }
+
+    s->n_pods = c->n_pods;
+    s->pods = af_xmalloc((s->n_pods + 1) * sizeof(*s->pods));
+    s->pod_index_size = pow2_for(s->n_pods);
+    s->pod_index = af_xcalloc(s->pod_index_size, sizeof(uint32_t));
+    for (size_t i = 0; i < s->n_pods; i++) {
+        s->pods[i] = af_pod_info_ref(c->pods[i]);
+        size_t pos = c->pod_meta[i].hash & (s->pod_index_size - 1);
+        while (s->pod_index[pos])
+            pos = (pos + 1) & (s->pod_index_size - 1);
+        s->pod_index[pos] = (uint32_t)i + 1;
+    }
+    return s;
+}
+
+const struct af_node_view *af_snapshot_find_node(const struct af_snapshot *s, const char *name)
+{
+    if (!s || !name || !s->node_index_size)
+        return NULL;
+    size_t mask = s->node_index_size - 1;
+    for (size_t pos = hash_node(name) & mask;; pos = (pos + 1) & mask) {
+        uint32_t v = s->node_index[pos];
+        if (!v)
+            return NULL;
+        if (!strcmp(s->nodes[v - 1].info->name, name))
+            return &s->nodes[v - 1];
+    }
+}
+
+const struct af_pod_info *af_snapshot_find_pod(const struct af_snapshot *s, const char *ns,
+                                               const char *name)
+{
+    if (!s || !name || !s->pod_index_size)
+        return NULL;
+    size_t mask = s->pod_index_size - 1;
+    for (size_t pos = hash_pod(ns, name) & mask;; pos = (pos + 1) & mask) {
+        uint32_t v = s->pod_index[pos];
+        if (!v)
+            return NULL;
+        const struct af_pod_info *p = s->pods[v - 1];
+        if (streq(p->name, name) && streq(p->ns, ns))
+            return p;
+    }
+}
+
+struct af_snapshot *af_snapshot_ref(struct af_snapshot *s)
+{
+    if (s)
+        atomic_fetch_add_explicit(&s->refcnt, 1, memory_order_relaxed);
+    return s;
+}
+
+void af_snapshot_unref(struct af_snapshot *s)
+{
+    if (!s || atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    for (size_t i = 0; i < s->n_nodes; i++)
+        af_node_info_unref((struct af_node_info *)s->nodes[i].info);
+    for (size_t i = 0; i < s->n_pods; i++)
+        af_pod_info_unref(s->pods[i]);
+    free(s->nodes);
+    free(s->pods);
+    free(s->node_index);
+    free(s->pod_index);
+    free(s);
+}
+
+/* ---- publisher ---------------------------------------------------------------------------------- */
+
+void af_publisher_init(struct af_publisher *p)
+{
+    pthread_mutex_init(&p->lock, NULL);
+    p->current = NULL;
+}
+
+void af_publisher_destroy(struct af_publisher *p)
+{
+    af_snapshot_unref(p->current);
+    p->current = NULL;
+    pthread_mutex_destroy(&p->lock);
+}
+
+void af_publisher_publish(struct af_publisher *p, struct af_snapshot *s)
+{
+    struct af_snapshot *old;
+    pthread_mutex_lock(&p->lock);
+    old = p->current;
+    p->current = s;
+    pthread_mutex_unlock(&p->lock);
+    af_snapshot_unref(old); /* outside the lock: freeing 150k refs is not "tiny" */
+}
+
+struct af_snapshot *af_publisher_acquire(struct af_publisher *p)
+{
+    struct af_snapshot *s;
+    pthread_mutex_lock(&p->lock);
+    s = af_snapshot_ref(p->current);
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}

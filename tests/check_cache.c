@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cache: incremental usage, resync sweep, snapshots, publisher. */
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/cache.h"
+#include "accelfit/util.h"
+#include "support/support.h"
+
+static struct af_node_info *mknode(const char *name, int64_t cpu_m, int64_t gpus)
+{
+    struct af_node_info *n = af_node_info_new();
+    n->name = af_xstrdup(name);
+    n->allocatable.v[AF_RES_CPU] = cpu_m;
+    n->allocatable.v[AF_RES_GPU] = gpus;
+    n->allocatable.v[AF_RES_PODS] = 110;
+    return n;
+}
+
+static struct af_pod_info *mkpod(const char *ns, const char *name, const char *node,
+                                 int64_t cpu_m, int64_t gpus, bool terminal)
+{
+    struct af_pod_info *p = af_pod_info_new();
+    p->ns = af_xstrdup(ns);
+    p->name = af_xstrdup(name);
+    p->uid = af_xasprintf("uid-%s-%s", ns, name);
+    p->node_name = af_xstrdup(node);
+    p->terminal = terminal;
+    p->requests.v[AF_RES_CPU] = cpu_m;
+    p->requests.v[AF_RES_GPU] = gpus;
+    return p;
+}
+
+/* Invariant: a snapshot's per-node usage equals the sum over its pods, and every
+ * node and pod is found through the indexes. */
+static void check_snapshot_consistent(const struct af_snapshot *s)
+{
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        struct af_resources sum = {{0}};
+        int np = 0;
+        if (i > 0)
+            ck_assert_int_lt(strcmp(s->nodes[i - 1].info->name, s->nodes[i].info->name), 0);
+        ck_assert_ptr_eq(af_snapshot_find_node(s, s->nodes[i].info->name), &s->nodes[i]);
+        for (size_t j = 0; j < s->n_pods; j++) {
+            const struct af_pod_info *p = s->pods[j];
+            if (p->node_name && !strcmp(p->node_name, s->nodes[i].info->name)) {
+                for (int r = 0; r < AF_RES__COUNT; r++)
+                    sum.v[r] += p->requests.v[r];
+                np++;
+            }
+        }
+        ck_assert_int_eq(np, s->nodes[i].npods);
+        for (int r = 0; r < AF_RES__COUNT; r++)
+            ck_assert_int_eq(sum.v[r], s->nodes[i].used.v[r]);
+    }
+    for (size_t j = 0; j < s->n_pods; j++) {
+        ck_assert(!s->pods[j]->terminal);
+        ck_assert_ptr_eq(af_snapshot_find_pod(s, s->pods[j]->ns, s->pods[j]->name), s->pods[j]);
+    }
+}
+
+static const struct af_node_view *snap_node(struct af_cache *c, struct af_snapshot **out,
+                                            const char *name)
+{
+    *out = af_cache_snapshot(c);
+    check_snapshot_consistent(*out);
+    return af_snapshot_find_node(*out, name);
+}
+
+START_TEST(test_usage_follows_add_modify_bind_delete)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_snapshot *s;
+    const struct af_node_view *v;
+
+    af_cache_upsert_node(c, mknode("n1", 8000, 8));
+    af_cache_upsert_node(c, mknode("n2", 8000, 8));
+    af_cache_upsert_pod(c, mkpod("default", "p1", NULL, 1000, 1, false));   /* unbound */
+    v = snap_node(c, &s, "n1");
+    ck_assert_int_eq(v->npods, 0);
+    ck_assert_int_eq(s->n_pods, 1);
+    af_snapshot_unref(s);
+
+    af_cache_upsert_pod(c, mkpod("default", "p1", "n1", 1000, 1, false));   /* bind */
+    af_cache_upsert_pod(c, mkpod("default", "p2", "n1", 500, 2, false));
+    v = snap_node(c, &s, "n1");
+    ck_assert_int_eq(v->npods, 2);
+    ck_assert_int_eq(v->used.v[AF_RES_CPU], 1500);
+    ck_assert_int_eq(v->used.v[AF_RES_GPU], 3);
+    af_snapshot_unref(s);
+
+    af_cache_upsert_pod(c, mkpod("default", "p2", "n2", 700, 4, false));    /* moved + resized */
+    v = snap_node(c, &s, "n1");
+    ck_assert_int_eq(v->used.v[AF_RES_CPU], 1000);
+    ck_assert_int_eq(v->used.v[AF_RES_GPU], 1);
+    ck_assert_int_eq(af_snapshot_find_node(s, "n2")->used.v[AF_RES_GPU], 4);
+    af_snapshot_unref(s);
+
+    af_cache_upsert_pod(c, mkpod("default", "p1", "n1", 1000, 1, true));    /* terminal */
+    ck_assert_int_eq(af_cache_pod_count(c), 1);
+    af_cache_delete_pod(c, "default", "p2");
+    af_cache_delete_pod(c, "default", "nope");
+    v = snap_node(c, &s, "n2");
+    ck_assert_int_eq(v->npods, 0);
+    ck_assert_int_eq(v->used.v[AF_RES_CPU], 0);
+    ck_assert_int_eq(s->n_pods, 0);
+    ck_assert_ptr_null(af_snapshot_find_pod(s, "default", "p1"));
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_node_arriving_after_its_pods_sees_usage)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_snapshot *s;
+
+    af_cache_upsert_pod(c, mkpod("a", "p1", "late", 250, 0, false));
+    af_cache_upsert_pod(c, mkpod("a", "p2", "late", 250, 1, false));
+    s = af_cache_snapshot(c);
+    ck_assert_int_eq(s->n_nodes, 0);       /* no phantom in a snapshot */
+    ck_assert_int_eq(af_cache_node_count(c), 0);
+    af_snapshot_unref(s);
+    af_cache_upsert_node(c, mknode("late", 4000, 1));
+    const struct af_node_view *v = snap_node(c, &s, "late");
+    ck_assert_int_eq(v->npods, 2);
+    ck_assert_int_eq(v->used.v[AF_RES_CPU], 500);
+    af_snapshot_unref(s);
+    /* node deleted while pods remain, then it comes back: usage is still right */
+    af_cache_delete_node(c, "late");
+    ck_assert_int_eq(af_cache_node_count(c), 0);
+    af_cache_upsert_node(c, mknode("late", 4000, 1));
+    v = snap_node(c, &s, "late");
+    ck_assert_int_eq(v->npods, 2);
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_resync_sweeps_what_was_not_relisted)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_snapshot *s;
+
+    for (int i = 0; i < 50; i++) {
+        char nn[32], pn[32];
+        snprintf(nn, sizeof(nn), "n%02d", i);
+        snprintf(pn, sizeof(pn), "p%02d", i);
+        af_cache_upsert_node(c, mknode(nn, 1000, 0));
+        af_cache_upsert_pod(c, mkpod("ns", pn, nn, 10, 0, false));
+    }
+    af_cache_begin_resync(c, AF_KIND_NODE);
+    af_cache_begin_resync(c, AF_KIND_POD);
+    for (int i = 0; i < 50; i += 2) {
+        char nn[32], pn[32];
+        snprintf(nn, sizeof(nn), "n%02d", i);
+        snprintf(pn, sizeof(pn), "p%02d", i);
+        af_cache_upsert_node(c, mknode(nn, 1000, 0));
+        af_cache_upsert_pod(c, mkpod("ns", pn, nn, 20, 0, false));
+    }
+    af_cache_end_resync(c, AF_KIND_NODE);
+    af_cache_end_resync(c, AF_KIND_POD);
+    ck_assert_int_eq(af_cache_node_count(c), 25);
+    ck_assert_int_eq(af_cache_pod_count(c), 25);
+    s = af_cache_snapshot(c);
+    check_snapshot_consistent(s);
+    ck_assert_ptr_null(af_snapshot_find_node(s, "n01"));
+    ck_assert_int_eq(af_snapshot_find_node(s, "n02")->used.v[AF_RES_CPU], 20);
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_snapshot_is_immutable_while_cache_changes)
+{
+    struct af_cache *c = af_cache_new();
+    af_cache_upsert_node(c, mknode("n1", 1000, 0));
+    af_cache_upsert_pod(c, mkpod("ns", "p", "n1", 100, 0, false));
+    af_cache_set_synced(c, true);
+    struct af_snapshot *s1 = af_cache_snapshot(c);
+    const struct af_pod_info *p1 = af_snapshot_find_pod(s1, "ns", "p");
+    for (int i = 0; i < 2000; i++) {
+        char pn[32];
+        snprintf(pn, sizeof(pn), "q%d", i);
+        af_cache_upsert_pod(c, mkpod("ns", pn, "n1", 1, 0, false));
+    }
+    af_cache_delete_pod(c, "ns", "p");
+    af_cache_delete_node(c, "n1");
+    struct af_snapshot *s2 = af_cache_snapshot(c);
+    ck_assert(s1->synced);
+    ck_assert_uint_gt(s2->generation, s1->generation);
+    ck_assert_int_eq(s1->n_pods, 1);
+    ck_assert_ptr_eq(af_snapshot_find_pod(s1, "ns", "p"), p1);
+    ck_assert_str_eq(p1->name, "p");
+    ck_assert_int_eq(af_snapshot_find_node(s1, "n1")->used.v[AF_RES_CPU], 100);
+    ck_assert_int_eq(s2->n_pods, 2000);
+    ck_assert_int_eq(s2->n_nodes, 0);
+    check_snapshot_consistent(s1);
+    check_snapshot_consistent(s2);
+    af_cache_free(c);               /* snapshots outlive the cache */
+    ck_assert_str_eq(s1->nodes[0].info->name, "n1");
+    af_snapshot_unref(s1);
+    af_snapshot_unref(s2);
+}
+END_TEST
+
+START_TEST(test_publisher_refcounts)
+{
+    struct af_publisher pub;
+    struct af_cache *c = af_cache_new();
+    struct af_node_info *n = mknode("n1", 1000, 0);
+    af_cache_upsert_node(c, af_node_info_ref(n));
+    af_publisher_init(&pub);
+    ck_assert_ptr_null(af_publisher_acquire(&pub));
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    struct af_snapshot *held = af_publisher_acquire(&pub);
+    ck_assert_int_eq(atomic_load(&held->refcnt), 2);
+    ck_assert_int_eq(atomic_load(&n->refcnt), 3);  /* mine, cache, snapshot */
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    ck_assert_int_eq(atomic_load(&held->refcnt), 1);
+    ck_assert_int_eq(af_snapshot_find_node(held, "n1")->info->allocatable.v[AF_RES_CPU], 1000);
+    af_snapshot_unref(held);
+    ck_assert_int_eq(atomic_load(&n->refcnt), 3);
+    af_publisher_destroy(&pub);
+    af_cache_free(c);
+    ck_assert_int_eq(atomic_load(&n->refcnt), 1);
+    af_node_info_unref(n);
+}
+END_TEST
+
+/* Random operations against a naive model. */
+START_TEST(test_random_operations_match_model)
+{
+    enum { NN = 20, NP = 300 };
+    struct {
+        int node;   /* -1 unbound */
+        int cpu;
+        bool present;
+    } model[NP];
+    bool node_present[NN] = {0};
+    struct af_cache *c = af_cache_new();
+    unsigned seed = 12345;
+    memset(model, 0, sizeof(model));
+    for (int step = 0; step < 20000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = (seed >> 8);
+        int op = (int)(r % 10), i = (int)((r / 10) % NP), nidx = (int)((r / 3000) % NN);
+        char pn[16], nn[16];
+        snprintf(pn, sizeof(pn), "p%d", i);
+        snprintf(nn, sizeof(nn), "n%d", nidx);
+        if (op < 5) {
+            int cpu = (int)(r % 97) + 1;
+            bool bound = (r & 0x10000) != 0;
+            af_cache_upsert_pod(c, mkpod("ns", pn, bound ? nn : NULL, cpu, 0, false));
+            model[i].present = true;
+            model[i].node = bound ? nidx : -1;
+            model[i].cpu = cpu;
+        } else if (op < 6) {
+            af_cache_upsert_pod(c, mkpod("ns", pn, nn, 1, 0, true));
+            model[i].present = false;
+        } else if (op < 7) {
+            af_cache_delete_pod(c, "ns", pn);
+            model[i].present = false;
+        } else if (op < 9) {
+            af_cache_upsert_node(c, mknode(nn, 1000, 0));
+            node_present[nidx] = true;
+        } else {
+            af_cache_delete_node(c, nn);
+            node_present[nidx] = false;
+        }
+        if (step % 1000 == 999) {
+            struct af_snapshot *s = af_cache_snapshot(c);
+            check_snapshot_consistent(s);
+            size_t np = 0;
+            for (int k = 0; k < NP; k++)
+                np += model[k].present;
+            ck_assert_int_eq(s->n_pods, np);
+            for (int k = 0; k < NN; k++) {
+                snprintf(nn, sizeof(nn), "n%d", k);
+                const struct af_node_view *v = af_snapshot_find_node(s, nn);
+                ck_assert_int_eq(v != NULL, node_present[k]);
+                if (!v)
+                    continue;
+                int64_t used = 0;
+                for (int q = 0; q < NP; q++)
+                    if (model[q].present && model[q].node == k)
+                        used += model[q].cpu;
+                ck_assert_int_eq(v->used.v[AF_RES_CPU], used);
+            }
+            af_snapshot_unref(s);
+        }
+    }
+    af_cache_free(c);
+}
+END_TEST
+
+Suite *af_cache_suite(void);
+Suite *af_cache_suite(void)
+{
+    Suite *s = suite_create("cache");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_usage_follows_add_modify_bind_delete);
+    tcase_add_test(tc, test_node_arriving_after_its_pods_sees_usage);
+    tcase_add_test(tc, test_resync_sweeps_what_was_not_relisted);
+    tcase_add_test(tc, test_snapshot_is_immutable_while_cache_changes);
+    tcase_add_test(tc, test_publisher_refcounts);
+    tcase_add_test(tc, test_random_operations_match_model);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_cache_suite());
+}
