@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kubernetes objects from JSON (jansson): Node and Pod into the core's
+ * records, Lists (NodeList, PodList, kind: List), watch events and cluster
+ * files. Decoding is defensive: input comes from the network, so a wrong type
+ * anywhere is either an error that names the field or is ignored with a sane
+ * default, never a crash. Input must be nul-free (jansson's default), duplicate
+ * keys are accepted (the last one wins, as in Go).
+ *
+ * The functions named af__codec_* are shared with extender.c (declared there);
+ * json_t never leaves src/codec.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "accelfit/codec.h"
+#include "accelfit/decide.h"
+
+/* Shared with extender.c. */
+const char *af__codec_type_name(const json_t *v);
+int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const char *where,
+                             struct af_node_info **out, struct af_error *err);
+int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
+                            struct af_error *err);
+int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
+                   struct af_error *err);
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+const char *af__codec_type_name(const json_t *v)
+{
+    switch (v ? json_typeof(v) : JSON_NULL) {
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "boolean";
+    default:
+        return "null";
+    }
+}
+
+int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
+                   struct af_error *err)
+{
+    json_error_t jerr;
+    json_t *root;
+
+    *out = NULL;
+    if (!text)
+        return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: no input", what);
+    /* Flags 0: duplicate keys allowed (last wins), "\u0000" rejected. */
+    root = json_loadb(text, len, 0, &jerr);
+    if (!root)
+        return af_error_set(err, AF_EPARSE, "", jerr.line, jerr.column,
+                            "%s is not JSON: %s at line %d column %d", what, jerr.text,
+                            jerr.line, jerr.column);
+    *out = root;
+    return 0;
+}
+
+static json_t *get(json_t *obj, const char *key)
+{
+    return json_is_object(obj) ? json_object_get(obj, key) : NULL;
+}
+
+static const char *get_str(json_t *obj, const char *key)
+{
+    json_t *v = get(obj, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static char *dup_str(json_t *obj, const char *key)
+{
+    const char *s = get_str(obj, key);
+    return s ? af_xstrdup(s) : NULL;
+}
+
+static void path(char *out, size_t cap, const char *where, const char *field)
+{
+    if (where && *where)
+        snprintf(out, cap, "%s.%s", where, field);
+    else
+        snprintf(out, cap, "%s", field);
+}
+
+/*
+ * A quantity: a string ("500m", "16Gi") or, from YAML, a plain number.
+ * Returns 0, or AF_EINVAL when malformed, negative or out of range.
+ */
+static int quantity(json_t *v, int64_t scale, int64_t *out)
+{
+    const int64_t limit = INT64_MAX / 4;
+
+    if (json_is_string(v)) {
+        int64_t q;
+        if (af_parse_quantity(json_string_value(v), scale, &q) || q < 0 || q > limit)
+            return AF_EINVAL;
+        *out = q;
+        return 0;
+    }
+    if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+        if (i < 0 || i > limit / scale)
+            return AF_EINVAL;
+        *out = (int64_t)i * scale;
+        return 0;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v) * (double)scale;
+        if (!isfinite(d) || d < 0 || d > (double)limit)
+            return AF_EINVAL;
+        *out = (int64_t)ceil(d - 1e-6);
+        if (*out < 0)
+            *out = 0;
+        return 0;
+    }
+    return AF_EINVAL;
+}
+
+static const char *quantity_text(json_t *v, char *buf, size_t cap)
+{
+    if (json_is_string(v))
+        snprintf(buf, cap, "'%.60s'", json_string_value(v));
+    else
+        snprintf(buf, cap, "a %s", af__codec_type_name(v));
+    return buf;
+}
+
+/*
+ * Reads the tracked resources of a resource map ({"cpu":"4",...}) into `r`,
+ * setting bit i of *seen for each one present. Untracked names are ignored; a
+ * map that is not an object is ignored. Errors name the field.
+ */
+static int resources(json_t *map, const char *where, struct af_resources *r, unsigned *seen,
+                     struct af_error *err)
+{
+    const char *key;
+    json_t *v;
+
+    if (!json_is_object(map))
+        return 0;
+    json_object_foreach(map, key, v) {
+        int i = af_res_parse(key);
+        int64_t q;
+        char buf[96];
+        if (i < 0)
+            continue;
+        if (quantity(v, i == AF_RES_CPU ? 1000 : 1, &q))
+            return af_error_set(err, AF_EINVAL, "", 0, 0,
+                                "%s.%s: expected a non-negative quantity, got %s", where, key,
+                                quantity_text(v, buf, sizeof(buf)));
+        r->v[i] = q;
+        if (seen)
+            *seen |= 1u << i;
+    }
+    return 0;
+}
+
+/* String pairs of a map; non-string values are skipped. Caller frees the array. */
+static struct af_kv *kv_list(json_t *map, size_t *n)
+{
+    struct af_kv *kv;
+    const char *key;
+    json_t *v;
+    size_t i = 0;
+
+    *n = 0;
+    if (!json_is_object(map) || json_object_size(map) == 0)
+        return NULL;
+    kv = af_xcalloc(json_object_size(map), sizeof(*kv));
+    json_object_foreach(map, key, v) {
+        if (!json_is_string(v))
+            continue;
+        kv[i].key = key;
+        kv[i].value = json_string_value(v);
+        i++;
+    }
+    *n = i;
+    return kv;
+}
+
+/* ---- Node ------------------------------------------------------------------------------- */
+
+int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const char *where,
+                             struct af_node_info **out, struct af_error *err)
+{
+    struct af_node_info *n;
+    struct af_kv *labels, *anns;
+    size_t n_labels, n_anns;
+    json_t *meta, *spec, *status;
+    const char *name;
+    char at[160];
+    int rc;
+
+    *out = NULL;
+    if (!json_is_object(obj))
+        return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an object, got %s",
+                            where && *where ? where : "node", af__codec_type_name(obj));
+    meta = get(obj, "metadata");
+    name = get_str(meta, "name");
+    if (!name || !*name) {
+        path(at, sizeof(at), where, "metadata.name");
+        return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: missing", at);
+    }
+    n = af_node_info_new();
+    n->name = af_xstrdup(name);
+    spec = get(obj, "spec");
+    n->unschedulable = json_is_true(get(spec, "unschedulable"));
+    status = get(obj, "status");
+    path(at, sizeof(at), where, "status.allocatable");
+    rc = resources(get(status, "allocatable"), at, &n->allocatable, NULL, err);
+    if (rc) {
+        af_node_info_unref(n);
+        return rc;
+    }
+    labels = kv_list(get(meta, "labels"), &n_labels);
+    anns = kv_list(get(meta, "annotations"), &n_anns);
+    af_node_classify(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, labels, n_labels, anns,
+                     n_anns, n);
+    af_free(labels);
+    af_free(anns);
+    *out = n;
+    return 0;
+}
+
+int af_codec_decode_node(const struct af_config *cfg, const char *json, size_t len,
+                         struct af_node_info **out, struct af_error *err)
+{
+    json_t *root;
+    int rc;
+
+    *out = NULL;
+    rc = af__codec_load(json, len, "node", &root, err);
+    if (rc)
+        return rc;
+    rc = af__codec_node_from_json(cfg, root, "", out, err);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- Pod -------------------------------------------------------------------------------- */
+
+/* One container's requests, a limit standing in for a missing request (API defaulting). */
+static int container_req(json_t *c, const char *where, struct af_container_req *out,
+                         struct af_error *err)
+{
+    json_t *res = get(c, "resources");
+    struct af_resources lim = {{0}};
+    unsigned have_req = 0, have_lim = 0;
+    char at[200];
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    path(at, sizeof(at), where, "resources.requests");
+    rc = resources(get(res, "requests"), at, &out->req, &have_req, err);
+    if (rc)
+        return rc;
+    path(at, sizeof(at), where, "resources.limits");
+    rc = resources(get(res, "limits"), at, &lim, &have_lim, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        if ((have_lim & (1u << i)) && !(have_req & (1u << i)))
+            out->req.v[i] = lim.v[i];
+    {
+        const char *rp = get_str(c, "restartPolicy");
+        out->restartable = rp && !strcmp(rp, "Always");
+    }
+    return 0;
+}
+
+static int containers(json_t *arr, const char *where, struct af_container_req **out, size_t *n,
+                      struct af_error *err)
+{
+    size_t i, k = 0;
+    json_t *c;
+
+    *out = NULL;
+    *n = 0;
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        return 0;
+    *out = af_xcalloc(json_array_size(arr), sizeof(**out));
+    json_array_foreach(arr, i, c) {
+        char at[160];
+        int rc;
+        if (!json_is_object(c))
+            continue;
+        snprintf(at, sizeof(at), "%s[%zu]", where, i);
+        rc = container_req(c, at, &(*out)[k], err);
+        if (rc) {
+            af_free(*out);
+            *out = NULL;
+            return rc;
+        }
+        k++;
+    }
+    *n = k;
+    return 0;
+}
+
+static const struct {
+    const char *key;
+    size_t off;
+} pod_annotations[] = {
+    {"accelfit.io/workload", offsetof(struct af_pod_annotations, workload)},
+    {"accelfit.io/model-params", offsetof(struct af_pod_annotations, model_params)},
+    {"accelfit.io/objective", offsetof(struct af_pod_annotations, objective)},
+    {"accelfit.io/latency-slo-ms", offsetof(struct af_pod_annotations, latency_slo_ms)},
+    {"accelfit.io/framework", offsetof(struct af_pod_annotations, framework)},
+    {"accelfit.io/neuron-ready", offsetof(struct af_pod_annotations, neuron_ready)},
+    {"accelfit.io/precision", offsetof(struct af_pod_annotations, precision)},
+};
+
+static int pod_requests(json_t *spec, const char *where, struct af_resources *out,
+                        struct af_error *err)
+{
+    struct af_container_req *apps = NULL, *inits = NULL;
+    size_t n_apps = 0, n_inits = 0;
+    struct af_resources overhead = {{0}}, podlevel = {{0}};
+    unsigned have_pod = 0;
+    char at[160];
+    int rc;
+
+    path(at, sizeof(at), where, "spec.containers");
+    rc = containers(get(spec, "containers"), at, &apps, &n_apps, err);
+    if (rc)
+        goto out;
+    path(at, sizeof(at), where, "spec.initContainers");
+    rc = containers(get(spec, "initContainers"), at, &inits, &n_inits, err);
+    if (rc)
+        goto out;
+    path(at, sizeof(at), where, "spec.overhead");
+    rc = resources(get(spec, "overhead"), at, &overhead, NULL, err);
+    if (rc)
+        goto out;
+    /* Pod-level resources (PodLevelResources) replace the aggregate for cpu and memory. */
+    path(at, sizeof(at), where, "spec.resources.requests");
+    rc = resources(get(get(spec, "resources"), "requests"), at, &podlevel, &have_pod, err);
+    if (rc)
+        goto out;
+    af_effective_requests(apps, n_apps, inits, n_inits, NULL, out);
+    if (have_pod & (1u << AF_RES_CPU))
+        out->v[AF_RES_CPU] = podlevel.v[AF_RES_CPU];
+    if (have_pod & (1u << AF_RES_MEMORY))
+        out->v[AF_RES_MEMORY] = podlevel.v[AF_RES_MEMORY];
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        out->v[i] = out->v[i] > INT64_MAX - overhead.v[i] ? INT64_MAX : out->v[i] + overhead.v[i];
+out:
+    af_free(apps);
+    af_free(inits);
+    return rc;
+}
+
+int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
+                            struct af_error *err)
+{
+    struct af_pod_info *p;
+    json_t *meta, *spec, *owners, *anns;
+    const char *name, *ns, *phase;
+    char at[160];
+    int rc;
+
+    *out = NULL;
+    if (!json_is_object(obj))
+        return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an object, got %s",
+                            where && *where ? where : "pod", af__codec_type_name(obj));
+    meta = get(obj, "metadata");
+    name = get_str(meta, "name");
+    if (!name || !*name) {
+        path(at, sizeof(at), where, "metadata.name");
+        return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: missing", at);
+    }
+    p = af_pod_info_new();
+    p->name = af_xstrdup(name);
+    ns = get_str(meta, "namespace");
+    p->ns = af_xstrdup(ns && *ns ? ns : "default");
+    p->uid = dup_str(meta, "uid");
+    p->tenant = dup_str(get(meta, "labels"), "accelfit.io/tenant");
+
+    owners = get(meta, "ownerReferences");
+    if (json_is_array(owners)) {
+        size_t i;
+        json_t *o;
+        json_array_foreach(owners, i, o) {
+            if (!json_is_true(get(o, "controller")))
+                continue;
+            p->owner_kind = dup_str(o, "kind");
+            p->owner_name = dup_str(o, "name");
+            break;
+        }
+    }
+    anns = get(meta, "annotations");
+    for (size_t i = 0; i < AF_ARRAY_SIZE(pod_annotations); i++) {
+        char **slot = (char **)((char *)&p->ann + pod_annotations[i].off);
+        *slot = dup_str(anns, pod_annotations[i].key);
+    }
+
+    spec = get(obj, "spec");
+    {
+        const char *node = get_str(spec, "nodeName");
+        if (node && *node)
+            p->node_name = af_xstrdup(node);
+    }
+    rc = pod_requests(spec, where, &p->requests, err);
+    if (rc) {
+        af_pod_info_unref(p);
+        return rc;
+    }
+    phase = get_str(get(obj, "status"), "phase");
+    p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+    *out = p;
+    return 0;
+}
+
+int af_codec_decode_pod(const char *json, size_t len, struct af_pod_info **out,
+                        struct af_error *err)
+{
+    json_t *root;
+    int rc;
+
+    *out = NULL;
+    rc = af__codec_load(json, len, "pod", &root, err);
+    if (rc)
+        return rc;
+    rc = af__codec_pod_from_json(root, "", out, err);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- Lists ------------------------------------------------------------------------------ */
+
+/* Decodes the items of `arr`; `def_kind` applies to items without a kind. */
+static int list_items(const struct af_config *cfg, json_t *arr, const char *where,
+                      const char *def_kind, af_item_cb cb, void *ud, struct af_error *err)
+{
+    size_t i;
+    json_t *it;
+
+    if (json_is_null(arr) || !arr)
+        return 0;
+    if (!json_is_array(arr))
+        return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an array, got %s", where,
+                            af__codec_type_name(arr));
+    json_array_foreach(arr, i, it) {
+        const char *kind = get_str(it, "kind");
+        char at[96];
+        int rc;
+        if (!kind)
+            kind = def_kind;
+        if (!kind)
+            continue;
+        snprintf(at, sizeof(at), "%s[%zu]", where, i);
+        if (!strcmp(kind, "Node")) {
+            struct af_node_info *n;
+            rc = af__codec_node_from_json(cfg, it, at, &n, err);
+            if (rc)
+                return rc;
+            cb(ud, n, NULL);
+        } else if (!strcmp(kind, "Pod")) {
+            struct af_pod_info *p;
+            rc = af__codec_pod_from_json(it, at, &p, err);
+            if (rc)
+                return rc;
+            cb(ud, NULL, p);
+        }
+    }
+    return 0;
+}
+
+static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_cb cb, void *ud,
+                            char **rv, char **cont, struct af_error *err)
+{
+    const char *kind, *def_kind = NULL;
+    json_t *meta;
+
+    if (json_is_array(root))
+        return list_items(cfg, root, "items", NULL, cb, ud, err);
+    if (!json_is_object(root))
+        return af_error_set(err, AF_ETYPE, "", 0, 0, "list: expected an object, got %s",
+                            af__codec_type_name(root));
+    kind = get_str(root, "kind");
+    if (kind && (!strcmp(kind, "Node") || !strcmp(kind, "Pod"))) {
+        json_t *arr = json_array();
+        int rc;
+        json_array_append(arr, root);
+        rc = list_items(cfg, arr, "items", NULL, cb, ud, err);
+        json_decref(arr);
+        return rc;
+    }
+    if (kind && strcmp(kind, "NodeList") && strcmp(kind, "PodList") && strcmp(kind, "List"))
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "kind: expected NodeList, PodList or List, got '%.60s'", kind);
+    if (kind && !strcmp(kind, "NodeList"))
+        def_kind = "Node";
+    else if (kind && !strcmp(kind, "PodList"))
+        def_kind = "Pod";
+    meta = get(root, "metadata");
+    if (rv) {
+        const char *s = get_str(meta, "resourceVersion");
+        *rv = s && *s ? af_xstrdup(s) : NULL;
+    }
+    if (cont) {
+        const char *s = get_str(meta, "continue");
+        *cont = s && *s ? af_xstrdup(s) : NULL;
+    }
+    return list_items(cfg, get(root, "items"), "items", def_kind, cb, ud, err);
+}
+
+int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
+                         af_item_cb cb, void *ud, char **rv, char **cont, struct af_error *err)
+{
+    json_t *root;
+    int rc;
+
+    if (rv)
+        *rv = NULL;
+    if (cont)
+        *cont = NULL;
+    rc = af__codec_load(json, len, "list", &root, err);
+    if (rc)
+        return rc;
+    rc = decode_list_json(cfg, root, cb, ud, rv, cont, err);
+    if (rc && rv) {
+        af_free(*rv);
+        *rv = NULL;
+    }
+    if (rc && cont) {
+        af_free(*cont);
+        *cont = NULL;
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ---- watch events ----------------------------------------------------------------------- */
+
+void af_watch_event_clear(struct af_watch_event *ev)
+{
+    if (!ev)
+        return;
+    af_node_info_unref(ev->node);
+    af_pod_info_unref(ev->pod);
+    af_free(ev->rv);
+    af_free(ev->status_reason);
+    af_free(ev->status_message);
+    memset(ev, 0, sizeof(*ev));
+}
+
+int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, const char *json,
+                                size_t len, struct af_watch_event *ev, struct af_error *err)
+{
+    static const char *const types[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+    json_t *root, *obj;
+    const char *type, *okind, *want = kind == AF_KIND_NODE ? "Node" : "Pod";
+    int rc = 0, t = -1;
+
+    memset(ev, 0, sizeof(*ev));
+    rc = af__codec_load(json, len, "watch event", &root, err);
+    if (rc)
+        return rc;
+    if (!json_is_object(root)) {
+        rc = af_error_set(err, AF_ETYPE, "", 0, 0, "watch event: expected an object, got %s",
+                          af__codec_type_name(root));
+        goto out;
+    }
+    type = get_str(root, "type");
+    for (size_t i = 0; type && i < AF_ARRAY_SIZE(types); i++)
+        if (!strcmp(type, types[i]))
+            t = (int)i;
+    if (t < 0) {
+        rc = type ? af_error_set(err, AF_EINVAL, "", 0, 0, "type: unknown watch event type '%.40s'",
+                                 type)
+                  : af_error_set(err, AF_EINVAL, "", 0, 0, "type: missing");
+        goto out;
+    }
+    ev->type = (enum af_watch_type)t;
+    obj = get(root, "object");
+    if (!json_is_object(obj)) {
+        rc = af_error_set(err, AF_ETYPE, "", 0, 0, "object: expected an object, got %s",
+                          af__codec_type_name(obj));
+        goto out;
+    }
+    {
+        const char *rv = get_str(get(obj, "metadata"), "resourceVersion");
+        ev->rv = rv && *rv ? af_xstrdup(rv) : NULL;
+    }
+    if (ev->type == AF_WATCH_BOOKMARK)
+        goto out;
+    if (ev->type == AF_WATCH_ERROR) {
+        json_t *code = get(obj, "code");
+        ev->status_code = json_is_integer(code) && json_integer_value(code) >= 0 &&
+                                  json_integer_value(code) < 1000
+                              ? (int)json_integer_value(code)
+                              : 0;
+        ev->status_reason = dup_str(obj, "reason");
+        ev->status_message = dup_str(obj, "message");
+        goto out;
+    }
+    okind = get_str(obj, "kind");
+    if (okind && strcmp(okind, want)) {
+        rc = af_error_set(err, AF_EINVAL, "", 0, 0, "object.kind: expected %s, got '%.40s'", want,
+                          okind);
+        goto out;
+    }
+    if (kind == AF_KIND_NODE)
+        rc = af__codec_node_from_json(cfg, obj, "object", &ev->node, err);
+    else
+        rc = af__codec_pod_from_json(obj, "object", &ev->pod, err);
+out:
+    if (rc)
+        af_watch_event_clear(ev);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- cluster files ---------------------------------------------------------------------- */
+
+int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
+                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+{
+    struct af_buf js = AF_BUF_INIT(0);
+    json_t *root = NULL;
+    size_t i = 0;
+    int rc;
+
+    if (!text)
+        return af_error_set(err, AF_EINVAL, name, 0, 0, "no input");
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
+        i++;
+    if (i < len && (text[i] == '{' || text[i] == '[')) {
+        rc = af__codec_load(text, len, name ? name : "cluster", &root, err);
+    } else {
+        rc = af_yaml_to_json(name ? name : "cluster", text, len, &js, err);
+        if (!rc)
+            rc = af__codec_load(js.buf ? js.buf : "null", js.buf ? js.len : 4,
+                                name ? name : "cluster", &root, err);
+    }
+    if (!rc) {
+        if (json_is_null(root))
+            rc = 0; /* an empty document: no objects */
+        else
+            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, err);
+        if (rc && err && name && !err->file[0])
+            snprintf(err->file, sizeof(err->file), "%s", name);
+    }
+    json_decref(root);
+    af_buf_release(&js);
+    return rc;
+}
