@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The config bundle: one catalog and one policy, loaded together (from files
+ * or from the copies compiled into the binary), cross-checked, and shared by
+ * reference count. The holder lets a reload swap the bundle while requests
+ * that started earlier keep the one they took.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelfit/config.h"
+
+/* Every family a tier names must exist in the catalog with the tier's class;
+ * otherwise the tier could never be sized and the typo would go unnoticed. */
+static int check_families(const struct af_policy *p, const struct af_catalog *c,
+                          struct af_error *err)
+{
+    for (size_t r = 0; r < p->n_rules; r++) {
+        const struct af_rule *rule = &p->rules[r];
+        for (size_t t = 0; t < rule->n_tiers; t++) {
+            const struct af_tier_spec *ts = &rule->tiers[t];
+            for (size_t f = 0; f < ts->n_families; f++) {
+                bool found = false;
+                for (size_t i = 0; i < c->n_types && !found; i++)
+                    found = c->types[i].cls == ts->cls &&
+                            !strcmp(c->types[i].family, ts->families[f]);
+                if (!found)
+                    return af_error_set(err, AF_EINVAL, p->source, rule->line, 0,
+                                        "rule '%s': the catalog (%s) has no %s instance type "
+                                        "of family '%s'",
+                                        rule->name, c->source, af_class_name(ts->cls),
+                                        ts->families[f]);
+            }
+        }
+    }
+    return 0;
+}
+
+int af_config_load(struct af_config **out, const char *catalog_path, const char *policy_path,
+                   struct af_error *err)
+{
+    struct af_catalog *cat = NULL;
+    struct af_policy *pol = NULL;
+    struct af_config *c;
+    int rc;
+
+    *out = NULL;
+    if (catalog_path)
+        rc = af_catalog_load_file(&cat, catalog_path, err);
+    else
+        rc = af_catalog_load_mem(&cat, "<embedded>", af_embedded_catalog_yaml,
+                                 af_embedded_catalog_yaml_len, err);
+    if (rc)
+        goto fail_catalog;
+    if (policy_path)
+        rc = af_policy_load_file(&pol, policy_path, err);
+    else
+        rc = af_policy_load_mem(&pol, "<embedded>", af_embedded_policy_yaml,
+                                af_embedded_policy_yaml_len, err);
+    if (rc)
+        goto fail_policy;
+    rc = check_families(pol, cat, err);
+    if (rc)
+        goto fail_check;
+
+    c = af_xcalloc(1, sizeof(*c));
+    atomic_init(&c->refcnt, 1);
+    c->catalog = cat;
+    c->policy = pol;
+    *out = c;
+    return 0;
+
+fail_check:
+    af_policy_free(pol);
+fail_policy:
+    af_catalog_free(cat);
+fail_catalog:
+    return rc;
+}
+
+struct af_config *af_config_ref(struct af_config *c)
+{
+    if (c)
+        atomic_fetch_add_explicit(&c->refcnt, 1, memory_order_relaxed);
+    return c;
+}
+
+void af_config_unref(struct af_config *c)
+{
+    if (!c || atomic_fetch_sub_explicit(&c->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    af_catalog_free(c->catalog);
+    af_policy_free(c->policy);
+    af_free(c);
+}
+
+void af_config_holder_init(struct af_config_holder *h, struct af_config *c)
+{
+    pthread_mutex_init(&h->lock, NULL);
+    h->current = c;
+}
+
+void af_config_holder_destroy(struct af_config_holder *h)
+{
+    af_config_unref(h->current);
+    h->current = NULL;
+    pthread_mutex_destroy(&h->lock);
+}
+
+struct af_config *af_config_holder_get(struct af_config_holder *h)
+{
+    struct af_config *c;
+
+    pthread_mutex_lock(&h->lock);
+    c = af_config_ref(h->current);
+    pthread_mutex_unlock(&h->lock);
+    return c;
+}
+
+void af_config_holder_set(struct af_config_holder *h, struct af_config *c)
+{
+    struct af_config *old;
+
+    pthread_mutex_lock(&h->lock);
+    old = h->current;
+    h->current = c;
+    pthread_mutex_unlock(&h->lock);
+    /* Freed here only if no request still holds it. */
+    af_config_unref(old);
+}

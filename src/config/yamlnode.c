@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers over libyaml's document API for the catalog and policy loaders:
+ * loading one document with the parser's own diagnostics, typed scalar
+ * readers, and strict key checks. Every failure names the file, line and
+ * column of the node at fault, because a policy is written by hand and a
+ * message without a position sends people hunting.
+ */
+#include "config/yamlnode.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
+                  struct af_error *err)
+{
+    yaml_parser_t parser;
+    int rc = 0;
+
+    memset(d, 0, sizeof(*d));
+    d->file = file;
+    d->err = err;
+    if (!yaml_parser_initialize(&parser))
+        return af_error_set(err, AF_EPARSE, file, 0, 0, "cannot initialize the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&parser, &d->doc)) {
+        const char *problem = parser.problem ? parser.problem : "malformed YAML";
+        if (parser.context)
+            rc = af_error_set(err, AF_EPARSE, file, (int)parser.problem_mark.line + 1,
+                              (int)parser.problem_mark.column + 1, "malformed YAML: %s (%s)",
+                              problem, parser.context);
+        else
+            rc = af_error_set(err, AF_EPARSE, file, (int)parser.problem_mark.line + 1,
+                              (int)parser.problem_mark.column + 1, "malformed YAML: %s",
+                              problem);
+        goto out;
+    }
+    d->loaded = true;
+out:
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+void af__ydoc_release(struct af__ydoc *d)
+{
+    if (d->loaded)
+        yaml_document_delete(&d->doc);
+    d->loaded = false;
+}
+
+yaml_node_t *af__ydoc_root(struct af__ydoc *d)
+{
+    return d->loaded ? yaml_document_get_root_node(&d->doc) : NULL;
+}
+
+yaml_node_t *af__ydoc_node(struct af__ydoc *d, int id)
+{
+    return d->loaded ? yaml_document_get_node(&d->doc, id) : NULL;
+}
+
+int af__ydoc_err(struct af__ydoc *d, const yaml_node_t *n, int code, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (!n)
+        return af_error_set(d->err, code, d->file, 0, 0, "%s", text);
+    return af_error_set(d->err, code, d->file, (int)n->start_mark.line + 1,
+                        (int)n->start_mark.column + 1, "%s", text);
+}
+
+bool af__ynode_is_quoted(const yaml_node_t *n)
+{
+    if (!n || n->type != YAML_SCALAR_NODE)
+        return false;
+    /* libyaml tags every untagged scalar !!str, so only the style tells. */
+    return n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE &&
+           n->data.scalar.style != YAML_ANY_SCALAR_STYLE;
+}
+
+bool af__ynode_is_null(const yaml_node_t *n)
+{
+    const char *s;
+
+    if (!n || n->type != YAML_SCALAR_NODE || af__ynode_is_quoted(n))
+        return false;
+    s = (const char *)n->data.scalar.value;
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
+           !strcmp(s, "NULL");
+}
+
+const char *af__ynode_str(const yaml_node_t *n)
+{
+    if (!n || n->type != YAML_SCALAR_NODE)
+        return NULL;
+    return (const char *)n->data.scalar.value;
+}
+
+static const char *kind_name(const yaml_node_t *n)
+{
+    if (!n)
+        return "nothing";
+    switch (n->type) {
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    case YAML_SCALAR_NODE:
+        return af__ynode_is_null(n) ? "null" : "a scalar";
+    default:
+        return "nothing";
+    }
+}
+
+int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t type,
+                     const char *what)
+{
+    const char *want = type == YAML_MAPPING_NODE    ? "a mapping"
+                       : type == YAML_SEQUENCE_NODE ? "a list"
+                                                    : "a scalar";
+    if (n && n->type == type)
+        return 0;
+    return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be %s, not %s", what, want, kind_name(n));
+}
+
+int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
+                     const char **out)
+{
+    if (!n || n->type != YAML_SCALAR_NODE || af__ynode_is_null(n))
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a string, not %s", what,
+                            kind_name(n));
+    *out = (const char *)n->data.scalar.value;
+    return 0;
+}
+
+int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double *out)
+{
+    const char *s = af__ynode_str(n);
+    char *end;
+    double v;
+
+    if (!s || af__ynode_is_quoted(n) || af__ynode_is_null(n))
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a number, not %s", what,
+                            s && af__ynode_is_quoted(n) ? "a quoted string" : kind_name(n));
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !isfinite(v))
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a number, not '%s'", what, s);
+    *out = v;
+    return 0;
+}
+
+int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
+                  int *out)
+{
+    const char *s = af__ynode_str(n);
+    char *end;
+    long v;
+
+    if (!s || af__ynode_is_quoted(n) || af__ynode_is_null(n))
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be an integer, not %s", what,
+                            s && af__ynode_is_quoted(n) ? "a quoted string" : kind_name(n));
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (end == s || *end || errno == ERANGE)
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be an integer, not '%s'", what, s);
+    if (v < min || v > max)
+        return af__ydoc_err(d, n, AF_EINVAL, "'%s' must be between %ld and %ld, not %ld", what,
+                            min, max, v);
+    *out = (int)v;
+    return 0;
+}
+
+int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+{
+    const char *s = af__ynode_str(n);
+
+    if (s && !af__ynode_is_quoted(n)) {
+        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) {
+            *out = true;
+            return 0;
+        }
+        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")) {
+            *out = false;
+            return 0;
+        }
+    }
+    if (s)
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not '%s'", what, s);
+    return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what,
+                        kind_name(n));
+}
+
+int af__ymap_check_dups(struct af__ydoc *d, const yaml_node_t *map)
+{
+    const yaml_node_pair_t *a, *b;
+
+    for (a = map->data.mapping.pairs.start; a < map->data.mapping.pairs.top; a++) {
+        const yaml_node_t *ka = af__ydoc_node(d, a->key);
+        const char *sa = af__ynode_str(ka);
+        if (!sa)
+            return af__ydoc_err(d, ka, AF_ETYPE, "mapping keys must be scalars");
+        for (b = map->data.mapping.pairs.start; b < a; b++) {
+            const char *sb = af__ynode_str(af__ydoc_node(d, b->key));
+            if (sb && !strcmp(sa, sb))
+                return af__ydoc_err(d, ka, AF_EINVAL, "duplicate key '%s'", sa);
+        }
+    }
+    return 0;
+}
+
+int af__ymap_check_keys(struct af__ydoc *d, const yaml_node_t *map, const char *where,
+                        const char *const *known)
+{
+    const yaml_node_pair_t *p;
+    int rc = af__ymap_check_dups(d, map);
+
+    if (rc)
+        return rc;
+    for (p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        const yaml_node_t *k = af__ydoc_node(d, p->key);
+        const char *s = af__ynode_str(k);
+        bool ok = false;
+        for (size_t i = 0; known[i]; i++)
+            if (!strcmp(s, known[i]))
+                ok = true;
+        if (!ok) {
+            char list[256] = "";
+            size_t used = 0;
+            for (size_t i = 0; known[i] && used < sizeof(list); i++)
+                used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
+                                         i ? ", " : "", known[i]);
+            return af__ydoc_err(d, k, AF_EINVAL, "unknown key '%s' in %s (known: %s)", s,
+                                where, list);
+        }
+    }
+    return 0;
+}
+
+yaml_node_t *af__ymap_get(struct af__ydoc *d, const yaml_node_t *map, const char *key)
+{
+    const yaml_node_pair_t *p;
+
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        const char *s = af__ynode_str(af__ydoc_node(d, p->key));
+        if (s && !strcmp(s, key))
+            return af__ydoc_node(d, p->value);
+    }
+    return NULL;
+}

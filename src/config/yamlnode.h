@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Private to the config module: a thin layer over libyaml's document API that
+ * the catalog and policy loaders share. Every helper that fails fills the
+ * loader's struct af_error with the file name and the 1-based line and column
+ * of the offending node, so every message can point at the text.
+ *
+ * Ownership: a struct af__ydoc owns its yaml_document_t; nodes are borrowed
+ * from it and die with af__ydoc_release().
+ */
+#ifndef AF_CONFIG_YAMLNODE_H
+#define AF_CONFIG_YAMLNODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <yaml.h>
+
+#include "accelfit/util.h"
+
+struct af__ydoc {
+    yaml_document_t doc;
+    bool loaded;
+    const char *file;          /* borrowed: the name used in messages */
+    struct af_error *err;      /* borrowed, may be NULL */
+};
+
+/*
+ * Parses the first document of `yaml`. Returns 0, or AF_EPARSE with the
+ * parser's own message and position (also when the input holds no document).
+ */
+int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
+                  struct af_error *err) AF_MUST_CHECK;
+void af__ydoc_release(struct af__ydoc *d);
+
+/* The root node, or NULL for an empty document. Borrowed. */
+yaml_node_t *af__ydoc_root(struct af__ydoc *d);
+/* Node by id, or NULL. Borrowed. */
+yaml_node_t *af__ydoc_node(struct af__ydoc *d, int id);
+
+/* Fills the error at `n`'s start and returns `code`. */
+int af__ydoc_err(struct af__ydoc *d, const yaml_node_t *n, int code, const char *fmt, ...)
+    AF_PRINTF(4, 5);
+
+/* True for a plain scalar that spells null ("", "~", "null"). */
+bool af__ynode_is_null(const yaml_node_t *n);
+/* True for a quoted or block scalar (never a number, bool or null). */
+bool af__ynode_is_quoted(const yaml_node_t *n);
+/* Scalar text, or NULL when `n` is not a scalar. Borrowed. */
+const char *af__ynode_str(const yaml_node_t *n);
+
+/* Typed readers. Each returns 0 or AF_ETYPE/AF_EINVAL with the error filled;
+ * `what` names the key in the message ("vcpus"). */
+int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
+                     const char **out) AF_MUST_CHECK;
+int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
+                     double *out) AF_MUST_CHECK;
+int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min,
+                  long max, int *out) AF_MUST_CHECK;
+int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,
+                   bool *out) AF_MUST_CHECK;
+/* Checks the node kind and fails with "`what` must be a mapping/sequence". */
+int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t type,
+                     const char *what) AF_MUST_CHECK;
+
+/* Finds the first key in any of `keys` that is not in `known` (NULL-terminated)
+ * and fails with "unknown key 'x' in <where>"; pass a `hint` list to suggest. */
+int af__ymap_check_keys(struct af__ydoc *d, const yaml_node_t *map, const char *where,
+                        const char *const *known) AF_MUST_CHECK;
+/* Value node of `key` in mapping `map`, or NULL. Borrowed. */
+yaml_node_t *af__ymap_get(struct af__ydoc *d, const yaml_node_t *map, const char *key);
+/* Fails with "duplicate key" when a mapping repeats a key. */
+int af__ymap_check_dups(struct af__ydoc *d, const yaml_node_t *map) AF_MUST_CHECK;
+
+#endif
