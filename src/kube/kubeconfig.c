@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kubeconfig (libyaml) and in-cluster connection configs.
+ *
+ * Supported: server, certificate-authority(-data), insecure-skip-tls-verify,
+ * tls-server-name, client-certificate(-data), client-key(-data), token,
+ * tokenFile, exec {command, args, env, apiVersion}. Refused with
+ * AF_EUNSUPPORTED naming the feature: auth-provider, username/password,
+ * proxy-url, impersonation (as, as-uid, as-groups, as-user-extra).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "accelfit/kube.h"
+#include "accelfit/util.h"
+
+/* ---- base64 ---------------------------------------------------------------------------------- */
+
+static int b64val(int c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+/* Decodes standard or URL-safe base64 (whitespace ignored, padding optional).
+ * Returns a NUL-terminated string or NULL on bad input. */
+static char *b64_decode(const char *s, size_t *outlen)
+{
+    size_t n = strlen(s), o = 0;
+    char *out = af_xmalloc(n / 4 * 3 + 4);
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '=' || c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        int v = b64val(c);
+        if (v < 0) {
+            free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[o] = '\0';
+    if (outlen)
+        *outlen = o;
+    return out;
+}
+
+/* ---- YAML document helpers ------------------------------------------------------------------- */
+
+static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *m, const char *key)
+{
+    if (!m || m->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(d, p->key);
+        if (k && k->type == YAML_SCALAR_NODE && !strcmp((const char *)k->data.scalar.value, key))
+            return yaml_document_get_node(d, p->value);
+    }
+    return NULL;
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+    if (!n || n->type != YAML_SCALAR_NODE)
+        return NULL;
+    /* `key:` with nothing after it is a null, not "" */
+    if (n->data.scalar.length == 0 && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+        return NULL;
+    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        (!strcmp((const char *)n->data.scalar.value, "null") ||
+         !strcmp((const char *)n->data.scalar.value, "~")))
+        return NULL;
+    return (const char *)n->data.scalar.value;
+}
+
+static const char *map_str(yaml_document_t *d, yaml_node_t *m, const char *key)
+{
+    return scalar(map_get(d, m, key));
+}
+
+static bool map_bool(yaml_document_t *d, yaml_node_t *m, const char *key)
+{
+    const char *s = map_str(d, m, key);
+    return s && (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"));
+}
+
+/* Finds `name` in a list of {name, <field>} entries and returns <field>. */
+static yaml_node_t *named(yaml_document_t *d, yaml_node_t *root, const char *list,
+                          const char *field, const char *name)
+{
+    yaml_node_t *seq = map_get(d, root, list);
+    if (!seq || seq->type != YAML_SEQUENCE_NODE)
+        return NULL;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        yaml_node_t *e = yaml_document_get_node(d, *it);
+        const char *n = map_str(d, e, "name");
+        if (n && !strcmp(n, name)) {
+            yaml_node_t *f = map_get(d, e, field);
+            return f ? f : e; /* present but empty */
+        }
+    }
+    return NULL;
+}
+
+/* ---- conn ------------------------------------------------------------------------------------- */
+
+static void exec_free(struct af_kube_exec *e)
+{
+    if (!e)
+        return;
+    free(e->command);
+    for (char **a = e->args; a && *a; a++)
+        free(*a);
+    free(e->args);
+    for (char **a = e->env; a && *a; a++)
+        free(*a);
+    free(e->env);
+    free(e->api_version);
+    free(e);
+}
+
+void af_kube_conn_free(struct af_kube_conn *c)
+{
+    if (!c)
+        return;
+    free(c->server);
+    free(c->ca_file);
+    free(c->ca_pem);
+    free(c->client_cert_file);
+    free(c->client_cert_pem);
+    free(c->client_key_file);
+    free(c->client_key_pem);
+    free(c->token);
+    free(c->token_file);
+    free(c->tls_server_name);
+    exec_free(c->exec);
+    free(c->context);
+    free(c);
+}
+
+/* Relative paths in a kubeconfig are relative to the file's directory. */
+static char *resolve_path(const char *base, const char *p)
+{
+    if (!p)
+        return NULL;
+    if (p[0] == '/' || !base)
+        return af_xstrdup(p);
+    const char *slash = strrchr(base, '/');
+    if (!slash)
+        return af_xstrdup(p);
+    return af_xasprintf("%.*s/%s", (int)(slash - base), base, p);
+}
+
+static int decode_data(const char *file, const char *what, const char *entry, const char *b64,
+                       char **out, struct af_error *err)
+{
+    if (!b64)
+        return 0;
+    *out = b64_decode(b64, NULL);
+    if (!*out)
+        return af_error_set(err, AF_EPARSE, file, 0, 0, "%s \"%s\": %s is not valid base64",
+                            strstr(what, "certificate-authority") ? "cluster" : "user", entry,
+                            what);
+    return 0;
+}
+
+static int load_doc(struct af_kube_conn **out, const char *file, const char *text, size_t len,
+                    const char *want_ctx, struct af_error *err)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    struct af_kube_conn *c = NULL;
+    int rc = 0;
+
+    if (!yaml_parser_initialize(&parser))
+        return af_error_set(err, AF_EIO, file, 0, 0, "cannot initialize YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = af_error_set(err, AF_EPARSE, file, (int)parser.problem_mark.line + 1,
+                          (int)parser.problem_mark.column + 1, "%s",
+                          parser.problem ? parser.problem : "YAML error");
+        yaml_parser_delete(&parser);
+        return rc;
+    }
+    yaml_parser_delete(&parser);
+
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root || root->type != YAML_MAPPING_NODE) {
+        rc = af_error_set(err, AF_EPARSE, file, 0, 0, "kubeconfig is not a mapping");
+        goto out;
+    }
+    const char *ctxname = want_ctx ? want_ctx : map_str(&doc, root, "current-context");
+    if (!ctxname || !*ctxname) {
+        rc = af_error_set(err, AF_EINVAL, file, 0, 0,
+                          "no current-context set and no context given (--context)");
+        goto out;
+    }
+    yaml_node_t *ctx = named(&doc, root, "contexts", "context", ctxname);
+    if (!ctx) {
+        rc = af_error_set(err, AF_ENOENT, file, 0, 0, "context \"%s\" not found", ctxname);
+        goto out;
+    }
+    const char *clname = map_str(&doc, ctx, "cluster");
+    const char *uname = map_str(&doc, ctx, "user");
+    if (!clname) {
+        rc = af_error_set(err, AF_EINVAL, file, 0, 0, "context \"%s\" names no cluster", ctxname);
+        goto out;
+    }
+    yaml_node_t *cl = named(&doc, root, "clusters", "cluster", clname);
+    if (!cl) {
+        rc = af_error_set(err, AF_ENOENT, file, 0, 0,
+                          "cluster \"%s\" (of context \"%s\") not found", clname, ctxname);
+        goto out;
+    }
+    yaml_node_t *us = NULL;
+    if (uname) {
+        us = named(&doc, root, "users", "user", uname);
+        if (!us) {
+            rc = af_error_set(err, AF_ENOENT, file, 0, 0,
+                              "user \"%s\" (of context \"%s\") not found", uname, ctxname);
+            goto out;
+        }
+    }
+
+    c = af_xcalloc(1, sizeof(*c));
+    c->context = af_xstrdup(ctxname);
+    const char *server = map_str(&doc, cl, "server");
+    if (!server || !*server) {
+        rc = af_error_set(err, AF_EINVAL, file, 0, 0, "cluster \"%s\" has no server", clname);
+        goto out;
+    }
+    if (map_str(&doc, cl, "proxy-url")) {
+        rc = af_error_set(err, AF_EUNSUPPORTED, file, 0, 0,
+                          "cluster \"%s\": proxy-url is not supported", clname);
+        goto out;
+    }
+    c->server = af_xstrdup(server);
+    size_t sl = strlen(c->server);
+    while (sl > 0 && c->server[sl - 1] == '/')
+        c->server[--sl] = '\0';
+    c->ca_file = resolve_path(file, map_str(&doc, cl, "certificate-authority"));
+    if ((rc = decode_data(file, "certificate-authority-data", clname,
+                          map_str(&doc, cl, "certificate-authority-data"), &c->ca_pem, err)))
+        goto out;
+    c->insecure = map_bool(&doc, cl, "insecure-skip-tls-verify");
+    c->tls_server_name = af_xstrdup(map_str(&doc, cl, "tls-server-name"));
+
+    if (us) {
+        static const char *const unsupported[] = {"auth-provider", "username", "password",
+                                                  "as", "as-uid", "as-groups",
+                                                  "as-user-extra"};
+        for (size_t i = 0; i < AF_ARRAY_SIZE(unsupported); i++) {
+            yaml_node_t *v = map_get(&doc, us, unsupported[i]);
+            if (v && (v->type != YAML_SCALAR_NODE || scalar(v))) {
+                const char *what = unsupported[i];
+                if (!strcmp(what, "password") || !strcmp(what, "username"))
+                    what = "username/password (basic auth)";
+                else if (!strncmp(what, "as", 2))
+                    what = "impersonation (as, as-groups, as-uid, as-user-extra)";
+                rc = af_error_set(err, AF_EUNSUPPORTED, file, 0, 0,
+                                  "user \"%s\": %s is not supported%s", uname, what,
+                                  !strcmp(unsupported[i], "auth-provider")
+                                      ? "; use an exec credential plugin instead"
+                                      : "");
+                goto out;
+            }
+        }
+        c->client_cert_file = resolve_path(file, map_str(&doc, us, "client-certificate"));
+        c->client_key_file = resolve_path(file, map_str(&doc, us, "client-key"));
+        if ((rc = decode_data(file, "client-certificate-data", uname,
+                              map_str(&doc, us, "client-certificate-data"), &c->client_cert_pem,
+                              err)))
+            goto out;
+        if ((rc = decode_data(file, "client-key-data", uname,
+                              map_str(&doc, us, "client-key-data"), &c->client_key_pem, err)))
+            goto out;
+        c->token = af_xstrdup(map_str(&doc, us, "token"));
+        c->token_file = resolve_path(file, map_str(&doc, us, "tokenFile"));
+        yaml_node_t *ex = map_get(&doc, us, "exec");
+        if (ex && ex->type == YAML_MAPPING_NODE) {
+            const char *cmd = map_str(&doc, ex, "command");
+            if (!cmd) {
+                rc = af_error_set(err, AF_EINVAL, file, 0, 0, "user \"%s\": exec has no command",
+                                  uname);
+                goto out;
+            }
+            struct af_kube_exec *e = af_xcalloc(1, sizeof(*e));
+            c->exec = e;
+            /* A command with a slash is relative to the kubeconfig's directory. */
+            e->command = strchr(cmd, '/') ? resolve_path(file, cmd) : af_xstrdup(cmd);
+            e->api_version = af_xstrdup(map_str(&doc, ex, "apiVersion"));
+            yaml_node_t *args = map_get(&doc, ex, "args");
+            size_t na = 0;
+            if (args && args->type == YAML_SEQUENCE_NODE)
+                na = (size_t)(args->data.sequence.items.top - args->data.sequence.items.start);
+            e->args = af_xcalloc(na + 1, sizeof(char *));
+            for (size_t i = 0; i < na; i++) {
+                const char *a =
+                    scalar(yaml_document_get_node(&doc, args->data.sequence.items.start[i]));
+                e->args[i] = af_xstrdup(a ? a : "");
+            }
+            yaml_node_t *env = map_get(&doc, ex, "env");
+            size_t ne = 0;
+            if (env && env->type == YAML_SEQUENCE_NODE)
+                ne = (size_t)(env->data.sequence.items.top - env->data.sequence.items.start);
+            e->env = af_xcalloc(ne + 1, sizeof(char *));
+            size_t k = 0;
+            for (size_t i = 0; i < ne; i++) {
+                yaml_node_t *en = yaml_document_get_node(&doc, env->data.sequence.items.start[i]);
+                const char *n = map_str(&doc, en, "name");
+                const char *v = map_str(&doc, en, "value");
+                if (n)
+                    e->env[k++] = af_xasprintf("%s=%s", n, v ? v : "");
+            }
+        }
+    }
+    *out = c;
+    c = NULL;
+out:
+    yaml_document_delete(&doc);
+    af_kube_conn_free(c);
+    return rc;
+}
+
+int af_kubeconfig_load(struct af_kube_conn **out, const char *path, const char *context,
+                       struct af_error *err)
+{
+    char *owned = NULL;
+    struct af_buf b = AF_BUF_INIT(16 << 20);
+    int rc;
+
+    *out = NULL;
+    if (!path) {
+        const char *kc = getenv("KUBECONFIG");
+        if (kc && *kc) {
+            const char *colon = strchr(kc, ':');
+            owned = colon ? af_xstrndup(kc, (size_t)(colon - kc)) : af_xstrdup(kc);
+        } else {
+            const char *home = getenv("HOME");
+            if (!home)
+                return af_error_set(err, AF_ENOENT, "", 0, 0,
+                                    "no kubeconfig: KUBECONFIG and HOME are unset");
+            owned = af_xasprintf("%s/.kube/config", home);
+        }
+        path = owned;
+    }
+    rc = af_buf_read_file(&b, path);
+    if (rc) {
+        af_error_set(err, rc, path, 0, 0, "cannot read kubeconfig: %s", af_strerror(rc));
+        goto out;
+    }
+    rc = load_doc(out, path, b.buf ? b.buf : "", b.len, context, err);
+out:
+    af_buf_release(&b);
+    free(owned);
+    return rc;
+}
+
+int af_kube_incluster(struct af_kube_conn **out, struct af_error *err)
+{
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    const char *port = getenv("KUBERNETES_SERVICE_PORT");
+    const char *dir = getenv("AF_SERVICEACCOUNT_DIR");
+    struct af_kube_conn *c;
+
+    *out = NULL;
+    if (!host || !*host || !port || !*port)
+        return af_error_set(err, AF_ENOENT, "", 0, 0,
+                            "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set");
+    if (!dir || !*dir)
+        dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    c = af_xcalloc(1, sizeof(*c));
+    if (strchr(host, ':'))
+        c->server = af_xasprintf("https://[%s]:%s", host, port);
+    else
+        c->server = af_xasprintf("https://%s:%s", host, port);
+    c->token_file = af_xasprintf("%s/token", dir);
+    c->ca_file = af_xasprintf("%s/ca.crt", dir);
+    c->context = af_xstrdup("in-cluster");
+    struct af_buf b = AF_BUF_INIT(1 << 20);
+    int rc = af_buf_read_file(&b, c->token_file);
+    af_buf_release(&b);
+    if (rc) {
+        af_error_set(err, rc, c->token_file, 0, 0, "cannot read service-account token: %s",
+                     af_strerror(rc));
+        af_kube_conn_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
