@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The selection core: a workload profile in, ranked hardware out. The first
+ * policy rule that matches the profile names the classes in order; this file
+ * drops the classes the workload cannot use (Neuron without a Neuron-compiled
+ * PyTorch or TensorFlow artifact, classes whose largest instances cannot hold
+ * the model), and sizes each remaining class with the cheapest instance type
+ * of the catalog that holds the model in at most max_instances instances.
+ * Every tier and every dropped class carries its reason in plain words, since
+ * people act on these answers and need to see the arithmetic.
+ *
+ * Pure: no I/O, no allocation, no logging; the output has a fixed size.
+ */
+#include "accelfit/select.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+double af_select_memory_needed_gib(const struct af_policy *pol, const struct af_profile *p)
+{
+    enum af_precision prec;
+    double bytes;
+
+    if (!(p->model_params > 0))
+        return 0;
+    if (p->workload == AF_WORKLOAD_TRAINING)
+        return p->model_params * pol->training_bytes_per_param / GIB;
+    prec = p->precision >= 0 && p->precision < AF_PRECISION__COUNT ? p->precision
+                                                                     : pol->inference_precision;
+    bytes = pol->bytes_per_param[prec];
+    return p->model_params * bytes * pol->inference_headroom / GIB;
+}
+
+static bool rule_matches(const struct af_rule *r, const struct af_profile *p)
+{
+    unsigned fw = p->framework >= 0 && p->framework < AF_FRAMEWORK__COUNT
+                      ? (unsigned)p->framework
+                      : (unsigned)AF_FRAMEWORK__COUNT;
+
+    if (r->workloads && (p->workload < 0 || !(r->workloads & (1u << p->workload))))
+        return false;
+    if (r->objectives && !(r->objectives & (1u << p->objective)))
+        return false;
+    if (r->frameworks && !(r->frameworks & (1u << fw)))
+        return false;
+    if (r->neuron_ready >= 0 && (r->neuron_ready == 1) != p->neuron_ready)
+        return false;
+    if (r->min_params >= 0 || r->max_params >= 0) {
+        /* A bounded rule says nothing about a model of unknown size. */
+        if (!(p->model_params > 0))
+            return false;
+        if (r->min_params >= 0 && p->model_params < r->min_params)
+            return false;
+        if (r->max_params >= 0 && p->model_params >= r->max_params)
+            return false;
+    }
+    if (r->max_latency_slo_ms > 0 &&
+        (p->latency_slo_ms <= 0 || p->latency_slo_ms > r->max_latency_slo_ms))
+        return false;
+    return true;
+}
+
+/* "70B", "1.5B", "350M", "12k". */
+static void fmt_params(char *out, size_t n, double v)
+{
+    if (v >= 1e12)
+        snprintf(out, n, "%.3gT", v / 1e12);
+    else if (v >= 1e9)
+        snprintf(out, n, "%.3gB", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(out, n, "%.3gM", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(out, n, "%.3gk", v / 1e3);
+    else
+        snprintf(out, n, "%.0f", v);
+}
+
+/* GiB with one decimal below 10, whole numbers above. */
+static void fmt_gib(char *out, size_t n, double v)
+{
+    if (v < 10)
+        snprintf(out, n, "%.1f", v);
+    else
+        snprintf(out, n, "%.0f", v);
+}
+
+static void fmt_usd(char *out, size_t n, double v)
+{
+    if (v < 1)
+        snprintf(out, n, "$%.3f", v);
+    else
+        snprintf(out, n, "$%.2f", v);
+}
+
+/* Why a Neuron class cannot run this workload, or NULL when it can. */
+static const char *neuron_block(const struct af_policy *pol, const struct af_profile *p,
+                                bool neuron_requested, char *buf, size_t n)
+{
+    char list[64] = "";
+    size_t used = 0;
+
+    if (!p->neuron_ready)
+        return "no Neuron-compiled artifact (neuron-ready not set): Trainium and Inferentia "
+               "run only models compiled with the AWS Neuron SDK";
+    for (int f = 0; f < AF_FRAMEWORK__COUNT; f++)
+        if (pol->neuron_frameworks & (1u << f))
+            used += (size_t)snprintf(list + used, used < sizeof(list) ? sizeof(list) - used : 0,
+                                     "%s%s", used ? ", " : "", af_framework_name(f));
+    if (p->framework < 0 || p->framework >= AF_FRAMEWORK__COUNT) {
+        if (neuron_requested)
+            return NULL;
+        snprintf(buf, n,
+                 "framework unknown: the AWS Neuron SDK takes only %s, so a Neuron class needs "
+                 "the framework stated",
+                 list);
+        return buf;
+    }
+    if (!(pol->neuron_frameworks & (1u << p->framework))) {
+        snprintf(buf, n, "framework %s is not supported by the AWS Neuron SDK (supported: %s)",
+                 af_framework_name(p->framework), list);
+        return buf;
+    }
+    return NULL;
+}
+
+static bool family_allowed(const struct af_tier_spec *ts, const char *family)
+{
+    if (!ts->n_families)
+        return true;
+    for (size_t i = 0; i < ts->n_families; i++)
+        if (!strcmp(ts->families[i], family))
+            return true;
+    return false;
+}
+
+/* Memory one instance offers to the model: accelerator memory, or host memory for CPU. */
+static double capacity_gib(const struct af_instance_type *t)
+{
+    return t->cls == AF_CLASS_CPU ? t->memory_gib : af_instance_accel_memory_gib(t);
+}
+
+struct pick {
+    const struct af_instance_type *t;
+    int n;
+    double total;
+};
+
+/* True when candidate (t, n) is a better choice than `best`. */
+static bool better(const struct af_instance_type *t, int n, const struct pick *best)
+{
+    bool priced = t->price_usd_hr >= 0, best_priced;
+    double total = n * t->price_usd_hr;
+
+    if (!best->t)
+        return true;
+    best_priced = best->t->price_usd_hr >= 0;
+    if (priced != best_priced)
+        return priced;
+    if (priced && total != best->total)
+        return total < best->total;
+    if (n != best->n)
+        return n < best->n;
+    if (!priced && capacity_gib(t) != capacity_gib(best->t))
+        return capacity_gib(t) < capacity_gib(best->t);
+    return strcmp(t->name, best->t->name) < 0;
+}
+
+static void add_reason(struct af_tier *t, const char *fmt, ...) AF_PRINTF(2, 3);
+
+static void add_reason(struct af_tier *t, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (t->n_reasons >= AF_TIER_REASONS)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(t->reasons[t->n_reasons], AF_REASON_MAX, fmt, ap);
+    va_end(ap);
+    t->n_reasons++;
+}
+
+static void drop(struct af_selection *out, enum af_class cls, const char *fmt, ...)
+    AF_PRINTF(3, 4);
+
+static void drop(struct af_selection *out, enum af_class cls, const char *fmt, ...)
+{
+    va_list ap;
+    struct af_dropped *d;
+
+    if (out->n_dropped >= AF_ARRAY_SIZE(out->dropped))
+        return;
+    d = &out->dropped[out->n_dropped++];
+    d->cls = cls;
+    va_start(ap, fmt);
+    vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
+    va_end(ap);
+}
+
+static const char *price_where(const struct af_catalog *cat)
+{
+    const char *slash;
+
+    if (!cat->source || !strcmp(cat->source, "<embedded>"))
+        return "us-east-1";
+    slash = strrchr(cat->source, '/');
+    return slash ? slash + 1 : cat->source;
+}
+
+/* Describes the memory arithmetic for a sized tier. */
+static void arithmetic_reason(const struct af_policy *pol, const struct af_profile *p,
+                              struct af_tier *tier)
+{
+    const struct af_instance_type *t = tier->instance;
+    const char *mem = t->cls == AF_CLASS_CPU ? "host" : "accelerator";
+    char params[32], need[32], have[32], per[32];
+    double cap = capacity_gib(t);
+
+    fmt_gib(have, sizeof(have), tier->instances * cap);
+    fmt_gib(per, sizeof(per), cap);
+    if (!(p->model_params > 0)) {
+        add_reason(tier, "model size unknown: the smallest %s instance, %s (%s GiB %s memory)",
+                   af_class_name(t->cls), t->name, per, mem);
+        return;
+    }
+    fmt_params(params, sizeof(params), p->model_params);
+    fmt_gib(need, sizeof(need), tier->memory_needed_gib);
+    if (p->workload == AF_WORKLOAD_TRAINING) {
+        add_reason(tier,
+                   "needs %s GiB %s memory (%s params x %g bytes for weights, gradients and "
+                   "Adam state); %d x %s hold%s %s GiB",
+                   need, mem, params, pol->training_bytes_per_param, tier->instances, t->name,
+                   tier->instances == 1 ? "s" : "", have);
+        if (tier->instances > 1)
+            add_reason(tier, "the model is split across %d instances over EFA (%g Gbps each)",
+                       tier->instances, t->network_gbps);
+    } else {
+        enum af_precision prec = p->precision >= 0 && p->precision < AF_PRECISION__COUNT
+                                     ? p->precision
+                                     : pol->inference_precision;
+        add_reason(tier,
+                   "needs %s GiB %s memory (%s params x %g bytes %s x %g headroom); %d x %s "
+                   "hold%s %s GiB",
+                   need, mem, params, pol->bytes_per_param[prec], af_precision_name(prec),
+                   pol->inference_headroom, tier->instances, t->name,
+                   tier->instances == 1 ? "s" : "", have);
+        if (tier->instances > 1)
+            add_reason(tier, "the model is split across %d instances over EFA (%g Gbps each)",
+                       tier->instances, t->network_gbps);
+    }
+}
+
+static void price_reason(const struct af_catalog *cat, struct af_tier *tier)
+{
+    const struct af_instance_type *t = tier->instance;
+    char total[32], each[32];
+
+    if (!tier->price_known) {
+        add_reason(tier,
+                   "price unknown: the catalog has no on-demand price for %s (no priced %s "
+                   "type holds the model)",
+                   t->name, af_class_name(t->cls));
+        return;
+    }
+    fmt_usd(total, sizeof(total), tier->hourly_usd);
+    fmt_usd(each, sizeof(each), t->price_usd_hr);
+    if (tier->instances > 1)
+        add_reason(tier, "%s/h on-demand, %s (%d x %s)", total, price_where(cat),
+                   tier->instances, each);
+    else
+        add_reason(tier, "%s/h on-demand, %s", total, price_where(cat));
+}
+
+/* Sizes one tier; returns false (with a dropped entry) when the class cannot hold the model. */
+static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
+                      const struct af_profile *p, const struct af_tier_spec *ts, double needed,
+                      struct af_selection *out, struct af_tier *tier)
+{
+    int maxi = p->workload >= 0 && p->workload < AF_WORKLOAD__COUNT
+                   ? pol->max_instances[p->workload]
+                   : 1;
+    const struct af_instance_type *largest = NULL;
+    struct pick best = {NULL, 0, 0};
+    size_t candidates = 0, no_efa = 0;
+
+    if (maxi < 1)
+        maxi = 1;
+    for (size_t i = 0; i < cat->n_types; i++) {
+        const struct af_instance_type *t = &cat->types[i];
+        double cap = capacity_gib(t);
+        int n = 1;
+
+        if (t->cls != ts->cls || !family_allowed(ts, t->family))
+            continue;
+        candidates++;
+        if (!largest || cap > capacity_gib(largest))
+            largest = t;
+        if (needed > 0) {
+            double want;
+            if (!(cap > 0))
+                continue;
+            want = ceil(needed / cap - 1e-9);
+            if (want > maxi)
+                continue;
+            n = want < 1 ? 1 : (int)want;
+            /* A model split across instances trains or serves over the network;
+             * without EFA the interconnect, not the accelerators, sets the pace. */
+            if (n > 1 && !t->efa) {
+                no_efa++;
+                continue;
+            }
+        }
+        if (better(t, n, &best)) {
+            best.t = t;
+            best.n = n;
+            best.total = n * t->price_usd_hr;
+        }
+    }
+
+    if (!candidates) {
+        drop(out, ts->cls, "the catalog has no %s instance type%s", af_class_name(ts->cls),
+             ts->n_families ? " of the families this rule allows" : "");
+        return false;
+    }
+    if (!best.t) {
+        char params[32], need[32], have[32];
+        const char *mem = ts->cls == AF_CLASS_CPU ? "host" : "accelerator";
+        fmt_params(params, sizeof(params), p->model_params);
+        fmt_gib(need, sizeof(need), needed);
+        fmt_gib(have, sizeof(have), maxi * capacity_gib(largest));
+        if (no_efa && largest->efa == false)
+            drop(out, ts->cls, "%s %s needs %s GiB %s memory, more than one %s instance holds, "
+                               "and a model split across instances needs EFA, which no %s "
+                               "type in the catalog has",
+                 params, af_workload_name(p->workload), need, mem, af_class_name(ts->cls),
+                 af_class_name(ts->cls));
+        else if (maxi == 1)
+            drop(out, ts->cls, "%s %s needs %s GiB %s memory; the largest %s instance (%s) "
+                               "holds %s GiB",
+                 params, af_workload_name(p->workload), need, mem, af_class_name(ts->cls),
+                 largest->name, have);
+        else
+            drop(out, ts->cls, "%s %s needs %s GiB %s memory; %d x %s, the largest %s "
+                               "instance, hold %s GiB (memory.max_instances.%s is %d)",
+                 params, af_workload_name(p->workload), need, mem, maxi, largest->name,
+                 af_class_name(ts->cls), have, af_workload_name(p->workload), maxi);
+        return false;
+    }
+
+    tier->cls = ts->cls;
+    tier->instance = best.t;
+    tier->instances = best.n;
+    tier->price_known = best.t->price_usd_hr >= 0;
+    tier->hourly_usd = tier->price_known ? best.total : 0;
+    tier->accel_memory_gib = best.n * af_instance_accel_memory_gib(best.t);
+    tier->memory_needed_gib = needed;
+    return true;
+}
+
+void af_select(const struct af_policy *pol, const struct af_catalog *cat,
+               const struct af_profile *profile, bool neuron_requested, struct af_selection *out)
+{
+    const struct af_rule *rule = NULL;
+    double needed;
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < pol->n_rules && !rule; i++)
+        if (rule_matches(&pol->rules[i], profile))
+            rule = &pol->rules[i];
+    needed = af_select_memory_needed_gib(pol, profile);
+    out->memory_needed_gib = needed;
+    if (!rule)
+        return;
+    out->rule = rule->name;
+
+    for (size_t i = 0; i < rule->n_tiers && out->n_tiers < AF_ARRAY_SIZE(out->tiers); i++) {
+        const struct af_tier_spec *ts = &rule->tiers[i];
+        struct af_tier *tier = &out->tiers[out->n_tiers];
+        char why[AF_REASON_MAX];
+
+        if (af_class_kind(ts->cls) == AF_ACCEL_NEURON) {
+            const char *block = neuron_block(pol, profile, neuron_requested, why, sizeof(why));
+            if (block) {
+                drop(out, ts->cls, "%s", block);
+                continue;
+            }
+        }
+        memset(tier, 0, sizeof(*tier));
+        if (!size_tier(pol, cat, profile, ts, needed, out, tier))
+            continue;
+        tier->rank = (int)out->n_tiers + 1;
+        if (tier->rank == 1)
+            add_reason(tier, "%s", rule->reason);
+        else
+            add_reason(tier, "fallback %d of rule %s: used when the tiers above have no room",
+                       tier->rank - 1, rule->name);
+        arithmetic_reason(pol, profile, tier);
+        price_reason(cat, tier);
+        if (af_class_kind(ts->cls) == AF_ACCEL_NEURON)
+            add_reason(tier,
+                       "runs the Neuron-compiled %s model on NeuronCore-v%d (inf2 and trn1 "
+                       "share v2; inf1 needs its own build)",
+                       profile->framework >= 0 ? af_framework_name(profile->framework)
+                                               : "Neuron",
+                       af_class_neuron_core_version(ts->cls));
+        out->n_tiers++;
+    }
+}
