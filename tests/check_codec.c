@@ -1,0 +1,801 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * codec: ExtenderArgs from the recorded kube-scheduler bodies (both
+ * nodeCacheCapable modes), case-insensitive keys and nulls, field-naming
+ * errors for bad bodies, the filter and prioritize encoders, apiserver lists
+ * and watch streams, and the demo cluster file.
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
+#include "support/support.h"
+
+/* A tiny hand-made catalog, so these tests do not depend on the shipped one. */
+static struct af_instance_type types[] = {
+    {.name = "c6i.4xlarge", .cls = AF_CLASS_CPU, .price_usd_hr = 0.68, .spot_discount_pct = -1},
+    {.name = "g5.2xlarge", .cls = AF_CLASS_NVIDIA_A10G, .price_usd_hr = 1.212, .spot_discount_pct = 60},
+    {.name = "inf2.xlarge", .cls = AF_CLASS_INFERENTIA2, .price_usd_hr = 0.758, .spot_discount_pct = -1},
+    {.name = "p4d.24xlarge", .cls = AF_CLASS_NVIDIA_A100, .price_usd_hr = 32.77, .spot_discount_pct = -1},
+    {.name = "trn1.32xlarge", .cls = AF_CLASS_TRAINIUM1, .price_usd_hr = 21.5, .spot_discount_pct = -1},
+};
+static struct af_catalog catalog = {types, AF_ARRAY_SIZE(types), "<test>"};
+static struct af_policy policy = {.default_spot_discount_pct = 65, .w_tier = 1};
+static struct af_config config = {.catalog = &catalog, .policy = &policy};
+
+/* ---- collecting list items ---------------------------------------------------------- */
+
+struct items {
+    struct af_node_info *nodes[64];
+    size_t n_nodes;
+    struct af_pod_info *pods[64];
+    size_t n_pods;
+};
+
+static void collect(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    struct items *it = ud;
+    if (node) {
+        if (it->n_nodes < AF_ARRAY_SIZE(it->nodes))
+            it->nodes[it->n_nodes++] = node;
+        else
+            af_node_info_unref(node);
+    }
+    if (pod) {
+        if (it->n_pods < AF_ARRAY_SIZE(it->pods))
+            it->pods[it->n_pods++] = pod;
+        else
+            af_pod_info_unref(pod);
+    }
+}
+
+static void items_release(struct items *it)
+{
+    for (size_t i = 0; i < it->n_nodes; i++)
+        af_node_info_unref(it->nodes[i]);
+    for (size_t i = 0; i < it->n_pods; i++)
+        af_pod_info_unref(it->pods[i]);
+    memset(it, 0, sizeof(*it));
+}
+
+static const struct af_node_info *find_node(const struct items *it, const char *name)
+{
+    for (size_t i = 0; i < it->n_nodes; i++)
+        if (!strcmp(it->nodes[i]->name, name))
+            return it->nodes[i];
+    return NULL;
+}
+
+static const struct af_pod_info *find_pod(const struct items *it, const char *name)
+{
+    for (size_t i = 0; i < it->n_pods; i++)
+        if (!strcmp(it->pods[i]->name, name))
+            return it->pods[i];
+    return NULL;
+}
+
+/* ---- ExtenderArgs from kube-scheduler --------------------------------------------------- */
+
+#define P4D "ip-10-0-1-10.us-west-2.compute.internal"
+#define G5 "ip-10-0-1-40.us-west-2.compute.internal"
+#define TRN1 "ip-10-0-2-20.us-west-2.compute.internal"
+
+static const struct {
+    const char *file;
+    bool nodes_mode;
+    size_t count;
+    const char *first, *second;
+    const char *pod;
+    int64_t gpu, neuron, neuroncore;
+} sched_cases[] = {
+    {"kube-scheduler/filter-nodecache-false.json", true, 2, P4D, G5, "gpu-train-0", 1, 0, 0},
+    {"kube-scheduler/prioritize-nodecache-false.json", true, 2, P4D, G5, "gpu-train-0", 1, 0, 0},
+    {"kube-scheduler/filter-nodecache-true.json", false, 2, G5, P4D, "gpu-train-1", 1, 0, 0},
+    {"kube-scheduler/prioritize-nodecache-true.json", false, 2, G5, P4D, "gpu-train-1", 1, 0, 0},
+    {"kube-scheduler/filter-nodecache-false-neuron.json", true, 1, TRN1, NULL, "neuron-train-0", 0,
+     1, 0},
+    {"kube-scheduler/filter-nodecache-true-neuron.json", false, 1, TRN1, NULL, "neuron-train-1", 0,
+     1, 2},
+};
+
+static char *fixture(const char *rel, size_t *len)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "tests/fixtures/%s", rel);
+    return af_test_read(path, len);
+}
+
+START_TEST(test_args_decode_recorded_scheduler_bodies)
+{
+    size_t len;
+    char *body = fixture(sched_cases[_i].file, &len);
+    struct af_ext_args *a = NULL;
+    struct af_error err = {0};
+    const struct af_pod_info *pod;
+
+    ck_assert_msg(af_codec_decode_args(&config, body, len, &a, &err) == 0, "%s", err.text);
+    ck_assert_int_eq(af_ext_args_nodes_mode(a), sched_cases[_i].nodes_mode);
+    ck_assert_uint_eq(af_ext_args_count(a), sched_cases[_i].count);
+    ck_assert_str_eq(af_ext_args_name(a, 0), sched_cases[_i].first);
+    if (sched_cases[_i].second)
+        ck_assert_str_eq(af_ext_args_name(a, 1), sched_cases[_i].second);
+    ck_assert_ptr_null(af_ext_args_name(a, sched_cases[_i].count));
+    pod = af_ext_args_pod(a);
+    ck_assert_str_eq(pod->name, sched_cases[_i].pod);
+    ck_assert_str_eq(pod->ns, "default");
+    ck_assert_ptr_null(pod->node_name);
+    ck_assert(!pod->terminal);
+    ck_assert_int_eq(pod->requests.v[AF_RES_CPU], 4000);
+    ck_assert_int_eq(pod->requests.v[AF_RES_MEMORY], 16LL << 30);
+    ck_assert_int_eq(pod->requests.v[AF_RES_GPU], sched_cases[_i].gpu);
+    ck_assert_int_eq(pod->requests.v[AF_RES_NEURON], sched_cases[_i].neuron);
+    ck_assert_int_eq(pod->requests.v[AF_RES_NEURONCORE], sched_cases[_i].neuroncore);
+    if (sched_cases[_i].nodes_mode) {
+        const struct af_node_info *n = af_ext_args_node(a, 0);
+        ck_assert_ptr_nonnull(n);
+        ck_assert_str_eq(n->name, sched_cases[_i].first);
+        ck_assert_int_ne(n->cls, AF_CLASS_UNKNOWN);
+        ck_assert_int_gt(n->allocatable.v[AF_RES_CPU], 0);
+    } else {
+        ck_assert_ptr_null(af_ext_args_node(a, 0));
+    }
+    af_ext_args_free(a);
+    free(body);
+}
+END_TEST
+
+#define MINI_POD                                                                             \
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"},\"spec\":{\"containers\":[{\"name\":" \
+    "\"c\",\"resources\":{\"requests\":{\"cpu\":\"500m\"}}}]}}"
+
+static const struct {
+    const char *body;
+    size_t count;
+    bool nodes_mode;
+} ci_cases[] = {
+    {"{\"pod\":" MINI_POD ",\"nodes\":null,\"nodenames\":[\"a\",\"b\"]}", 2, false},
+    {"{\"POD\":" MINI_POD ",\"NODENAMES\":[\"a\"]}", 1, false},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":null,\"NodeNames\":null}", 0, false},
+    {"{\"Pod\":" MINI_POD "}", 0, false},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":{\"metadata\":{},\"items\":null},\"NodeNames\":null}", 0, true},
+    {"{\"pOd\":" MINI_POD ",\"nOdEs\":{\"metadata\":{},\"items\":[{\"metadata\":{\"name\":\"x\"}}]},"
+     "\"nodeNames\":null}",
+     1, true},
+};
+
+START_TEST(test_args_keys_case_insensitive_and_null_accepted)
+{
+    struct af_ext_args *a = NULL;
+    struct af_error err = {0};
+    const char *b = ci_cases[_i].body;
+
+    ck_assert_msg(af_codec_decode_args(&config, b, strlen(b), &a, &err) == 0, "%s", err.text);
+    ck_assert_uint_eq(af_ext_args_count(a), ci_cases[_i].count);
+    ck_assert_int_eq(af_ext_args_nodes_mode(a), ci_cases[_i].nodes_mode);
+    ck_assert_str_eq(af_ext_args_pod(a)->name, "p");
+    ck_assert_int_eq(af_ext_args_pod(a)->requests.v[AF_RES_CPU], 500);
+    af_ext_args_free(a);
+}
+END_TEST
+
+static const struct {
+    const char *body;
+    const char *want;
+} bad_cases[] = {
+    {"not json", "request body is not JSON: "},
+    {"{\"Pod\":", "at line 1 column"},
+    {"", "request body is not JSON"},
+    {"[]", "request body: expected an object (ExtenderArgs), got array"},
+    {"{}", "Pod: missing"},
+    {"{\"Pod\":null}", "Pod: missing"},
+    {"{\"Pod\":[]}", "Pod: expected an object, got array"},
+    {"{\"Pod\":\"x\"}", "Pod: expected an object, got string"},
+    {"{\"Pod\":{}}", "Pod.metadata.name: missing"},
+    {"{\"Pod\":" MINI_POD ",\"NodeNames\":[\"a\",\"b\",\"c\",1]}",
+     "NodeNames[3]: expected a string, got number"},
+    {"{\"Pod\":" MINI_POD ",\"NodeNames\":\"a\"}", "NodeNames: expected an array"},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":[]}", "Nodes: expected an object (NodeList) or null, got array"},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":{\"items\":{}}}", "Nodes.items: expected an array, got object"},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"a\"}},7]}}",
+     "Nodes.items[1]: expected an object, got number"},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":{\"items\":[{\"metadata\":{}}]}}",
+     "Nodes.items[0].metadata.name: missing"},
+    {"{\"Pod\":" MINI_POD ",\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"a\"},\"status\":{"
+     "\"allocatable\":{\"cpu\":\"many\"}}}]}}",
+     "Nodes.items[0].status.allocatable.cpu: expected a non-negative quantity, got 'many'"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"resources\":{"
+     "\"requests\":{\"cpu\":\"lots\"}}}]}}}",
+     "Pod.spec.containers[0].resources.requests.cpu: expected a non-negative quantity"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"resources\":{"
+     "\"limits\":{\"nvidia.com/gpu\":1e300}}}]}}}",
+     "Pod.spec.containers[0].resources.limits.nvidia.com/gpu: expected a non-negative quantity"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"resources\":{"
+     "\"requests\":{\"memory\":\"-1Gi\"}}}]}}}",
+     "requests.memory: expected a non-negative quantity"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"initContainers\":[{\"resources\":{"
+     "\"requests\":{\"cpu\":[]}}}]}}}",
+     "Pod.spec.initContainers[0].resources.requests.cpu: expected a non-negative quantity, got a "
+     "array"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"Nodes\":null,\"x\":99999999999999999999999999}",
+     "request body is not JSON"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\\u0000q\"}}}", "request body is not JSON"},
+};
+
+START_TEST(test_args_bad_bodies_name_the_field)
+{
+    struct af_ext_args *a = NULL;
+    struct af_error err = {0};
+    const char *b = bad_cases[_i].body;
+    int rc = af_codec_decode_args(&config, b, strlen(b), &a, &err);
+
+    ck_assert_int_lt(rc, 0);
+    ck_assert_ptr_null(a);
+    ck_assert_msg(strstr(err.text, bad_cases[_i].want), "got '%s', want '%s'", err.text,
+                  bad_cases[_i].want);
+}
+END_TEST
+
+/* Wrong types where the API would never send them are ignored, not fatal. */
+static const char *const odd_bodies[] = {
+    "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"labels\":[],\"annotations\":\"x\","
+    "\"ownerReferences\":{}},\"spec\":{\"containers\":{},\"initContainers\":[1,\"x\",null],"
+    "\"nodeName\":7,\"overhead\":[]},\"status\":{\"phase\":3}},\"NodeNames\":[]}",
+    "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":null},\"spec\":null,\"status\":null},"
+    "\"Nodes\":{\"metadata\":null,\"items\":[{\"metadata\":{\"name\":\"n\",\"labels\":{\"a\":1,"
+    "\"node.kubernetes.io/instance-type\":{}}},\"spec\":[],\"status\":{\"allocatable\":[]}}]}}",
+    "{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"resources\":null},"
+    "{\"resources\":{\"requests\":null,\"limits\":\"x\"}}]}},\"NodeNames\":[\"n\"],\"Extra\":{}}",
+};
+
+START_TEST(test_args_odd_types_are_ignored)
+{
+    struct af_ext_args *a = NULL;
+    struct af_error err = {0};
+    const char *b = odd_bodies[_i];
+
+    ck_assert_msg(af_codec_decode_args(&config, b, strlen(b), &a, &err) == 0, "%s", err.text);
+    ck_assert_str_eq(af_ext_args_pod(a)->ns, "default");
+    ck_assert_ptr_null(af_ext_args_pod(a)->node_name);
+    ck_assert(!af_ext_args_pod(a)->terminal);
+    af_ext_args_free(a);
+}
+END_TEST
+
+/* ---- encoders ------------------------------------------------------------------------- */
+
+static json_t *parse(const struct af_buf *b)
+{
+    json_error_t je;
+    json_t *v = json_loadb(b->buf, b->len, 0, &je);
+    ck_assert_msg(v != NULL, "encoder output is not JSON: %s", je.text);
+    return v;
+}
+
+static void decide(struct af_node_decision *d, const struct af_ext_args *a, size_t i,
+                   enum af_verdict v, const char *reason)
+{
+    memset(&d[i], 0, sizeof(d[i]));
+    d[i].name = af_ext_args_name(a, i);
+    d[i].verdict = v;
+    snprintf(d[i].reason, sizeof(d[i].reason), "%s", reason);
+}
+
+START_TEST(test_encode_filter_names_mode)
+{
+    size_t len;
+    char *body = fixture("kube-scheduler/filter-nodecache-true.json", &len);
+    struct af_ext_args *a = NULL;
+    struct af_error err = {0};
+    struct af_node_decision d[2];
+    struct af_buf out = AF_BUF_INIT(1 << 20);
+    json_t *v;
+
+    ck_assert_int_eq(af_codec_decode_args(&config, body, len, &a, &err), 0);
+    decide(d, a, 0, AF_VERDICT_FAILED, "tier 1 (nvidia-a100) has room on " P4D);
+    decide(d, a, 1, AF_VERDICT_PASS, "tier 1 (nvidia-a100): rule");
+    ck_assert_int_eq(af_codec_encode_filter(a, d, 2, NULL, &out), 0);
+    ck_assert_msg(!strncmp(out.buf, "{\"Nodes\":null,\"NodeNames\":[\"" P4D "\"],\"FailedNodes\":{",
+                           strlen("{\"Nodes\":null,\"NodeNames\":[\"" P4D "\"],\"FailedNodes\":{")),
+                  "%s", out.buf);
+    v = parse(&out);
+    ck_assert(json_is_null(json_object_get(v, "Nodes")));
+    ck_assert_uint_eq(json_array_size(json_object_get(v, "NodeNames")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "FailedNodes"), G5)),
+                     "tier 1 (nvidia-a100) has room on " P4D);
+    ck_assert_uint_eq(json_object_size(json_object_get(v, "FailedAndUnresolvableNodes")), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "Error")), "");
+    json_decref(v);
+
+    /* An error omits every candidate. */
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_codec_encode_filter(a, d, 2, "cache not synced", &out), 0);
+    ck_assert_str_eq(out.buf, "{\"Nodes\":null,\"NodeNames\":null,\"FailedNodes\":{},"
+                              "\"FailedAndUnresolvableNodes\":{},\"Error\":\"cache not synced\"}");
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_codec_encode_filter(NULL, NULL, 0, "request body is not JSON", &out), 0);
+    v = parse(&out);
+    ck_assert_str_eq(json_string_value(json_object_get(v, "Error")), "request body is not JSON");
+    json_decref(v);
+
+    af_buf_release(&out);
+    af_ext_args_free(a);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_encode_filter_nodes_mode_echoes_node_objects)
+{
+    size_t len;
+    char *body = fixture("kube-scheduler/filter-nodecache-false.json", &len);
+    struct af_ext_args *a = NULL;
+    struct af_error err = {0};
+    struct af_node_decision d[2];
+    struct af_buf out = AF_BUF_INIT(1 << 20);
+    json_t *v, *req, *items;
+
+    ck_assert_int_eq(af_codec_decode_args(&config, body, len, &a, &err), 0);
+    decide(d, a, 0, AF_VERDICT_PASS, "tier 1");
+    /* A reason cut in the middle of a UTF-8 character must still encode. */
+    decide(d, a, 1, AF_VERDICT_UNRESOLVABLE, "class nvidia-a10g \xc3");
+    ck_assert_int_eq(af_codec_encode_filter(a, d, 2, "", &out), 0);
+    v = parse(&out);
+    req = json_loadb(body, len, 0, NULL);
+    items = json_object_get(json_object_get(v, "Nodes"), "items");
+    ck_assert_uint_eq(json_array_size(items), 1);
+    ck_assert(json_equal(json_array_get(items, 0),
+                         json_array_get(json_object_get(json_object_get(req, "Nodes"), "items"), 0)));
+    ck_assert_uint_eq(json_object_size(json_object_get(json_object_get(v, "Nodes"), "metadata")), 0);
+    ck_assert(json_is_null(json_object_get(v, "NodeNames")));
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(v, "FailedAndUnresolvableNodes"), G5)),
+        "class nvidia-a10g ?");
+    ck_assert_uint_eq(json_object_size(json_object_get(v, "FailedNodes")), 0);
+    json_decref(req);
+    json_decref(v);
+
+    /* Round trip: the answer, wrapped as a new request, decodes to the kept node. */
+    {
+        struct af_buf again = AF_BUF_INIT(0);
+        struct af_ext_args *b = NULL;
+        json_t *resp = parse(&out), *newreq = json_object();
+        char *txt;
+        json_object_set_new(newreq, "Pod", json_loads("{\"metadata\":{\"name\":\"p\"}}", 0, NULL));
+        json_object_set(newreq, "Nodes", json_object_get(resp, "Nodes"));
+        json_object_set_new(newreq, "NodeNames", json_null());
+        txt = json_dumps(newreq, JSON_COMPACT);
+        ck_assert_int_eq(af_codec_decode_args(&config, txt, strlen(txt), &b, &err), 0);
+        ck_assert_uint_eq(af_ext_args_count(b), 1);
+        ck_assert_str_eq(af_ext_args_name(b, 0), P4D);
+        ck_assert_int_eq(af_ext_args_node(b, 0)->cls, AF_CLASS_NVIDIA_A100);
+        af_ext_args_free(b);
+        free(txt);
+        json_decref(newreq);
+        json_decref(resp);
+        af_buf_release(&again);
+    }
+    af_buf_release(&out);
+    af_ext_args_free(a);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_encode_priorities_in_input_order)
+{
+    struct af_node_decision d[3] = {{.name = "b", .score = 7}, {.name = "a", .score = 0},
+                                    {.name = "q\"x", .score = 10}};
+    struct af_buf out = AF_BUF_INIT(0);
+
+    ck_assert_int_eq(af_codec_encode_priorities(d, 3, &out), 0);
+    ck_assert_str_eq(out.buf, "[{\"Host\":\"b\",\"Score\":7},{\"Host\":\"a\",\"Score\":0},"
+                              "{\"Host\":\"q\\\"x\",\"Score\":10}]");
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_codec_encode_priorities(d, 0, &out), 0);
+    ck_assert_str_eq(out.buf, "[]");
+    af_buf_release(&out);
+}
+END_TEST
+
+/* ---- apiserver objects ------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    enum af_class cls;
+    int64_t gpu, neuron;
+    double price;
+} node_cases[] = {
+    {P4D, AF_CLASS_NVIDIA_A100, 8, 0, 32.77},
+    {G5, AF_CLASS_NVIDIA_A10G, 1, 0, 1.212},
+    {TRN1, AF_CLASS_TRAINIUM1, 0, 16, 21.5},
+    {"ip-10-0-2-50.us-west-2.compute.internal", AF_CLASS_CPU, 0, 0, 0.68},
+    {"ip-10-0-3-30.us-west-2.compute.internal", AF_CLASS_INFERENTIA2, 0, 1, 0.758},
+};
+
+START_TEST(test_nodes_list_classified_by_instance_type)
+{
+    size_t len;
+    char *body = fixture("apiserver/nodes-list.json", &len);
+    struct items it = {0};
+    struct af_error err = {0};
+    char *rv = NULL, *cont = NULL;
+
+    ck_assert_msg(af_codec_decode_list(&config, body, len, collect, &it, &rv, &cont, &err) == 0,
+                  "%s", err.text);
+    ck_assert_uint_eq(it.n_nodes, 5);
+    ck_assert_uint_eq(it.n_pods, 0);
+    ck_assert_str_eq(rv, "240");
+    ck_assert_ptr_null(cont);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(node_cases); i++) {
+        const struct af_node_info *n = find_node(&it, node_cases[i].name);
+        ck_assert_ptr_nonnull(n);
+        ck_assert_int_eq(n->cls, node_cases[i].cls);
+        ck_assert_str_eq(n->class_source, "node.kubernetes.io/instance-type");
+        ck_assert_int_eq(n->allocatable.v[AF_RES_GPU], node_cases[i].gpu);
+        ck_assert_int_eq(n->allocatable.v[AF_RES_NEURON], node_cases[i].neuron);
+        ck_assert_int_eq(n->allocatable.v[AF_RES_PODS], 110);
+        ck_assert(!n->spot);
+        ck_assert(!n->unschedulable);
+        ck_assert(n->price_known);
+        ck_assert_double_eq_tol(n->hourly_usd, node_cases[i].price, 1e-9);
+        ck_assert_str_eq(n->price_source, "catalog");
+    }
+    ck_assert_int_eq(find_node(&it, P4D)->allocatable.v[AF_RES_CPU], 95690);
+    ck_assert_int_eq(find_node(&it, P4D)->allocatable.v[AF_RES_MEMORY], 1176466116LL * 1024);
+    ck_assert_int_eq(find_node(&it, TRN1)->allocatable.v[AF_RES_NEURONCORE], 32);
+    ck_assert_str_eq(find_node(&it, P4D)->instance_type, "p4d.24xlarge");
+    items_release(&it);
+    free(rv);
+    free(body);
+
+    /* The paged list carries a continue token. */
+    body = fixture("apiserver/nodes-list-limit2.json", &len);
+    ck_assert_int_eq(af_codec_decode_list(&config, body, len, collect, &it, &rv, &cont, &err), 0);
+    ck_assert_uint_eq(it.n_nodes, 2);
+    ck_assert_ptr_nonnull(cont);
+    ck_assert(!strncmp(cont, "eyJ2Ijoi", 8));
+    items_release(&it);
+    free(rv);
+    free(cont);
+    free(body);
+
+    /* A single Node object decodes too. */
+    {
+        struct af_node_info *n = NULL;
+        body = fixture("apiserver/nodes-get.json", &len);
+        ck_assert_int_eq(af_codec_decode_node(&config, body, len, &n, &err), 0);
+        ck_assert_int_ne(n->cls, AF_CLASS_UNKNOWN);
+        af_node_info_unref(n);
+        free(body);
+    }
+}
+END_TEST
+
+START_TEST(test_pods_list_requests_and_binding)
+{
+    size_t len;
+    char *body = fixture("apiserver/pods-list.json", &len);
+    struct items it = {0};
+    struct af_error err = {0};
+    char *rv = NULL;
+    const struct af_pod_info *p;
+
+    ck_assert_int_eq(af_codec_decode_list(&config, body, len, collect, &it, &rv, NULL, &err), 0);
+    ck_assert_uint_eq(it.n_pods, 4);
+    ck_assert_uint_eq(it.n_nodes, 0);
+    ck_assert_str_eq(rv, "240");
+    p = find_pod(&it, "neuron-train-1");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->node_name, TRN1);
+    ck_assert_int_eq(p->requests.v[AF_RES_NEURON], 1);
+    ck_assert_int_eq(p->requests.v[AF_RES_NEURONCORE], 2);
+    ck_assert_int_eq(p->requests.v[AF_RES_CPU], 4000);
+    ck_assert_ptr_nonnull(p->uid);
+    p = find_pod(&it, "gpu-train-0");
+    ck_assert_str_eq(p->node_name, P4D);
+    ck_assert_int_eq(p->requests.v[AF_RES_GPU], 1);
+    items_release(&it);
+    free(rv);
+    free(body);
+
+    body = fixture("apiserver/pods-list-fieldselector.json", &len);
+    ck_assert_int_eq(af_codec_decode_list(&config, body, len, collect, &it, NULL, NULL, &err), 0);
+    ck_assert_uint_eq(it.n_pods, 2);
+    items_release(&it);
+    free(body);
+}
+END_TEST
+
+static const struct {
+    const char *pod;
+    const char *want_err;
+    int64_t cpu, mem, gpu;
+    const char *owner_kind, *tenant, *workload;
+    bool terminal;
+} pod_cases[] = {
+    /* A limit with no request counts as the request (API defaulting). */
+    {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"resources\":{\"limits\":{"
+     "\"nvidia.com/gpu\":\"2\",\"cpu\":\"1\"},\"requests\":{\"cpu\":\"250m\"}}}]}}",
+     NULL, 250, 0, 2, NULL, NULL, NULL, false},
+    /* Sidecar before an init container, overhead on top. */
+    {"{\"metadata\":{\"name\":\"b\",\"labels\":{\"accelfit.io/tenant\":\"team-a\"},"
+     "\"annotations\":{\"accelfit.io/workload\":\"training\"},\"ownerReferences\":[{\"kind\":"
+     "\"ReplicaSet\",\"name\":\"x\"},{\"kind\":\"Job\",\"name\":\"j\",\"controller\":true}]},"
+     "\"spec\":{\"initContainers\":[{\"restartPolicy\":\"Always\",\"resources\":{\"requests\":{"
+     "\"cpu\":\"1\"}}},{\"resources\":{\"requests\":{\"cpu\":\"3\"}}}],\"containers\":[{"
+     "\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}}}],\"overhead\":{\"cpu\":"
+     "\"100m\",\"memory\":\"64Mi\"}},\"status\":{\"phase\":\"Succeeded\"}}",
+     NULL, 4100, (1LL << 30) + (64LL << 20), 0, "Job", "team-a", "training", true},
+    /* YAML-style plain numbers as quantities. */
+    {"{\"metadata\":{\"name\":\"c\"},\"spec\":{\"containers\":[{\"resources\":{\"requests\":{"
+     "\"cpu\":2,\"memory\":1.5,\"nvidia.com/gpu\":1}}}]},\"status\":{\"phase\":\"Failed\"}}",
+     NULL, 2000, 2, 1, NULL, NULL, NULL, true},
+    {.pod = "{\"metadata\":{\"name\":\"d\"},\"spec\":{\"containers\":[{\"resources\":{"
+            "\"requests\":{\"cpu\":\"1Qi\"}}}]}}",
+     .want_err = "spec.containers[0].resources.requests.cpu: expected a non-negative quantity, "
+                 "got '1Qi'"},
+    {.pod = "[1]", .want_err = "pod: expected an object, got array"},
+    {.pod = "{", .want_err = "pod is not JSON"},
+};
+
+START_TEST(test_pod_decode_cases)
+{
+    struct af_pod_info *p = NULL;
+    struct af_error err = {0};
+    const char *s = pod_cases[_i].pod;
+    int rc = af_codec_decode_pod(s, strlen(s), &p, &err);
+
+    if (pod_cases[_i].want_err) {
+        ck_assert_int_lt(rc, 0);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(err.text, pod_cases[_i].want_err), "%s", err.text);
+        return;
+    }
+    ck_assert_msg(rc == 0, "%s", err.text);
+    ck_assert_int_eq(p->requests.v[AF_RES_CPU], pod_cases[_i].cpu);
+    ck_assert_int_eq(p->requests.v[AF_RES_MEMORY], pod_cases[_i].mem);
+    ck_assert_int_eq(p->requests.v[AF_RES_GPU], pod_cases[_i].gpu);
+    ck_assert_int_eq(p->terminal, pod_cases[_i].terminal);
+    if (pod_cases[_i].owner_kind) {
+        ck_assert_str_eq(p->owner_kind, pod_cases[_i].owner_kind);
+        ck_assert_str_eq(p->owner_name, "j");
+    } else {
+        ck_assert_ptr_null(p->owner_kind);
+    }
+    if (pod_cases[_i].tenant)
+        ck_assert_str_eq(p->tenant, pod_cases[_i].tenant);
+    else
+        ck_assert_ptr_null(p->tenant);
+    if (pod_cases[_i].workload)
+        ck_assert_str_eq(p->ann.workload, pod_cases[_i].workload);
+    else
+        ck_assert_ptr_null(p->ann.workload);
+    af_pod_info_unref(p);
+}
+END_TEST
+
+START_TEST(test_mixed_list_and_unknown_kinds)
+{
+    const char *s = "{\"kind\":\"List\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"\"},"
+                    "\"items\":[{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"labels\":{"
+                    "\"karpenter.k8s.aws/instance-gpu-name\":\"h100\",\"karpenter.sh/capacity-type\":"
+                    "\"spot\"}},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"8\"}}},"
+                    "{\"kind\":\"Service\",\"metadata\":{\"name\":\"svc\"}},"
+                    "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p1\",\"namespace\":\"x\"}},"
+                    "{\"metadata\":{\"name\":\"kindless\"}}]}";
+    struct items it = {0};
+    struct af_error err = {0};
+    char *rv = (char *)"sentinel";
+
+    ck_assert_int_eq(af_codec_decode_list(&config, s, strlen(s), collect, &it, &rv, NULL, &err), 0);
+    ck_assert_ptr_null(rv);
+    ck_assert_uint_eq(it.n_nodes, 1);
+    ck_assert_uint_eq(it.n_pods, 1);
+    ck_assert_int_eq(it.nodes[0]->cls, AF_CLASS_NVIDIA_H100);
+    ck_assert_str_eq(it.nodes[0]->class_source, "karpenter.k8s.aws/instance-gpu-name");
+    ck_assert(it.nodes[0]->spot);
+    ck_assert_str_eq(it.pods[0]->ns, "x");
+    items_release(&it);
+
+    s = "{\"kind\":\"ConfigMapList\",\"items\":[]}";
+    ck_assert_int_lt(af_codec_decode_list(&config, s, strlen(s), collect, &it, NULL, NULL, &err), 0);
+    ck_assert(strstr(err.text, "kind: expected NodeList, PodList or List"));
+    s = "{\"kind\":\"NodeList\",\"items\":{}}";
+    ck_assert_int_lt(af_codec_decode_list(&config, s, strlen(s), collect, &it, NULL, NULL, &err), 0);
+    ck_assert(strstr(err.text, "items: expected an array, got object"));
+}
+END_TEST
+
+/* ---- watch events ------------------------------------------------------------------------- */
+
+static const struct {
+    const char *file;
+    enum af_kind kind;
+    int added, modified, deleted, bookmarks;
+    const char *bookmark_rv;
+} watch_cases[] = {
+    {"apiserver/nodes-watch.jsonl", AF_KIND_NODE, 6, 6, 1, 2, "207"},
+    {"apiserver/pods-watch.jsonl", AF_KIND_POD, 6, 9, 2, 2, "232"},
+};
+
+START_TEST(test_watch_streams_decode_line_by_line)
+{
+    size_t len;
+    char *body = fixture(watch_cases[_i].file, &len);
+    int counts[5] = {0};
+    char *line = body, *nl;
+
+    while (line < body + len && (nl = memchr(line, '\n', (size_t)(body + len - line)))) {
+        struct af_watch_event ev;
+        struct af_error err = {0};
+        int rc = af_codec_decode_watch_event(&config, watch_cases[_i].kind, line,
+                                             (size_t)(nl - line), &ev, &err);
+        ck_assert_msg(rc == 0, "%s", err.text);
+        counts[ev.type]++;
+        ck_assert_ptr_nonnull(ev.rv);
+        if (ev.type == AF_WATCH_BOOKMARK) {
+            ck_assert_ptr_null(ev.node);
+            ck_assert_ptr_null(ev.pod);
+            ck_assert_str_eq(ev.rv, watch_cases[_i].bookmark_rv);
+        } else if (watch_cases[_i].kind == AF_KIND_NODE) {
+            ck_assert_ptr_nonnull(ev.node);
+            ck_assert_ptr_null(ev.pod);
+        } else {
+            ck_assert_ptr_nonnull(ev.pod);
+            ck_assert_ptr_null(ev.node);
+        }
+        af_watch_event_clear(&ev);
+        line = nl + 1;
+    }
+    ck_assert_int_eq(counts[AF_WATCH_ADDED], watch_cases[_i].added);
+    ck_assert_int_eq(counts[AF_WATCH_MODIFIED], watch_cases[_i].modified);
+    ck_assert_int_eq(counts[AF_WATCH_DELETED], watch_cases[_i].deleted);
+    ck_assert_int_eq(counts[AF_WATCH_BOOKMARK], watch_cases[_i].bookmarks);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_watch_410_is_expired_error)
+{
+    const char *files[] = {"apiserver/watch-410.json", "apiserver/watch-410-etcd-compacted.json"};
+    for (size_t i = 0; i < AF_ARRAY_SIZE(files); i++) {
+        size_t len;
+        char *body = fixture(files[i], &len);
+        struct af_watch_event ev;
+        struct af_error err = {0};
+        ck_assert_int_eq(af_codec_decode_watch_event(&config, AF_KIND_POD, body, len, &ev, &err), 0);
+        ck_assert_int_eq(ev.type, AF_WATCH_ERROR);
+        ck_assert_int_eq(ev.status_code, 410);
+        ck_assert_str_eq(ev.status_reason, "Expired");
+        ck_assert_ptr_nonnull(ev.status_message);
+        ck_assert_ptr_null(ev.pod);
+        af_watch_event_clear(&ev);
+        free(body);
+    }
+}
+END_TEST
+
+static const struct {
+    const char *ev;
+    const char *want;
+} bad_events[] = {
+    {"{\"type\":\"EXPLODED\",\"object\":{}}", "type: unknown watch event type 'EXPLODED'"},
+    {"{\"object\":{}}", "type: missing"},
+    {"{\"type\":\"ADDED\",\"object\":[]}", "object: expected an object, got array"},
+    {"{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n\"}}}",
+     "object.kind: expected Pod, got 'Node'"},
+    {"{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"metadata\":{}}}",
+     "object.metadata.name: missing"},
+    {"[]", "watch event: expected an object, got array"},
+    {"{\"type\":", "watch event is not JSON"},
+};
+
+START_TEST(test_watch_bad_events)
+{
+    struct af_watch_event ev;
+    struct af_error err = {0};
+    const char *s = bad_events[_i].ev;
+
+    ck_assert_int_lt(af_codec_decode_watch_event(&config, AF_KIND_POD, s, strlen(s), &ev, &err), 0);
+    ck_assert_ptr_null(ev.pod);
+    ck_assert_ptr_null(ev.rv);
+    ck_assert_msg(strstr(err.text, bad_events[_i].want), "%s", err.text);
+}
+END_TEST
+
+/* ---- the demo cluster ---------------------------------------------------------------------- */
+
+START_TEST(test_demo_cluster_yaml_decodes)
+{
+    size_t len;
+    char *body = af_test_read("manifests/demo-cluster.yaml", &len);
+    struct items it = {0};
+    struct af_error err = {0};
+    const struct af_pod_info *p;
+    size_t terminal = 0;
+
+    ck_assert_msg(af_codec_decode_cluster(&config, "demo-cluster.yaml", body, len, collect, &it,
+                                          &err) == 0,
+                  "%s:%d:%d: %s", err.file, err.line, err.column, err.text);
+    ck_assert_uint_ge(it.n_nodes, 18);
+    ck_assert_uint_ge(it.n_pods, 22);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(node_cases); i++)
+        ck_assert_msg(find_node(&it, node_cases[i].name), "%s missing", node_cases[i].name);
+    for (size_t i = 0; i < it.n_pods; i++)
+        terminal += it.pods[i]->terminal;
+    ck_assert_uint_eq(terminal, 1);
+    p = find_pod(&it, "tokenizer-backfill-28391042-x7k2p");
+    ck_assert_ptr_nonnull(p);
+    ck_assert(p->terminal);
+    /* Sidecar, init container and overhead (see the comment in the manifest). */
+    p = find_pod(&it, "llm-gateway-6c8d9e7f5-m2n3b");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(p->requests.v[AF_RES_CPU], 4750);
+    ck_assert_int_eq(p->requests.v[AF_RES_MEMORY], (16LL << 30) + (512LL << 20) + (256LL << 20));
+    ck_assert_int_eq(p->requests.v[AF_RES_GPU], 1);
+    p = find_pod(&it, "whisper-large-7b8c9d-r4t5y");
+    ck_assert_int_eq(p->requests.v[AF_RES_GPU], 1);
+    ck_assert_str_eq(find_node(&it, "ip-10-0-1-60.us-west-2.compute.internal")->price_source,
+                     "annotation");
+    ck_assert(find_node(&it, "ip-10-0-1-61.us-west-2.compute.internal")->unschedulable);
+    items_release(&it);
+    free(body);
+}
+END_TEST
+
+START_TEST(test_cluster_json_and_bad_yaml)
+{
+    const char *js = "  [{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}},"
+                     "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"b\"}}]";
+    struct items it = {0};
+    struct af_error err = {0};
+
+    ck_assert_int_eq(af_codec_decode_cluster(&config, "x.json", js, strlen(js), collect, &it, &err), 0);
+    ck_assert_uint_eq(it.n_nodes, 1);
+    ck_assert_uint_eq(it.n_pods, 1);
+    ck_assert_int_eq(it.nodes[0]->cls, AF_CLASS_CPU);
+    items_release(&it);
+
+    js = "kind: Node\nmetadata:\n  name: y\nstatus:\n  allocatable:\n    nvidia.com/gpu: 4\n";
+    ck_assert_msg(af_codec_decode_cluster(&config, "y.yaml", js, strlen(js), collect, &it, &err) == 0,
+                  "%s", err.text);
+    ck_assert_uint_eq(it.n_nodes, 1);
+    ck_assert_int_eq(it.nodes[0]->allocatable.v[AF_RES_GPU], 4);
+    ck_assert_int_eq(it.nodes[0]->cls, AF_CLASS_UNKNOWN);
+    items_release(&it);
+
+    js = "items: [\n  {kind: Pod\n";
+    ck_assert_int_lt(af_codec_decode_cluster(&config, "z.yaml", js, strlen(js), collect, &it, &err), 0);
+    ck_assert_uint_eq(it.n_pods, 0);
+}
+END_TEST
+
+Suite *af_codec_suite(void);
+Suite *af_codec_suite(void)
+{
+    Suite *s = suite_create("codec");
+    TCase *tc = tcase_create("codec");
+
+    tcase_add_loop_test(tc, test_args_decode_recorded_scheduler_bodies, 0,
+                        AF_ARRAY_SIZE(sched_cases));
+    tcase_add_loop_test(tc, test_args_keys_case_insensitive_and_null_accepted, 0,
+                        AF_ARRAY_SIZE(ci_cases));
+    tcase_add_loop_test(tc, test_args_bad_bodies_name_the_field, 0, AF_ARRAY_SIZE(bad_cases));
+    tcase_add_loop_test(tc, test_args_odd_types_are_ignored, 0, AF_ARRAY_SIZE(odd_bodies));
+    tcase_add_test(tc, test_encode_filter_names_mode);
+    tcase_add_test(tc, test_encode_filter_nodes_mode_echoes_node_objects);
+    tcase_add_test(tc, test_encode_priorities_in_input_order);
+    tcase_add_test(tc, test_nodes_list_classified_by_instance_type);
+    tcase_add_test(tc, test_pods_list_requests_and_binding);
+    tcase_add_loop_test(tc, test_pod_decode_cases, 0, AF_ARRAY_SIZE(pod_cases));
+    tcase_add_test(tc, test_mixed_list_and_unknown_kinds);
+    tcase_add_loop_test(tc, test_watch_streams_decode_line_by_line, 0, AF_ARRAY_SIZE(watch_cases));
+    tcase_add_test(tc, test_watch_410_is_expired_error);
+    tcase_add_loop_test(tc, test_watch_bad_events, 0, AF_ARRAY_SIZE(bad_events));
+    tcase_add_test(tc, test_demo_cluster_yaml_decodes);
+    tcase_add_test(tc, test_cluster_json_and_bad_yaml);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void){return af_test_run(af_codec_suite());}
