@@ -1,21 +1,574 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Placeholder until `accelfit recommend` lands. */
+/*
+ * `accelfit recommend` and `accelfit check-policy`: the selection core on the
+ * command line, for people deciding on hardware before they deploy, and a
+ * validator for hand-edited policies. Bad input is answered with one line on
+ * stderr and exit status 2, never with a half-printed answer on stdout.
+ */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "accelfit/config.h"
+#include "accelfit/select.h"
+#include "accelfit/util.h"
 #include "cli/cli.h"
+
+static const char recommend_usage[] =
+    "usage: accelfit recommend --workload KIND [options]\n"
+    "\n"
+    "Ranks hardware for a workload: the first rule of the policy that matches picks the\n"
+    "classes in order, and each class is sized with the cheapest instance type of the catalog\n"
+    "whose accelerator memory holds the model. Every tier comes with its reasons, the\n"
+    "instance count and the on-demand price; classes left out are listed with why.\n"
+    "\n"
+    "options:\n"
+    "  --workload KIND          training, inference, batch-inference, preprocessing,\n"
+    "                           classical-ml or development (required)\n"
+    "  --model-params N         model size: 70B, 350M, 13e9, 7000000000 (default: unknown)\n"
+    "  --objective OBJ          cost, performance, balanced or latency (default: balanced)\n"
+    "  --latency-slo-ms MS      latency target in milliseconds, a positive integer\n"
+    "  --framework FW           pytorch, tensorflow, jax or other (default: unknown)\n"
+    "  --neuron-ready           a Neuron-compiled artifact exists (Trainium/Inferentia allowed)\n"
+    "  --precision P            fp32, bf16, fp16 or int8 (inference weights; default: policy)\n"
+    "  --output FORMAT          table (default) or json\n"
+    "  --catalog FILE           instance catalog YAML (default: the built-in catalog)\n"
+    "  --policy FILE            policy YAML (default: the built-in policy)\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "examples:\n"
+    "  accelfit recommend --workload training --model-params 70B --objective cost \\\n"
+    "      --framework pytorch --neuron-ready\n"
+    "  accelfit recommend --workload inference --model-params 7B --latency-slo-ms 8\n"
+    "  accelfit recommend --workload inference --model-params 70B --objective performance "
+    "--output json\n"
+    "  accelfit recommend --workload classical-ml\n"
+    "\n"
+    "exit status: 0 answered, 2 bad usage or bad input (one line on stderr).\n";
+
+static const char check_usage[] =
+    "usage: accelfit check-policy [--policy FILE] [--catalog FILE]\n"
+    "\n"
+    "Loads and validates a policy against a catalog (the built-in ones by default) and\n"
+    "prints what it holds: rules, instance types, weights. On an error prints\n"
+    "FILE:LINE:COLUMN: message and exits with status 2.\n"
+    "\n"
+    "options:\n"
+    "  --policy FILE     policy YAML (default: the built-in policy)\n"
+    "  --catalog FILE    instance catalog YAML (default: the built-in catalog)\n"
+    "  -h, --help        show this help\n";
+
+static int fail(const char *cmd, const char *fmt, ...) AF_PRINTF(2, 3);
+
+/* Prints "accelfit CMD: message" as one line on stderr; returns 2. */
+static int fail(const char *cmd, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(stderr, "accelfit %s: %s\n", cmd, msg);
+    return 2;
+}
+
+/*
+ * Matches argv[*i] against --name (a switch when `val` is NULL) or
+ * --name VALUE / --name=VALUE. Returns 1 when matched, 0 when not, -1 when
+ * the value is missing.
+ */
+static int flag(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(a, name, n))
+        return 0;
+    if (!val)
+        return a[n] == '\0' ? 1 : 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static void json_num(struct af_buf *b, double v)
+{
+    if (af_buf_printf(b, "%.10g", v))
+        af_assert(!"unbounded buffer refused output");
+}
+
+static void json_str(struct af_buf *b, const char *s)
+{
+    if (af_buf_json_str(b, s))
+        af_assert(!"unbounded buffer refused output");
+}
+
+static void put(struct af_buf *b, const char *s)
+{
+    if (af_buf_puts(b, s))
+        af_assert(!"unbounded buffer refused output");
+}
+
+static void print_json(const struct af_profile *p, const struct af_config *cfg,
+                       const struct af_selection *s, struct af_buf *b)
+{
+    const struct af_policy *pol = cfg->policy;
+    enum af_precision prec = p->precision >= 0 ? p->precision
+                             : p->workload == AF_WORKLOAD_TRAINING ? pol->training_precision
+                                                                   : pol->inference_precision;
+
+    put(b, "{\"profile\":{\"workload\":");
+    json_str(b, af_workload_name(p->workload));
+    put(b, ",\"model_params\":");
+    if (p->model_params > 0)
+        json_num(b, p->model_params);
+    else
+        put(b, "null");
+    put(b, ",\"objective\":");
+    json_str(b, af_objective_name(p->objective));
+    put(b, ",\"latency_slo_ms\":");
+    if (p->latency_slo_ms > 0)
+        json_num(b, p->latency_slo_ms);
+    else
+        put(b, "null");
+    put(b, ",\"framework\":");
+    json_str(b, af_framework_name(p->framework));
+    put(b, p->neuron_ready ? ",\"neuron_ready\":true" : ",\"neuron_ready\":false");
+    put(b, ",\"precision\":");
+    json_str(b, af_precision_name(prec));
+    put(b, "},\"rule\":");
+    if (s->rule)
+        json_str(b, s->rule);
+    else
+        put(b, "null");
+    put(b, ",\"memory_needed_gib\":");
+    if (s->memory_needed_gib > 0)
+        json_num(b, s->memory_needed_gib);
+    else
+        put(b, "null");
+    put(b, ",\"tiers\":[");
+    for (size_t i = 0; i < s->n_tiers; i++) {
+        const struct af_tier *t = &s->tiers[i];
+        if (i)
+            put(b, ",");
+        put(b, "{\"rank\":");
+        json_num(b, t->rank);
+        put(b, ",\"class\":");
+        json_str(b, af_class_name(t->cls));
+        put(b, ",\"instance_type\":");
+        json_str(b, t->instance->name);
+        put(b, ",\"instances\":");
+        json_num(b, t->instances);
+        put(b, ",\"hourly_usd\":");
+        if (t->price_known)
+            json_num(b, t->hourly_usd);
+        else
+            put(b, "null");
+        put(b, ",\"price_per_instance_usd\":");
+        if (t->price_known)
+            json_num(b, t->instance->price_usd_hr);
+        else
+            put(b, "null");
+        put(b, ",\"accelerator_memory_gib\":");
+        json_num(b, t->accel_memory_gib);
+        put(b, ",\"accelerator_memory_gib_per_instance\":");
+        json_num(b, af_instance_accel_memory_gib(t->instance));
+        put(b, ",\"reasons\":[");
+        for (int j = 0; j < t->n_reasons; j++) {
+            if (j)
+                put(b, ",");
+            json_str(b, t->reasons[j]);
+        }
+        put(b, "]}");
+    }
+    put(b, "],\"dropped\":[");
+    for (size_t i = 0; i < s->n_dropped; i++) {
+        if (i)
+            put(b, ",");
+        put(b, "{\"class\":");
+        json_str(b, af_class_name(s->dropped[i].cls));
+        put(b, ",\"reason\":");
+        json_str(b, s->dropped[i].reason);
+        put(b, "}");
+    }
+    put(b, "],\"catalog\":");
+    json_str(b, cfg->catalog->source);
+    put(b, ",\"policy\":");
+    json_str(b, pol->source);
+    put(b, "}\n");
+}
+
+static void print_table(const struct af_profile *p, const struct af_config *cfg,
+                        const struct af_selection *s, struct af_buf *b)
+{
+    char params[32] = "unknown size";
+
+    if (p->model_params > 0) {
+        if (p->model_params >= 1e9)
+            snprintf(params, sizeof(params), "%.3gB params", p->model_params / 1e9);
+        else if (p->model_params >= 1e6)
+            snprintf(params, sizeof(params), "%.3gM params", p->model_params / 1e6);
+        else
+            snprintf(params, sizeof(params), "%.0f params", p->model_params);
+    }
+    if (af_buf_printf(b, "%s, %s, objective %s", af_workload_name(p->workload), params,
+                      af_objective_name(p->objective)))
+        af_assert(!"unbounded");
+    if (p->latency_slo_ms > 0 && af_buf_printf(b, ", latency SLO %d ms", p->latency_slo_ms))
+        af_assert(!"unbounded");
+    if (p->framework >= 0 && af_buf_printf(b, ", %s", af_framework_name(p->framework)))
+        af_assert(!"unbounded");
+    if (p->neuron_ready)
+        put(b, ", Neuron-ready");
+    if (p->precision >= 0 && af_buf_printf(b, ", %s", af_precision_name(p->precision)))
+        af_assert(!"unbounded");
+    put(b, "\n");
+    if (!s->rule) {
+        if (af_buf_printf(b, "no rule of policy %s matches this workload\n",
+                          cfg->policy->source))
+            af_assert(!"unbounded");
+        return;
+    }
+    if (af_buf_printf(b, "rule: %s", s->rule))
+        af_assert(!"unbounded");
+    if (s->memory_needed_gib > 0 &&
+        af_buf_printf(b, "; the model needs %.1f GiB %s memory", s->memory_needed_gib,
+                      p->workload == AF_WORKLOAD_TRAINING ? "training" : "serving"))
+        af_assert(!"unbounded");
+    put(b, "\n\n");
+    if (af_buf_printf(b, "%4s  %-12s %-15s %5s %10s %11s\n", "RANK", "CLASS", "INSTANCE",
+                      "COUNT", "$/HOUR", "ACCEL MEM"))
+        af_assert(!"unbounded");
+    for (size_t i = 0; i < s->n_tiers; i++) {
+        const struct af_tier *t = &s->tiers[i];
+        char price[32] = "unknown", mem[32] = "-";
+        if (t->price_known)
+            snprintf(price, sizeof(price), "%.2f", t->hourly_usd);
+        if (t->accel_memory_gib > 0)
+            snprintf(mem, sizeof(mem), "%.0f GiB", t->accel_memory_gib);
+        if (af_buf_printf(b, "%4d  %-12s %-15s %5d %10s %11s\n", t->rank,
+                          af_class_name(t->cls), t->instance->name, t->instances, price, mem))
+            af_assert(!"unbounded");
+        for (int j = 0; j < t->n_reasons; j++)
+            if (af_buf_printf(b, "      - %s\n", t->reasons[j]))
+                af_assert(!"unbounded");
+    }
+    if (!s->n_tiers)
+        put(b, "      (every class the rule names was dropped)\n");
+    if (s->n_dropped) {
+        put(b, "\ndropped:\n");
+        for (size_t i = 0; i < s->n_dropped; i++)
+            if (af_buf_printf(b, "  %-12s %s\n", af_class_name(s->dropped[i].cls),
+                              s->dropped[i].reason))
+                af_assert(!"unbounded");
+    }
+}
+
+/* Loads the config; on failure prints the one-line error and returns 2. */
+static int load_config(const char *cmd, const char *catalog, const char *policy,
+                       struct af_config **out)
+{
+    struct af_error err;
+    char msg[1024];
+
+    memset(&err, 0, sizeof(err));
+    if (af_config_load(out, catalog, policy, &err) == 0)
+        return 0;
+    af_error_format(&err, msg, sizeof(msg));
+    return fail(cmd, "%s", msg);
+}
 
 int af_cmd_recommend(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fputs("accelfit: recommend is not available in this build\n", stderr);
-    return 1;
+    const char *cmd = "recommend";
+    const char *workload = NULL, *params = NULL, *objective = NULL, *slo = NULL;
+    const char *framework = NULL, *precision = NULL, *output = "table";
+    const char *catalog = NULL, *policy = NULL;
+    struct af_selection *sel = NULL;
+    struct af_config *cfg = NULL;
+    struct af_buf b = AF_BUF_INIT(0);
+    struct af_profile p;
+    bool json;
+    int rc = 0;
+
+    af_profile_init(&p);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(recommend_usage, stdout);
+            return 0;
+        }
+        if (flag(argc, argv, &i, "--neuron-ready", NULL) == 1) {
+            p.neuron_ready = true;
+            continue;
+        }
+#define VALUE_FLAG(name, var)                                                   \
+    m = flag(argc, argv, &i, name, &var);                                       \
+    if (m < 0)                                                                  \
+        return fail(cmd, "%s needs a value (see accelfit recommend --help)", name); \
+    if (m > 0)                                                                  \
+        continue;
+        VALUE_FLAG("--workload", workload)
+        VALUE_FLAG("--model-params", params)
+        VALUE_FLAG("--objective", objective)
+        VALUE_FLAG("--latency-slo-ms", slo)
+        VALUE_FLAG("--framework", framework)
+        VALUE_FLAG("--precision", precision)
+        VALUE_FLAG("--output", output)
+        VALUE_FLAG("--catalog", catalog)
+        VALUE_FLAG("--policy", policy)
+#undef VALUE_FLAG
+        if (a[0] == '-')
+            return fail(cmd, "unknown option '%s' (see accelfit recommend --help)", a);
+        return fail(cmd, "unexpected argument '%s' (see accelfit recommend --help)", a);
+    }
+
+    if (!workload)
+        return fail(cmd, "--workload is required (training, inference, batch-inference, "
+                         "preprocessing, classical-ml or development)");
+    p.workload = af_workload_parse(workload);
+    if (p.workload < 0)
+        return fail(cmd, "unknown workload '%s' (known: training, inference, batch-inference, "
+                         "preprocessing, classical-ml, development)",
+                    workload);
+    if (params) {
+        if (af_parse_count(params, &p.model_params) != 0 || !(p.model_params >= 1))
+            return fail(cmd, "cannot parse model size '%s' (write 70B, 350M, 13e9 or "
+                             "7000000000)",
+                        params);
+    }
+    if (objective) {
+        int o = af_objective_parse(objective);
+        if (o < 0)
+            return fail(cmd, "unknown objective '%s' (known: cost, performance, balanced, "
+                             "latency)",
+                        objective);
+        p.objective = (enum af_objective)o;
+    }
+    if (slo) {
+        int64_t v;
+        if (af_parse_int64(slo, 1, 86400000, &v) != 0)
+            return fail(cmd, "latency SLO '%s' must be a positive whole number of "
+                             "milliseconds",
+                        slo);
+        p.latency_slo_ms = (int)v;
+    }
+    if (framework) {
+        int f = af_framework_parse(framework);
+        if (f < 0)
+            return fail(cmd, "unknown framework '%s' (known: pytorch, tensorflow, jax, other)",
+                        framework);
+        p.framework = (enum af_framework)f;
+    }
+    if (precision) {
+        int pr = af_precision_parse(precision);
+        if (pr < 0)
+            return fail(cmd, "unknown precision '%s' (known: fp32, bf16, fp16, int8)",
+                        precision);
+        p.precision = (enum af_precision)pr;
+    }
+    if (!strcmp(output, "json"))
+        json = true;
+    else if (!strcmp(output, "table"))
+        json = false;
+    else
+        return fail(cmd, "unknown output format '%s' (known: table, json)", output);
+
+    rc = load_config(cmd, catalog, policy, &cfg);
+    if (rc)
+        return rc;
+    sel = af_xmalloc(sizeof(*sel));
+    af_select(cfg->policy, cfg->catalog, &p, false, sel);
+    if (json)
+        print_json(&p, cfg, sel, &b);
+    else
+        print_table(&p, cfg, sel, &b);
+    fwrite(b.buf, 1, b.len, stdout);
+    if (fflush(stdout) != 0)
+        rc = 1;
+    af_buf_release(&b);
+    af_free(sel);
+    af_config_unref(cfg);
+    return rc;
+}
+
+/* Appends "prefix 7B" (or 350M, 12k). */
+static void put_params(struct af_buf *b, const char *prefix, double v)
+{
+    int rc;
+
+    if (v >= 1e9)
+        rc = af_buf_printf(b, "%s%gB", prefix, v / 1e9);
+    else if (v >= 1e6)
+        rc = af_buf_printf(b, "%s%gM", prefix, v / 1e6);
+    else if (v >= 1e3)
+        rc = af_buf_printf(b, "%s%gk", prefix, v / 1e3);
+    else
+        rc = af_buf_printf(b, "%s%g", prefix, v);
+    if (rc)
+        af_assert(!"unbounded");
+}
+
+/* Appends the profile conditions of `r` in a compact, readable form. */
+static void describe_match(const struct af_rule *r, struct af_buf *b)
+{
+    bool any = false;
+
+#define SEP() put(b, any ? ", " : ""), any = true
+    if (r->workloads) {
+        SEP();
+        for (int w = 0, n = 0; w < AF_WORKLOAD__COUNT; w++)
+            if (r->workloads & (1u << w)) {
+                put(b, n++ ? "|" : "");
+                put(b, af_workload_name(w));
+            }
+    }
+    if (r->objectives) {
+        SEP();
+        put(b, "objective ");
+        for (int o = 0, n = 0; o < AF_OBJECTIVE__COUNT; o++)
+            if (r->objectives & (1u << o)) {
+                put(b, n++ ? "|" : "");
+                put(b, af_objective_name(o));
+            }
+    }
+    if (r->frameworks) {
+        SEP();
+        put(b, "framework ");
+        for (int f = 0, n = 0; f <= AF_FRAMEWORK__COUNT; f++)
+            if (r->frameworks & (1u << f)) {
+                put(b, n++ ? "|" : "");
+                put(b, f == AF_FRAMEWORK__COUNT ? "unknown" : af_framework_name(f));
+            }
+    }
+    if (r->neuron_ready >= 0) {
+        SEP();
+        put(b, r->neuron_ready ? "neuron-ready" : "not neuron-ready");
+    }
+    if (r->min_params >= 0) {
+        SEP();
+        put_params(b, "params >= ", r->min_params);
+    }
+    if (r->max_params >= 0) {
+        SEP();
+        put_params(b, "params < ", r->max_params);
+    }
+    if (r->max_latency_slo_ms > 0 &&
+        af_buf_printf(b, "%sSLO <= %d ms", any ? ", " : "", r->max_latency_slo_ms))
+        af_assert(!"unbounded");
+    if (r->max_latency_slo_ms > 0)
+        any = true;
+    if (!any)
+        put(b, "anything");
+#undef SEP
 }
 
 int af_cmd_check_policy(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fputs("accelfit: check-policy is not available in this build\n", stderr);
-    return 1;
+    const char *cmd = "check-policy";
+    const char *catalog = NULL, *policy = NULL;
+    struct af_config *cfg = NULL;
+    struct af_selection *sel;
+    struct af_buf b = AF_BUF_INIT(0);
+    const struct af_policy *pol;
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(check_usage, stdout);
+            return 0;
+        }
+        m = flag(argc, argv, &i, "--policy", &policy);
+        if (m == 0)
+            m = flag(argc, argv, &i, "--catalog", &catalog);
+        if (m < 0)
+            return fail(cmd, "%s needs a value (see accelfit check-policy --help)", a);
+        if (m > 0)
+            continue;
+        return fail(cmd, "unknown %s '%s' (see accelfit check-policy --help)",
+                    a[0] == '-' ? "option" : "argument", a);
+    }
+    rc = load_config(cmd, catalog, policy, &cfg);
+    if (rc)
+        return rc;
+    pol = cfg->policy;
+
+    if (af_buf_printf(&b, "policy %s: ok\n", pol->source) ||
+        af_buf_printf(&b, "  %zu rules, %zu instance types (catalog %s)\n", pol->n_rules,
+                      cfg->catalog->n_types, cfg->catalog->source) ||
+        af_buf_printf(&b,
+                      "  scoring: %s, weights tier %.2f, utilization %.2f, cost %.2f "
+                      "(normalized)\n",
+                      pol->strategy == AF_STRATEGY_SPREAD ? "spread" : "binpack", pol->w_tier,
+                      pol->w_util, pol->w_cost) ||
+        af_buf_printf(&b,
+                      "  memory: inference %s x %g headroom, training %g bytes/param; neuron "
+                      "frameworks:",
+                      af_precision_name(pol->inference_precision), pol->inference_headroom,
+                      pol->training_bytes_per_param))
+        af_assert(!"unbounded");
+    for (int f = 0; f < AF_FRAMEWORK__COUNT; f++)
+        if (pol->neuron_frameworks & (1u << f) &&
+            af_buf_printf(&b, " %s", af_framework_name(f)))
+            af_assert(!"unbounded");
+    if (af_buf_printf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n  rules:\n",
+                      pol->cpu_backfill ? "on" : "off", pol->default_spot_discount_pct))
+        af_assert(!"unbounded");
+    for (size_t i = 0; i < pol->n_rules; i++) {
+        const struct af_rule *r = &pol->rules[i];
+        if (af_buf_printf(&b, "  %3zu %-32s line %-4d ", i + 1, r->name, r->line))
+            af_assert(!"unbounded");
+        describe_match(r, &b);
+        put(&b, " ->");
+        for (size_t t = 0; t < r->n_tiers; t++) {
+            if (af_buf_printf(&b, " %s", af_class_name(r->tiers[t].cls)))
+                af_assert(!"unbounded");
+            if (r->tiers[t].n_families) {
+                put(&b, "(");
+                for (size_t f = 0; f < r->tiers[t].n_families; f++) {
+                    put(&b, f ? "," : "");
+                    put(&b, r->tiers[t].families[f]);
+                }
+                put(&b, ")");
+            }
+        }
+        put(&b, "\n");
+    }
+
+    /* Every workload should have an answer when nothing but its kind is known. */
+    sel = af_xmalloc(sizeof(*sel));
+    for (int w = 0; w < AF_WORKLOAD__COUNT; w++) {
+        struct af_profile p;
+        af_profile_init(&p);
+        p.workload = (enum af_workload)w;
+        af_select(pol, cfg->catalog, &p, false, sel);
+        if (!sel->rule &&
+            af_buf_printf(&b, "  warning: no rule matches %s when only the workload is known\n",
+                          af_workload_name(w)))
+            af_assert(!"unbounded");
+        else if (sel->rule && !sel->n_tiers &&
+                 af_buf_printf(&b, "  warning: rule %s leaves %s with no usable tier\n",
+                               sel->rule, af_workload_name(w)))
+            af_assert(!"unbounded");
+    }
+    af_free(sel);
+    fwrite(b.buf, 1, b.len, stdout);
+    af_buf_release(&b);
+    af_config_unref(cfg);
+    return 0;
 }
