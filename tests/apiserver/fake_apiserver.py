@@ -1,0 +1,572 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A small fake kube-apiserver for accelfit's reflector tests (Python 3 stdlib only).
+
+Serves, over HTTPS with bearer-token auth:
+  GET  /api/v1/nodes, /api/v1/pods         lists (limit/continue, fieldSelector on
+                                            status.phase, resourceVersion) and watches
+                                            (?watch=true&resourceVersion=..&allowWatchBookmarks)
+  POST /api/v1/namespaces/{ns}/events       recorded
+Objects are built from the recorded fixtures (tests/fixtures/apiserver/*.json); the
+initial state is nodes-list.json + pods-list.json. resourceVersion is a global counter
+(like the etcd revision); watches replay history after the given RV, or answer 200 with
+one in-band ERROR 410 Expired Status when the RV is older than the kept window. Watch
+streams are chunked, one event + "\\n" per chunk, with the response headers in the order
+a real kube-apiserver v1.26 sends them.
+
+A plain-HTTP control channel on 127.0.0.1 (--admin-port) takes POST /<command> with a
+JSON body:
+  add_node {name, instance_type?, gpus?, cpu?}   modify_node {name, gpus?, unschedulable?}
+  delete_node {name}
+  add_pod {ns, name, node?, cpu?, memory?, gpus?, phase?}   modify_pod (same)
+  delete_pod {ns, name}
+  close_watches {mid_object: true}   drop every open watch, halfway through an event
+  expire_watches                     open watches get ERROR 410 Expired in-band and end
+  fail {status, count}               the next `count` API requests answer `status`
+  stall {seconds}                    open watches go silent (no events, no bookmarks)
+  token {token}                      the accepted bearer token (others get 401)
+  restart                            drop all watches, jump the RV, forget history
+  compact                            forget history (older RVs get 410) without dropping
+  dump                               {rv, nodes:[...], pods:[...], used:{node:{res:n}}}
+  events                             the Events POSTed so far
+  stats                              request counters
+On start it prints one line "READY <https port> <admin port>" on stdout.
+"""
+import argparse
+import base64
+import copy
+import datetime
+import json
+import math
+import os
+import socket
+import ssl
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "fixtures", "apiserver")
+
+SUFFIX = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "k": 1000, "M": 10**6,
+          "G": 10**9, "T": 10**12, "m": 0.001, "": 1}
+
+
+def quantity(s, scale=1):
+    s = str(s)
+    for suf in ("Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T", "m"):
+        if s.endswith(suf):
+            return math.ceil(float(s[: -len(suf)]) * SUFFIX[suf] * scale - 1e-9)
+    return math.ceil(float(s) * scale - 1e-9)
+
+
+TRACKED = {"cpu": 1000, "memory": 1, "nvidia.com/gpu": 1, "aws.amazon.com/neuron": 1,
+           "aws.amazon.com/neuroncore": 1, "aws.amazon.com/neurondevice": 1}
+
+
+def pod_requests(pod):
+    spec = pod.get("spec", {})
+    apps = {}
+    for c in spec.get("containers") or []:
+        for k, v in ((c.get("resources") or {}).get("requests") or {}).items():
+            if k in TRACKED:
+                apps[k] = apps.get(k, 0) + quantity(v, TRACKED[k])
+    eff = dict(apps)
+    for c in spec.get("initContainers") or []:
+        for k, v in ((c.get("resources") or {}).get("requests") or {}).items():
+            if k in TRACKED:
+                eff[k] = max(eff.get(k, 0), quantity(v, TRACKED[k]))
+    for k, v in (spec.get("overhead") or {}).items():
+        if k in TRACKED:
+            eff[k] = eff.get(k, 0) + quantity(v, TRACKED[k])
+    return eff
+
+
+def terminal(pod):
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class State:
+    def __init__(self, token):
+        self.cond = threading.Condition()
+        self.token = token
+        self.rv = 1000
+        self.history_start = self.rv    # watches from an RV below this get 410
+        self.history = []               # (rv, kind, type, obj, old)
+        self.objs = {"nodes": {}, "pods": {}}
+        self.fail_status = 0
+        self.fail_count = 0
+        self.stall_until = 0.0
+        self.epoch = 0                  # bumped by restart: open watches die
+        self.close_mid = 0              # bumped: open watches drop mid-object
+        self.expire = 0                 # bumped: open watches get ERROR 410
+        self.events = []
+        self.stats = {"list": 0, "watch": 0, "unauthorized": 0, "failed": 0, "events": 0}
+        with open(os.path.join(FIXTURES, "nodes-list.json")) as f:
+            nodes = json.load(f)["items"]
+        with open(os.path.join(FIXTURES, "pods-list.json")) as f:
+            pods = json.load(f)["items"]
+        self.node_tmpl = copy.deepcopy(nodes[0])
+        self.pod_tmpl = copy.deepcopy(pods[0])
+        for n in nodes:
+            self._put("nodes", n, record=False)
+        for p in pods:
+            self._put("pods", p, record=False)
+        self.history_start = self.rv
+
+    @staticmethod
+    def key(kind, obj):
+        m = obj["metadata"]
+        return m["name"] if kind == "nodes" else m.get("namespace", "default") + "/" + m["name"]
+
+    def _put(self, kind, obj, record=True, delete=False):
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        k = self.key(kind, obj)
+        old = self.objs[kind].get(k)
+        if delete:
+            self.objs[kind].pop(k, None)
+            typ = "DELETED"
+        else:
+            self.objs[kind][k] = obj
+            typ = "MODIFIED" if old is not None else "ADDED"
+        if record:
+            self.history.append((self.rv, kind, typ, obj, old))
+            self.cond.notify_all()
+        return obj
+
+    # -- builders from fixture templates --
+    def make_node(self, a, base=None):
+        n = copy.deepcopy(base if base is not None else self.node_tmpl)
+        md = n["metadata"]
+        if base is None:
+            md["name"] = a["name"]
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_rfc3339()
+            md["labels"]["kubernetes.io/hostname"] = a["name"]
+        if "instance_type" in a:
+            md["labels"]["node.kubernetes.io/instance-type"] = a["instance_type"]
+            md["labels"]["beta.kubernetes.io/instance-type"] = a["instance_type"]
+        for field in ("allocatable", "capacity"):
+            res = n["status"].setdefault(field, {})
+            if "gpus" in a:
+                res["nvidia.com/gpu"] = str(a["gpus"])
+            if "cpu" in a:
+                res["cpu"] = str(a["cpu"])
+        if "unschedulable" in a:
+            n["spec"]["unschedulable"] = bool(a["unschedulable"])
+        return n
+
+    def make_pod(self, a):
+        key = a.get("ns", "default") + "/" + a["name"]
+        old = self.objs["pods"].get(key)
+        p = copy.deepcopy(old if old is not None else self.pod_tmpl)
+        md = p["metadata"]
+        if old is None:
+            md["name"] = a["name"]
+            md["namespace"] = a.get("ns", "default")
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_rfc3339()
+            p["spec"].pop("nodeName", None)
+        req = p["spec"]["containers"][0].setdefault("resources", {}).setdefault("requests", {})
+        lim = p["spec"]["containers"][0]["resources"].setdefault("limits", {})
+        if "cpu" in a:
+            req["cpu"] = str(a["cpu"])
+        if "memory" in a:
+            req["memory"] = str(a["memory"])
+        if "gpus" in a:
+            if a["gpus"]:
+                req["nvidia.com/gpu"] = lim["nvidia.com/gpu"] = str(a["gpus"])
+            else:
+                req.pop("nvidia.com/gpu", None)
+                lim.pop("nvidia.com/gpu", None)
+        if a.get("node"):
+            p["spec"]["nodeName"] = a["node"]
+        if "phase" in a:
+            p["status"]["phase"] = a["phase"]
+        return p
+
+    def dump(self):
+        used = {}
+        for n in self.objs["nodes"]:
+            used[n] = {}
+        pods = []
+        for p in self.objs["pods"].values():
+            if terminal(p):
+                continue
+            node = p["spec"].get("nodeName")
+            pods.append({"ns": p["metadata"].get("namespace", "default"),
+                         "name": p["metadata"]["name"], "node": node})
+            if node:
+                u = used.setdefault(node, {})
+                for k, v in pod_requests(p).items():
+                    u[k] = u.get(k, 0) + v
+        pods.sort(key=lambda x: (x["ns"], x["name"]))
+        return {"rv": str(self.rv), "nodes": sorted(self.objs["nodes"]), "pods": pods,
+                "used": used}
+
+
+STATE = None
+ARGS = None
+
+
+def status_body(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def selector_ok(kind, sel, obj):
+    if kind != "pods" or not sel or obj is None:
+        return True
+    phase = obj.get("status", {}).get("phase", "")
+    for term in sel.split(","):
+        if term.startswith("status.phase!="):
+            if phase == term[len("status.phase!="):]:
+                return False
+        elif term.startswith("status.phase="):
+            if phase != term[len("status.phase="):]:
+                return False
+    return True
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        if ARGS.verbose:
+            sys.stderr.write("fake-apiserver: " + (fmt % args) + "\n")
+
+    # -- raw response writing with the recorded header order --
+    def start(self, code, reason, chunked=True, length=0):
+        h = ["HTTP/1.1 %d %s" % (code, reason),
+             "Audit-Id: " + str(uuid.uuid4()),
+             "Cache-Control: no-cache, private",
+             "Content-Type: application/json",
+             "X-Kubernetes-Pf-Flowschema-Uid: 24365e83-4fa5-4785-ac12-831b0c9d4c3d",
+             "X-Kubernetes-Pf-Prioritylevel-Uid: d57df790-718f-4475-936d-c1778dadf070",
+             "Date: " + self.date_time_string()]
+        h.append("Transfer-Encoding: chunked" if chunked else "Content-Length: %d" % length)
+        self.wfile.write(("\r\n".join(h) + "\r\n\r\n").encode())
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+        self.wfile.flush()
+
+    def end_chunks(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def send_status(self, code, reason, message):
+        body = (json.dumps(status_body(code, reason, message), separators=(",", ":")) + "\n").encode()
+        self.start(code, {401: "Unauthorized", 404: "Not Found", 410: "Gone", 429:
+                          "Too Many Requests", 500: "Internal Server Error",
+                          503: "Service Unavailable"}.get(code, "Error"), chunked=False,
+                   length=len(body))
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def gate(self):
+        with STATE.cond:
+            if self.headers.get("Authorization") != "Bearer " + STATE.token:
+                STATE.stats["unauthorized"] += 1
+                bad = True
+            else:
+                bad = False
+            fail = 0
+            if not bad and STATE.fail_count > 0:
+                STATE.fail_count -= 1
+                fail = STATE.fail_status
+                STATE.stats["failed"] += 1
+        if bad:
+            self.send_status(401, "Unauthorized", "Unauthorized")
+            return False
+        if fail:
+            if fail == 429:
+                self.send_status(429, "TooManyRequests", "Too many requests, please try again later.")
+            else:
+                self.send_status(fail, "InternalError", "Internal error occurred: injected")
+            return False
+        return True
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if not self.gate():
+            return
+        parts = urlparse(self.path).path.strip("/").split("/")
+        if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
+            try:
+                ev = json.loads(body)
+            except ValueError:
+                self.send_status(400, "BadRequest", "bad json")
+                return
+            with STATE.cond:
+                STATE.events.append({"namespace": parts[3], "event": ev})
+                STATE.stats["events"] += 1
+            out = (json.dumps(ev) + "\n").encode()
+            self.start(201, "Created", chunked=False, length=len(out))
+            self.wfile.write(out)
+            self.wfile.flush()
+            return
+        self.send_status(404, "NotFound", "the server could not find the requested resource")
+
+    def do_GET(self):
+        u = urlparse(self.path)
+        q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+        kind = {"/api/v1/nodes": "nodes", "/api/v1/pods": "pods"}.get(u.path)
+        if not self.gate():
+            return
+        if not kind:
+            self.send_status(404, "NotFound", "the server could not find the requested resource")
+            return
+        if q.get("watch") in ("true", "1"):
+            self.watch(kind, q)
+        else:
+            self.list(kind, q)
+
+    def list(self, kind, q):
+        sel = q.get("fieldSelector", "")
+        limit = int(q.get("limit") or 0)
+        cont = q.get("continue")
+        with STATE.cond:
+            STATE.stats["list"] += 1
+            if cont:
+                try:
+                    tok = json.loads(base64.b64decode(cont))
+                except ValueError:
+                    self.send_status(400, "BadRequest", "invalid continue token")
+                    return
+                if tok["rv"] < STATE.history_start:
+                    self.send_status(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+                    return
+                list_rv, start = tok["rv"], tok["start"]
+            else:
+                list_rv, start = STATE.rv, ""
+            keys = sorted(k for k in STATE.objs[kind] if k > start)
+            items = []
+            nxt = None
+            for k in keys:
+                o = STATE.objs[kind][k]
+                if not selector_ok(kind, sel, o):
+                    continue
+                if limit and len(items) >= limit:
+                    nxt = items[-1]
+                    break
+                items.append(o)
+            meta = {"resourceVersion": str(list_rv)}
+            if nxt is not None:
+                meta["continue"] = base64.b64encode(json.dumps(
+                    {"rv": list_rv, "start": State.key(kind, nxt)}).encode()).decode()
+                meta["remainingItemCount"] = len(keys) - len(items)
+            body = {"kind": "NodeList" if kind == "nodes" else "PodList", "apiVersion": "v1",
+                    "metadata": meta, "items": items}
+            data = (json.dumps(body, separators=(",", ":")) + "\n").encode()
+        self.start(200, "OK")
+        for i in range(0, len(data), 65536):
+            self.chunk(data[i:i + 65536])
+        self.end_chunks()
+
+    def event_line(self, typ, obj):
+        return (json.dumps({"type": typ, "object": obj}, separators=(",", ":")) + "\n").encode()
+
+    def watch(self, kind, q):
+        sel = q.get("fieldSelector", "")
+        timeout = float(q.get("timeoutSeconds") or 1800)
+        deadline = time.time() + timeout
+        bookmarks = q.get("allowWatchBookmarks") == "true"
+        rvs = q.get("resourceVersion", "")
+        with STATE.cond:
+            STATE.stats["watch"] += 1
+            rv = int(rvs) if rvs not in ("", "0") else STATE.rv
+            epoch, close_mid, expire = STATE.epoch, STATE.close_mid, STATE.expire
+            too_old = rv < STATE.history_start
+            oldest = STATE.history_start
+        self.start(200, "OK")
+        if too_old:
+            self.chunk(self.event_line("ERROR", status_body(
+                410, "Expired", "too old resource version: %d (%d)" % (rv, oldest))))
+            self.end_chunks()
+            return
+        last_bookmark = time.time()
+        try:
+            while True:
+                out = []
+                with STATE.cond:
+                    if STATE.epoch != epoch:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    if STATE.close_mid != close_mid:
+                        pending = [h for h in STATE.history if h[0] > rv and h[1] == kind]
+                        obj = pending[0][3] if pending else STATE.node_tmpl
+                        line = self.event_line("MODIFIED", obj)
+                        self.chunk(line[: len(line) // 2])
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    if STATE.expire != expire:
+                        out = None
+                    elif time.time() < STATE.stall_until:
+                        pass
+                    else:
+                        if rv < STATE.history_start:
+                            out = None
+                        for (hrv, hkind, typ, obj, old) in STATE.history:
+                            if out is None:
+                                break
+                            if hrv <= rv or hkind != kind:
+                                continue
+                            was, now = selector_ok(kind, sel, old), selector_ok(kind, sel, obj)
+                            if typ == "DELETED":
+                                if was:
+                                    out.append(("DELETED", obj))
+                            elif was and now and old is not None:
+                                out.append(("MODIFIED", obj))
+                            elif now:
+                                out.append(("ADDED", obj))
+                            elif was and old is not None:
+                                out.append(("DELETED", obj))
+                        if out is not None and STATE.history and STATE.history[-1][0] > rv:
+                            rv = max(rv, STATE.history[-1][0])
+                        if out == [] and bookmarks and time.time() - last_bookmark >= ARGS.bookmark_interval:
+                            bm = copy.deepcopy(STATE.node_tmpl if kind == "nodes" else STATE.pod_tmpl)
+                            bm = {"kind": bm["kind"] if "kind" in bm else ("Node" if kind == "nodes" else "Pod"),
+                                  "apiVersion": "v1",
+                                  "metadata": {"resourceVersion": str(STATE.rv), "creationTimestamp": None},
+                                  "spec": {} if kind == "nodes" else {"containers": None}, "status": {}}
+                            rv = max(rv, STATE.rv)
+                            out.append(("BOOKMARK", bm))
+                            last_bookmark = time.time()
+                    if out == []:
+                        STATE.cond.wait(0.2)
+                if out is None:
+                    self.chunk(self.event_line("ERROR", status_body(
+                        410, "Expired", "too old resource version: %d (%d)" % (rv, STATE.history_start))))
+                    self.end_chunks()
+                    return
+                for typ, obj in out:
+                    self.chunk(self.event_line(typ, obj))
+                if time.time() >= deadline:
+                    self.end_chunks()
+                    return
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+            return
+
+
+class AdminHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def reply(self, obj, code=200):
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.do_POST()
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        a = json.loads(self.rfile.read(n) or b"{}") if n else {}
+        cmd = self.path.strip("/")
+        s = STATE
+        with s.cond:
+            if cmd == "add_node":
+                s._put("nodes", s.make_node(a))
+            elif cmd == "modify_node":
+                s._put("nodes", s.make_node(a, s.objs["nodes"][a["name"]]))
+            elif cmd == "delete_node":
+                s._put("nodes", s.objs["nodes"][a["name"]], delete=True)
+            elif cmd in ("add_pod", "modify_pod"):
+                s._put("pods", s.make_pod(a))
+            elif cmd == "delete_pod":
+                s._put("pods", s.objs["pods"][a.get("ns", "default") + "/" + a["name"]], delete=True)
+            elif cmd == "close_watches":
+                s.close_mid += 1
+            elif cmd == "expire_watches":
+                s.expire += 1
+            elif cmd == "fail":
+                s.fail_status, s.fail_count = int(a.get("status", 500)), int(a.get("count", 1))
+            elif cmd == "stall":
+                s.stall_until = time.time() + float(a.get("seconds", 5))
+            elif cmd == "token":
+                s.token = a["token"]
+            elif cmd == "restart":
+                s.epoch += 1
+                s.rv += 1000
+                s.history = []
+                s.history_start = s.rv
+            elif cmd == "compact":
+                s.history = []
+                s.history_start = s.rv
+            elif cmd == "dump":
+                self.reply(s.dump())
+                return
+            elif cmd == "events":
+                self.reply(s.events)
+                return
+            elif cmd == "stats":
+                self.reply(s.stats)
+                return
+            else:
+                self.reply({"error": "unknown command " + cmd}, 404)
+                return
+            s.cond.notify_all()
+            rv = s.rv
+        self.reply({"ok": True, "rv": str(rv)})
+
+
+def main():
+    global STATE, ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--admin-port", type=int, default=0)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--token", default="test-token")
+    ap.add_argument("--bookmark-interval", type=float, default=1.0)
+    ap.add_argument("--verbose", action="store_true")
+    ARGS = ap.parse_args()
+    STATE = State(ARGS.token)
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(ARGS.cert, ARGS.key)
+
+    class TLSServer(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def get_request(self):
+            sock, addr = self.socket.accept()
+            return ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    api = TLSServer(("127.0.0.1", ARGS.port), Handler)
+    admin = ThreadingHTTPServer(("127.0.0.1", ARGS.admin_port), AdminHandler)
+    admin.daemon_threads = True
+    threading.Thread(target=admin.serve_forever, daemon=True).start()
+    print("READY %d %d" % (api.server_address[1], admin.server_address[1]), flush=True)
+    # Exit when the parent closes our stdin (the test process went away).
+    def watch_stdin():
+        try:
+            sys.stdin.read()
+        finally:
+            os._exit(0)
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    api.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
