@@ -48,6 +48,21 @@ enum af_verb { AF_VERB_FILTER = 0, AF_VERB_PRIORITIZE, AF_VERB_EXPLAIN, AF_VERB_
  */
 int af_service_handle(struct af_service *svc, enum af_verb verb, const char *body, size_t len,
                       struct af_buf *out);
+/* What one call did, for the server's request log line. */
+struct af_request_stats {
+    int candidates;        /* nodes in the request; -1 when it could not be decoded */
+    int passed;            /* filter: nodes that passed; -1 otherwise */
+    bool not_ready;        /* answered by the when-not-ready mode */
+    bool fallback;         /* a lower tier was taken */
+};
+
+/* af_service_handle, also filling `st` (may be NULL). */
+int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const char *body,
+                            size_t len, struct af_buf *out, struct af_request_stats *st);
+
+/* Most candidates one request may name; beyond, filter answers Error and prioritize 400. */
+#define AF_SERVICE_MAX_CANDIDATES 50000
+
 /* GET /explain?pod=NS/NAME against the current snapshot. Returns the HTTP status. */
 int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
                            struct af_buf *out);

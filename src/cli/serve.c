@@ -1,13 +1,409 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Placeholder until `accelfit serve` lands. */
+/*
+ * `accelfit serve`: the extender daemon. Loads the catalog and policy, fills
+ * the cluster cache from a static file (--cluster, --demo) or from the API
+ * server (--kubeconfig, --in-cluster, through the kube reflector), then runs
+ * the HTTP server on the calling thread until SIGINT or SIGTERM.
+ */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "accelfit/cache.h"
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
+#include "accelfit/http.h"
+#include "accelfit/kube.h"
+#include "accelfit/util.h"
 #include "cli/cli.h"
+
+#define MAX_CLUSTER_FILE ((size_t)1 << 30)
+
+static const char usage[] =
+    "usage: accelfit serve [options] (--cluster FILE | --demo | --kubeconfig FILE | --in-cluster)\n"
+    "\n"
+    "Runs the kube-scheduler extender over HTTP: POST /filter, /prioritize and\n"
+    "/explain (also under --url-prefix), GET /healthz, /readyz, /metrics and\n"
+    "/explain?pod=NAMESPACE/NAME.\n"
+    "\n"
+    "cluster source (exactly one):\n"
+    "  --cluster FILE          serve a static cluster: a JSON or YAML List of Nodes and Pods\n"
+    "                          (as `kubectl get nodes,pods -A -o json` prints)\n"
+    "  --demo                  serve the embedded demo cluster (manifests/demo-cluster.yaml)\n"
+    "  --kubeconfig FILE       list/watch Nodes and Pods from the API server of FILE\n"
+    "  --context NAME          kubeconfig context to use (default: current-context)\n"
+    "  --in-cluster            use the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
+    "\n"
+    "options:\n"
+    "  --listen ADDR:PORT      address to listen on: 127.0.0.1:8888, [::1]:8888, :8888\n"
+    "                          (default :8888, every interface)\n"
+    "  --url-prefix P          also serve the verbs under P (kube-scheduler calls\n"
+    "                          urlPrefix + \"/\" + verb), e.g. /accelfit\n"
+    "  --policy FILE           policy YAML (default: the embedded policies/default.yaml)\n"
+    "  --catalog FILE          instance catalog YAML (default: the embedded policies/catalog.yaml)\n"
+    "  --max-body BYTES        largest request body; 413 beyond (default 16Mi; 1Mi, 64Mi, ...)\n"
+    "  --read-timeout S        drop a client that has not sent its whole request S seconds\n"
+    "                          after its headers (default 10)\n"
+    "  --tls-cert-file F       serve HTTPS with this certificate (PEM; needs the key too);\n"
+    "                          ALPN offers h2 and http/1.1\n"
+    "  --tls-private-key-file F  private key of --tls-cert-file (PEM)\n"
+    "  --client-ca-file F      require client certificates signed by this CA (PEM)\n"
+    "  --when-not-ready MODE   filter answer while the cache is not synced or stale:\n"
+    "                          reject (default: every candidate in FailedNodes, so the pod is\n"
+    "                          retried on the next cluster event), error (answer Error: the\n"
+    "                          scheduler parks the pod for ~5 minutes), allow-all\n"
+    "  --max-staleness S       not ready once the watch has been down for S seconds\n"
+    "                          (default 120; 0 = never stale)\n"
+    "  --log-level LEVEL       debug, info (default), warn, error; debug logs every request\n"
+    "  --log-format FORMAT     text (key=value, default) or json\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "examples:\n"
+    "  accelfit serve --demo --listen 127.0.0.1:8888\n"
+    "  curl -s -XPOST 127.0.0.1:8888/filter -d @tests/fixtures/kube-scheduler/filter-nodecache-true.json\n"
+    "  accelfit serve --cluster cluster.yaml --listen :8888 --url-prefix /accelfit --log-level debug\n"
+    "  accelfit serve --in-cluster --listen :8443 --tls-cert-file tls.crt \\\n"
+    "      --tls-private-key-file tls.key --policy /etc/accelfit/policy.yaml\n"
+    "  accelfit serve --kubeconfig ~/.kube/config --context prod --when-not-ready reject\n"
+    "\n"
+    "exit status: 0 after SIGINT/SIGTERM, 1 when serving fails (cannot listen, cannot\n"
+    "reach the cluster), 2 on bad flags or bad input files.\n";
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+struct serve_opts {
+    struct af_http_options http;
+    const char *policy;
+    const char *catalog;
+    const char *cluster;
+    bool demo;
+    const char *kubeconfig;
+    const char *context;
+    bool in_cluster;
+    enum af_not_ready_mode when_not_ready;
+    int64_t max_staleness_s;
+};
+
+static int bad(const char *fmt, const char *a)
+{
+    fputs("accelfit serve: ", stderr);
+    fprintf(stderr, fmt, a);
+    fputs(" (see accelfit serve --help)\n", stderr);
+    return 2;
+}
+
+/* "--flag value" or "--flag=value". Returns the value or NULL (and *err set). */
+static const char *take(int argc, char **argv, int *i, const char *flag, bool *matched, bool *err)
+{
+    size_t n = strlen(flag);
+    const char *a = argv[*i];
+
+    *matched = false;
+    if (strncmp(a, flag, n) != 0)
+        return NULL;
+    if (a[n] == '=') {
+        *matched = true;
+        return a + n + 1;
+    }
+    if (a[n] != '\0')
+        return NULL;
+    *matched = true;
+    if (*i + 1 >= argc) {
+        *err = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_seconds(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char tmp[32];
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= sizeof(tmp))
+        return AF_EINVAL;
+    memcpy(tmp, s, n + 1);
+    if (tmp[n - 1] == 's')
+        tmp[n - 1] = '\0';
+    return af_parse_int64(tmp, min, max, out);
+}
+
+static int parse_args(int argc, char **argv, struct serve_opts *o)
+{
+    static const char *value_flags[] = {
+        "--listen",         "--url-prefix",           "--policy",         "--catalog",
+        "--cluster",        "--kubeconfig",           "--context",        "--max-body",
+        "--read-timeout",   "--tls-cert-file",        "--tls-private-key-file",
+        "--client-ca-file", "--when-not-ready",       "--max-staleness",  "--log-level",
+        "--log-format",
+    };
+    int sources = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL, *flag = NULL;
+        bool matched = false, err = false;
+
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--demo")) {
+            o->demo = true;
+            sources++;
+            continue;
+        }
+        if (!strcmp(a, "--in-cluster")) {
+            o->in_cluster = true;
+            sources++;
+            continue;
+        }
+        for (size_t f = 0; f < AF_ARRAY_SIZE(value_flags) && !matched; f++) {
+            v = take(argc, argv, &i, value_flags[f], &matched, &err);
+            flag = value_flags[f];
+        }
+        if (!matched)
+            return bad("unknown option '%s'", a);
+        if (err || !v)
+            return bad("option '%s' needs a value", flag);
+        if (!strcmp(flag, "--listen")) {
+            o->http.listen = v;
+        } else if (!strcmp(flag, "--url-prefix")) {
+            if (*v && v[0] != '/')
+                return bad("--url-prefix must start with '/': '%s'", v);
+            o->http.url_prefix = v;
+        } else if (!strcmp(flag, "--policy")) {
+            o->policy = v;
+        } else if (!strcmp(flag, "--catalog")) {
+            o->catalog = v;
+        } else if (!strcmp(flag, "--cluster")) {
+            o->cluster = v;
+            sources++;
+        } else if (!strcmp(flag, "--kubeconfig")) {
+            o->kubeconfig = v;
+            sources++;
+        } else if (!strcmp(flag, "--context")) {
+            o->context = v;
+        } else if (!strcmp(flag, "--max-body")) {
+            int64_t n;
+            if (af_parse_quantity(v, 1, &n) != 0 || n < 1024 || n > ((int64_t)1 << 30))
+                return bad("--max-body must be between 1Ki and 1Gi bytes: '%s'", v);
+            o->http.max_body = (size_t)n;
+        } else if (!strcmp(flag, "--read-timeout")) {
+            int64_t n;
+            if (parse_seconds(v, 1, 3600, &n) != 0)
+                return bad("--read-timeout must be 1..3600 seconds: '%s'", v);
+            o->http.read_timeout_s = (int)n;
+        } else if (!strcmp(flag, "--tls-cert-file")) {
+            o->http.tls_cert_file = v;
+        } else if (!strcmp(flag, "--tls-private-key-file")) {
+            o->http.tls_key_file = v;
+        } else if (!strcmp(flag, "--client-ca-file")) {
+            o->http.client_ca_file = v;
+        } else if (!strcmp(flag, "--when-not-ready")) {
+            if (!strcmp(v, "reject"))
+                o->when_not_ready = AF_NOT_READY_REJECT;
+            else if (!strcmp(v, "error"))
+                o->when_not_ready = AF_NOT_READY_ERROR;
+            else if (!strcmp(v, "allow-all"))
+                o->when_not_ready = AF_NOT_READY_ALLOW_ALL;
+            else
+                return bad("--when-not-ready must be reject, error or allow-all: '%s'", v);
+        } else if (!strcmp(flag, "--max-staleness")) {
+            if (parse_seconds(v, 0, 86400 * 7, &o->max_staleness_s) != 0)
+                return bad("--max-staleness must be 0..604800 seconds: '%s'", v);
+        } else if (!strcmp(flag, "--log-level")) {
+            int l = af_log_parse_level(v);
+            if (l < 0)
+                return bad("--log-level must be debug, info, warn or error: '%s'", v);
+            af_log_level = l;
+        } else if (!strcmp(flag, "--log-format")) {
+            if (!strcmp(v, "text"))
+                af_log_format = AF_LOG_TEXT;
+            else if (!strcmp(v, "json"))
+                af_log_format = AF_LOG_JSON;
+            else
+                return bad("--log-format must be text or json: '%s'", v);
+        }
+    }
+    if (sources == 0)
+        return bad("%s", "one of --cluster, --demo, --kubeconfig or --in-cluster is required");
+    if (sources > 1)
+        return bad("%s", "--cluster, --demo, --kubeconfig and --in-cluster exclude each other");
+    if (o->context && !o->kubeconfig)
+        return bad("%s", "--context needs --kubeconfig");
+    if (!o->http.tls_cert_file != !o->http.tls_key_file)
+        return bad("%s", "--tls-cert-file and --tls-private-key-file go together");
+    if (o->http.client_ca_file && !o->http.tls_cert_file)
+        return bad("%s", "--client-ca-file needs --tls-cert-file and --tls-private-key-file");
+    return 0;
+}
+
+static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    struct af_cache *cache = ud;
+
+    if (node)
+        af_cache_upsert_node(cache, node);
+    if (pod)
+        af_cache_upsert_pod(cache, pod);
+}
+
+/* --cluster FILE / --demo: one snapshot, published once, marked synced. */
+static int load_static(const struct serve_opts *o, struct af_config *cfg, struct af_publisher *pub)
+{
+    struct af_buf file = AF_BUF_INIT(MAX_CLUSTER_FILE);
+    struct af_error err;
+    struct af_cache *cache;
+    const char *name = o->demo ? "<embedded demo cluster>" : o->cluster;
+    const char *text;
+    size_t len;
+    char nodes[32], pods[32];
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    if (o->demo) {
+        text = af_embedded_demo_cluster_yaml;
+        len = af_embedded_demo_cluster_yaml_len;
+    } else {
+        rc = af_buf_read_file(&file, o->cluster);
+        if (rc != 0) {
+            fprintf(stderr, "accelfit serve: cannot read cluster file '%s': %s\n", o->cluster,
+                    af_strerror(rc));
+            return 2;
+        }
+        text = file.buf ? file.buf : "";
+        len = file.len;
+    }
+    cache = af_cache_new();
+    rc = af_codec_decode_cluster(cfg, name, text, len, upsert_item, cache, &err);
+    af_buf_release(&file);
+    if (rc != 0) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        fprintf(stderr, "accelfit serve: cannot load cluster: %s\n", msg);
+        af_cache_free(cache);
+        return 2;
+    }
+    af_cache_set_synced(cache, true);
+    snprintf(nodes, sizeof(nodes), "%zu", af_cache_node_count(cache));
+    snprintf(pods, sizeof(pods), "%zu", af_cache_pod_count(cache));
+    af_publisher_publish(pub, af_cache_snapshot(cache));
+    af_cache_free(cache);
+    AF_LOG(AF_LOG_INFO, "static cluster loaded", "source", name, "nodes", nodes, "pods", pods,
+           NULL);
+    return 0;
+}
+
+static int start_kube(const struct serve_opts *o, struct af_config_holder *holder,
+                      struct af_publisher *pub, struct af_cache_status *st, struct af_kube **kube)
+{
+    struct af_kube_conn *conn = NULL;
+    struct af_kube_options kopt;
+    struct af_error err;
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    if (o->in_cluster)
+        rc = af_kube_incluster(&conn, &err);
+    else
+        rc = af_kubeconfig_load(&conn, o->kubeconfig, o->context, &err);
+    if (rc != 0) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        fprintf(stderr, "accelfit serve: %s: %s\n",
+                o->in_cluster ? "cannot configure in-cluster access" : "cannot load kubeconfig",
+                msg[0] ? msg : af_strerror(rc));
+        return 2;
+    }
+    af_kube_options_default(&kopt);
+    rc = af_kube_start(kube, conn, &kopt, holder, pub, st);
+    if (rc != 0) {
+        fprintf(stderr, "accelfit serve: cannot start the cluster watch: %s\n", af_strerror(rc));
+        return 1;
+    }
+    return 0;
+}
 
 int af_cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fputs("accelfit: serve is not available in this build\n", stderr);
-    return 1;
+    struct serve_opts o;
+    struct af_config *cfg = NULL;
+    struct af_config_holder holder;
+    struct af_publisher pub;
+    struct af_cache_status status;
+    struct af_service svc;
+    struct af_kube *kube = NULL;
+    struct af_error err;
+    struct sigaction sa;
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.http.listen = ":8888";
+    o.http.max_body = 16u << 20;
+    o.http.read_timeout_s = 10;
+    o.when_not_ready = AF_NOT_READY_REJECT;
+    o.max_staleness_s = 120;
+    rc = parse_args(argc, argv, &o);
+    if (rc == 1)
+        return 0;   /* --help */
+    if (rc != 0)
+        return rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_config_load(&cfg, o.catalog, o.policy, &err);
+    if (rc != 0) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        fprintf(stderr, "accelfit serve: cannot load configuration: %s\n",
+                msg[0] ? msg : af_strerror(rc));
+        return 2;
+    }
+    af_config_holder_init(&holder, cfg);
+    af_publisher_init(&pub);
+    memset(&status, 0, sizeof(status));
+    memset(&svc, 0, sizeof(svc));
+    svc.config = &holder;
+    svc.pub = &pub;
+    svc.metrics = af_metrics_new();
+    svc.when_not_ready = o.when_not_ready;
+    svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
+
+    if (o.cluster || o.demo) {
+        struct af_config *c = af_config_holder_get(&holder);
+        rc = load_static(&o, c, &pub);
+        af_config_unref(c);
+    } else {
+        svc.status = &status;
+        rc = start_kube(&o, &holder, &pub, &status, &kube);
+        svc.kube = kube;
+    }
+    if (rc != 0)
+        goto out;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    rc = af_http_run(&o.http, &svc, &stop_flag);
+    if (rc != 0) {
+        fprintf(stderr, "accelfit serve: cannot serve on '%s': %s\n", o.http.listen,
+                af_strerror(rc));
+        rc = rc == AF_EINVAL ? 2 : 1;
+    }
+out:
+    af_kube_stop(kube);
+    af_metrics_free(svc.metrics);
+    af_publisher_destroy(&pub);
+    af_config_holder_destroy(&holder);
+    return rc;
 }

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Counters and latency histograms kept with relaxed atomics, so the HTTP
+ * thread never takes a lock to count, and rendered as Prometheus text
+ * exposition format 0.0.4 on GET /metrics. Node counts by class come from the
+ * current snapshot and the cache gauges from the shared af_cache_status, both
+ * read at render time.
+ */
+#include "accelfit/http.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Histogram upper bounds in seconds, 50 us to 5 s. */
+static const double bucket_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                   0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
+                                   0.5,     1.0,    2.5,     5.0};
+#define N_BUCKETS (sizeof(bucket_le) / sizeof(bucket_le[0]))
+
+/* Status codes counted by name; anything else lands in "other". */
+static const int known_codes[] = {200, 400, 404, 405, 408, 413, 500, 503};
+#define N_CODES (sizeof(known_codes) / sizeof(known_codes[0]) + 1)
+
+static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explain"};
+
+#define N_VERDICTS 3
+static const char *verdict_names[N_VERDICTS] = {"pass", "failed", "unresolvable"};
+
+struct af_metrics {
+    uint64_t start_ns;
+    double start_wall;
+    atomic_uint_least64_t requests[AF_VERB__COUNT][N_CODES];
+    atomic_uint_least64_t buckets[AF_VERB__COUNT][N_BUCKETS + 1];   /* last: +Inf only */
+    atomic_uint_least64_t sum_ns[AF_VERB__COUNT];
+    atomic_uint_least64_t count[AF_VERB__COUNT];
+    /* class index AF_CLASS__COUNT stands for "unknown" */
+    atomic_uint_least64_t decisions[AF_CLASS__COUNT + 1][N_VERDICTS];
+    atomic_uint_least64_t fallbacks;
+};
+
+struct af_metrics *af_metrics_new(void)
+{
+    struct af_metrics *m = af_xcalloc(1, sizeof(*m));
+
+    m->start_ns = af_now_ns();
+    m->start_wall = af_wall_time();
+    return m;
+}
+
+void af_metrics_free(struct af_metrics *m)
+{
+    af_free(m);
+}
+
+static size_t code_index(int status)
+{
+    for (size_t i = 0; i < N_CODES - 1; i++)
+        if (known_codes[i] == status)
+            return i;
+    return N_CODES - 1;
+}
+
+void af_metrics_observe_request(struct af_metrics *m, enum af_verb verb, int status, uint64_t ns)
+{
+    double s = (double)ns / 1e9;
+    size_t b = 0;
+
+    if (!m || (int)verb < 0 || verb >= AF_VERB__COUNT)
+        return;
+    atomic_fetch_add_explicit(&m->requests[verb][code_index(status)], 1, memory_order_relaxed);
+    while (b < N_BUCKETS && s > bucket_le[b])
+        b++;
+    atomic_fetch_add_explicit(&m->buckets[verb][b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->sum_ns[verb], ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->count[verb], 1, memory_order_relaxed);
+}
+
+void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char *verdict)
+{
+    int c, v = -1;
+
+    if (!m || !cls || !verdict)
+        return;
+    c = af_class_parse(cls);
+    if (c < 0 || c >= AF_CLASS__COUNT)
+        c = AF_CLASS__COUNT;
+    for (int i = 0; i < N_VERDICTS; i++)
+        if (!strcmp(verdict, verdict_names[i]))
+            v = i;
+    if (v < 0)
+        return;
+    atomic_fetch_add_explicit(&m->decisions[c][v], 1, memory_order_relaxed);
+}
+
+void af_metrics_count_fallback(struct af_metrics *m)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->fallbacks, 1, memory_order_relaxed);
+}
+
+static uint64_t ld(atomic_uint_least64_t *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static const char *class_label(int c)
+{
+    return c == AF_CLASS__COUNT ? "unknown" : af_class_name((enum af_class)c);
+}
+
+static int header(struct af_buf *o, const char *name, const char *type, const char *help)
+{
+    return af_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int render_requests(struct af_metrics *m, struct af_buf *o)
+{
+    int rc = header(o, "accelfit_requests_total", "counter",
+                    "Extender HTTP requests by verb and status code.");
+
+    for (int v = 0; v < AF_VERB__COUNT && !rc; v++)
+        for (size_t c = 0; c < N_CODES && !rc; c++) {
+            uint64_t n = ld(&m->requests[v][c]);
+            char code[16];
+            if (!n && c != 0)
+                continue;
+            if (c == N_CODES - 1)
+                snprintf(code, sizeof(code), "other");
+            else
+                snprintf(code, sizeof(code), "%d", known_codes[c]);
+            rc = af_buf_printf(o, "accelfit_requests_total{verb=\"%s\",code=\"%s\"} %llu\n",
+                               verb_names[v], code, (unsigned long long)n);
+        }
+    if (!rc)
+        rc = header(o, "accelfit_request_duration_seconds", "histogram",
+                    "Time from the complete request to the response, by verb.");
+    for (int v = 0; v < AF_VERB__COUNT && !rc; v++) {
+        uint64_t cum = 0;
+        for (size_t b = 0; b < N_BUCKETS && !rc; b++) {
+            cum += ld(&m->buckets[v][b]);
+            rc = af_buf_printf(o, "accelfit_request_duration_seconds_bucket{verb=\"%s\",le=\"%g\"} %llu\n",
+                               verb_names[v], bucket_le[b], (unsigned long long)cum);
+        }
+        cum += ld(&m->buckets[v][N_BUCKETS]);
+        if (!rc)
+            rc = af_buf_printf(o,
+                               "accelfit_request_duration_seconds_bucket{verb=\"%s\",le=\"+Inf\"} %llu\n"
+                               "accelfit_request_duration_seconds_sum{verb=\"%s\"} %.9f\n"
+                               "accelfit_request_duration_seconds_count{verb=\"%s\"} %llu\n",
+                               verb_names[v], (unsigned long long)cum, verb_names[v],
+                               (double)ld(&m->sum_ns[v]) / 1e9, verb_names[v],
+                               (unsigned long long)ld(&m->count[v]));
+    }
+    return rc;
+}
+
+static int render_decisions(struct af_metrics *m, struct af_buf *o)
+{
+    int rc = header(o, "accelfit_decisions_total", "counter",
+                    "Filter verdicts per candidate node, by node class and verdict.");
+
+    for (int c = 0; c <= AF_CLASS__COUNT && !rc; c++)
+        for (int v = 0; v < N_VERDICTS && !rc; v++) {
+            uint64_t n = ld(&m->decisions[c][v]);
+            if (!n)
+                continue;
+            rc = af_buf_printf(o, "accelfit_decisions_total{class=\"%s\",verdict=\"%s\"} %llu\n",
+                               class_label(c), verdict_names[v], (unsigned long long)n);
+        }
+    if (!rc)
+        rc = header(o, "accelfit_fallbacks_total", "counter",
+                    "Filter calls that passed a lower tier because no better tier had room.");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_fallbacks_total %llu\n",
+                           (unsigned long long)ld(&m->fallbacks));
+    return rc;
+}
+
+static int render_cluster(struct af_service *svc, struct af_buf *o)
+{
+    struct af_snapshot *snap = svc ? af_publisher_acquire(svc->pub) : NULL;
+    size_t by_class[AF_CLASS__COUNT + 1];
+    struct af_cache_status *st = svc ? svc->status : NULL;
+    const char *why = NULL;
+    bool ready = svc ? af_service_ready(svc, &why) : false;
+    int rc;
+
+    memset(by_class, 0, sizeof(by_class));
+    for (size_t i = 0; snap && i < snap->n_nodes; i++) {
+        const struct af_node_info *n = snap->nodes[i].info;
+        int c = n ? (int)n->cls : -1;
+        by_class[(c < 0 || c >= AF_CLASS__COUNT) ? AF_CLASS__COUNT : c]++;
+    }
+    rc = header(o, "accelfit_nodes", "gauge", "Nodes in the current snapshot, by class.");
+    for (int c = 0; c <= AF_CLASS__COUNT && !rc; c++)
+        rc = af_buf_printf(o, "accelfit_nodes{class=\"%s\"} %zu\n", class_label(c), by_class[c]);
+    if (!rc)
+        rc = header(o, "accelfit_ready", "gauge",
+                    "1 when filter answers from a synced, fresh cache (as /readyz).");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_ready %d\n", ready ? 1 : 0);
+    if (!rc)
+        rc = header(o, "accelfit_cache_synced", "gauge",
+                    "1 once the first full list of nodes and pods has been applied.");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_cache_synced %d\n",
+                           st ? (atomic_load(&st->synced) ? 1 : 0)
+                              : (snap && snap->synced ? 1 : 0));
+    if (!rc)
+        rc = header(o, "accelfit_cache_objects", "gauge",
+                    "Objects in the cluster cache, by kind.");
+    if (!rc)
+        rc = af_buf_printf(o,
+                           "accelfit_cache_objects{kind=\"node\"} %llu\n"
+                           "accelfit_cache_objects{kind=\"pod\"} %llu\n",
+                           (unsigned long long)(st ? atomic_load(&st->nodes)
+                                                   : (snap ? snap->n_nodes : 0)),
+                           (unsigned long long)(st ? atomic_load(&st->pods)
+                                                   : (snap ? snap->n_pods : 0)));
+    if (!rc)
+        rc = header(o, "accelfit_snapshot_generation", "gauge",
+                    "Generation of the snapshot requests are answered from.");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_snapshot_generation %llu\n",
+                           (unsigned long long)(snap ? snap->generation : 0));
+    if (st && !rc) {
+        uint64_t now = af_now_ns(), last = atomic_load(&st->last_sync_ns);
+        double age = (last && now > last) ? (double)(now - last) / 1e9 : 0.0;
+        struct {
+            const char *name, *type, *help;
+            uint64_t v;
+        } rows[] = {
+            {"accelfit_watch_up", "gauge", "1 while a watch stream is open.",
+             atomic_load(&st->watch_up) ? 1u : 0u},
+            {"accelfit_watch_restarts_total", "counter", "Watch streams restarted.",
+             atomic_load(&st->watch_restarts)},
+            {"accelfit_relists_total", "counter", "Full relists (initial list, 410 Expired).",
+             atomic_load(&st->relists)},
+            {"accelfit_events_applied_total", "counter", "Watch events applied to the cache.",
+             atomic_load(&st->events_applied)},
+            {"accelfit_events_posted_total", "counter", "Kubernetes Events posted on pods.",
+             atomic_load(&st->events_posted)},
+            {"accelfit_events_dropped_total", "counter",
+             "Kubernetes Events dropped (queue full or over budget).",
+             atomic_load(&st->events_dropped)},
+        };
+        rc = header(o, "accelfit_cache_last_sync_age_seconds", "gauge",
+                    "Seconds since the last full list or bookmark (0 before the first).");
+        if (!rc)
+            rc = af_buf_printf(o, "accelfit_cache_last_sync_age_seconds %.3f\n", age);
+        for (size_t i = 0; i < AF_ARRAY_SIZE(rows) && !rc; i++) {
+            rc = header(o, rows[i].name, rows[i].type, rows[i].help);
+            if (!rc)
+                rc = af_buf_printf(o, "%s %llu\n", rows[i].name, (unsigned long long)rows[i].v);
+        }
+    }
+    af_snapshot_unref(snap);
+    return rc;
+}
+
+int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_buf *out)
+{
+    int rc = 0;
+
+    if (m)
+        rc = render_requests(m, out);
+    if (m && !rc)
+        rc = render_decisions(m, out);
+    if (!rc)
+        rc = render_cluster(svc, out);
+    if (m && !rc) {
+        rc = header(out, "accelfit_process_uptime_seconds", "gauge",
+                    "Seconds since the process started serving.");
+        if (!rc)
+            rc = af_buf_printf(out, "accelfit_process_uptime_seconds %.3f\n",
+                               (double)(af_now_ns() - m->start_ns) / 1e9);
+        if (!rc)
+            rc = header(out, "process_start_time_seconds", "gauge",
+                        "Start time of the process since the Unix epoch in seconds.");
+        if (!rc)
+            rc = af_buf_printf(out, "process_start_time_seconds %.3f\n", m->start_wall);
+    }
+    if (!rc)
+        rc = header(out, "accelfit_build_info", "gauge", "Build information; always 1.");
+    if (!rc)
+        rc = af_buf_printf(out, "accelfit_build_info{version=\"%s\"} 1\n", AF_VERSION);
+    return rc;
+}

@@ -1,0 +1,762 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The extender's handlers without a transport: a verb and a request body in,
+ * an HTTP status and a response body out. Each call takes a reference on the
+ * current config and snapshot, builds the candidate views in a per-request
+ * arena, hands them to the decision core (af_plan_pod, af_filter,
+ * af_prioritize) and encodes what it says. No decision logic lives here; what
+ * this file adds is readiness (the when-not-ready modes), metrics, Kubernetes
+ * Events and the /explain rendering. The server and the benchmarks call it
+ * directly, so it has no idea which connection a request came from.
+ */
+#include "accelfit/http.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/codec.h"
+#include "accelfit/decide.h"
+#include "accelfit/kube.h"
+
+#define NOT_SYNCED_REASON "accelfit cache not synced"
+
+/* ---- a small JSON writer with a sticky error ---------------------------------------------- */
+
+struct jw {
+    struct af_buf *b;
+    int err;
+    bool comma;    /* a value was written at this level: the next one needs a ',' */
+};
+
+static void jw_raw(struct jw *w, const char *s)
+{
+    if (!w->err)
+        w->err = af_buf_puts(w->b, s);
+}
+
+static void jw_sep(struct jw *w)
+{
+    if (w->comma)
+        jw_raw(w, ",");
+    w->comma = true;
+}
+
+static void jw_key(struct jw *w, const char *k)
+{
+    jw_sep(w);
+    if (!w->err)
+        w->err = af_buf_json_str(w->b, k);
+    jw_raw(w, ":");
+    w->comma = false;
+}
+
+static void jw_open(struct jw *w, const char *key, const char *brace)
+{
+    if (key)
+        jw_key(w, key);
+    else
+        jw_sep(w);
+    jw_raw(w, brace);
+    w->comma = false;
+}
+
+static void jw_close(struct jw *w, const char *brace)
+{
+    jw_raw(w, brace);
+    w->comma = true;
+}
+
+static void jw_str(struct jw *w, const char *key, const char *v)
+{
+    if (key)
+        jw_key(w, key);
+    else
+        jw_sep(w);
+    if (w->err)
+        return;
+    if (v)
+        w->err = af_buf_json_str(w->b, v);
+    else
+        w->err = af_buf_puts(w->b, "null");
+    w->comma = true;
+}
+
+static void jw_int(struct jw *w, const char *key, long long v)
+{
+    jw_key(w, key);
+    if (!w->err)
+        w->err = af_buf_printf(w->b, "%lld", v);
+    w->comma = true;
+}
+
+static void jw_num(struct jw *w, const char *key, double v)
+{
+    jw_key(w, key);
+    if (!w->err) {
+        if (isfinite(v))
+            w->err = af_buf_printf(w->b, "%.6g", v);
+        else
+            w->err = af_buf_puts(w->b, "null");
+    }
+    w->comma = true;
+}
+
+static void jw_bool(struct jw *w, const char *key, bool v)
+{
+    jw_key(w, key);
+    jw_raw(w, v ? "true" : "false");
+    w->comma = true;
+}
+
+static void jw_null(struct jw *w, const char *key)
+{
+    jw_key(w, key);
+    jw_raw(w, "null");
+    w->comma = true;
+}
+
+/* ---- readiness ------------------------------------------------------------------------------ */
+
+static bool snapshot_ready(struct af_service *svc, const struct af_snapshot *snap, const char **why)
+{
+    const char *reason = NULL;
+
+    if (!snap) {
+        reason = "no cluster snapshot published yet";
+    } else if (!snap->synced) {
+        reason = "cache not synced: the first full list has not been applied";
+    } else if (svc->status) {
+        if (!atomic_load(&svc->status->synced)) {
+            reason = "cache not synced: the first full list has not been applied";
+        } else if (svc->max_staleness_ns && !atomic_load(&svc->status->watch_up)) {
+            uint64_t since = atomic_load(&svc->status->down_since_ns);
+            uint64_t now = af_now_ns();
+            if (since && now > since && now - since > svc->max_staleness_ns)
+                reason = "cache stale: the watch has been down longer than --max-staleness";
+        }
+    }
+    if (why)
+        *why = reason ? reason : "ready";
+    return reason == NULL;
+}
+
+bool af_service_ready(struct af_service *svc, const char **why)
+{
+    struct af_snapshot *snap = af_publisher_acquire(svc->pub);
+    bool ok = snapshot_ready(svc, snap, why);
+
+    af_snapshot_unref(snap);
+    return ok;
+}
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static const char *verdict_name(enum af_verdict v)
+{
+    switch (v) {
+    case AF_VERDICT_PASS:
+        return "pass";
+    case AF_VERDICT_FAILED:
+        return "failed";
+    case AF_VERDICT_UNRESOLVABLE:
+        return "unresolvable";
+    }
+    return "failed";
+}
+
+static const char *accel_kind_name(enum af_accel_kind k)
+{
+    switch (k) {
+    case AF_ACCEL_GPU:
+        return "gpu";
+    case AF_ACCEL_NEURON:
+        return "neuron";
+    case AF_ACCEL_NONE:
+        break;
+    }
+    return "none";
+}
+
+static void set_reason(struct af_node_decision *d, const char *reason)
+{
+    snprintf(d->reason, sizeof(d->reason), "%s", reason);
+}
+
+/* The candidates of a decoded request as the core wants them (arena memory). */
+struct candidates {
+    size_t n;
+    struct af_node_view *views;
+    const char **names;
+};
+
+static void build_candidates(struct af_arena *ar, const struct af_ext_args *args,
+                             const struct af_snapshot *snap, struct candidates *c)
+{
+    bool nodes_mode = af_ext_args_nodes_mode(args);
+
+    c->n = af_ext_args_count(args);
+    c->views = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views));
+    c->names = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->names));
+    for (size_t i = 0; i < c->n; i++) {
+        const char *name = af_ext_args_name(args, i);
+        const struct af_node_view *v = (snap && name) ? af_snapshot_find_node(snap, name) : NULL;
+
+        c->names[i] = name ? name : "";
+        if (nodes_mode) {
+            /* The request's own Node object, with the allocation the cache knows. */
+            c->views[i].info = af_ext_args_node(args, i);
+            if (v) {
+                c->views[i].used = v->used;
+                c->views[i].npods = v->npods;
+            }
+        } else if (v) {
+            c->views[i] = *v;
+        }
+    }
+}
+
+static void request_error(struct af_buf *errbuf, const char *what, const struct af_error *err,
+                          int rc, size_t len)
+{
+    char text[1024];
+
+    if (len == 0) {
+        snprintf(text, sizeof(text), "accelfit: %s: empty request body", what);
+    } else if (err->text[0]) {
+        char where[700];
+        af_error_format(err, where, sizeof(where));
+        snprintf(text, sizeof(text), "accelfit: %s: %s", what, where);
+    } else {
+        snprintf(text, sizeof(text), "accelfit: %s: %s", what, af_strerror(rc));
+    }
+    af_buf_reset(errbuf);
+    if (af_buf_puts(errbuf, text) != 0)
+        af_buf_reset(errbuf);
+}
+
+/* An error body for 4xx/5xx answers: {"error":"..."}. */
+static void error_body(struct af_buf *out, size_t base, const char *msg)
+{
+    out->len = base;
+    if (out->buf)
+        out->buf[base] = '\0';
+    if (af_buf_puts(out, "{\"error\":") != 0 || af_buf_json_str(out, msg) != 0 ||
+        af_buf_puts(out, "}\n") != 0) {
+        out->len = base;
+        if (out->buf)
+            out->buf[base] = '\0';
+    }
+}
+
+/* Filter answer carrying only Error (the request could not be used). */
+static void filter_error(struct af_buf *out, size_t base, const char *msg)
+{
+    out->len = base;
+    if (out->buf)
+        out->buf[base] = '\0';
+    if (af_codec_encode_filter(NULL, NULL, 0, msg, out) != 0) {
+        out->len = base;
+        if (out->buf)
+            out->buf[base] = '\0';
+        /* Last resort: the smallest valid answer. */
+        if (af_buf_puts(out, "{\"Error\":\"accelfit: response too large\"}") != 0)
+            AF_LOG(AF_LOG_ERROR, "cannot encode filter error", "error", msg, NULL);
+    }
+}
+
+/* ---- events ------------------------------------------------------------------------------------ */
+
+static void post_all_rejected(struct af_service *svc, const struct af_pod_info *pod,
+                              const struct af_node_decision *d, size_t n)
+{
+    char msg[1024];
+    size_t used = 0;
+    const char *distinct[3];
+    int counts[3] = {0, 0, 0};
+    size_t nd = 0, others = 0;
+
+    if (!svc->kube || !pod || !pod->name || n == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        size_t j;
+        for (j = 0; j < nd; j++)
+            if (!strcmp(distinct[j], d[i].reason))
+                break;
+        if (j < nd) {
+            counts[j]++;
+        } else if (nd < AF_ARRAY_SIZE(distinct)) {
+            distinct[nd] = d[i].reason;
+            counts[nd++] = 1;
+        } else {
+            others++;
+        }
+    }
+    used = (size_t)snprintf(msg, sizeof(msg), "0/%zu nodes passed accelfit:", n);
+    for (size_t j = 0; j < nd && used < sizeof(msg); j++)
+        used += (size_t)snprintf(msg + used, sizeof(msg) - used, "%s %d x %s", j ? ";" : "",
+                                 counts[j], distinct[j]);
+    if (others && used < sizeof(msg))
+        snprintf(msg + used, sizeof(msg) - used, "; %zu more", others);
+    af_kube_post_event(svc->kube, pod->ns, pod->name, pod->uid, "Warning",
+                       "AccelfitNoSuitableNode", msg);
+}
+
+static void post_fallback(struct af_service *svc, const struct af_pod_info *pod,
+                          const struct af_plan *plan, const struct af_filter_summary *sum)
+{
+    char msg[512];
+
+    if (!svc->kube || !pod || !pod->name || sum->best_tier <= 0 ||
+        (size_t)sum->best_tier >= plan->sel.n_tiers)
+        return;
+    snprintf(msg, sizeof(msg),
+             "no candidate of tier 1 (%s) has room; falling back to tier %d (%s)",
+             af_class_name(plan->sel.tiers[0].cls), sum->best_tier + 1,
+             af_class_name(plan->sel.tiers[sum->best_tier].cls));
+    af_kube_post_event(svc->kube, pod->ns, pod->name, pod->uid, "Normal", "AccelfitFallback",
+                       msg);
+}
+
+/* ---- filter ------------------------------------------------------------------------------------ */
+
+static int do_filter(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
+                     struct af_buf *out, struct af_request_stats *st)
+{
+    size_t base = out->len;
+    struct af_error err;
+    struct af_ext_args *args = NULL;
+    struct af_snapshot *snap = NULL;
+    struct af_arena ar = AF_ARENA_INIT;
+    struct af_buf msg = AF_BUF_INIT(1024);
+    struct candidates c;
+    struct af_node_decision *dec;
+    const char *why = NULL;
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = len ? af_codec_decode_args(cfg, body, len, &args, &err) : AF_EPARSE;
+    if (rc != 0) {
+        request_error(&msg, "cannot decode ExtenderArgs", &err, rc, len);
+        AF_LOG(AF_LOG_WARN, "bad filter request", "error", msg.buf ? msg.buf : "", NULL);
+        filter_error(out, base, msg.buf ? msg.buf : "accelfit: cannot decode ExtenderArgs");
+        goto done;
+    }
+    if (af_ext_args_count(args) > AF_SERVICE_MAX_CANDIDATES) {
+        filter_error(out, base, "accelfit: too many candidate nodes in one request");
+        goto done;
+    }
+    snap = af_publisher_acquire(svc->pub);
+    build_candidates(&ar, args, snap, &c);
+    st->candidates = (int)c.n;
+    dec = af_arena_alloc(&ar, (c.n + 1) * sizeof(*dec));
+
+    if (!snapshot_ready(svc, snap, &why)) {
+        st->not_ready = true;
+        AF_LOG(AF_LOG_DEBUG, "filter while not ready", "why", why, NULL);
+        if (svc->when_not_ready == AF_NOT_READY_ERROR) {
+            char text[300];
+            snprintf(text, sizeof(text), "accelfit: %s", why);
+            filter_error(out, base, text);
+            goto done;
+        }
+        for (size_t i = 0; i < c.n; i++) {
+            dec[i].name = c.names[i];
+            dec[i].tier = -1;
+            if (svc->when_not_ready == AF_NOT_READY_ALLOW_ALL) {
+                dec[i].verdict = AF_VERDICT_PASS;
+                set_reason(&dec[i], NOT_SYNCED_REASON ": allowing every node");
+            } else {
+                dec[i].verdict = AF_VERDICT_FAILED;
+                set_reason(&dec[i], NOT_SYNCED_REASON);
+            }
+        }
+        st->passed = svc->when_not_ready == AF_NOT_READY_ALLOW_ALL ? (int)c.n : 0;
+    } else {
+        const struct af_pod_info *pod = af_ext_args_pod(args);
+        struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
+        struct af_filter_summary sum;
+
+        memset(&sum, 0, sizeof(sum));
+        af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        af_filter(cfg->policy, plan, pod, c.views, c.names, c.n, dec, &sum);
+        st->passed = sum.passed;
+        st->fallback = sum.fallback;
+        if (svc->metrics) {
+            for (size_t i = 0; i < c.n; i++)
+                af_metrics_count_decision(
+                    svc->metrics,
+                    c.views[i].info ? af_class_name(c.views[i].info->cls) : "unknown",
+                    verdict_name(dec[i].verdict));
+            if (sum.fallback)
+                af_metrics_count_fallback(svc->metrics);
+        }
+        if (c.n && sum.passed == 0)
+            post_all_rejected(svc, pod, dec, c.n);
+        else if (sum.fallback)
+            post_fallback(svc, pod, plan, &sum);
+    }
+    rc = af_codec_encode_filter(args, dec, c.n, NULL, out);
+    if (rc != 0) {
+        AF_LOG(AF_LOG_ERROR, "cannot encode filter result", "error", af_strerror(rc), NULL);
+        filter_error(out, base, "accelfit: cannot encode the filter result (too large)");
+    }
+done:
+    af_buf_release(&msg);
+    af_arena_release(&ar);
+    af_snapshot_unref(snap);
+    af_ext_args_free(args);
+    return 200;
+}
+
+/* ---- prioritize -------------------------------------------------------------------------------- */
+
+static int do_prioritize(struct af_service *svc, struct af_config *cfg, const char *body,
+                         size_t len, struct af_buf *out, struct af_request_stats *st)
+{
+    size_t base = out->len;
+    struct af_error err;
+    struct af_ext_args *args = NULL;
+    struct af_snapshot *snap = NULL;
+    struct af_arena ar = AF_ARENA_INIT;
+    struct af_buf msg = AF_BUF_INIT(1024);
+    struct candidates c;
+    struct af_node_decision *dec;
+    int rc, status = 200;
+
+    memset(&err, 0, sizeof(err));
+    rc = len ? af_codec_decode_args(cfg, body, len, &args, &err) : AF_EPARSE;
+    if (rc != 0) {
+        request_error(&msg, "cannot decode ExtenderArgs", &err, rc, len);
+        AF_LOG(AF_LOG_WARN, "bad prioritize request", "error", msg.buf ? msg.buf : "", NULL);
+        error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderArgs");
+        status = 400;
+        goto done;
+    }
+    if (af_ext_args_count(args) > AF_SERVICE_MAX_CANDIDATES) {
+        error_body(out, base, "accelfit: too many candidate nodes in one request");
+        status = 400;
+        goto done;
+    }
+    snap = af_publisher_acquire(svc->pub);
+    build_candidates(&ar, args, snap, &c);
+    st->candidates = (int)c.n;
+    dec = af_arena_alloc(&ar, (c.n + 1) * sizeof(*dec));
+    if (!snapshot_ready(svc, snap, NULL)) {
+        /* Neutral: every candidate scores 0 until the cache is usable. */
+        st->not_ready = true;
+        for (size_t i = 0; i < c.n; i++) {
+            dec[i].name = c.names[i];
+            dec[i].tier = -1;
+        }
+    } else {
+        const struct af_pod_info *pod = af_ext_args_pod(args);
+        struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
+
+        af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
+    }
+    rc = af_codec_encode_priorities(dec, c.n, out);
+    if (rc != 0) {
+        error_body(out, base, "accelfit: cannot encode the priorities (too large)");
+        status = 500;
+    }
+done:
+    af_buf_release(&msg);
+    af_arena_release(&ar);
+    af_snapshot_unref(snap);
+    af_ext_args_free(args);
+    return status;
+}
+
+/* ---- explain ------------------------------------------------------------------------------------ */
+
+static void render_profile(struct jw *w, const struct af_plan *plan)
+{
+    const struct af_profile *p = &plan->profile;
+
+    jw_open(w, "profile", "{");
+    if ((int)p->workload >= 0)
+        jw_str(w, "workload", af_workload_name(p->workload));
+    else
+        jw_null(w, "workload");
+    jw_bool(w, "workload_inferred", plan->workload_inferred);
+    if (p->model_params > 0)
+        jw_num(w, "model_params", p->model_params);
+    else
+        jw_null(w, "model_params");
+    jw_str(w, "objective", af_objective_name(p->objective));
+    if (p->latency_slo_ms > 0)
+        jw_int(w, "latency_slo_ms", p->latency_slo_ms);
+    else
+        jw_null(w, "latency_slo_ms");
+    if ((int)p->framework >= 0)
+        jw_str(w, "framework", af_framework_name(p->framework));
+    else
+        jw_null(w, "framework");
+    jw_bool(w, "neuron_ready", p->neuron_ready);
+    if ((int)p->precision >= 0)
+        jw_str(w, "precision", af_precision_name(p->precision));
+    else
+        jw_null(w, "precision");
+    jw_close(w, "}");
+}
+
+static void render_plan(struct jw *w, const struct af_plan *plan)
+{
+    render_profile(w, plan);
+    jw_str(w, "requested_accelerator", accel_kind_name(plan->requested));
+    jw_str(w, "rule", plan->sel.rule);
+    jw_open(w, "notes", "[");
+    for (int i = 0; i < plan->n_notes && i < AF_NOTE_MAX; i++)
+        jw_str(w, NULL, plan->notes[i]);
+    jw_close(w, "]");
+    if (plan->sel.memory_needed_gib > 0)
+        jw_num(w, "memory_needed_gib", plan->sel.memory_needed_gib);
+    else
+        jw_null(w, "memory_needed_gib");
+    jw_open(w, "tiers", "[");
+    for (size_t i = 0; i < plan->sel.n_tiers && i < AF_ARRAY_SIZE(plan->sel.tiers); i++) {
+        const struct af_tier *t = &plan->sel.tiers[i];
+        jw_open(w, NULL, "{");
+        jw_int(w, "rank", t->rank);
+        jw_str(w, "class", af_class_name(t->cls));
+        jw_str(w, "instance", t->instance ? t->instance->name : NULL);
+        jw_int(w, "instances", t->instances);
+        if (t->price_known)
+            jw_num(w, "hourly_usd", t->hourly_usd);
+        else
+            jw_null(w, "hourly_usd");
+        jw_bool(w, "backfill", plan->backfill && i + 1 == plan->sel.n_tiers);
+        jw_open(w, "reasons", "[");
+        for (int r = 0; r < t->n_reasons && r < AF_TIER_REASONS; r++)
+            jw_str(w, NULL, t->reasons[r]);
+        jw_close(w, "]");
+        jw_close(w, "}");
+    }
+    jw_close(w, "]");
+    jw_open(w, "dropped", "[");
+    for (size_t i = 0; i < plan->sel.n_dropped && i < AF_ARRAY_SIZE(plan->sel.dropped); i++) {
+        jw_open(w, NULL, "{");
+        jw_str(w, "class", af_class_name(plan->sel.dropped[i].cls));
+        jw_str(w, "reason", plan->sel.dropped[i].reason);
+        jw_close(w, "}");
+    }
+    jw_close(w, "]");
+}
+
+struct explain_in {
+    const struct af_pod_info *pod;
+    struct candidates c;
+    bool ready;
+    const char *why;
+    const struct af_snapshot *snap;
+};
+
+static int render_explain(struct af_config *cfg, struct af_arena *ar, const struct explain_in *in,
+                          struct af_buf *out)
+{
+    struct af_plan *plan = af_arena_alloc(ar, sizeof(*plan));
+    struct af_node_decision *fdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*fdec));
+    struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
+    struct af_filter_summary sum;
+    struct jw w = {out, 0, false};
+    char podname[600];
+
+    memset(&sum, 0, sizeof(sum));
+    af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
+    af_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, fdec, &sum);
+    af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
+
+    snprintf(podname, sizeof(podname), "%s/%s", in->pod->ns ? in->pod->ns : "",
+             in->pod->name ? in->pod->name : "");
+    jw_open(&w, NULL, "{");
+    jw_str(&w, "pod", podname);
+    jw_str(&w, "node_name", in->pod->node_name);
+    jw_bool(&w, "ready", in->ready);
+    if (!in->ready)
+        jw_str(&w, "not_ready_reason", in->why);
+    if (in->snap)
+        jw_int(&w, "snapshot_generation", (long long)in->snap->generation);
+    else
+        jw_null(&w, "snapshot_generation");
+    jw_str(&w, "policy", cfg->policy ? cfg->policy->source : NULL);
+    render_plan(&w, plan);
+    jw_open(&w, "summary", "{");
+    jw_int(&w, "candidates", (long long)in->c.n);
+    jw_int(&w, "passed", sum.passed);
+    jw_int(&w, "failed", sum.failed);
+    jw_int(&w, "unresolvable", sum.unresolvable);
+    if (sum.best_tier >= 0 && (size_t)sum.best_tier < plan->sel.n_tiers) {
+        jw_int(&w, "best_tier", plan->sel.tiers[sum.best_tier].rank);
+        jw_str(&w, "best_class", af_class_name(plan->sel.tiers[sum.best_tier].cls));
+    } else {
+        jw_null(&w, "best_tier");
+        jw_null(&w, "best_class");
+    }
+    jw_bool(&w, "fallback", sum.fallback);
+    jw_close(&w, "}");
+    jw_open(&w, "nodes", "[");
+    for (size_t i = 0; i < in->c.n; i++) {
+        const struct af_node_info *ni = in->c.views[i].info;
+        const struct af_node_decision *f = &fdec[i], *p = &pdec[i];
+
+        jw_open(&w, NULL, "{");
+        jw_str(&w, "name", in->c.names[i]);
+        jw_bool(&w, "known", ni != NULL);
+        jw_str(&w, "class", ni ? af_class_name(ni->cls) : NULL);
+        jw_str(&w, "instance_type", ni ? ni->instance_type : NULL);
+        if (ni) {
+            jw_bool(&w, "spot", ni->spot);
+            if (ni->price_known)
+                jw_num(&w, "node_hourly_usd", ni->hourly_usd);
+            else
+                jw_null(&w, "node_hourly_usd");
+        }
+        jw_str(&w, "verdict", verdict_name(f->verdict));
+        if (f->tier >= 0 && (size_t)f->tier < plan->sel.n_tiers)
+            jw_int(&w, "tier", plan->sel.tiers[f->tier].rank);
+        else
+            jw_null(&w, "tier");
+        jw_bool(&w, "has_room", f->has_room);
+        jw_str(&w, "reason", f->reason);
+        jw_int(&w, "score", p->score);
+        jw_num(&w, "s_tier", p->s_tier);
+        jw_num(&w, "s_util", p->s_util);
+        jw_num(&w, "s_cost", p->s_cost);
+        jw_num(&w, "util_after", p->util_after);
+        if (p->marginal_known)
+            jw_num(&w, "marginal_usd_hr", p->marginal_usd_hr);
+        else
+            jw_null(&w, "marginal_usd_hr");
+        jw_close(&w, "}");
+    }
+    jw_close(&w, "]");
+    jw_close(&w, "}");
+    jw_raw(&w, "\n");
+    return w.err;
+}
+
+static int do_explain(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
+                      struct af_buf *out, struct af_request_stats *st)
+{
+    size_t base = out->len;
+    struct af_error err;
+    struct af_ext_args *args = NULL;
+    struct af_arena ar = AF_ARENA_INIT;
+    struct af_buf msg = AF_BUF_INIT(1024);
+    struct explain_in in;
+    int rc, status = 200;
+
+    memset(&err, 0, sizeof(err));
+    memset(&in, 0, sizeof(in));
+    rc = len ? af_codec_decode_args(cfg, body, len, &args, &err) : AF_EPARSE;
+    if (rc != 0) {
+        request_error(&msg, "cannot decode ExtenderArgs", &err, rc, len);
+        error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderArgs");
+        status = 400;
+        goto done;
+    }
+    if (af_ext_args_count(args) > AF_SERVICE_MAX_CANDIDATES) {
+        error_body(out, base, "accelfit: too many candidate nodes in one request");
+        status = 400;
+        goto done;
+    }
+    in.snap = af_publisher_acquire(svc->pub);
+    in.pod = af_ext_args_pod(args);
+    in.ready = snapshot_ready(svc, in.snap, &in.why);
+    build_candidates(&ar, args, in.snap, &in.c);
+    st->candidates = (int)in.c.n;
+    if (render_explain(cfg, &ar, &in, out) != 0) {
+        error_body(out, base, "accelfit: explanation too large");
+        status = 500;
+    }
+done:
+    af_snapshot_unref((struct af_snapshot *)in.snap);
+    af_buf_release(&msg);
+    af_arena_release(&ar);
+    af_ext_args_free(args);
+    return status;
+}
+
+int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
+                           struct af_buf *out)
+{
+    size_t base = out->len;
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    struct af_arena ar = AF_ARENA_INIT;
+    struct explain_in in;
+    int status = 200;
+
+    memset(&in, 0, sizeof(in));
+    in.snap = af_publisher_acquire(svc->pub);
+    in.ready = snapshot_ready(svc, in.snap, &in.why);
+    if (!in.snap) {
+        error_body(out, base, "no cluster snapshot published yet");
+        status = 503;
+        goto done;
+    }
+    in.pod = af_snapshot_find_pod(in.snap, ns, name);
+    if (!in.pod) {
+        char text[600];
+        snprintf(text, sizeof(text), "pod '%s/%s' is not in the cache", ns, name);
+        error_body(out, base, text);
+        status = 404;
+        goto done;
+    }
+    in.c.n = in.snap->n_nodes;
+    in.c.views = in.snap->nodes;
+    in.c.names = af_arena_alloc(&ar, (in.c.n + 1) * sizeof(*in.c.names));
+    for (size_t i = 0; i < in.c.n; i++)
+        in.c.names[i] = in.snap->nodes[i].info->name;
+    if (render_explain(cfg, &ar, &in, out) != 0) {
+        error_body(out, base, "accelfit: explanation too large");
+        status = 500;
+    }
+done:
+    af_snapshot_unref((struct af_snapshot *)in.snap);
+    af_arena_release(&ar);
+    af_config_unref(cfg);
+    return status;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------ */
+
+int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const char *body,
+                            size_t len, struct af_buf *out, struct af_request_stats *st)
+{
+    struct af_request_stats local;
+    struct af_config *cfg;
+    int status;
+
+    if (!st)
+        st = &local;
+    st->candidates = -1;
+    st->passed = -1;
+    st->not_ready = false;
+    st->fallback = false;
+    cfg = af_config_holder_get(svc->config);
+    switch (verb) {
+    case AF_VERB_FILTER:
+        status = do_filter(svc, cfg, body, len, out, st);
+        break;
+    case AF_VERB_PRIORITIZE:
+        status = do_prioritize(svc, cfg, body, len, out, st);
+        break;
+    case AF_VERB_EXPLAIN:
+        status = do_explain(svc, cfg, body, len, out, st);
+        break;
+    default:
+        error_body(out, out->len, "unknown verb");
+        status = 404;
+        break;
+    }
+    af_config_unref(cfg);
+    return status;
+}
+
+int af_service_handle(struct af_service *svc, enum af_verb verb, const char *body, size_t len,
+                      struct af_buf *out)
+{
+    return af_service_handle_stats(svc, verb, body, len, out, NULL);
+}
