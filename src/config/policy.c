@@ -550,7 +550,7 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
 
     if (!root)
         return af__ydoc_err(d, NULL, AF_EPARSE, "empty policy (expected kind: Policy)");
-    rc = expect_map(d, root, "the policy", top_keys);
+    rc = af__ynode_expect(d, root, YAML_MAPPING_NODE, "the policy");
     if (rc)
         return rc;
     v = af__ymap_get(d, root, "apiVersion");
@@ -569,6 +569,10 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
         return rc;
     if (strcmp(s, "Policy"))
         return af__ydoc_err(d, v, AF_EINVAL, "kind must be 'Policy', not '%s'", s);
+    /* Keys are checked after kind, so a catalog passed as a policy says so. */
+    rc = af__ymap_check_keys(d, root, "the policy", top_keys);
+    if (rc)
+        return rc;
 
     v = af__ymap_get(d, root, "memory");
     if (v) {

@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config: the catalog and policy loaders (every shipped instance type with
+ * its class, errors that point at file:line:column, strict keys, the embedded
+ * defaults), the refcounted holder, and YAML to JSON conversion.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "accelfit/config.h"
+#include "accelfit/select.h"
+#include "support/support.h"
+
+/* The 55 instance types of the shared EC2 catalog with the class each must
+ * load as, its on-demand price (-1 when the source has none) and its total
+ * accelerator memory in GiB. */
+static const struct {
+    const char *name;
+    enum af_class cls;
+    double price;
+    double accel_gib;
+} types[] = {
+    {"c5.4xlarge", AF_CLASS_CPU, 0.68, 0},
+    {"c5.xlarge", AF_CLASS_CPU, 0.17, 0},
+    {"c6i.4xlarge", AF_CLASS_CPU, 0.68, 0},
+    {"c6i.xlarge", AF_CLASS_CPU, 0.17, 0},
+    {"c7i.4xlarge", AF_CLASS_CPU, 0.714, 0},
+    {"g4dn.12xlarge", AF_CLASS_NVIDIA_T4, 3.912, 64},
+    {"g4dn.16xlarge", AF_CLASS_NVIDIA_T4, 4.352, 16},
+    {"g4dn.2xlarge", AF_CLASS_NVIDIA_T4, 0.752, 16},
+    {"g4dn.4xlarge", AF_CLASS_NVIDIA_T4, 1.204, 16},
+    {"g4dn.8xlarge", AF_CLASS_NVIDIA_T4, 2.176, 16},
+    {"g4dn.metal", AF_CLASS_NVIDIA_T4, 7.824, 128},
+    {"g4dn.xlarge", AF_CLASS_NVIDIA_T4, 0.526, 16},
+    {"g5.12xlarge", AF_CLASS_NVIDIA_A10G, 5.672, 89.4},
+    {"g5.16xlarge", AF_CLASS_NVIDIA_A10G, 4.096, 22.35},
+    {"g5.24xlarge", AF_CLASS_NVIDIA_A10G, 8.144, 89.4},
+    {"g5.2xlarge", AF_CLASS_NVIDIA_A10G, 1.212, 22.35},
+    {"g5.48xlarge", AF_CLASS_NVIDIA_A10G, 16.288, 178.8},
+    {"g5.4xlarge", AF_CLASS_NVIDIA_A10G, 1.624, 22.35},
+    {"g5.8xlarge", AF_CLASS_NVIDIA_A10G, 2.448, 22.35},
+    {"g5.xlarge", AF_CLASS_NVIDIA_A10G, 1.006, 22.35},
+    {"g6.12xlarge", AF_CLASS_NVIDIA_L4, 4.6016, 89.4},
+    {"g6.2xlarge", AF_CLASS_NVIDIA_L4, 0.9776, 22.35},
+    {"g6.48xlarge", AF_CLASS_NVIDIA_L4, 13.3504, 178.8},
+    {"g6.4xlarge", AF_CLASS_NVIDIA_L4, 1.3232, 22.35},
+    {"g6.xlarge", AF_CLASS_NVIDIA_L4, 0.8048, 22.35},
+    {"g6e.12xlarge", AF_CLASS_NVIDIA_L40S, 10.49264, 178.8},
+    {"g6e.48xlarge", AF_CLASS_NVIDIA_L40S, 30.13118, 357.6},
+    {"g6e.xlarge", AF_CLASS_NVIDIA_L40S, 1.861, 44.7},
+    {"inf1.24xlarge", AF_CLASS_INFERENTIA1, 4.721, 128},
+    {"inf1.2xlarge", AF_CLASS_INFERENTIA1, 0.362, 8},
+    {"inf1.6xlarge", AF_CLASS_INFERENTIA1, 1.18, 32},
+    {"inf1.xlarge", AF_CLASS_INFERENTIA1, 0.228, 8},
+    {"inf2.24xlarge", AF_CLASS_INFERENTIA2, 6.49063, 192},
+    {"inf2.48xlarge", AF_CLASS_INFERENTIA2, 12.98127, 384},
+    {"inf2.8xlarge", AF_CLASS_INFERENTIA2, 1.96786, 32},
+    {"inf2.xlarge", AF_CLASS_INFERENTIA2, 0.7582, 32},
+    {"m5.4xlarge", AF_CLASS_CPU, 0.768, 0},
+    {"m5.large", AF_CLASS_CPU, 0.096, 0},
+    {"m5.xlarge", AF_CLASS_CPU, 0.192, 0},
+    {"m6i.4xlarge", AF_CLASS_CPU, 0.768, 0},
+    {"p3.16xlarge", AF_CLASS_NVIDIA_V100, 24.48, 128},
+    {"p3.2xlarge", AF_CLASS_NVIDIA_V100, 3.06, 16},
+    {"p3.8xlarge", AF_CLASS_NVIDIA_V100, 12.24, 64},
+    {"p3dn.24xlarge", AF_CLASS_NVIDIA_V100, 31.212, 256},
+    {"p4d.24xlarge", AF_CLASS_NVIDIA_A100, 21.957642, 320},
+    {"p4de.24xlarge", AF_CLASS_NVIDIA_A100, 27.44705, 640},
+    {"p5.48xlarge", AF_CLASS_NVIDIA_H100, 55.04, 640},
+    {"p5e.48xlarge", AF_CLASS_NVIDIA_H200, -1, 1128},
+    {"p5en.48xlarge", AF_CLASS_NVIDIA_H200, 63.296, 1128},
+    {"r5.4xlarge", AF_CLASS_CPU, 1.008, 0},
+    {"t3.medium", AF_CLASS_CPU, 0.0416, 0},
+    {"trn1.2xlarge", AF_CLASS_TRAINIUM1, 1.34375, 32},
+    {"trn1.32xlarge", AF_CLASS_TRAINIUM1, 21.5, 512},
+    {"trn1n.32xlarge", AF_CLASS_TRAINIUM1, 24.78, 512},
+    {"trn2.48xlarge", AF_CLASS_TRAINIUM2, -1, 1536},
+};
+
+/* Invariants every loaded catalog keeps. */
+static void assert_sane_catalog(const struct af_catalog *c)
+{
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(c->source);
+    for (size_t i = 0; i < c->n_types; i++) {
+        const struct af_instance_type *t = &c->types[i];
+        ck_assert_ptr_nonnull(t->name);
+        ck_assert_ptr_nonnull(t->family);
+        ck_assert_int_ge(t->cls, 0);
+        ck_assert_int_lt(t->cls, AF_CLASS__COUNT);
+        ck_assert(af_class_kind(t->cls) == t->accel_kind);
+        if (i)
+            ck_assert_int_lt(strcmp(c->types[i - 1].name, t->name), 0);
+        ck_assert_ptr_eq(af_catalog_find(c, t->name), t);
+    }
+}
+
+static struct af_catalog *embedded_catalog(void)
+{
+    struct af_catalog *c = NULL;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_catalog_load_mem(&c, "<embedded>", af_embedded_catalog_yaml,
+                                         af_embedded_catalog_yaml_len, &err),
+                     0);
+    assert_sane_catalog(c);
+    return c;
+}
+
+START_TEST(test_catalog_every_type_loads_with_its_class)
+{
+    struct af_catalog *c = embedded_catalog();
+    const struct af_instance_type *t = af_catalog_find(c, types[_i].name);
+
+    ck_assert_msg(t != NULL, "%s missing from the catalog", types[_i].name);
+    ck_assert_msg(t->cls == types[_i].cls, "%s loads as %s, want %s", types[_i].name,
+                  af_class_name(t->cls), af_class_name(types[_i].cls));
+    if (types[_i].price < 0)
+        ck_assert(t->price_usd_hr < 0);
+    else
+        ck_assert_double_eq_tol(t->price_usd_hr, types[_i].price, 1e-9);
+    ck_assert_double_eq_tol(af_instance_accel_memory_gib(t), types[_i].accel_gib, 1e-6);
+    af_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_catalog_has_exactly_the_shared_types)
+{
+    struct af_catalog *c = embedded_catalog();
+
+    ck_assert_uint_eq(c->n_types, AF_ARRAY_SIZE(types));
+    ck_assert_uint_eq(c->n_types, 55);
+    ck_assert_str_eq(c->source, "<embedded>");
+    af_catalog_free(c);
+}
+END_TEST
+
+/*
+ * The project's shared catalog (no `class:` keys: classes are derived from the
+ * accelerator names) must load and agree with the shipped one type by type.
+ * The shared tree is outside the repository; AF_SHARED_CATALOG overrides.
+ */
+START_TEST(test_shared_catalog_agrees_with_shipped_catalog)
+{
+    const char *path = getenv("AF_SHARED_CATALOG");
+    struct af_catalog *shared = NULL, *c = embedded_catalog();
+    struct af_error err;
+    FILE *f;
+
+    if (!path)
+        path = "/work/shared/data/ec2-catalog.yaml";
+    f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "note: %s not found; shared catalog comparison skipped\n", path);
+        af_catalog_free(c);
+        return;
+    }
+    fclose(f);
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_catalog_load_file(&shared, path, &err) == 0, "%s:%d:%d: %s", err.file,
+                  err.line, err.column, err.text);
+    assert_sane_catalog(shared);
+    ck_assert_uint_eq(shared->n_types, c->n_types);
+    for (size_t i = 0; i < c->n_types; i++) {
+        const struct af_instance_type *a = &c->types[i], *b = &shared->types[i];
+        ck_assert_str_eq(a->name, b->name);
+        ck_assert_msg(a->cls == b->cls, "%s: shipped %s, derived %s", a->name,
+                      af_class_name(a->cls), af_class_name(b->cls));
+        ck_assert_double_eq(a->price_usd_hr, b->price_usd_hr);
+        ck_assert_double_eq(a->spot_discount_pct, b->spot_discount_pct);
+        ck_assert_double_eq(a->memory_gib, b->memory_gib);
+        ck_assert_int_eq(a->vcpus, b->vcpus);
+        ck_assert_int_eq(a->neuron_cores, b->neuron_cores);
+        ck_assert(a->efa == b->efa);
+    }
+    af_catalog_free(shared);
+    af_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_catalog_fields_are_read)
+{
+    struct af_catalog *c = embedded_catalog();
+    const struct af_instance_type *p5 = af_catalog_find(c, "p5.48xlarge");
+    const struct af_instance_type *inf2 = af_catalog_find(c, "inf2.48xlarge");
+    const struct af_instance_type *m5 = af_catalog_find(c, "m5.large");
+
+    ck_assert_str_eq(p5->family, "p5");
+    ck_assert_int_eq(p5->vcpus, 192);
+    ck_assert_str_eq(p5->accel_maker, "NVIDIA");
+    ck_assert_str_eq(p5->accel_name, "H100");
+    ck_assert_int_eq(p5->accel_count, 8);
+    ck_assert(p5->efa);
+    ck_assert_double_eq(p5->spot_discount_pct, 57);
+    ck_assert_double_eq(p5->network_gbps, 3200);
+    ck_assert_int_eq(inf2->neuron_cores, 24);
+    ck_assert_int_eq(inf2->accel_kind, AF_ACCEL_NEURON);
+    ck_assert_ptr_null(m5->accel_name);
+    ck_assert_int_eq(m5->accel_count, 0);
+    ck_assert(m5->spot_discount_pct < 0);
+    af_catalog_free(c);
+}
+END_TEST
+
+#define TYPE_HEAD "instances:\n  - name: x1.large\n    vcpus: 4\n    memory_gib: 8\n"
+
+static const struct {
+    const char *yaml;
+    int line;
+    int column;
+    const char *text;
+} bad_catalogs[] = {
+    {"instances:\n  - name: [x\n", 3, 1, "malformed YAML"},
+    {"instances:\n\tname: x\n", 2, 1, "malformed YAML"},
+    {TYPE_HEAD "    class: nvidia-z9\n", 5, 12, "unknown class 'nvidia-z9'"},
+    {TYPE_HEAD "    price_on_demand_usd_hr: cheap\n", 5, 29, "must be a number"},
+    {TYPE_HEAD "    price_on_demand_usd_hr: '0.5'\n", 5, 29, "must be a number"},
+    {TYPE_HEAD "    price_on_demand_usd_h: 0.5\n", 5, 5, "unknown key 'price_on_demand_usd_h'"},
+    {"instances:\n  - vcpus: 4\n    memory_gib: 8\n", 2, 5, "has no 'name'"},
+    {TYPE_HEAD "  - name: x1.large\n    vcpus: 2\n    memory_gib: 4\n", 5, 11,
+     "duplicate instance type 'x1.large'"},
+    {"instances:\n  - name: x1.large\n    vcpus: four\n    memory_gib: 8\n", 3, 12,
+     "must be an integer"},
+    {TYPE_HEAD "    accelerator: {kind: gpu, name: Quantum9, count: 1, "
+               "memory_gib_per_device: 8}\n",
+     2, 5, "cannot tell the class"},
+    {TYPE_HEAD "    class: nvidia-a100\n", 5, 12, "does not match its accelerator"},
+    {"instances: {}\n", 1, 12, "'instances' must be a list"},
+    {"kind: Policy\ninstances: []\n", 1, 7, "kind must be 'Catalog'"},
+    {"", 0, 0, "empty catalog"},
+};
+
+START_TEST(test_catalog_errors_name_line_and_column)
+{
+    struct af_catalog *c = (struct af_catalog *)1;
+    struct af_error err;
+    char msg[1024];
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_catalog_load_mem(&c, "bad.yaml", bad_catalogs[_i].yaml,
+                             strlen(bad_catalogs[_i].yaml), &err);
+    af_error_format(&err, msg, sizeof(msg));
+    ck_assert_int_lt(rc, 0);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(err.file, "bad.yaml");
+    ck_assert_msg(strstr(err.text, bad_catalogs[_i].text), "case %d: got '%s'", _i, msg);
+    ck_assert_msg(err.line == bad_catalogs[_i].line && err.column == bad_catalogs[_i].column,
+                  "case %d: got '%s', want %d:%d", _i, msg, bad_catalogs[_i].line,
+                  bad_catalogs[_i].column);
+}
+END_TEST
+
+START_TEST(test_catalog_missing_file_is_an_error)
+{
+    struct af_catalog *c = NULL;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_catalog_load_file(&c, "/nonexistent/catalog.yaml", &err), AF_ENOENT);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(err.file, "/nonexistent/catalog.yaml");
+}
+END_TEST
+
+/* ---- policy ------------------------------------------------------------------- */
+
+static struct af_policy *embedded_policy(void)
+{
+    struct af_policy *p = NULL;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_policy_load_mem(&p, "<embedded>", af_embedded_policy_yaml,
+                                     af_embedded_policy_yaml_len, &err) == 0,
+                  "%d:%d: %s", err.line, err.column, err.text);
+    return p;
+}
+
+START_TEST(test_embedded_default_config_loads)
+{
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    const struct af_policy *p;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+    ck_assert_int_eq(atomic_load(&cfg->refcnt), 1);
+    p = cfg->policy;
+    ck_assert_str_eq(p->source, "<embedded>");
+    ck_assert_str_eq(cfg->catalog->source, "<embedded>");
+    ck_assert_uint_eq(cfg->catalog->n_types, 55);
+    ck_assert_uint_ge(p->n_rules, 20);
+    ck_assert_double_eq_tol(p->w_tier + p->w_util + p->w_cost, 1.0, 1e-12);
+    ck_assert_double_eq_tol(p->w_tier, 0.5, 1e-12);
+    ck_assert_int_eq(p->strategy, AF_STRATEGY_BINPACK);
+    ck_assert_double_eq(p->inference_headroom, 1.2);
+    ck_assert_double_eq(p->training_bytes_per_param, 18);
+    ck_assert_int_eq(p->inference_precision, AF_PRECISION_FP16);
+    ck_assert_int_eq(p->training_precision, AF_PRECISION_BF16);
+    ck_assert_double_eq(p->bytes_per_param[AF_PRECISION_INT8], 1);
+    ck_assert_int_eq(p->max_instances[AF_WORKLOAD_TRAINING], 64);
+    ck_assert_int_eq(p->max_instances[AF_WORKLOAD_BATCH_INFERENCE], 4);
+    ck_assert_uint_eq(p->neuron_frameworks,
+                      (1u << AF_FRAMEWORK_PYTORCH) | (1u << AF_FRAMEWORK_TENSORFLOW));
+    ck_assert(!p->cpu_backfill);
+    ck_assert_double_eq(p->default_spot_discount_pct, 60);
+    for (size_t i = 0; i < p->n_rules; i++) {
+        const struct af_rule *r = &p->rules[i];
+        ck_assert_uint_gt(r->n_tiers, 0);
+        ck_assert_int_gt(r->line, 0);
+        ck_assert_ptr_nonnull(strstr(r->reason, "decision framework"));
+        ck_assert_uint_lt(strlen(r->reason), AF_REASON_MAX);
+    }
+    ck_assert_ptr_eq(af_config_ref(cfg), cfg);
+    ck_assert_int_eq(atomic_load(&cfg->refcnt), 2);
+    af_config_unref(cfg);
+    af_config_unref(cfg);
+    af_config_unref(NULL);
+}
+END_TEST
+
+START_TEST(test_shipped_files_load_from_disk)
+{
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    char cat[4096], pol[4096];
+
+    snprintf(cat, sizeof(cat), "%s", af_test_path("policies/catalog.yaml"));
+    snprintf(pol, sizeof(pol), "%s", af_test_path("policies/default.yaml"));
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_config_load(&cfg, cat, pol, &err) == 0, "%s", err.text);
+    ck_assert_str_eq(cfg->catalog->source, cat);
+    ck_assert_str_eq(cfg->policy->source, pol);
+    af_config_unref(cfg);
+}
+END_TEST
+
+START_TEST(test_policy_rule_fields)
+{
+    struct af_policy *p = embedded_policy();
+    const struct af_rule *r = &p->rules[0];
+
+    ck_assert_str_eq(r->name, "training-large-cost-neuron");
+    ck_assert_uint_eq(r->workloads, 1u << AF_WORKLOAD_TRAINING);
+    ck_assert_uint_eq(r->objectives, 1u << AF_OBJECTIVE_COST);
+    ck_assert(r->frameworks & (1u << AF_FRAMEWORK__COUNT));
+    ck_assert(!(r->frameworks & (1u << AF_FRAMEWORK_JAX)));
+    ck_assert_int_eq(r->neuron_ready, 1);
+    ck_assert_double_eq(r->min_params, 7e9);
+    ck_assert(r->max_params < 0);
+    ck_assert_int_eq(r->tiers[0].cls, AF_CLASS_TRAINIUM1);
+    for (size_t i = 0; i < p->n_rules; i++)
+        if (!strcmp(p->rules[i].name, "classical-ml")) {
+            const struct af_tier_spec *t = &p->rules[i].tiers[0];
+            ck_assert_int_eq(t->cls, AF_CLASS_CPU);
+            ck_assert_uint_ge(t->n_families, 3);
+            ck_assert_ptr_null(t->families[t->n_families]);
+        }
+    af_policy_free(p);
+    af_policy_free(NULL);
+}
+END_TEST
+
+#define POL_HEAD "apiVersion: accelfit.io/v1\nkind: Policy\n"
+#define POL_RULE(match, tiers)                                                       \
+    "rules:\n  - name: r1\n    match: " match "\n    tiers: " tiers "\n    reason: why\n"
+
+/* Policies that must load, with one field each test checks. */
+static const struct {
+    const char *yaml;
+    double max_params;
+    int slo;
+} good_policies[] = {
+    {POL_HEAD POL_RULE("{workload: [inference], max_params: \"7B\"}", "[nvidia-t4]"), 7e9, 0},
+    {POL_HEAD POL_RULE("{workload: inference, max_params: 7e9}", "[nvidia-t4]"), 7e9, 0},
+    {POL_HEAD POL_RULE("{max_params: 350M, max_latency_slo_ms: 10}",
+                       "[{class: cpu, families: [c5]}]"),
+     350e6, 10},
+    {POL_HEAD POL_RULE("{}", "[nvidia-t4, trainium1]"), -1, 0},
+};
+
+START_TEST(test_policy_accepts_valid_forms)
+{
+    struct af_policy *p = NULL;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_policy_load_mem(&p, "p.yaml", good_policies[_i].yaml,
+                                     strlen(good_policies[_i].yaml), &err) == 0,
+                  "case %d: %d:%d: %s", _i, err.line, err.column, err.text);
+    ck_assert_uint_eq(p->n_rules, 1);
+    ck_assert_double_eq(p->rules[0].max_params, good_policies[_i].max_params);
+    ck_assert_int_eq(p->rules[0].max_latency_slo_ms, good_policies[_i].slo);
+    /* Sections left out keep the built-in defaults. */
+    ck_assert_double_eq(p->training_bytes_per_param, 18);
+    ck_assert_int_eq(p->max_instances[AF_WORKLOAD_TRAINING], 64);
+    af_policy_free(p);
+}
+END_TEST
+
+static const struct {
+    const char *yaml;
+    int line;
+    int column;
+    const char *text;
+} bad_policies[] = {
+    {POL_HEAD POL_RULE("{workload: [training]}", "[nvidia-t5]"), 6, 13,
+     "unknown class 'nvidia-t5'"},
+    {POL_HEAD POL_RULE("{workload: [training]}", "[{class: cpu, familes: [c5]}]"), 6, 26,
+     "unknown key 'familes'"},
+    {POL_HEAD POL_RULE("{workload: [trainig]}", "[nvidia-t4]"), 5, 24,
+     "unknown workload 'trainig'"},
+    {POL_HEAD POL_RULE("{objective: [cheap]}", "[nvidia-t4]"), 5, 25, "unknown objective"},
+    {POL_HEAD POL_RULE("{framework: [caffe]}", "[nvidia-t4]"), 5, 25,
+     "unknown framework 'caffe'"},
+    {POL_HEAD POL_RULE("{neuron_ready: maybe}", "[nvidia-t4]"), 5, 27, "true or false"},
+    {POL_HEAD POL_RULE("{min_params: lots}", "[nvidia-t4]"), 5, 25, "parameter count"},
+    {POL_HEAD POL_RULE("{min_params: 7B, max_params: 1B}", "[nvidia-t4]"), 5, 41,
+     "above 'min_params'"},
+    {POL_HEAD POL_RULE("{max_latency_slo_ms: -3}", "[nvidia-t4]"), 5, 33, "between"},
+    {POL_HEAD POL_RULE("{workload: [training]}", "[nvidia-t4, nvidia-t4]"), 6, 24,
+     "appears twice"},
+    {POL_HEAD POL_RULE("{workload: [training]}", "[]"), 6, 12, "empty 'tiers'"},
+    {POL_HEAD POL_RULE("{wokload: [training]}", "[nvidia-t4]"), 5, 13,
+     "unknown key 'wokload' in match"},
+    {POL_HEAD "scoring:\n  strategy: roundrobin\n" POL_RULE("{}", "[nvidia-t4]"), 4, 13,
+     "unknown strategy 'roundrobin'"},
+    {POL_HEAD "scoring:\n  weights: {tier: -1, utilization: 1, cost: 1}\n" POL_RULE(
+         "{}", "[nvidia-t4]"),
+     4, 19, "must not be negative"},
+    {POL_HEAD "scoring:\n  weights: {tier: 0, utilization: 0, cost: 0}\n" POL_RULE(
+         "{}", "[nvidia-t4]"),
+     4, 12, "all zero"},
+    {POL_HEAD "memory:\n  max_instances: {training: 0}\n" POL_RULE("{}", "[nvidia-t4]"), 4,
+     29, "between 1 and"},
+    {POL_HEAD "memory:\n  inference_precision: fp8\n" POL_RULE("{}", "[nvidia-t4]"), 4, 24,
+     "unknown precision 'fp8'"},
+    {POL_HEAD "memory:\n  bytes_per_param: {fp32: 4, fp4: 0.5}\n" POL_RULE("{}",
+                                                                          "[nvidia-t4]"),
+     4, 30, "unknown precision 'fp4'"},
+    {POL_HEAD "neuron:\n  frameworks: [pytorch, unknown]\n" POL_RULE("{}", "[nvidia-t4]"), 4,
+     25, "unknown framework 'unknown'"},
+    {POL_HEAD "filter:\n  cpu_backfill: sometimes\n" POL_RULE("{}", "[nvidia-t4]"), 4, 17,
+     "true or false"},
+    {POL_HEAD "prices:\n  default_spot_discount_pct: 120\n" POL_RULE("{}", "[nvidia-t4]"), 4,
+     30, "[0, 100)"},
+    {POL_HEAD "rollout: {}\n" POL_RULE("{}", "[nvidia-t4]"), 3, 1, "unknown key 'rollout'"},
+    {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n    reason: x\n  - name: a\n    tiers: "
+              "[cpu]\n    reason: y\n",
+     7, 11, "duplicate rule name 'a'"},
+    {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n", 4, 5, "has no 'reason'"},
+    {POL_HEAD "rules:\n  - match: {}\n    tiers: [cpu]\n    reason: x\n", 4, 5,
+     "has no 'name'"},
+    {POL_HEAD "rules: []\n", 3, 8, "at least one rule"},
+    {POL_HEAD "memory: {}\n", 1, 1, "has no 'rules'"},
+    {"apiVersion: accelfit.io/v2\nkind: Policy\n" POL_RULE("{}", "[cpu]"), 1, 13,
+     "apiVersion must be"},
+    {"apiVersion: accelfit.io/v1\nkind: Catalog\ninstances: []\n", 2, 7,
+     "kind must be 'Policy'"},
+    {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n    reason: x\n  bad indent: 1\n", 7, 3,
+     "malformed YAML"},
+    {POL_HEAD "scoring: {strategy: binpack, strategy: spread}\n" POL_RULE("{}", "[cpu]"), 3,
+     30, "duplicate key 'strategy'"},
+};
+
+START_TEST(test_policy_errors_name_line_and_column)
+{
+    struct af_policy *p = (struct af_policy *)1;
+    struct af_error err;
+    char msg[1024];
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_policy_load_mem(&p, "policy.yaml", bad_policies[_i].yaml,
+                            strlen(bad_policies[_i].yaml), &err);
+    af_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(rc < 0, "case %d loaded", _i);
+    ck_assert_ptr_null(p);
+    ck_assert_str_eq(err.file, "policy.yaml");
+    ck_assert_msg(strstr(err.text, bad_policies[_i].text), "case %d: got '%s'", _i, msg);
+    ck_assert_msg(err.line == bad_policies[_i].line && err.column == bad_policies[_i].column,
+                  "case %d: got '%s', want %d:%d", _i, msg, bad_policies[_i].line,
+                  bad_policies[_i].column);
+}
+END_TEST
+
+START_TEST(test_config_rejects_family_missing_from_catalog)
+{
+    static const char pol[] = POL_HEAD POL_RULE("{}", "[{class: cpu, families: [c9z]}]");
+    char path[] = "/tmp/af_check_config_XXXXXX";
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    int fd = mkstemp(path);
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    fputs(pol, f);
+    fclose(f);
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_lt(af_config_load(&cfg, NULL, path, &err), 0);
+    ck_assert_ptr_null(cfg);
+    ck_assert_str_eq(err.file, path);
+    ck_assert_int_eq(err.line, 4);
+    ck_assert_ptr_nonnull(strstr(err.text, "family 'c9z'"));
+    unlink(path);
+}
+END_TEST
+
+/* ---- holder ------------------------------------------------------------------- */
+
+START_TEST(test_holder_swaps_while_readers_keep_the_old_config)
+{
+    struct af_config *a = NULL, *b = NULL, *held, *now;
+    struct af_config_holder h;
+    struct af_error err;
+
+    ck_assert_int_eq(af_config_load(&a, NULL, NULL, &err), 0);
+    ck_assert_int_eq(af_config_load(&b, NULL, NULL, &err), 0);
+    af_config_holder_init(&h, a);
+    held = af_config_holder_get(&h);
+    ck_assert_ptr_eq(held, a);
+    ck_assert_int_eq(atomic_load(&a->refcnt), 2);
+    af_config_holder_set(&h, b);
+    ck_assert_int_eq(atomic_load(&a->refcnt), 1);
+    /* The reader's copy is still whole. */
+    ck_assert_uint_eq(held->catalog->n_types, 55);
+    now = af_config_holder_get(&h);
+    ck_assert_ptr_eq(now, b);
+    af_config_unref(now);
+    af_config_unref(held);
+    af_config_holder_destroy(&h);
+}
+END_TEST
+
+/* ---- YAML to JSON --------------------------------------------------------------- */
+
+static const struct {
+    const char *yaml;
+    const char *json;
+} y2j_cases[] = {
+    {"a: 1\nb: '1'\nc: true\nd: null\ne: ~\nf: 1.5\ng: hello\nh:\n",
+     "{\"a\":1,\"b\":\"1\",\"c\":true,\"d\":null,\"e\":null,\"f\":1.5,\"g\":\"hello\",\"h\":null}"},
+    {"- 1\n- [a, b]\n- {x: y}\n- -2.5e3\n", "[1,[\"a\",\"b\"],{\"x\":\"y\"},-2.5e3]"},
+    {"a: 0755\nb: +1\nc: .5\nd: 1.\ne: .inf\nf: 0x1F\ng: 0\n",
+     "{\"a\":\"0755\",\"b\":1,\"c\":0.5,\"d\":1,\"e\":\".inf\",\"f\":\"0x1F\",\"g\":0}"},
+    {"a: \"true\"\nb: 'null'\nc: False\nd: yes\n",
+     "{\"a\":\"true\",\"b\":\"null\",\"c\":false,\"d\":\"yes\"}"},
+    {"s: \"x\\ny\\t\\\"q\\\"\"\nu: caf\xc3\xa9\n", "{\"s\":\"x\\ny\\t\\\"q\\\"\",\"u\":\"caf\xc3\xa9\"}"},
+    {"lit: |\n  line1\n  line2\n", "{\"lit\":\"line1\\nline2\\n\"}"},
+    {"a: &x {b: 1}\nc: *x\n", "{\"a\":{\"b\":1},\"c\":{\"b\":1}}"},
+    {"a: 1\n---\nb: 2\n",
+     "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{\"a\":1},{\"b\":2}]}"},
+    {"apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    "
+     "node.kubernetes.io/instance-type: p4d.24xlarge\nstatus:\n  allocatable:\n    cpu: \"96\"\n"
+     "    memory: 1152Gi\n    nvidia.com/gpu: \"8\"\n",
+     "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"labels\":{\"node."
+     "kubernetes.io/instance-type\":\"p4d.24xlarge\"}},\"status\":{\"allocatable\":{\"cpu\":"
+     "\"96\",\"memory\":\"1152Gi\",\"nvidia.com/gpu\":\"8\"}}}"},
+    {"1: one\n2.5: two\n", "{\"1\":\"one\",\"2.5\":\"two\"}"},
+    {"x: 123456789012345678901234567890\n", "{\"x\":123456789012345678901234567890}"},
+};
+
+START_TEST(test_yaml_to_json_keeps_scalar_types)
+{
+    struct af_buf out = AF_BUF_INIT(0);
+    struct af_error err;
+    json_error_t jerr;
+    json_t *j;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_yaml_to_json("t.yaml", y2j_cases[_i].yaml, strlen(y2j_cases[_i].yaml),
+                                  &out, &err) == 0,
+                  "case %d: %s", _i, err.text);
+    ck_assert_str_eq(out.buf, y2j_cases[_i].json);
+    j = json_loads(out.buf, JSON_DECODE_INT_AS_REAL, &jerr);
+    ck_assert_msg(j != NULL, "case %d: not JSON: %s", _i, jerr.text);
+    json_decref(j);
+    af_buf_release(&out);
+}
+END_TEST
+
+static const struct {
+    const char *yaml;
+    int line;
+    int column;
+    const char *text;
+} y2j_errors[] = {
+    {"a: [1, 2\n", 2, 1, "malformed YAML"},
+    {"a: b: c\n", 1, 5, "malformed YAML"},
+    {"", 1, 1, "no YAML document"},
+    {"? [a, b]\n: c\n", 1, 3, "mapping keys must be scalars"},
+    {"a: &x [*x]\n", 0, 0, "nested deeper"},
+};
+
+START_TEST(test_yaml_to_json_errors_have_positions)
+{
+    struct af_buf out = AF_BUF_INIT(0);
+    struct af_error err;
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_yaml_to_json("t.yaml", y2j_errors[_i].yaml, strlen(y2j_errors[_i].yaml), &out,
+                         &err);
+    ck_assert_int_lt(rc, 0);
+    ck_assert_uint_eq(out.len, 0);
+    ck_assert_msg(strstr(err.text, y2j_errors[_i].text), "case %d: got '%s'", _i, err.text);
+    if (y2j_errors[_i].line) {
+        ck_assert_int_eq(err.line, y2j_errors[_i].line);
+        ck_assert_int_eq(err.column, y2j_errors[_i].column);
+    }
+    af_buf_release(&out);
+}
+END_TEST
+
+START_TEST(test_yaml_to_json_respects_the_buffer_cap)
+{
+    struct af_buf out = AF_BUF_INIT(16);
+    struct af_error err;
+    const char *y = "a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n";
+
+    ck_assert_int_eq(af_yaml_to_json("t.yaml", y, strlen(y), &out, &err), AF_ETOOBIG);
+    ck_assert_uint_eq(out.len, 0);
+    af_buf_release(&out);
+}
+END_TEST
+
+static Suite *af_config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("catalog");
+
+    tcase_add_loop_test(tc, test_catalog_every_type_loads_with_its_class, 0,
+                        (int)AF_ARRAY_SIZE(types));
+    tcase_add_test(tc, test_catalog_has_exactly_the_shared_types);
+    tcase_add_test(tc, test_shared_catalog_agrees_with_shipped_catalog);
+    tcase_add_test(tc, test_catalog_fields_are_read);
+    tcase_add_loop_test(tc, test_catalog_errors_name_line_and_column, 0,
+                        (int)AF_ARRAY_SIZE(bad_catalogs));
+    tcase_add_test(tc, test_catalog_missing_file_is_an_error);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("policy");
+    tcase_add_test(tc, test_embedded_default_config_loads);
+    tcase_add_test(tc, test_shipped_files_load_from_disk);
+    tcase_add_test(tc, test_policy_rule_fields);
+    tcase_add_loop_test(tc, test_policy_accepts_valid_forms, 0,
+                        (int)AF_ARRAY_SIZE(good_policies));
+    tcase_add_loop_test(tc, test_policy_errors_name_line_and_column, 0,
+                        (int)AF_ARRAY_SIZE(bad_policies));
+    tcase_add_test(tc, test_config_rejects_family_missing_from_catalog);
+    tcase_add_test(tc, test_holder_swaps_while_readers_keep_the_old_config);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("yaml_to_json");
+    tcase_add_loop_test(tc, test_yaml_to_json_keeps_scalar_types, 0,
+                        (int)AF_ARRAY_SIZE(y2j_cases));
+    tcase_add_loop_test(tc, test_yaml_to_json_errors_have_positions, 0,
+                        (int)AF_ARRAY_SIZE(y2j_errors));
+    tcase_add_test(tc, test_yaml_to_json_respects_the_buffer_cap);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_config_suite());
+}
