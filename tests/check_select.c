@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * select: every decision case of tests/fixtures/decisions.yaml through the
+ * library API, the memory arithmetic and pricing, the Neuron gate, sizing
+ * rules (max_instances, EFA, unknown sizes, CPU families) and the reasons.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "accelfit/config.h"
+#include "accelfit/select.h"
+#include "support/support.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static struct af_config *cfg;
+static json_t *cases;
+
+static void setup(void)
+{
+    struct af_buf json = AF_BUF_INIT(0);
+    struct af_error err;
+    json_error_t jerr;
+    size_t len;
+    char *yaml;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+    yaml = af_test_read("tests/fixtures/decisions.yaml", &len);
+    ck_assert_msg(af_yaml_to_json("decisions.yaml", yaml, len, &json, &err) == 0, "%s",
+                  err.text);
+    cases = json_loads(json.buf, 0, &jerr);
+    ck_assert_ptr_nonnull(cases);
+    af_buf_release(&json);
+    free(yaml);
+}
+
+static void teardown(void)
+{
+    af_config_unref(cfg);
+    json_decref(cases);
+    cfg = NULL;
+    cases = NULL;
+}
+
+/* Turns `accelfit recommend` flags into a profile, as the CLI does. */
+static void profile_from_args(const json_t *args, struct af_profile *p)
+{
+    af_profile_init(p);
+    for (size_t i = 0; i < json_array_size(args); i++) {
+        const char *a = json_string_value(json_array_get(args, i));
+        const char *v = i + 1 < json_array_size(args)
+                            ? json_string_value(json_array_get(args, i + 1))
+                            : NULL;
+        int64_t slo;
+        ck_assert_ptr_nonnull(a);
+        if (!strcmp(a, "--neuron-ready")) {
+            p->neuron_ready = true;
+            continue;
+        }
+        ck_assert_ptr_nonnull(v);
+        i++;
+        if (!strcmp(a, "--workload"))
+            p->workload = af_workload_parse(v);
+        else if (!strcmp(a, "--model-params"))
+            ck_assert_int_eq(af_parse_count(v, &p->model_params), 0);
+        else if (!strcmp(a, "--objective"))
+            p->objective = af_objective_parse(v);
+        else if (!strcmp(a, "--framework"))
+            p->framework = af_framework_parse(v);
+        else if (!strcmp(a, "--precision"))
+            p->precision = af_precision_parse(v);
+        else if (!strcmp(a, "--latency-slo-ms")) {
+            ck_assert_int_eq(af_parse_int64(v, 1, 100000, &slo), 0);
+            p->latency_slo_ms = (int)slo;
+        } else
+            ck_abort_msg("unknown flag %s in fixture", a);
+    }
+    ck_assert_int_ge(p->workload, 0);
+}
+
+static bool in_list(const json_t *list, const char *cls)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (!strcmp(json_string_value(json_array_get(list, i)), cls))
+            return true;
+    return false;
+}
+
+/* Invariants of every selection. */
+static void assert_sane_selection(const struct af_selection *s)
+{
+    ck_assert_uint_le(s->n_tiers, AF_CLASS__COUNT);
+    for (size_t i = 0; i < s->n_tiers; i++) {
+        const struct af_tier *t = &s->tiers[i];
+        ck_assert_int_eq(t->rank, (int)i + 1);
+        ck_assert_ptr_nonnull(t->instance);
+        ck_assert_int_eq(t->instance->cls, t->cls);
+        ck_assert_int_ge(t->instances, 1);
+        ck_assert_int_ge(t->n_reasons, 3);
+        if (t->price_known)
+            ck_assert_double_eq_tol(t->hourly_usd, t->instances * t->instance->price_usd_hr,
+                                    1e-9);
+        ck_assert_double_eq_tol(t->accel_memory_gib,
+                                t->instances * af_instance_accel_memory_gib(t->instance), 1e-9);
+        if (t->memory_needed_gib > 0 && t->cls != AF_CLASS_CPU)
+            ck_assert(t->accel_memory_gib >= t->memory_needed_gib);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_int_ne(s->tiers[j].cls, t->cls);
+    }
+    for (size_t i = 0; i < s->n_dropped; i++)
+        ck_assert(s->dropped[i].reason[0] != '\0');
+}
+
+START_TEST(test_decision_case)
+{
+    json_t *c = json_array_get(json_object_get(cases, "cases"), (size_t)_i);
+    json_t *expect = json_object_get(c, "expect"), *v;
+    const char *name = json_string_value(json_object_get(c, "name"));
+    static struct af_selection s;
+    struct af_profile p;
+
+    ck_assert_ptr_nonnull(c);
+    profile_from_args(json_object_get(c, "args"), &p);
+    af_select(cfg->policy, cfg->catalog, &p, false, &s);
+    assert_sane_selection(&s);
+    ck_assert_msg(s.rule != NULL && s.n_tiers > 0, "%s: no tiers", name);
+    v = json_object_get(expect, "first_in");
+    if (v)
+        ck_assert_msg(in_list(v, af_class_name(s.tiers[0].cls)), "%s: first tier is %s", name,
+                      af_class_name(s.tiers[0].cls));
+    v = json_object_get(expect, "first_not_in");
+    if (v)
+        ck_assert_msg(!in_list(v, af_class_name(s.tiers[0].cls)), "%s: first tier is %s", name,
+                      af_class_name(s.tiers[0].cls));
+    v = json_object_get(expect, "never");
+    for (size_t i = 0; v && i < s.n_tiers; i++)
+        ck_assert_msg(!in_list(v, af_class_name(s.tiers[i].cls)), "%s: tier %zu is %s", name,
+                      i + 1, af_class_name(s.tiers[i].cls));
+    v = json_object_get(expect, "min_accel_memory_gib");
+    if (v)
+        ck_assert_msg(s.tiers[0].accel_memory_gib >= json_number_value(v),
+                      "%s: %g GiB", name, s.tiers[0].accel_memory_gib);
+    v = json_object_get(expect, "min_instances");
+    if (v)
+        ck_assert_int_ge(s.tiers[0].instances, json_integer_value(v));
+}
+END_TEST
+
+START_TEST(test_fixture_has_the_twelve_cases)
+{
+    ck_assert_uint_eq(json_array_size(json_object_get(cases, "cases")), 12);
+}
+END_TEST
+
+/* ---- arithmetic ---------------------------------------------------------------------- */
+
+static void select_for(struct af_selection *s, enum af_workload w, double params,
+                       enum af_objective o, enum af_framework f, bool neuron_ready,
+                       bool neuron_requested)
+{
+    struct af_profile p;
+
+    af_profile_init(&p);
+    p.workload = w;
+    p.model_params = params;
+    p.objective = o;
+    p.framework = f;
+    p.neuron_ready = neuron_ready;
+    af_select(cfg->policy, cfg->catalog, &p, neuron_requested, s);
+    assert_sane_selection(s);
+}
+
+static const struct af_dropped *find_dropped(const struct af_selection *s, enum af_class c)
+{
+    for (size_t i = 0; i < s->n_dropped; i++)
+        if (s->dropped[i].cls == c)
+            return &s->dropped[i];
+    return NULL;
+}
+
+static bool any_reason_has(const struct af_tier *t, const char *needle)
+{
+    for (int i = 0; i < t->n_reasons; i++)
+        if (strstr(t->reasons[i], needle))
+            return true;
+    return false;
+}
+
+START_TEST(test_70b_training_cost_needs_three_trn1_32xlarge)
+{
+    static struct af_selection s;
+    const struct af_tier *t;
+
+    select_for(&s, AF_WORKLOAD_TRAINING, 70e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_PYTORCH, true,
+               false);
+    t = &s.tiers[0];
+    ck_assert_str_eq(s.rule, "training-large-cost-neuron");
+    ck_assert_int_eq(t->cls, AF_CLASS_TRAINIUM1);
+    ck_assert_double_eq_tol(s.memory_needed_gib, 70e9 * 18 / GIB, 1e-9);
+    ck_assert_int_ge(t->instances, 3);
+    ck_assert_str_eq(t->instance->name, "trn1.32xlarge");
+    ck_assert_int_eq(t->instances, 3);
+    ck_assert(t->price_known);
+    ck_assert_double_eq_tol(t->hourly_usd, t->instances * 21.50, 1e-9);
+    ck_assert_double_eq_tol(t->accel_memory_gib, 1536, 1e-9);
+    ck_assert(any_reason_has(t, "1173 GiB"));
+    ck_assert(any_reason_has(t, "3 x trn1.32xlarge hold 1536 GiB"));
+    ck_assert(any_reason_has(t, "$64.50/h on-demand, us-east-1"));
+    /* trn2 has no catalog price: it is still ranked, with the price unknown. */
+    ck_assert_int_eq(s.tiers[1].cls, AF_CLASS_TRAINIUM2);
+    ck_assert(!s.tiers[1].price_known);
+    ck_assert(any_reason_has(&s.tiers[1], "price unknown"));
+}
+END_TEST
+
+START_TEST(test_multi_instance_needs_efa)
+{
+    static struct af_selection s;
+
+    /* 37 x trn1.2xlarge would be cheaper than 3 x trn1.32xlarge, but it has no EFA. */
+    select_for(&s, AF_WORKLOAD_TRAINING, 70e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_PYTORCH, true,
+               false);
+    for (size_t i = 0; i < s.n_tiers; i++)
+        if (s.tiers[i].instances > 1)
+            ck_assert_msg(s.tiers[i].instance->efa, "%s", s.tiers[i].instance->name);
+}
+END_TEST
+
+START_TEST(test_70b_inference_performance_memory)
+{
+    static struct af_selection s;
+    const struct af_dropped *d;
+
+    select_for(&s, AF_WORKLOAD_INFERENCE, 70e9, AF_OBJECTIVE_PERFORMANCE, AF_FRAMEWORK_PYTORCH,
+               false, false);
+    ck_assert_double_eq_tol(s.memory_needed_gib, 70e9 * 2 * 1.2 / GIB, 1e-9);
+    ck_assert(s.memory_needed_gib >= 140);
+    ck_assert(s.tiers[0].accel_memory_gib >= 140);
+    ck_assert_int_eq(s.tiers[0].instances, 1);
+    ck_assert(any_reason_has(&s.tiers[0], "156 GiB"));
+
+    /* The default inference rule names T4, whose largest instance cannot hold 70B. */
+    select_for(&s, AF_WORKLOAD_INFERENCE, 70e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH,
+               false, false);
+    d = find_dropped(&s, AF_CLASS_NVIDIA_T4);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_msg(strstr(d->reason, "70B inference needs 156 GiB") != NULL, "%s", d->reason);
+    ck_assert_ptr_nonnull(strstr(d->reason, "the largest nvidia-t4 instance"));
+}
+END_TEST
+
+static const struct {
+    enum af_workload w;
+    double params;
+    enum af_objective o;
+} jax_cases[] = {
+    {AF_WORKLOAD_TRAINING, 13e9, AF_OBJECTIVE_COST},
+    {AF_WORKLOAD_TRAINING, 3e9, AF_OBJECTIVE_COST},
+    {AF_WORKLOAD_TRAINING, 0, AF_OBJECTIVE_COST},
+    {AF_WORKLOAD_TRAINING, 20e9, AF_OBJECTIVE_BALANCED},
+    {AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST},
+    {AF_WORKLOAD_INFERENCE, 0, AF_OBJECTIVE_BALANCED},
+    {AF_WORKLOAD_INFERENCE, 1e9, AF_OBJECTIVE_LATENCY},
+    {AF_WORKLOAD_BATCH_INFERENCE, 7e9, AF_OBJECTIVE_COST},
+};
+
+START_TEST(test_jax_never_gets_neuron)
+{
+    static struct af_selection s;
+
+    for (int requested = 0; requested < 2; requested++) {
+        select_for(&s, jax_cases[_i].w, jax_cases[_i].params, jax_cases[_i].o, AF_FRAMEWORK_JAX,
+                   true, requested);
+        ck_assert_uint_gt(s.n_tiers, 0);
+        for (size_t i = 0; i < s.n_tiers; i++)
+            ck_assert_msg(af_class_kind(s.tiers[i].cls) != AF_ACCEL_NEURON, "tier %zu is %s",
+                          i + 1, af_class_name(s.tiers[i].cls));
+        for (size_t i = 0; i < s.n_dropped; i++)
+            if (af_class_kind(s.dropped[i].cls) == AF_ACCEL_NEURON)
+                ck_assert_ptr_nonnull(strstr(s.dropped[i].reason, "jax"));
+    }
+}
+END_TEST
+
+START_TEST(test_neuron_gate)
+{
+    static struct af_selection s;
+    const struct af_dropped *d;
+
+    /* Neuron-ready PyTorch inference on a budget: Inferentia2, then Trainium (NeuronCore-v2). */
+    select_for(&s, AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_PYTORCH, true,
+               false);
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_INFERENTIA2);
+    ck_assert_int_eq(s.tiers[1].cls, AF_CLASS_TRAINIUM1);
+    ck_assert(any_reason_has(&s.tiers[0], "NeuronCore-v2"));
+
+    /* Unknown framework: Neuron only when the pod already asks for Neuron devices. */
+    select_for(&s, AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_UNKNOWN, true,
+               false);
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_NVIDIA_A10G);
+    d = find_dropped(&s, AF_CLASS_INFERENTIA2);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(strstr(d->reason, "framework unknown"));
+    select_for(&s, AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_UNKNOWN, true,
+               true);
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_INFERENTIA2);
+
+    /* No Neuron artifact: the Neuron tiers are dropped with the reason. */
+    select_for(&s, AF_WORKLOAD_TRAINING, 20e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH,
+               false, true);
+    d = find_dropped(&s, AF_CLASS_TRAINIUM1);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(strstr(d->reason, "Neuron-compiled"));
+}
+END_TEST
+
+START_TEST(test_memory_needed)
+{
+    struct af_profile p;
+    const struct af_policy *pol = cfg->policy;
+
+    af_profile_init(&p);
+    p.workload = AF_WORKLOAD_INFERENCE;
+    ck_assert_double_eq(af_select_memory_needed_gib(pol, &p), 0);
+    p.model_params = 7e9;
+    ck_assert_double_eq_tol(af_select_memory_needed_gib(pol, &p), 7e9 * 2 * 1.2 / GIB, 1e-12);
+    p.precision = AF_PRECISION_INT8;
+    ck_assert_double_eq_tol(af_select_memory_needed_gib(pol, &p), 7e9 * 1 * 1.2 / GIB, 1e-12);
+    p.precision = AF_PRECISION_FP32;
+    ck_assert_double_eq_tol(af_select_memory_needed_gib(pol, &p), 7e9 * 4 * 1.2 / GIB, 1e-12);
+    p.workload = AF_WORKLOAD_BATCH_INFERENCE;
+    ck_assert_double_eq_tol(af_select_memory_needed_gib(pol, &p), 7e9 * 4 * 1.2 / GIB, 1e-12);
+    p.workload = AF_WORKLOAD_TRAINING;
+    ck_assert_double_eq_tol(af_select_memory_needed_gib(pol, &p), 7e9 * 18 / GIB, 1e-12);
+}
+END_TEST
+
+START_TEST(test_unknown_size_gets_the_smallest_instance)
+{
+    static struct af_selection s;
+
+    select_for(&s, AF_WORKLOAD_INFERENCE, 0, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN, false,
+               false);
+    ck_assert_str_eq(s.rule, "inference-default");
+    ck_assert_double_eq(s.memory_needed_gib, 0);
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_NVIDIA_A10G);
+    ck_assert_str_eq(s.tiers[0].instance->name, "g5.xlarge");
+    ck_assert_int_eq(s.tiers[1].cls, AF_CLASS_NVIDIA_L4);
+    ck_assert_int_eq(s.tiers[2].cls, AF_CLASS_NVIDIA_T4);
+    ck_assert_str_eq(s.tiers[2].instance->name, "g4dn.xlarge");
+    for (size_t i = 0; i < s.n_tiers; i++) {
+        ck_assert_int_eq(s.tiers[i].instances, 1);
+        ck_assert(any_reason_has(&s.tiers[i], "model size unknown"));
+    }
+    /* Bounded rules never match an unknown size. */
+    select_for(&s, AF_WORKLOAD_TRAINING, 0, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH, false,
+               false);
+    ck_assert_str_eq(s.rule, "training-default");
+    select_for(&s, AF_WORKLOAD_TRAINING, 0, AF_OBJECTIVE_COST, AF_FRAMEWORK_PYTORCH, true,
+               false);
+    ck_assert_str_eq(s.rule, "training-cost-neuron");
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_TRAINIUM1);
+    ck_assert_str_eq(s.tiers[0].instance->name, "trn1.2xlarge");
+}
+END_TEST
+
+START_TEST(test_cpu_workloads_size_host_memory)
+{
+    static struct af_selection s;
+
+    select_for(&s, AF_WORKLOAD_CLASSICAL_ML, 0, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
+               false, false);
+    ck_assert_uint_eq(s.n_tiers, 1);
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_CPU);
+    ck_assert_str_eq(s.tiers[0].instance->name, "m5.large");
+    ck_assert_double_eq(s.tiers[0].accel_memory_gib, 0);
+    /* A memory-bound job (30B x 2 bytes x 1.2 = 67 GiB) moves to r5. */
+    select_for(&s, AF_WORKLOAD_PREPROCESSING, 30e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
+               false, false);
+    ck_assert_str_eq(s.tiers[0].instance->name, "r5.4xlarge");
+    ck_assert(any_reason_has(&s.tiers[0], "host memory"));
+    /* Beyond the largest allowed family the class is dropped with the arithmetic. */
+    select_for(&s, AF_WORKLOAD_PREPROCESSING, 100e9, AF_OBJECTIVE_BALANCED,
+               AF_FRAMEWORK_UNKNOWN, false, false);
+    ck_assert_uint_eq(s.n_tiers, 0);
+    ck_assert_ptr_nonnull(find_dropped(&s, AF_CLASS_CPU));
+    ck_assert_ptr_nonnull(strstr(find_dropped(&s, AF_CLASS_CPU)->reason, "r5.4xlarge"));
+}
+END_TEST
+
+START_TEST(test_no_matching_rule_gives_no_tiers)
+{
+    static const char pol[] = "apiVersion: accelfit.io/v1\nkind: Policy\nrules:\n"
+                              "  - name: only-training\n    match: {workload: training}\n"
+                              "    tiers: [nvidia-t4]\n    reason: why\n";
+    static struct af_selection s;
+    struct af_policy *p = NULL;
+    struct af_profile prof;
+    struct af_error err;
+
+    ck_assert_int_eq(af_policy_load_mem(&p, "p.yaml", pol, strlen(pol), &err), 0);
+    af_profile_init(&prof);
+    prof.workload = AF_WORKLOAD_INFERENCE;
+    af_select(p, cfg->catalog, &prof, false, &s);
+    ck_assert_ptr_null(s.rule);
+    ck_assert_uint_eq(s.n_tiers, 0);
+    ck_assert_uint_eq(s.n_dropped, 0);
+    prof.workload = AF_WORKLOAD_UNKNOWN;
+    af_select(p, cfg->catalog, &prof, false, &s);
+    ck_assert_ptr_null(s.rule);
+    af_policy_free(p);
+}
+END_TEST
+
+START_TEST(test_max_instances_limits_sharding)
+{
+    static const char pol[] = "apiVersion: accelfit.io/v1\nkind: Policy\n"
+                              "memory: {max_instances: {training: 2}}\nrules:\n"
+                              "  - name: t\n    match: {workload: training}\n"
+                              "    tiers: [trainium1, nvidia-h100]\n    reason: why\n";
+    static struct af_selection s;
+    struct af_policy *p = NULL;
+    struct af_profile prof;
+    struct af_error err;
+    const struct af_dropped *d;
+
+    ck_assert_int_eq(af_policy_load_mem(&p, "p.yaml", pol, strlen(pol), &err), 0);
+    af_profile_init(&prof);
+    prof.workload = AF_WORKLOAD_TRAINING;
+    prof.model_params = 70e9;
+    prof.framework = AF_FRAMEWORK_PYTORCH;
+    prof.neuron_ready = true;
+    af_select(p, cfg->catalog, &prof, false, &s);
+    ck_assert_uint_eq(s.n_tiers, 1);
+    ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_NVIDIA_H100);
+    ck_assert_int_eq(s.tiers[0].instances, 2);
+    d = find_dropped(&s, AF_CLASS_TRAINIUM1);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_msg(strstr(d->reason, "max_instances.training is 2") != NULL, "%s", d->reason);
+    af_policy_free(p);
+}
+END_TEST
+
+START_TEST(test_selection_is_deterministic)
+{
+    static struct af_selection a, b;
+
+    select_for(&a, AF_WORKLOAD_BATCH_INFERENCE, 40e9, AF_OBJECTIVE_BALANCED,
+               AF_FRAMEWORK_PYTORCH, false, false);
+    select_for(&b, AF_WORKLOAD_BATCH_INFERENCE, 40e9, AF_OBJECTIVE_BALANCED,
+               AF_FRAMEWORK_PYTORCH, false, false);
+    ck_assert_int_eq(memcmp(&a, &b, sizeof(a)), 0);
+}
+END_TEST
+
+static Suite *af_select_suite(void)
+{
+    Suite *s = suite_create("select");
+    TCase *tc = tcase_create("decisions");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_fixture_has_the_twelve_cases);
+    tcase_add_loop_test(tc, test_decision_case, 0, 12);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("arithmetic");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_70b_training_cost_needs_three_trn1_32xlarge);
+    tcase_add_test(tc, test_multi_instance_needs_efa);
+    tcase_add_test(tc, test_70b_inference_performance_memory);
+    tcase_add_loop_test(tc, test_jax_never_gets_neuron, 0, (int)AF_ARRAY_SIZE(jax_cases));
+    tcase_add_test(tc, test_neuron_gate);
+    tcase_add_test(tc, test_memory_needed);
+    tcase_add_test(tc, test_unknown_size_gets_the_smallest_instance);
+    tcase_add_test(tc, test_cpu_workloads_size_host_memory);
+    tcase_add_test(tc, test_no_matching_rule_gives_no_tiers);
+    tcase_add_test(tc, test_max_instances_limits_sharding);
+    tcase_add_test(tc, test_selection_is_deterministic);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_select_suite());
+}
