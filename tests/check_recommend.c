@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `accelfit recommend` and `accelfit check-policy` commands through the
+ * real binary: every decision case of tests/fixtures/decisions.yaml with
+ * --output json, the JSON shape, the table, the help, and bad input (exit 2,
+ * nothing on stdout, one line on stderr).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "accelfit/config.h"
+#include "support/support.h"
+
+static json_t *cases;
+
+static void setup(void)
+{
+    struct af_buf json = AF_BUF_INIT(0);
+    struct af_error err;
+    json_error_t jerr;
+    size_t len;
+    char *yaml = af_test_read("tests/fixtures/decisions.yaml", &len);
+
+    ck_assert_int_eq(af_yaml_to_json("decisions.yaml", yaml, len, &json, &err), 0);
+    cases = json_loads(json.buf, 0, &jerr);
+    ck_assert_ptr_nonnull(cases);
+    af_buf_release(&json);
+    free(yaml);
+}
+
+static void teardown(void)
+{
+    json_decref(cases);
+    cases = NULL;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        if (*s == '\n')
+            n++;
+    return n;
+}
+
+static bool in_list(const json_t *list, const char *cls)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (!strcmp(json_string_value(json_array_get(list, i)), cls))
+            return true;
+    return false;
+}
+
+/* Checks the shape every --output json answer has. */
+static void assert_json_shape(const json_t *j)
+{
+    const json_t *tiers = json_object_get(j, "tiers");
+
+    ck_assert(json_is_object(j));
+    ck_assert(json_is_array(tiers));
+    ck_assert(json_is_object(json_object_get(j, "profile")));
+    ck_assert(json_is_string(json_object_get(j, "rule")) ||
+              json_is_null(json_object_get(j, "rule")));
+    ck_assert(json_is_number(json_object_get(j, "memory_needed_gib")) ||
+              json_is_null(json_object_get(j, "memory_needed_gib")));
+    ck_assert(json_is_array(json_object_get(j, "dropped")));
+    for (size_t i = 0; i < json_array_size(tiers); i++) {
+        const json_t *t = json_array_get(tiers, i), *reasons = json_object_get(t, "reasons");
+        const json_t *usd = json_object_get(t, "hourly_usd");
+        ck_assert_int_eq(json_integer_value(json_object_get(t, "rank")), (json_int_t)i + 1);
+        ck_assert(json_is_string(json_object_get(t, "class")));
+        ck_assert(json_is_string(json_object_get(t, "instance_type")));
+        ck_assert_int_ge(json_integer_value(json_object_get(t, "instances")), 1);
+        ck_assert(json_is_number(usd) || json_is_null(usd));
+        ck_assert(json_is_number(json_object_get(t, "accelerator_memory_gib")));
+        ck_assert(json_is_array(reasons));
+        ck_assert_uint_ge(json_array_size(reasons), 3);
+        for (size_t k = 0; k < json_array_size(reasons); k++)
+            ck_assert(json_is_string(json_array_get(reasons, k)));
+    }
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "dropped")); i++) {
+        const json_t *d = json_array_get(json_object_get(j, "dropped"), i);
+        ck_assert(json_is_string(json_object_get(d, "class")));
+        ck_assert(json_is_string(json_object_get(d, "reason")));
+    }
+}
+
+/* Runs `accelfit recommend ARGS... --output json`; returns the parsed answer. */
+static json_t *recommend_json(const json_t *args)
+{
+    const char *argv[64];
+    size_t n = 0;
+    char *out = NULL, *err = NULL;
+    json_error_t jerr;
+    json_t *j;
+    int rc;
+
+    argv[n++] = "accelfit";
+    argv[n++] = "recommend";
+    for (size_t i = 0; i < json_array_size(args) && n < 60; i++)
+        argv[n++] = json_string_value(json_array_get(args, i));
+    argv[n++] = "--output";
+    argv[n++] = "json";
+    argv[n] = NULL;
+    rc = af_test_exec(argv, NULL, &out, &err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    ck_assert_str_eq(err, "");
+    j = json_loads(out, 0, &jerr);
+    ck_assert_msg(j != NULL, "not one JSON object: %s", jerr.text);
+    free(out);
+    free(err);
+    assert_json_shape(j);
+    return j;
+}
+
+START_TEST(test_decision_case_through_the_binary)
+{
+    json_t *c = json_array_get(json_object_get(cases, "cases"), (size_t)_i);
+    json_t *expect = json_object_get(c, "expect"), *v, *j, *tiers, *first;
+    const char *name = json_string_value(json_object_get(c, "name")), *cls;
+
+    j = recommend_json(json_object_get(c, "args"));
+    tiers = json_object_get(j, "tiers");
+    ck_assert_msg(json_array_size(tiers) > 0, "%s: no tiers", name);
+    first = json_array_get(tiers, 0);
+    cls = json_string_value(json_object_get(first, "class"));
+    v = json_object_get(expect, "first_in");
+    if (v)
+        ck_assert_msg(in_list(v, cls), "%s: first tier is %s", name, cls);
+    v = json_object_get(expect, "first_not_in");
+    if (v)
+        ck_assert_msg(!in_list(v, cls), "%s: first tier is %s", name, cls);
+    v = json_object_get(expect, "never");
+    for (size_t i = 0; v && i < json_array_size(tiers); i++) {
+        const char *c2 = json_string_value(json_object_get(json_array_get(tiers, i), "class"));
+        ck_assert_msg(!in_list(v, c2), "%s: tier %zu is %s", name, i + 1, c2);
+    }
+    v = json_object_get(expect, "min_accel_memory_gib");
+    if (v)
+        ck_assert(json_number_value(json_object_get(first, "accelerator_memory_gib")) >=
+                  json_number_value(v));
+    v = json_object_get(expect, "min_instances");
+    if (v)
+        ck_assert_int_ge(json_integer_value(json_object_get(first, "instances")),
+                         json_integer_value(v));
+    json_decref(j);
+}
+END_TEST
+
+START_TEST(test_json_answer_for_70b_training_on_trainium)
+{
+    json_t *args = json_pack("[sssssssss]", "--workload", "training", "--model-params", "70B",
+                             "--objective", "cost", "--framework", "pytorch", "--neuron-ready");
+    json_t *j = recommend_json(args), *first = json_array_get(json_object_get(j, "tiers"), 0);
+    json_t *prof = json_object_get(j, "profile");
+
+    ck_assert_str_eq(json_string_value(json_object_get(j, "rule")),
+                     "training-large-cost-neuron");
+    ck_assert_str_eq(json_string_value(json_object_get(first, "class")), "trainium1");
+    ck_assert_str_eq(json_string_value(json_object_get(first, "instance_type")),
+                     "trn1.32xlarge");
+    ck_assert_int_eq(json_integer_value(json_object_get(first, "instances")), 3);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(first, "hourly_usd")), 64.5,
+                            1e-9);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(first, "accelerator_memory_gib")),
+                            1536, 1e-9);
+    ck_assert(json_number_value(json_object_get(j, "memory_needed_gib")) > 1173);
+    ck_assert_str_eq(json_string_value(json_object_get(prof, "workload")), "training");
+    ck_assert_double_eq(json_number_value(json_object_get(prof, "model_params")), 70e9);
+    ck_assert(json_is_true(json_object_get(prof, "neuron_ready")));
+    /* trn2.48xlarge has no catalog price: null, not 0. */
+    ck_assert(json_is_null(
+        json_object_get(json_array_get(json_object_get(j, "tiers"), 1), "hourly_usd")));
+    json_decref(j);
+    json_decref(args);
+}
+END_TEST
+
+START_TEST(test_table_output_lists_tiers_and_drops)
+{
+    const char *argv[] = {"accelfit",    "recommend", "--workload", "inference",
+                          "--model-params", "70B",   NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_str_eq(err, "");
+    ck_assert_ptr_nonnull(strstr(out, "RANK  CLASS"));
+    ck_assert_ptr_nonnull(strstr(out, "g5.48xlarge"));
+    ck_assert_ptr_nonnull(strstr(out, "dropped:"));
+    ck_assert_ptr_nonnull(strstr(out, "nvidia-t4"));
+    ck_assert_ptr_nonnull(strstr(out, "      - "));
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_help_prints_usage_and_examples)
+{
+    const char *argv[] = {"accelfit", "recommend", "--help", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(out, "usage: accelfit recommend"));
+    ck_assert_ptr_nonnull(strstr(out, "--model-params"));
+    ck_assert_ptr_nonnull(strstr(out, "examples:"));
+    ck_assert_str_eq(err, "");
+    free(out);
+    free(err);
+}
+END_TEST
+
+static char bad_yaml_path[64];
+
+static void setup_bad_file(void)
+{
+    FILE *f;
+    int fd;
+
+    snprintf(bad_yaml_path, sizeof(bad_yaml_path), "/tmp/af_check_recommend_XXXXXX");
+    fd = mkstemp(bad_yaml_path);
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    fputs("apiVersion: accelfit.io/v1\nkind: Policy\nrules:\n  - name: [x\n", f);
+    fclose(f);
+}
+
+static void teardown_bad_file(void)
+{
+    unlink(bad_yaml_path);
+}
+
+#define BAD_FILE "@bad"
+
+static const char *const bad_inputs[][12] = {
+    {"--bogus", NULL},
+    {"--model-params", "7B", NULL},
+    {"--workload", NULL},
+    {"--workload", "gaming", NULL},
+    {"--workload", "training", "--model-params", "seventy", NULL},
+    {"--workload", "training", "--model-params", "-7B", NULL},
+    {"--workload", "training", "--model-params", "0", NULL},
+    {"--workload", "inference", "--latency-slo-ms", "-5", NULL},
+    {"--workload", "inference", "--latency-slo-ms", "2.5", NULL},
+    {"--workload", "inference", "--latency-slo-ms", "ten", NULL},
+    {"--workload", "inference", "--objective", "cheap", NULL},
+    {"--workload", "inference", "--framework", "caffe", NULL},
+    {"--workload", "inference", "--precision", "fp8", NULL},
+    {"--workload", "inference", "--output", "xml", NULL},
+    {"--workload", "inference", "--catalog", "/nonexistent/catalog.yaml", NULL},
+    {"--workload", "inference", "--policy", "/nonexistent/policy.yaml", NULL},
+    {"--workload", "inference", "--policy", BAD_FILE, NULL},
+    {"--workload", "inference", "--catalog", BAD_FILE, NULL},
+    {"--workload", "inference", "stray", NULL},
+    {"--neuron-ready=yes", "--workload", "inference", NULL},
+};
+
+START_TEST(test_bad_input_exits_2_with_one_line)
+{
+    const char *argv[16];
+    char *out = NULL, *err = NULL;
+    size_t n = 0;
+    int rc;
+
+    argv[n++] = "accelfit";
+    argv[n++] = "recommend";
+    for (size_t i = 0; bad_inputs[_i][i]; i++)
+        argv[n++] = strcmp(bad_inputs[_i][i], BAD_FILE) ? bad_inputs[_i][i] : bad_yaml_path;
+    argv[n] = NULL;
+    rc = af_test_exec(argv, NULL, &out, &err);
+    ck_assert_msg(rc == 2, "case %d: exit %d", _i, rc);
+    ck_assert_msg(out[0] == '\0', "case %d: stdout '%s'", _i, out);
+    ck_assert_msg(count_lines(err) == 1, "case %d: stderr '%s'", _i, err);
+    ck_assert_msg(!strncmp(err, "accelfit recommend: ", 20), "case %d: stderr '%s'", _i, err);
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_malformed_policy_error_has_position)
+{
+    const char *argv[] = {"accelfit", "recommend", "--workload", "training", "--policy",
+                          bad_yaml_path, NULL};
+    char *out = NULL, *err = NULL, want[128];
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    snprintf(want, sizeof(want), "accelfit recommend: %s:5:1: malformed YAML", bad_yaml_path);
+    ck_assert_msg(!strncmp(err, want, strlen(want)), "got '%s'", err);
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_check_policy_summarizes_the_default)
+{
+    const char *argv[] = {"accelfit", "check-policy", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(out, "policy <embedded>: ok"));
+    ck_assert_ptr_nonnull(strstr(out, "55 instance types"));
+    ck_assert_ptr_nonnull(strstr(out, "weights tier 0.50, utilization 0.30, cost 0.20"));
+    ck_assert_ptr_nonnull(strstr(out, "training-large-cost-neuron"));
+    ck_assert_ptr_null(strstr(out, "warning"));
+    ck_assert_str_eq(err, "");
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_check_policy_reads_files)
+{
+    char pol[4096], cat[4096];
+    const char *argv[] = {"accelfit", "check-policy", "--policy", pol, "--catalog", cat, NULL};
+    char *out = NULL, *err = NULL;
+
+    snprintf(pol, sizeof(pol), "%s", af_test_path("policies/default.yaml"));
+    snprintf(cat, sizeof(cat), "%s", af_test_path("policies/catalog.yaml"));
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(out, pol));
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_check_policy_reports_file_line_column)
+{
+    const char *argv[] = {"accelfit", "check-policy", "--policy", bad_yaml_path, NULL};
+    char *out = NULL, *err = NULL, want[128];
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    ck_assert_str_eq(out, "");
+    snprintf(want, sizeof(want), "accelfit check-policy: %s:5:1: ", bad_yaml_path);
+    ck_assert_msg(!strncmp(err, want, strlen(want)), "got '%s'", err);
+    ck_assert_int_eq(count_lines(err), 1);
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_check_policy_rejects_unknown_flag)
+{
+    const char *argv[] = {"accelfit", "check-policy", "--strict", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    ck_assert_str_eq(out, "");
+    ck_assert_int_eq(count_lines(err), 1);
+    free(out);
+    free(err);
+}
+END_TEST
+
+static Suite *af_recommend_suite(void)
+{
+    Suite *s = suite_create("recommend");
+    TCase *tc = tcase_create("decisions");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, test_decision_case_through_the_binary, 0, 12);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("output");
+    tcase_add_test(tc, test_json_answer_for_70b_training_on_trainium);
+    tcase_add_test(tc, test_table_output_lists_tiers_and_drops);
+    tcase_add_test(tc, test_help_prints_usage_and_examples);
+    tcase_add_test(tc, test_check_policy_summarizes_the_default);
+    tcase_add_test(tc, test_check_policy_reads_files);
+    tcase_add_test(tc, test_check_policy_rejects_unknown_flag);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bad_input");
+    tcase_add_checked_fixture(tc, setup_bad_file, teardown_bad_file);
+    tcase_add_loop_test(tc, test_bad_input_exits_2_with_one_line, 0,
+                        (int)AF_ARRAY_SIZE(bad_inputs));
+    tcase_add_test(tc, test_malformed_policy_error_has_position);
+    tcase_add_test(tc, test_check_policy_reports_file_line_column);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_recommend_suite());
+}
