@@ -314,9 +314,10 @@ static int load_match(struct af__ydoc *d, yaml_node_t *m, struct af_rule *r)
         else if (!strcmp(k, "framework"))
             rc = parse_frameworks(d, v, "match.framework", true, &r->frameworks);
         else if (!strcmp(k, "neuron_ready")) {
-            bool b;
+            bool b = false;
             rc = af__ynode_bool(d, v, "match.neuron_ready", &b);
-            r->neuron_ready = b ? 1 : 0;
+            if (!rc)
+                r->neuron_ready = b ? 1 : 0;
         } else if (!strcmp(k, "min_params"))
             rc = parse_params(d, v, "match.min_params", &r->min_params);
         else if (!strcmp(k, "max_params"))
