@@ -673,7 +673,6 @@ static int do_list(struct reflector *r, const char *rv0)
         mark_dirty(k);
     }
     if (!rc) {
-        bool first = !r->listed;
         free(r->rv);
         r->rv = rv ? rv : af_xstrdup("");
         rv = NULL;
@@ -687,8 +686,8 @@ static int do_list(struct reflector *r, const char *rv0)
         update_counts(k);
         pthread_mutex_unlock(&k->cache_lock);
         atomic_store(&k->st->last_sync_ns, af_now_ns());
-        if (!first)
-            atomic_fetch_add(&k->st->relists, 1);
+        /* every completed full list counts, the initial one of each kind included */
+        atomic_fetch_add(&k->st->relists, 1);
         AF_LOG(AF_LOG_INFO, "listed", "kind", kind_name(r->kind), "resourceVersion", r->rv,
                NULL);
         mark_dirty(k);
