@@ -42,7 +42,7 @@ static void node_json(struct af_buf *b, int i)
         "\"True\"}]}}",
         i / 65536, (i / 256) % 256, i % 256, i, 100 + i, t, i % 3 ? "on-demand" : "spot",
         'a' + i % 3, i / 65536, (i / 256) % 256, i % 256, (unsigned)i, gpus, neuron, gpus,
-        neuron, gpus, neuron);
+        neuron);
     af_assert(rc == 0);
 }
 
