@@ -764,6 +764,27 @@ START_TEST(test_cluster_json_and_bad_yaml)
     ck_assert_int_eq(it.nodes[0]->cls, AF_CLASS_UNKNOWN);
     items_release(&it);
 
+    /* Unquoted YAML scalars in labels and annotations read as the text they were written as. */
+    js = "items:\n"
+         "- kind: Node\n  metadata:\n    name: n\n"
+         "    labels: {karpenter.k8s.aws/instance-gpu-name: a10g, karpenter.sh/capacity-type: spot}\n"
+         "    annotations: {accelfit.io/hourly-price: 0.19}\n"
+         "- kind: Pod\n  metadata:\n    name: p\n    labels: {accelfit.io/tenant: 42}\n"
+         "    annotations: {accelfit.io/neuron-ready: true, accelfit.io/latency-slo-ms: 200,\n"
+         "                  accelfit.io/model-params: 7e9, accelfit.io/objective: [cost]}\n";
+    ck_assert_msg(af_codec_decode_cluster(&config, "s.yaml", js, strlen(js), collect, &it, &err) == 0,
+                  "%s", err.text);
+    ck_assert_int_eq(it.nodes[0]->cls, AF_CLASS_NVIDIA_A10G);
+    ck_assert(it.nodes[0]->spot);
+    ck_assert_str_eq(it.nodes[0]->price_source, "annotation");
+    ck_assert_double_eq_tol(it.nodes[0]->hourly_usd, 0.19, 1e-12);
+    ck_assert_str_eq(it.pods[0]->tenant, "42");
+    ck_assert_str_eq(it.pods[0]->ann.neuron_ready, "true");
+    ck_assert_str_eq(it.pods[0]->ann.latency_slo_ms, "200");
+    ck_assert_str_eq(it.pods[0]->ann.model_params, "7000000000");
+    ck_assert_ptr_null(it.pods[0]->ann.objective);
+    items_release(&it);
+
     js = "items: [\n  {kind: Pod\n";
     ck_assert_int_lt(af_codec_decode_cluster(&config, "z.yaml", js, strlen(js), collect, &it, &err), 0);
     ck_assert_uint_eq(it.n_pods, 0);

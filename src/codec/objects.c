@@ -167,8 +167,37 @@ static int resources(json_t *map, const char *where, struct af_resources *r, uns
     return 0;
 }
 
-/* String pairs of a map; non-string values are skipped. Caller frees the array. */
-static struct af_kv *kv_list(json_t *map, size_t *n)
+/*
+ * The text of a scalar: strings as they are; booleans and numbers (a YAML
+ * cluster file with `accelfit.io/neuron-ready: true` unquoted) as they would
+ * have been written. NULL for null, objects and arrays.
+ */
+static const char *scalar_text(json_t *v, char *buf, size_t cap)
+{
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (json_is_true(v))
+        return "true";
+    if (json_is_false(v))
+        return "false";
+    if (json_is_integer(v)) {
+        snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
+        return buf;
+    }
+    if (json_is_real(v)) {
+        snprintf(buf, cap, "%.15g", json_real_value(v));
+        return buf;
+    }
+    return NULL;
+}
+
+#define SCALAR_MAX 40
+
+/*
+ * String pairs of a map, for the classifier; values that are not scalars are
+ * skipped. *bufs holds the text of converted scalars. Caller frees both.
+ */
+static struct af_kv *kv_list(json_t *map, size_t *n, char **bufs)
 {
     struct af_kv *kv;
     const char *key;
@@ -176,18 +205,28 @@ static struct af_kv *kv_list(json_t *map, size_t *n)
     size_t i = 0;
 
     *n = 0;
+    *bufs = NULL;
     if (!json_is_object(map) || json_object_size(map) == 0)
         return NULL;
     kv = af_xcalloc(json_object_size(map), sizeof(*kv));
+    *bufs = af_xcalloc(json_object_size(map), SCALAR_MAX);
     json_object_foreach(map, key, v) {
-        if (!json_is_string(v))
+        const char *text = scalar_text(v, *bufs + i * SCALAR_MAX, SCALAR_MAX);
+        if (!text)
             continue;
         kv[i].key = key;
-        kv[i].value = json_string_value(v);
+        kv[i].value = text;
         i++;
     }
     *n = i;
     return kv;
+}
+
+static char *dup_scalar(json_t *obj, const char *key)
+{
+    char buf[SCALAR_MAX];
+    const char *s = scalar_text(get(obj, key), buf, sizeof(buf));
+    return s ? af_xstrdup(s) : NULL;
 }
 
 /* ---- Node ------------------------------------------------------------------------------- */
@@ -197,6 +236,7 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
 {
     struct af_node_info *n;
     struct af_kv *labels, *anns;
+    char *lbufs, *abufs;
     size_t n_labels, n_anns;
     json_t *meta, *spec, *status;
     const char *name;
@@ -224,12 +264,14 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
         af_node_info_unref(n);
         return rc;
     }
-    labels = kv_list(get(meta, "labels"), &n_labels);
-    anns = kv_list(get(meta, "annotations"), &n_anns);
+    labels = kv_list(get(meta, "labels"), &n_labels, &lbufs);
+    anns = kv_list(get(meta, "annotations"), &n_anns, &abufs);
     af_node_classify(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, labels, n_labels, anns,
                      n_anns, n);
     af_free(labels);
     af_free(anns);
+    af_free(lbufs);
+    af_free(abufs);
     *out = n;
     return 0;
 }
@@ -386,7 +428,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     ns = get_str(meta, "namespace");
     p->ns = af_xstrdup(ns && *ns ? ns : "default");
     p->uid = dup_str(meta, "uid");
-    p->tenant = dup_str(get(meta, "labels"), "accelfit.io/tenant");
+    p->tenant = dup_scalar(get(meta, "labels"), "accelfit.io/tenant");
 
     owners = get(meta, "ownerReferences");
     if (json_is_array(owners)) {
@@ -403,7 +445,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     anns = get(meta, "annotations");
     for (size_t i = 0; i < AF_ARRAY_SIZE(pod_annotations); i++) {
         char **slot = (char **)((char *)&p->ann + pod_annotations[i].off);
-        *slot = dup_str(anns, pod_annotations[i].key);
+        *slot = dup_scalar(anns, pod_annotations[i].key);
     }
 
     spec = get(obj, "spec");
