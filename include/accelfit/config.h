@@ -84,7 +84,8 @@ int af_catalog_load_mem(struct af_catalog **out, const char *name, const char *y
                         struct af_error *err) AF_MUST_CHECK;
 void af_catalog_free(struct af_catalog *c);   /* NULL is fine */
 
-/* Policies are validated against `cat` (unknown classes, bad weights). */
+/* Policies are validated on their own (unknown classes and keys, bad weights);
+ * af_config_load also checks every tier's families against the catalog. */
 int af_policy_load_file(struct af_policy **out, const char *path, struct af_error *err) AF_MUST_CHECK;
 int af_policy_load_mem(struct af_policy **out, const char *name, const char *yaml, size_t len,
                        struct af_error *err) AF_MUST_CHECK;
@@ -132,7 +133,12 @@ void af_config_holder_set(struct af_config_holder *h, struct af_config *c);     
 /*
  * Converts a YAML document (libyaml) to JSON text, keeping scalars that look
  * like numbers, booleans or null as such unless quoted. Used to accept YAML
- * cluster files. Returns 0 or AF_EPARSE with `err` (line, column).
+ * cluster files. A stream of several documents becomes one
+ * {"apiVersion":"v1","kind":"List","items":[...]} object. The JSON is
+ * appended to `out` only on success; give `out` a cap, since aliases can
+ * expand a small input. Returns 0, AF_EPARSE (malformed YAML, no document, a
+ * non-scalar key) or AF_ETOOBIG (the cap, or nesting deeper than 128), with
+ * `err` filled (line, column).
  */
 int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_buf *out,
                     struct af_error *err) AF_MUST_CHECK;
