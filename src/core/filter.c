@@ -143,7 +143,7 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
             snprintf(d->reason, sizeof(d->reason), "node not in accelfit's cache yet");
             continue;
         }
-        if (info->cls == AF_CLASS_UNKNOWN) {
+        if (info->cls <= AF_CLASS_UNKNOWN || info->cls >= AF_CLASS__COUNT) {
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             snprintf(d->reason, sizeof(d->reason),
                      "hardware class unknown (%s): label the node with a catalog "
