@@ -550,7 +550,9 @@ static void rig_start(struct rig *r, struct af_kube_conn *conn)
 
 static void rig_stop(struct rig *r)
 {
+    uint64_t t0 = af_now_ns();
     af_kube_stop(r->k);
+    fprintf(stderr, "af_kube_stop took %.3f s\n", (double)(af_now_ns() - t0) / 1e9);
     af_publisher_destroy(&r->pub);
     af_config_holder_destroy(&r->cfg);
     server_stop(&r->srv);
@@ -624,6 +626,17 @@ START_TEST(test_reflector_stays_equal_to_server_through_faults)
     for (int i = 0; i < 300 && stat_u(&r.st.relists) < relists + 2; i++)
         sleep_s(0.1);
     ck_assert_uint_ge(stat_u(&r.st.relists), relists + 2);
+
+    /* a relist whose continue token expires: one full list instead */
+    adminf(&r.srv, "expire_continue", "{\"count\":1}");
+    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"c1\",\"node\":\"" NODE_A "\"}");
+    adminf(&r.srv, "compact", "{}");
+    adminf(&r.srv, "expire_watches", "{}");
+    adminf(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w3\"}");
+    wait_in_sync(&r.srv, &r.pub, "continue token expired");
+    json_t *cs = admin(&r.srv, "stats", NULL);
+    ck_assert_int_eq(json_integer_value(json_object_get(cs, "continue_expired")), 1);
+    json_decref(cs);
 
     /* 500s and 429s: back off, re-watch from the last RV */
     adminf(&r.srv, "fail", "{\"status\":500,\"count\":4}");
@@ -703,6 +716,16 @@ START_TEST(test_exec_credential_cached_until_expiry_and_rerun_on_401)
     conn->exec->env = af_xcalloc(3, sizeof(char *));
     conn->exec->env[0] = af_xasprintf("RUNS=%s", tpath("runs"));
     conn->exec->env[1] = af_xasprintf("TOKEN_SRC=%s", tpath("tok"));
+    /* the CA as kubeconfig -data gives it: PEM in memory */
+    size_t calen;
+    free(conn->ca_file);
+    conn->ca_file = NULL;
+    FILE *f = fopen(tpath("ca.crt"), "r");
+    ck_assert_ptr_nonnull(f);
+    conn->ca_pem = af_xcalloc(1, 65536);
+    calen = fread(conn->ca_pem, 1, 65535, f);
+    fclose(f);
+    ck_assert_uint_gt(calen, 0);
     rig_start(&r, conn);
     wait_in_sync(&r.srv, &r.pub, "initial sync with exec credential");
     ck_assert_int_eq(count_lines(tpath("runs")), 1);   /* cached: many requests, one run */
@@ -751,6 +774,8 @@ START_TEST(test_stop_is_prompt_while_server_stalls)
         return;
     struct af_kube_conn *conn = test_conn();
     conn->token = af_xstrdup("token-1");
+    /* verify the certificate as "kubernetes.test" while connecting to 127.0.0.1 */
+    conn->tls_server_name = af_xstrdup("kubernetes.test");
     rig_start(&r, conn);
     wait_in_sync(&r.srv, &r.pub, "initial sync");
     adminf(&r.srv, "stall", "{\"seconds\":60}");

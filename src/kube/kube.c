@@ -40,6 +40,7 @@ extern char **environ;
 #define EVENT_QUEUE_MAX 256
 #define EVENT_DEDUP_WINDOW_S 600.0
 #define EVENT_DEDUP_MAX 4096
+#define EXEC_TIMEOUT_NS (60ull * 1000000000ull)
 
 void af_kube_options_default(struct af_kube_options *o)
 {
@@ -307,7 +308,20 @@ static int run_exec_plugin(struct af_kube *k)
     }
     struct af_buf out = AF_BUF_INIT(1 << 20);
     char tmp[4096];
+    uint64_t deadline = af_now_ns() + EXEC_TIMEOUT_NS;
+    bool killed = false;
     for (;;) {
+        struct pollfd pfd = {pipefd[0], POLLIN, 0};
+        int pr = poll(&pfd, 1, 200);
+        if (atomic_load(&k->stop) || af_now_ns() > deadline) {
+            kill(pid, SIGKILL); /* our own child */
+            killed = true;
+            break;
+        }
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue;
         ssize_t r = read(pipefd[0], tmp, sizeof(tmp));
         if (r < 0 && errno == EINTR)
             continue;
@@ -321,7 +335,10 @@ static int run_exec_plugin(struct af_kube *k)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     rc = AF_EIO;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (killed) {
+        AF_LOG(AF_LOG_ERROR, "exec credential plugin timed out or was canceled", "command",
+               e->command, NULL);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         AF_LOG(AF_LOG_ERROR, "exec credential plugin failed", "command", e->command, NULL);
     } else {
         json_error_t jerr;

@@ -23,6 +23,8 @@ JSON body:
   close_watches {mid_object: true}   drop every open watch, halfway through an event
   expire_watches                     open watches get ERROR 410 Expired in-band and end
   fail {status, count}               the next `count` API requests answer `status`
+  expire_continue {count}            the next `count` lists with a continue token get
+                                     HTTP 410 Expired (the client must list again in full)
   stall {seconds}                    open watches go silent (no events, no bookmarks)
   token {token}                      the accepted bearer token (others get 401)
   restart                            drop all watches, jump the RV, forget history
@@ -103,12 +105,14 @@ class State:
         self.objs = {"nodes": {}, "pods": {}}
         self.fail_status = 0
         self.fail_count = 0
+        self.expire_continue = 0        # next N lists with a continue token get HTTP 410
         self.stall_until = 0.0
         self.epoch = 0                  # bumped by restart: open watches die
         self.close_mid = 0              # bumped: open watches drop mid-object
         self.expire = 0                 # bumped: open watches get ERROR 410
         self.events = []
-        self.stats = {"list": 0, "watch": 0, "unauthorized": 0, "failed": 0, "events": 0}
+        self.stats = {"list": 0, "watch": 0, "unauthorized": 0, "failed": 0, "events": 0,
+                      "continue_expired": 0}
         with open(os.path.join(FIXTURES, "nodes-list.json")) as f:
             nodes = json.load(f)["items"]
         with open(os.path.join(FIXTURES, "pods-list.json")) as f:
@@ -344,6 +348,10 @@ class Handler(BaseHTTPRequestHandler):
                 except ValueError:
                     self.send_status(400, "BadRequest", "invalid continue token")
                     return
+                if STATE.expire_continue > 0:
+                    STATE.expire_continue -= 1
+                    STATE.stats["continue_expired"] += 1
+                    tok["rv"] = -1
                 if tok["rv"] < STATE.history_start:
                     self.send_status(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
                     return
@@ -501,6 +509,8 @@ class AdminHandler(BaseHTTPRequestHandler):
                 s.expire += 1
             elif cmd == "fail":
                 s.fail_status, s.fail_count = int(a.get("status", 500)), int(a.get("count", 1))
+            elif cmd == "expire_continue":
+                s.expire_continue = int(a.get("count", 1))
             elif cmd == "stall":
                 s.stall_until = time.time() + float(a.get("seconds", 5))
             elif cmd == "token":
