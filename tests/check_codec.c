@@ -597,6 +597,15 @@ START_TEST(test_mixed_list_and_unknown_kinds)
     ck_assert_str_eq(it.pods[0]->ns, "x");
     items_release(&it);
 
+    {
+        size_t len;
+        char *body = fixture("apiserver/list-410-etcd-compacted.json", &len);
+        ck_assert_int_eq(af_codec_decode_list(&config, body, len, collect, &it, &rv, NULL, &err),
+                         AF_EEXPIRED);
+        ck_assert_ptr_null(rv);
+        ck_assert(strstr(err.text, "Status 410 Expired: The resourceVersion for the provided list"));
+        free(body);
+    }
     s = "{\"kind\":\"ConfigMapList\",\"items\":[]}";
     ck_assert_int_lt(af_codec_decode_list(&config, s, strlen(s), collect, &it, NULL, NULL, &err), 0);
     ck_assert(strstr(err.text, "kind: expected NodeList, PodList or List"));

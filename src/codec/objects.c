@@ -540,6 +540,16 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
         json_decref(arr);
         return rc;
     }
+    if (kind && !strcmp(kind, "Status")) {
+        /* The API server answered with an error instead of a list (410 Expired on a stale
+         * continue token or resourceVersion). */
+        json_t *code = get(root, "code");
+        json_int_t c = json_is_integer(code) ? json_integer_value(code) : 0;
+        const char *reason = get_str(root, "reason"), *msg = get_str(root, "message");
+        return af_error_set(err, c == 410 ? AF_EEXPIRED : AF_EHTTP, "", 0, 0,
+                            "list: the API server returned Status %lld %.40s: %.200s",
+                            (long long)c, reason ? reason : "", msg ? msg : "");
+    }
     if (kind && strcmp(kind, "NodeList") && strcmp(kind, "PodList") && strcmp(kind, "List"))
         return af_error_set(err, AF_EINVAL, "", 0, 0,
                             "kind: expected NodeList, PodList or List, got '%.60s'", kind);
