@@ -134,11 +134,11 @@ void af_config_holder_set(struct af_config_holder *h, struct af_config *c);     
  * Converts a YAML document (libyaml) to JSON text, keeping scalars that look
  * like numbers, booleans or null as such unless quoted. Used to accept YAML
  * cluster files. A stream of several documents becomes one
- * {"apiVersion":"v1","kind":"List","items":[...]} object. The JSON is
- * appended to `out` only on success; give `out` a cap, since aliases can
- * expand a small input. Returns 0, AF_EPARSE (malformed YAML, no document, a
- * non-scalar key) or AF_ETOOBIG (the cap, or nesting deeper than 128), with
- * `err` filled (line, column).
+ * {"apiVersion":"v1","kind":"List","items":[...]} object; an empty stream
+ * becomes null. The JSON is appended to `out` only on success; give `out` a
+ * cap, since aliases can expand a small input. Returns 0, AF_EPARSE
+ * (malformed YAML, a non-scalar key) or AF_ETOOBIG (the cap, or nesting
+ * deeper than 128), with `err` filled (line, column).
  */
 int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_buf *out,
                     struct af_error *err) AF_MUST_CHECK;

@@ -5,7 +5,8 @@
  * prints. Plain scalars that spell a number, a boolean or null keep that type;
  * quoted scalars stay strings, as Kubernetes reads them ("4" is a string).
  * A stream of several documents becomes a `kind: List` with the documents as
- * items, the shape kubectl uses for several objects.
+ * items, the shape kubectl uses for several objects; an empty stream (nothing
+ * but comments) is JSON null, as an empty YAML document reads.
  */
 #include <errno.h>
 #include <math.h>
@@ -272,11 +273,9 @@ int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_bu
             goto out;
         n_docs++;
     }
-    if (!n_docs) {
-        rc = af_error_set(err, AF_EPARSE, name, 1, 1, "no YAML document in the input");
-        goto out;
-    }
-    if (n_docs == 1)
+    if (!n_docs)
+        rc = af_buf_puts(out, "null"); /* an empty stream is one empty (null) document */
+    else if (n_docs == 1)
         rc = af_buf_add(out, items.buf, items.len);
     else
         rc = af_buf_printf(out, "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[%s]}",
