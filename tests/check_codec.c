@@ -800,6 +800,76 @@ START_TEST(test_cluster_json_and_bad_yaml)
 }
 END_TEST
 
+/* The shipped catalog classifies every demo node, and a recorded NodeNames request gets a
+ * real answer against the demo cluster (codec + plan + filter + encoder). */
+START_TEST(test_recorded_request_against_demo_cluster)
+{
+    struct af_config *real = NULL;
+    struct af_error err = {0};
+    size_t len, blen;
+    char *yaml = af_test_read("manifests/demo-cluster.yaml", &len);
+    char *body = fixture("kube-scheduler/filter-nodecache-true.json", &blen);
+    struct items it = {0};
+    struct af_ext_args *a = NULL;
+    struct af_node_view views[2];
+    const char *names[2];
+    struct af_node_decision d[2];
+    struct af_filter_summary sum;
+    struct af_plan plan;
+    struct af_buf out = AF_BUF_INIT(0);
+    json_t *v;
+    unsigned seen = 0;
+
+    ck_assert_msg(af_config_load(&real, NULL, NULL, &err) == 0, "%s", err.text);
+    ck_assert_int_eq(af_codec_decode_cluster(real, "demo", yaml, len, collect, &it, &err), 0);
+    for (size_t i = 0; i < it.n_nodes; i++) {
+        ck_assert_msg(it.nodes[i]->cls != AF_CLASS_UNKNOWN, "%s unclassified", it.nodes[i]->name);
+        ck_assert_msg(it.nodes[i]->price_known, "%s unpriced", it.nodes[i]->name);
+        seen |= 1u << it.nodes[i]->cls;
+    }
+    ck_assert(seen & (1u << AF_CLASS_NVIDIA_H100));
+    ck_assert(seen & (1u << AF_CLASS_NVIDIA_T4));
+    ck_assert(seen & (1u << AF_CLASS_TRAINIUM1));
+    ck_assert(seen & (1u << AF_CLASS_INFERENTIA2));
+    ck_assert(seen & (1u << AF_CLASS_CPU));
+    ck_assert(find_node(&it, "ip-10-0-1-41.us-west-2.compute.internal")->hourly_usd <
+              find_node(&it, "ip-10-0-1-42.us-west-2.compute.internal")->hourly_usd);
+
+    ck_assert_int_eq(af_codec_decode_args(real, body, blen, &a, &err), 0);
+    for (size_t i = 0; i < 2; i++) {
+        names[i] = af_ext_args_name(a, i);
+        memset(&views[i], 0, sizeof(views[i]));
+        views[i].info = find_node(&it, names[i]);
+        ck_assert_ptr_nonnull(views[i].info);
+        for (size_t k = 0; k < it.n_pods; k++) {
+            const struct af_pod_info *p = it.pods[k];
+            if (p->terminal || !p->node_name || strcmp(p->node_name, names[i]))
+                continue;
+            for (int r = 0; r < AF_RES__COUNT; r++)
+                views[i].used.v[r] += p->requests.v[r];
+            views[i].npods++;
+        }
+    }
+    af_plan_pod(real->policy, real->catalog, af_ext_args_pod(a), &plan);
+    af_filter(real->policy, &plan, af_ext_args_pod(a), views, names, 2, d, &sum);
+    ck_assert_int_eq(af_codec_encode_filter(a, d, 2, NULL, &out), 0);
+    v = parse(&out);
+    /* g5.2xlarge (tier 1) is short of cpu because of the whisper pod; the p4d takes the pod. */
+    ck_assert_uint_eq(json_array_size(json_object_get(v, "NodeNames")), 1);
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(v, "NodeNames"), 0)), P4D);
+    ck_assert(strstr(json_string_value(json_object_get(json_object_get(v, "FailedNodes"), G5)),
+                     "no room: requests 4000 cpu"));
+    ck_assert(sum.fallback);
+    json_decref(v);
+    af_buf_release(&out);
+    af_ext_args_free(a);
+    items_release(&it);
+    af_config_unref(real);
+    free(body);
+    free(yaml);
+}
+END_TEST
+
 Suite *af_codec_suite(void);
 Suite *af_codec_suite(void)
 {
@@ -824,6 +894,7 @@ Suite *af_codec_suite(void)
     tcase_add_loop_test(tc, test_watch_bad_events, 0, AF_ARRAY_SIZE(bad_events));
     tcase_add_test(tc, test_demo_cluster_yaml_decodes);
     tcase_add_test(tc, test_cluster_json_and_bad_yaml);
+    tcase_add_test(tc, test_recorded_request_against_demo_cluster);
     suite_add_tcase(s, tc);
     return s;
 }
