@@ -71,7 +71,13 @@ static const struct {
     {{{"accelerator", "nvidia-a100"}, {"hardware-type", "nvidia-gpu"}}, 8, 0,
      AF_CLASS_NVIDIA_A100, "accelerator"},
     {{{"hardware-type", "aws-trainium"}}, 0, 16, AF_CLASS_TRAINIUM1, "hardware-type"},
-    {{{"accelerator", "aws-inferentia"}}, 0, 1, AF_CLASS_INFERENTIA1, "accelerator"},
+    /* The source documents label their inf2 node groups aws-inferentia. */
+    {{{"accelerator", "aws-inferentia"}}, 0, 1, AF_CLASS_INFERENTIA2, "accelerator"},
+    {{{"hardware-type", "aws-inferentia"}, {"karpenter.k8s.aws/instance-family", "inf1"}}, 0, 1,
+     AF_CLASS_INFERENTIA1, "hardware-type"},
+    {{{"karpenter.k8s.aws/instance-accelerator-name", "inferentia"},
+      {"node.kubernetes.io/instance-type", "inf2.96xlarge-new"}},
+     0, 1, AF_CLASS_INFERENTIA2, "karpenter.k8s.aws/instance-accelerator-name"},
     /* An accelerator of unknown model is not guessed at. */
     {{{"hardware-type", "nvidia-gpu"}}, 1, 0, AF_CLASS_UNKNOWN,
      "allocatable nvidia.com/gpu (model unknown)"},

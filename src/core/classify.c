@@ -36,15 +36,20 @@ static const char *const accel_labels[] = {
 
 /*
  * "inferentia" and "trainium" without a generation say too little: Karpenter
- * labels inf1 and inf2 alike. When the instance family is labelled, it
- * settles the generation.
+ * labels inf1 and inf2 alike. The instance family (Karpenter's or EKS's
+ * label, or the prefix of an instance type the catalog lacks) settles the
+ * generation. Failing that, the source documents' own labels (`accelerator`,
+ * `hardware-type`: aws-inferentia) are read as they use them, on inf2 node
+ * groups.
  */
-static enum af_class refine_neuron(enum af_class c, const char *value, const struct af_kv *labels,
-                                   size_t n_labels)
+static enum af_class refine_neuron(enum af_class c, const char *value, const char *key,
+                                   const struct af_kv *labels, size_t n_labels)
 {
     static const char *const family_labels[] = {
         "karpenter.k8s.aws/instance-family",
         "eks.amazonaws.com/instance-family",
+        "node.kubernetes.io/instance-type",
+        "beta.kubernetes.io/instance-type",
     };
     const char *last;
     size_t len;
@@ -61,6 +66,8 @@ static enum af_class refine_neuron(enum af_class c, const char *value, const str
         if (af_class_kind(fc) == AF_ACCEL_NEURON)
             return fc;
     }
+    if (c == AF_CLASS_INFERENTIA1 && (!strcmp(key, "accelerator") || !strcmp(key, "hardware-type")))
+        return AF_CLASS_INFERENTIA2;
     return c;
 }
 
@@ -130,7 +137,7 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
         c = af_class_from_accel_name(v);
         if (c == AF_CLASS_UNKNOWN)
             continue;
-        out->cls = refine_neuron(c, v, labels, n_labels);
+        out->cls = refine_neuron(c, v, accel_labels[i], labels, n_labels);
         out->class_source = accel_labels[i];
     }
 
