@@ -36,10 +36,11 @@ struct af_kv {
  *   karpenter.k8s.aws/instance-gpu-name, karpenter.k8s.aws/instance-accelerator-name,
  *   eks.amazonaws.com/instance-gpu-name, nvidia.com/gpu.product,
  *   k8s.amazonaws.com/accelerator, accelerator, hardware-type,
- *   allocatable nvidia.com/gpu / aws.amazon.com/neuron* (unknown GPU model -> the
- *   cheapest GPU class is not guessed: class stays AF_CLASS_UNKNOWN with source
- *   "allocatable" unless the resource is Neuron-only),
- *   otherwise cpu.
+ *   allocatable nvidia.com/gpu / aws.amazon.com/neuron* (an accelerator whose model
+ *   or NeuronCore generation no label names is not guessed: class stays
+ *   AF_CLASS_UNKNOWN, class_source "allocatable ..."),
+ *   otherwise cpu. A generation-less Neuron name ("inferentia") is settled by the
+ *   instance family label when there is one.
  * Capacity type from karpenter.sh/capacity-type or eks.amazonaws.com/capacityType
  * ("spot"/"SPOT"). Price: annotation accelfit.io/hourly-price, else catalog
  * on-demand, less the spot discount (catalog, else policy default) on spot.
