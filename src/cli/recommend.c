@@ -244,21 +244,25 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
     if (af_buf_printf(b, "rule: %s", s->rule))
         af_assert(!"unbounded");
     if (s->memory_needed_gib > 0 &&
-        af_buf_printf(b, "; the model needs %.1f GiB %s memory", s->memory_needed_gib,
-                      p->workload == AF_WORKLOAD_TRAINING ? "training" : "serving"))
+        af_buf_printf(b, "; the model needs %.1f GiB (%s)", s->memory_needed_gib,
+                      p->workload == AF_WORKLOAD_TRAINING
+                          ? "weights, gradients and optimizer state"
+                          : "weights and headroom"))
         af_assert(!"unbounded");
     put(b, "\n\n");
-    if (af_buf_printf(b, "%4s  %-12s %-15s %5s %10s %11s\n", "RANK", "CLASS", "INSTANCE",
-                      "COUNT", "$/HOUR", "ACCEL MEM"))
+    if (af_buf_printf(b, "%4s  %-12s %-15s %5s %10s %15s\n", "RANK", "CLASS", "INSTANCE",
+                      "COUNT", "$/HOUR", "MEMORY"))
         af_assert(!"unbounded");
     for (size_t i = 0; i < s->n_tiers; i++) {
         const struct af_tier *t = &s->tiers[i];
-        char price[32] = "unknown", mem[32] = "-";
+        char price[32] = "unknown", mem[48];
         if (t->price_known)
-            snprintf(price, sizeof(price), "%.2f", t->hourly_usd);
+            snprintf(price, sizeof(price), t->hourly_usd < 1 ? "%.3f" : "%.2f", t->hourly_usd);
         if (t->accel_memory_gib > 0)
-            snprintf(mem, sizeof(mem), "%.0f GiB", t->accel_memory_gib);
-        if (af_buf_printf(b, "%4d  %-12s %-15s %5d %10s %11s\n", t->rank,
+            snprintf(mem, sizeof(mem), "%.0f GiB accel", t->accel_memory_gib);
+        else
+            snprintf(mem, sizeof(mem), "%.0f GiB host", t->instances * t->instance->memory_gib);
+        if (af_buf_printf(b, "%4d  %-12s %-15s %5d %10s %15s\n", t->rank,
                           af_class_name(t->cls), t->instance->name, t->instances, price, mem))
             af_assert(!"unbounded");
         for (int j = 0; j < t->n_reasons; j++)
