@@ -243,8 +243,8 @@ START_TEST(test_catalog_errors_name_line_and_column)
     int rc;
 
     memset(&err, 0, sizeof(err));
-    rc = af_catalog_load_mem(&c, "bad.yaml", bad_catalogs[_i].yaml,
-                             strlen(bad_catalogs[_i].yaml), &err);
+    rc = af_catalog_load_mem(&c, "bad.yaml", bad_catalogs[_i].yaml, strlen(bad_catalogs[_i].yaml),
+                             &err);
     af_error_format(&err, msg, sizeof(msg));
     ck_assert_int_lt(rc, 0);
     ck_assert_ptr_null(c);
@@ -368,7 +368,7 @@ START_TEST(test_policy_rule_fields)
 END_TEST
 
 #define POL_HEAD "apiVersion: accelfit.io/v1\nkind: Policy\n"
-#define POL_RULE(match, tiers)                                                       \
+#define POL_RULE(match, tiers)                                                                     \
     "rules:\n  - name: r1\n    match: " match "\n    tiers: " tiers "\n    reason: why\n"
 
 /* Policies that must load, with one field each test checks. */
@@ -417,56 +417,51 @@ static const struct {
     {POL_HEAD POL_RULE("{workload: [trainig]}", "[nvidia-t4]"), 5, 24,
      "unknown workload 'trainig'"},
     {POL_HEAD POL_RULE("{objective: [cheap]}", "[nvidia-t4]"), 5, 25, "unknown objective"},
-    {POL_HEAD POL_RULE("{framework: [caffe]}", "[nvidia-t4]"), 5, 25,
-     "unknown framework 'caffe'"},
+    {POL_HEAD POL_RULE("{framework: [caffe]}", "[nvidia-t4]"), 5, 25, "unknown framework 'caffe'"},
     {POL_HEAD POL_RULE("{neuron_ready: maybe}", "[nvidia-t4]"), 5, 27, "true or false"},
     {POL_HEAD POL_RULE("{min_params: lots}", "[nvidia-t4]"), 5, 25, "parameter count"},
     {POL_HEAD POL_RULE("{min_params: 7B, max_params: 1B}", "[nvidia-t4]"), 5, 41,
      "above 'min_params'"},
     {POL_HEAD POL_RULE("{max_latency_slo_ms: -3}", "[nvidia-t4]"), 5, 33, "between"},
-    {POL_HEAD POL_RULE("{workload: [training]}", "[nvidia-t4, nvidia-t4]"), 6, 24,
-     "appears twice"},
+    {POL_HEAD POL_RULE("{workload: [training]}", "[nvidia-t4, nvidia-t4]"), 6, 24, "appears twice"},
     {POL_HEAD POL_RULE("{workload: [training]}", "[]"), 6, 12, "empty 'tiers'"},
     {POL_HEAD POL_RULE("{wokload: [training]}", "[nvidia-t4]"), 5, 13,
      "unknown key 'wokload' in match"},
     {POL_HEAD "scoring:\n  strategy: roundrobin\n" POL_RULE("{}", "[nvidia-t4]"), 4, 13,
      "unknown strategy 'roundrobin'"},
-    {POL_HEAD "scoring:\n  weights: {tier: -1, utilization: 1, cost: 1}\n" POL_RULE(
-         "{}", "[nvidia-t4]"),
+    {POL_HEAD
+     "scoring:\n  weights: {tier: -1, utilization: 1, cost: 1}\n" POL_RULE("{}", "[nvidia-t4]"),
      4, 19, "must not be negative"},
-    {POL_HEAD "scoring:\n  weights: {tier: 0, utilization: 0, cost: 0}\n" POL_RULE(
-         "{}", "[nvidia-t4]"),
+    {POL_HEAD
+     "scoring:\n  weights: {tier: 0, utilization: 0, cost: 0}\n" POL_RULE("{}", "[nvidia-t4]"),
      4, 12, "all zero"},
-    {POL_HEAD "memory:\n  max_instances: {training: 0}\n" POL_RULE("{}", "[nvidia-t4]"), 4,
-     29, "between 1 and"},
+    {POL_HEAD "memory:\n  max_instances: {training: 0}\n" POL_RULE("{}", "[nvidia-t4]"), 4, 29,
+     "between 1 and"},
     {POL_HEAD "memory:\n  inference_precision: fp8\n" POL_RULE("{}", "[nvidia-t4]"), 4, 24,
      "unknown precision 'fp8'"},
-    {POL_HEAD "memory:\n  bytes_per_param: {fp32: 4, fp4: 0.5}\n" POL_RULE("{}",
-                                                                          "[nvidia-t4]"),
-     4, 30, "unknown precision 'fp4'"},
-    {POL_HEAD "neuron:\n  frameworks: [pytorch, unknown]\n" POL_RULE("{}", "[nvidia-t4]"), 4,
-     25, "unknown framework 'unknown'"},
+    {POL_HEAD "memory:\n  bytes_per_param: {fp32: 4, fp4: 0.5}\n" POL_RULE("{}", "[nvidia-t4]"), 4,
+     30, "unknown precision 'fp4'"},
+    {POL_HEAD "neuron:\n  frameworks: [pytorch, unknown]\n" POL_RULE("{}", "[nvidia-t4]"), 4, 25,
+     "unknown framework 'unknown'"},
     {POL_HEAD "filter:\n  cpu_backfill: sometimes\n" POL_RULE("{}", "[nvidia-t4]"), 4, 17,
      "true or false"},
-    {POL_HEAD "prices:\n  default_spot_discount_pct: 120\n" POL_RULE("{}", "[nvidia-t4]"), 4,
-     30, "[0, 100)"},
+    {POL_HEAD "prices:\n  default_spot_discount_pct: 120\n" POL_RULE("{}", "[nvidia-t4]"), 4, 30,
+     "[0, 100)"},
     {POL_HEAD "rollout: {}\n" POL_RULE("{}", "[nvidia-t4]"), 3, 1, "unknown key 'rollout'"},
     {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n    reason: x\n  - name: a\n    tiers: "
               "[cpu]\n    reason: y\n",
      7, 11, "duplicate rule name 'a'"},
     {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n", 4, 5, "has no 'reason'"},
-    {POL_HEAD "rules:\n  - match: {}\n    tiers: [cpu]\n    reason: x\n", 4, 5,
-     "has no 'name'"},
+    {POL_HEAD "rules:\n  - match: {}\n    tiers: [cpu]\n    reason: x\n", 4, 5, "has no 'name'"},
     {POL_HEAD "rules: []\n", 3, 8, "at least one rule"},
     {POL_HEAD "memory: {}\n", 1, 1, "has no 'rules'"},
     {"apiVersion: accelfit.io/v2\nkind: Policy\n" POL_RULE("{}", "[cpu]"), 1, 13,
      "apiVersion must be"},
-    {"apiVersion: accelfit.io/v1\nkind: Catalog\ninstances: []\n", 2, 7,
-     "kind must be 'Policy'"},
+    {"apiVersion: accelfit.io/v1\nkind: Catalog\ninstances: []\n", 2, 7, "kind must be 'Policy'"},
     {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n    reason: x\n  bad indent: 1\n", 7, 3,
      "malformed YAML"},
-    {POL_HEAD "scoring: {strategy: binpack, strategy: spread}\n" POL_RULE("{}", "[cpu]"), 3,
-     30, "duplicate key 'strategy'"},
+    {POL_HEAD "scoring: {strategy: binpack, strategy: spread}\n" POL_RULE("{}", "[cpu]"), 3, 30,
+     "duplicate key 'strategy'"},
 };
 
 START_TEST(test_policy_errors_name_line_and_column)
@@ -477,8 +472,8 @@ START_TEST(test_policy_errors_name_line_and_column)
     int rc;
 
     memset(&err, 0, sizeof(err));
-    rc = af_policy_load_mem(&p, "policy.yaml", bad_policies[_i].yaml,
-                            strlen(bad_policies[_i].yaml), &err);
+    rc = af_policy_load_mem(&p, "policy.yaml", bad_policies[_i].yaml, strlen(bad_policies[_i].yaml),
+                            &err);
     af_error_format(&err, msg, sizeof(msg));
     ck_assert_msg(rc < 0, "case %d loaded", _i);
     ck_assert_ptr_null(p);
@@ -552,7 +547,8 @@ static const struct {
      "{\"a\":\"0755\",\"b\":1,\"c\":0.5,\"d\":1,\"e\":\".inf\",\"f\":\"0x1F\",\"g\":0}"},
     {"a: \"true\"\nb: 'null'\nc: False\nd: yes\n",
      "{\"a\":\"true\",\"b\":\"null\",\"c\":false,\"d\":\"yes\"}"},
-    {"s: \"x\\ny\\t\\\"q\\\"\"\nu: caf\xc3\xa9\n", "{\"s\":\"x\\ny\\t\\\"q\\\"\",\"u\":\"caf\xc3\xa9\"}"},
+    {"s: \"x\\ny\\t\\\"q\\\"\"\nu: caf\xc3\xa9\n",
+     "{\"s\":\"x\\ny\\t\\\"q\\\"\",\"u\":\"caf\xc3\xa9\"}"},
     {"lit: |\n  line1\n  line2\n", "{\"lit\":\"line1\\nline2\\n\"}"},
     {"a: &x {b: 1}\nc: *x\n", "{\"a\":{\"b\":1},\"c\":{\"b\":1}}"},
     {"a: 1\n---\nb: 2\n",
@@ -578,9 +574,9 @@ START_TEST(test_yaml_to_json_keeps_scalar_types)
     json_t *j;
 
     memset(&err, 0, sizeof(err));
-    ck_assert_msg(af_yaml_to_json("t.yaml", y2j_cases[_i].yaml, strlen(y2j_cases[_i].yaml),
-                                  &out, &err) == 0,
-                  "case %d: %s", _i, err.text);
+    ck_assert_msg(
+        af_yaml_to_json("t.yaml", y2j_cases[_i].yaml, strlen(y2j_cases[_i].yaml), &out, &err) == 0,
+        "case %d: %s", _i, err.text);
     ck_assert_str_eq(out.buf, y2j_cases[_i].json);
     j = json_loads(out.buf, JSON_DECODE_INT_AS_REAL | JSON_DECODE_ANY, &jerr);
     ck_assert_msg(j != NULL, "case %d: not JSON: %s", _i, jerr.text);
@@ -608,8 +604,7 @@ START_TEST(test_yaml_to_json_errors_have_positions)
     int rc;
 
     memset(&err, 0, sizeof(err));
-    rc = af_yaml_to_json("t.yaml", y2j_errors[_i].yaml, strlen(y2j_errors[_i].yaml), &out,
-                         &err);
+    rc = af_yaml_to_json("t.yaml", y2j_errors[_i].yaml, strlen(y2j_errors[_i].yaml), &out, &err);
     ck_assert_int_lt(rc, 0);
     ck_assert_uint_eq(out.len, 0);
     ck_assert_msg(strstr(err.text, y2j_errors[_i].text), "case %d: got '%s'", _i, err.text);
@@ -652,8 +647,7 @@ static Suite *af_config_suite(void)
     tcase_add_test(tc, test_embedded_default_config_loads);
     tcase_add_test(tc, test_shipped_files_load_from_disk);
     tcase_add_test(tc, test_policy_rule_fields);
-    tcase_add_loop_test(tc, test_policy_accepts_valid_forms, 0,
-                        (int)AF_ARRAY_SIZE(good_policies));
+    tcase_add_loop_test(tc, test_policy_accepts_valid_forms, 0, (int)AF_ARRAY_SIZE(good_policies));
     tcase_add_loop_test(tc, test_policy_errors_name_line_and_column, 0,
                         (int)AF_ARRAY_SIZE(bad_policies));
     tcase_add_test(tc, test_config_rejects_family_missing_from_catalog);
@@ -661,8 +655,7 @@ static Suite *af_config_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("yaml_to_json");
-    tcase_add_loop_test(tc, test_yaml_to_json_keeps_scalar_types, 0,
-                        (int)AF_ARRAY_SIZE(y2j_cases));
+    tcase_add_loop_test(tc, test_yaml_to_json_keeps_scalar_types, 0, (int)AF_ARRAY_SIZE(y2j_cases));
     tcase_add_loop_test(tc, test_yaml_to_json_errors_have_positions, 0,
                         (int)AF_ARRAY_SIZE(y2j_errors));
     tcase_add_test(tc, test_yaml_to_json_respects_the_buffer_cap);

@@ -159,14 +159,11 @@ START_TEST(test_json_answer_for_70b_training_on_trainium)
     json_t *j = recommend_json(args), *first = json_array_get(json_object_get(j, "tiers"), 0);
     json_t *prof = json_object_get(j, "profile");
 
-    ck_assert_str_eq(json_string_value(json_object_get(j, "rule")),
-                     "training-large-cost-neuron");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "rule")), "training-large-cost-neuron");
     ck_assert_str_eq(json_string_value(json_object_get(first, "class")), "trainium1");
-    ck_assert_str_eq(json_string_value(json_object_get(first, "instance_type")),
-                     "trn1.32xlarge");
+    ck_assert_str_eq(json_string_value(json_object_get(first, "instance_type")), "trn1.32xlarge");
     ck_assert_int_eq(json_integer_value(json_object_get(first, "instances")), 3);
-    ck_assert_double_eq_tol(json_number_value(json_object_get(first, "hourly_usd")), 64.5,
-                            1e-9);
+    ck_assert_double_eq_tol(json_number_value(json_object_get(first, "hourly_usd")), 64.5, 1e-9);
     ck_assert_double_eq_tol(json_number_value(json_object_get(first, "accelerator_memory_gib")),
                             1536, 1e-9);
     ck_assert(json_number_value(json_object_get(j, "memory_needed_gib")) > 1173);
@@ -183,8 +180,8 @@ END_TEST
 
 START_TEST(test_table_output_lists_tiers_and_drops)
 {
-    const char *argv[] = {"accelfit",    "recommend", "--workload", "inference",
-                          "--model-params", "70B",   NULL};
+    const char *argv[] = {"accelfit",       "recommend", "--workload", "inference",
+                          "--model-params", "70B",       NULL};
     char *out = NULL, *err = NULL;
 
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
@@ -283,8 +280,8 @@ END_TEST
 
 START_TEST(test_malformed_policy_error_has_position)
 {
-    const char *argv[] = {"accelfit", "recommend", "--workload", "training", "--policy",
-                          bad_yaml_path, NULL};
+    const char *argv[] = {"accelfit", "recommend",   "--workload", "training",
+                          "--policy", bad_yaml_path, NULL};
     char *out = NULL, *err = NULL, want[128];
 
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);

@@ -30,8 +30,7 @@ static void setup(void)
     memset(&err, 0, sizeof(err));
     ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
     yaml = af_test_read("tests/fixtures/decisions.yaml", &len);
-    ck_assert_msg(af_yaml_to_json("decisions.yaml", yaml, len, &json, &err) == 0, "%s",
-                  err.text);
+    ck_assert_msg(af_yaml_to_json("decisions.yaml", yaml, len, &json, &err) == 0, "%s", err.text);
     cases = json_loads(json.buf, 0, &jerr);
     ck_assert_ptr_nonnull(cases);
     af_buf_release(&json);
@@ -52,9 +51,8 @@ static void profile_from_args(const json_t *args, struct af_profile *p)
     af_profile_init(p);
     for (size_t i = 0; i < json_array_size(args); i++) {
         const char *a = json_string_value(json_array_get(args, i));
-        const char *v = i + 1 < json_array_size(args)
-                            ? json_string_value(json_array_get(args, i + 1))
-                            : NULL;
+        const char *v =
+            i + 1 < json_array_size(args) ? json_string_value(json_array_get(args, i + 1)) : NULL;
         int64_t slo;
         ck_assert_ptr_nonnull(a);
         if (!strcmp(a, "--neuron-ready")) {
@@ -102,8 +100,7 @@ static void assert_sane_selection(const struct af_selection *s)
         ck_assert_int_ge(t->instances, 1);
         ck_assert_int_ge(t->n_reasons, 3);
         if (t->price_known)
-            ck_assert_double_eq_tol(t->hourly_usd, t->instances * t->instance->price_usd_hr,
-                                    1e-9);
+            ck_assert_double_eq_tol(t->hourly_usd, t->instances * t->instance->price_usd_hr, 1e-9);
         ck_assert_double_eq_tol(t->accel_memory_gib,
                                 t->instances * af_instance_accel_memory_gib(t->instance), 1e-9);
         if (t->memory_needed_gib > 0 && t->cls != AF_CLASS_CPU)
@@ -138,12 +135,12 @@ START_TEST(test_decision_case)
                       af_class_name(s.tiers[0].cls));
     v = json_object_get(expect, "never");
     for (size_t i = 0; v && i < s.n_tiers; i++)
-        ck_assert_msg(!in_list(v, af_class_name(s.tiers[i].cls)), "%s: tier %zu is %s", name,
-                      i + 1, af_class_name(s.tiers[i].cls));
+        ck_assert_msg(!in_list(v, af_class_name(s.tiers[i].cls)), "%s: tier %zu is %s", name, i + 1,
+                      af_class_name(s.tiers[i].cls));
     v = json_object_get(expect, "min_accel_memory_gib");
     if (v)
-        ck_assert_msg(s.tiers[0].accel_memory_gib >= json_number_value(v),
-                      "%s: %g GiB", name, s.tiers[0].accel_memory_gib);
+        ck_assert_msg(s.tiers[0].accel_memory_gib >= json_number_value(v), "%s: %g GiB", name,
+                      s.tiers[0].accel_memory_gib);
     v = json_object_get(expect, "min_instances");
     if (v)
         ck_assert_int_ge(s.tiers[0].instances, json_integer_value(v));
@@ -244,8 +241,8 @@ START_TEST(test_70b_inference_performance_memory)
     ck_assert(any_reason_has(&s.tiers[0], "156 GiB"));
 
     /* The default inference rule names T4, whose largest instance cannot hold 70B. */
-    select_for(&s, AF_WORKLOAD_INFERENCE, 70e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH,
-               false, false);
+    select_for(&s, AF_WORKLOAD_INFERENCE, 70e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH, false,
+               false);
     d = find_dropped(&s, AF_CLASS_NVIDIA_T4);
     ck_assert_ptr_nonnull(d);
     ck_assert_msg(strstr(d->reason, "70B inference needs 156 GiB") != NULL, "%s", d->reason);
@@ -277,8 +274,8 @@ START_TEST(test_jax_never_gets_neuron)
                    true, requested);
         ck_assert_uint_gt(s.n_tiers, 0);
         for (size_t i = 0; i < s.n_tiers; i++)
-            ck_assert_msg(af_class_kind(s.tiers[i].cls) != AF_ACCEL_NEURON, "tier %zu is %s",
-                          i + 1, af_class_name(s.tiers[i].cls));
+            ck_assert_msg(af_class_kind(s.tiers[i].cls) != AF_ACCEL_NEURON, "tier %zu is %s", i + 1,
+                          af_class_name(s.tiers[i].cls));
         for (size_t i = 0; i < s.n_dropped; i++)
             if (af_class_kind(s.dropped[i].cls) == AF_ACCEL_NEURON)
                 ck_assert_ptr_nonnull(strstr(s.dropped[i].reason, "jax"));
@@ -305,13 +302,12 @@ START_TEST(test_neuron_gate)
     d = find_dropped(&s, AF_CLASS_INFERENTIA2);
     ck_assert_ptr_nonnull(d);
     ck_assert_ptr_nonnull(strstr(d->reason, "framework unknown"));
-    select_for(&s, AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_UNKNOWN, true,
-               true);
+    select_for(&s, AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_UNKNOWN, true, true);
     ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_INFERENTIA2);
 
     /* No Neuron artifact: the Neuron tiers are dropped with the reason. */
-    select_for(&s, AF_WORKLOAD_TRAINING, 20e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH,
-               false, true);
+    select_for(&s, AF_WORKLOAD_TRAINING, 20e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH, false,
+               true);
     d = find_dropped(&s, AF_CLASS_TRAINIUM1);
     ck_assert_ptr_nonnull(d);
     ck_assert_ptr_nonnull(strstr(d->reason, "Neuron-compiled"));
@@ -360,8 +356,7 @@ START_TEST(test_unknown_size_gets_the_smallest_instance)
     select_for(&s, AF_WORKLOAD_TRAINING, 0, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH, false,
                false);
     ck_assert_str_eq(s.rule, "training-default");
-    select_for(&s, AF_WORKLOAD_TRAINING, 0, AF_OBJECTIVE_COST, AF_FRAMEWORK_PYTORCH, true,
-               false);
+    select_for(&s, AF_WORKLOAD_TRAINING, 0, AF_OBJECTIVE_COST, AF_FRAMEWORK_PYTORCH, true, false);
     ck_assert_str_eq(s.rule, "training-cost-neuron");
     ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_TRAINIUM1);
     ck_assert_str_eq(s.tiers[0].instance->name, "trn1.2xlarge");
@@ -372,8 +367,8 @@ START_TEST(test_cpu_workloads_size_host_memory)
 {
     static struct af_selection s;
 
-    select_for(&s, AF_WORKLOAD_CLASSICAL_ML, 0, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
-               false, false);
+    select_for(&s, AF_WORKLOAD_CLASSICAL_ML, 0, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN, false,
+               false);
     ck_assert_uint_eq(s.n_tiers, 1);
     ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_CPU);
     ck_assert_str_eq(s.tiers[0].instance->name, "m5.large");
@@ -384,8 +379,8 @@ START_TEST(test_cpu_workloads_size_host_memory)
     ck_assert_str_eq(s.tiers[0].instance->name, "r5.4xlarge");
     ck_assert(any_reason_has(&s.tiers[0], "host memory"));
     /* Beyond the largest allowed family the class is dropped with the arithmetic. */
-    select_for(&s, AF_WORKLOAD_PREPROCESSING, 100e9, AF_OBJECTIVE_BALANCED,
-               AF_FRAMEWORK_UNKNOWN, false, false);
+    select_for(&s, AF_WORKLOAD_PREPROCESSING, 100e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
+               false, false);
     ck_assert_uint_eq(s.n_tiers, 0);
     ck_assert_ptr_nonnull(find_dropped(&s, AF_CLASS_CPU));
     ck_assert_ptr_nonnull(strstr(find_dropped(&s, AF_CLASS_CPU)->reason, "r5.4xlarge"));
@@ -449,10 +444,10 @@ START_TEST(test_selection_is_deterministic)
 {
     static struct af_selection a, b;
 
-    select_for(&a, AF_WORKLOAD_BATCH_INFERENCE, 40e9, AF_OBJECTIVE_BALANCED,
-               AF_FRAMEWORK_PYTORCH, false, false);
-    select_for(&b, AF_WORKLOAD_BATCH_INFERENCE, 40e9, AF_OBJECTIVE_BALANCED,
-               AF_FRAMEWORK_PYTORCH, false, false);
+    select_for(&a, AF_WORKLOAD_BATCH_INFERENCE, 40e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH,
+               false, false);
+    select_for(&b, AF_WORKLOAD_BATCH_INFERENCE, 40e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_PYTORCH,
+               false, false);
     ck_assert_int_eq(memcmp(&a, &b, sizeof(a)), 0);
 }
 END_TEST

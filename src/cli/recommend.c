@@ -103,10 +103,24 @@ static int flag(int argc, char **argv, int *i, const char *name, const char **va
     return 1;
 }
 
+/* Output buffers are unbounded, so appending cannot fail; these wrappers say so once. */
+static void outf(struct af_buf *b, const char *fmt, ...) AF_PRINTF(2, 3);
+
+static void outf(struct af_buf *b, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (af_buf_puts(b, line))
+        af_assert(!"unbounded buffer refused output");
+}
+
 static void json_num(struct af_buf *b, double v)
 {
-    if (af_buf_printf(b, "%.10g", v))
-        af_assert(!"unbounded buffer refused output");
+    outf(b, "%.10g", v);
 }
 
 static void json_str(struct af_buf *b, const char *s)
@@ -125,9 +139,11 @@ static void print_json(const struct af_profile *p, const struct af_config *cfg,
                        const struct af_selection *s, struct af_buf *b)
 {
     const struct af_policy *pol = cfg->policy;
-    enum af_precision prec = p->precision >= 0 ? p->precision
-                             : p->workload == AF_WORKLOAD_TRAINING ? pol->training_precision
-                                                                   : pol->inference_precision;
+    enum af_precision prec = p->precision;
+
+    if (prec < 0)
+        prec = p->workload == AF_WORKLOAD_TRAINING ? pol->training_precision
+                                                   : pol->inference_precision;
 
     put(b, "{\"profile\":{\"workload\":");
     json_str(b, af_workload_name(p->workload));
@@ -223,36 +239,29 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
         else
             snprintf(params, sizeof(params), "%.0f params", p->model_params);
     }
-    if (af_buf_printf(b, "%s, %s, objective %s", af_workload_name(p->workload), params,
-                      af_objective_name(p->objective)))
-        af_assert(!"unbounded");
-    if (p->latency_slo_ms > 0 && af_buf_printf(b, ", latency SLO %d ms", p->latency_slo_ms))
-        af_assert(!"unbounded");
-    if (p->framework >= 0 && af_buf_printf(b, ", %s", af_framework_name(p->framework)))
-        af_assert(!"unbounded");
+    outf(b, "%s, %s, objective %s", af_workload_name(p->workload), params,
+         af_objective_name(p->objective));
+    if (p->latency_slo_ms > 0)
+        outf(b, ", latency SLO %d ms", p->latency_slo_ms);
+    if (p->framework >= 0)
+        outf(b, ", %s", af_framework_name(p->framework));
     if (p->neuron_ready)
         put(b, ", Neuron-ready");
-    if (p->precision >= 0 && af_buf_printf(b, ", %s", af_precision_name(p->precision)))
-        af_assert(!"unbounded");
+    if (p->precision >= 0)
+        outf(b, ", %s", af_precision_name(p->precision));
     put(b, "\n");
     if (!s->rule) {
-        if (af_buf_printf(b, "no rule of policy %s matches this workload\n",
-                          cfg->policy->source))
-            af_assert(!"unbounded");
+        outf(b, "no rule of policy %s matches this workload\n", cfg->policy->source);
         return;
     }
-    if (af_buf_printf(b, "rule: %s", s->rule))
-        af_assert(!"unbounded");
-    if (s->memory_needed_gib > 0 &&
-        af_buf_printf(b, "; the model needs %.1f GiB (%s)", s->memory_needed_gib,
-                      p->workload == AF_WORKLOAD_TRAINING
-                          ? "weights, gradients and optimizer state"
-                          : "weights and headroom"))
-        af_assert(!"unbounded");
+    outf(b, "rule: %s", s->rule);
+    if (s->memory_needed_gib > 0)
+        outf(b, "; the model needs %.1f GiB (%s)", s->memory_needed_gib,
+             p->workload == AF_WORKLOAD_TRAINING ? "weights, gradients and optimizer state"
+                                                 : "weights and headroom");
     put(b, "\n\n");
-    if (af_buf_printf(b, "%4s  %-12s %-15s %5s %10s %15s\n", "RANK", "CLASS", "INSTANCE",
-                      "COUNT", "$/HOUR", "MEMORY"))
-        af_assert(!"unbounded");
+    outf(b, "%4s  %-12s %-15s %5s %10s %15s\n", "RANK", "CLASS", "INSTANCE", "COUNT", "$/HOUR",
+         "MEMORY");
     for (size_t i = 0; i < s->n_tiers; i++) {
         const struct af_tier *t = &s->tiers[i];
         char price[32] = "unknown", mem[48];
@@ -262,21 +271,17 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
             snprintf(mem, sizeof(mem), "%.0f GiB accel", t->accel_memory_gib);
         else
             snprintf(mem, sizeof(mem), "%.0f GiB host", t->instances * t->instance->memory_gib);
-        if (af_buf_printf(b, "%4d  %-12s %-15s %5d %10s %15s\n", t->rank,
-                          af_class_name(t->cls), t->instance->name, t->instances, price, mem))
-            af_assert(!"unbounded");
+        outf(b, "%4d  %-12s %-15s %5d %10s %15s\n", t->rank, af_class_name(t->cls),
+             t->instance->name, t->instances, price, mem);
         for (int j = 0; j < t->n_reasons; j++)
-            if (af_buf_printf(b, "      - %s\n", t->reasons[j]))
-                af_assert(!"unbounded");
+            outf(b, "      - %s\n", t->reasons[j]);
     }
     if (!s->n_tiers)
         put(b, "      (every class the rule names was dropped)\n");
     if (s->n_dropped) {
         put(b, "\ndropped:\n");
         for (size_t i = 0; i < s->n_dropped; i++)
-            if (af_buf_printf(b, "  %-12s %s\n", af_class_name(s->dropped[i].cls),
-                              s->dropped[i].reason))
-                af_assert(!"unbounded");
+            outf(b, "  %-12s %s\n", af_class_name(s->dropped[i].cls), s->dropped[i].reason);
     }
 }
 
@@ -319,11 +324,11 @@ int af_cmd_recommend(int argc, char **argv)
             p.neuron_ready = true;
             continue;
         }
-#define VALUE_FLAG(name, var)                                                   \
-    m = flag(argc, argv, &i, name, &var);                                       \
-    if (m < 0)                                                                  \
-        return fail(cmd, "%s needs a value (see accelfit recommend --help)", name); \
-    if (m > 0)                                                                  \
+#define VALUE_FLAG(name, var)                                                                      \
+    m = flag(argc, argv, &i, name, &var);                                                          \
+    if (m < 0)                                                                                     \
+        return fail(cmd, "%s needs a value (see accelfit recommend --help)", name);                \
+    if (m > 0)                                                                                     \
         continue;
         VALUE_FLAG("--workload", workload)
         VALUE_FLAG("--model-params", params)
@@ -345,28 +350,32 @@ int af_cmd_recommend(int argc, char **argv)
                          "preprocessing, classical-ml or development)");
     p.workload = af_workload_parse(workload);
     if (p.workload < 0)
-        return fail(cmd, "unknown workload '%s' (known: training, inference, batch-inference, "
-                         "preprocessing, classical-ml, development)",
+        return fail(cmd,
+                    "unknown workload '%s' (known: training, inference, batch-inference, "
+                    "preprocessing, classical-ml, development)",
                     workload);
     if (params) {
         if (af_parse_count(params, &p.model_params) != 0 || !(p.model_params >= 1))
-            return fail(cmd, "cannot parse model size '%s' (write 70B, 350M, 13e9 or "
-                             "7000000000)",
+            return fail(cmd,
+                        "cannot parse model size '%s' (write 70B, 350M, 13e9 or "
+                        "7000000000)",
                         params);
     }
     if (objective) {
         int o = af_objective_parse(objective);
         if (o < 0)
-            return fail(cmd, "unknown objective '%s' (known: cost, performance, balanced, "
-                             "latency)",
+            return fail(cmd,
+                        "unknown objective '%s' (known: cost, performance, balanced, "
+                        "latency)",
                         objective);
         p.objective = (enum af_objective)o;
     }
     if (slo) {
         int64_t v;
         if (af_parse_int64(slo, 1, 86400000, &v) != 0)
-            return fail(cmd, "latency SLO '%s' must be a positive whole number of "
-                             "milliseconds",
+            return fail(cmd,
+                        "latency SLO '%s' must be a positive whole number of "
+                        "milliseconds",
                         slo);
         p.latency_slo_ms = (int)v;
     }
@@ -380,8 +389,7 @@ int af_cmd_recommend(int argc, char **argv)
     if (precision) {
         int pr = af_precision_parse(precision);
         if (pr < 0)
-            return fail(cmd, "unknown precision '%s' (known: fp32, bf16, fp16, int8)",
-                        precision);
+            return fail(cmd, "unknown precision '%s' (known: fp32, bf16, fp16, int8)", precision);
         p.precision = (enum af_precision)pr;
     }
     if (!strcmp(output, "json"))
@@ -412,18 +420,14 @@ int af_cmd_recommend(int argc, char **argv)
 /* Appends "prefix 7B" (or 350M, 12k). */
 static void put_params(struct af_buf *b, const char *prefix, double v)
 {
-    int rc;
-
     if (v >= 1e9)
-        rc = af_buf_printf(b, "%s%gB", prefix, v / 1e9);
+        outf(b, "%s%gB", prefix, v / 1e9);
     else if (v >= 1e6)
-        rc = af_buf_printf(b, "%s%gM", prefix, v / 1e6);
+        outf(b, "%s%gM", prefix, v / 1e6);
     else if (v >= 1e3)
-        rc = af_buf_printf(b, "%s%gk", prefix, v / 1e3);
+        outf(b, "%s%gk", prefix, v / 1e3);
     else
-        rc = af_buf_printf(b, "%s%g", prefix, v);
-    if (rc)
-        af_assert(!"unbounded");
+        outf(b, "%s%g", prefix, v);
 }
 
 /* Appends the profile conditions of `r` in a compact, readable form. */
@@ -470,11 +474,10 @@ static void describe_match(const struct af_rule *r, struct af_buf *b)
         SEP();
         put_params(b, "params < ", r->max_params);
     }
-    if (r->max_latency_slo_ms > 0 &&
-        af_buf_printf(b, "%sSLO <= %d ms", any ? ", " : "", r->max_latency_slo_ms))
-        af_assert(!"unbounded");
-    if (r->max_latency_slo_ms > 0)
-        any = true;
+    if (r->max_latency_slo_ms > 0) {
+        SEP();
+        outf(b, "SLO <= %d ms", r->max_latency_slo_ms);
+    }
     if (!any)
         put(b, "anything");
 #undef SEP
@@ -512,36 +515,27 @@ int af_cmd_check_policy(int argc, char **argv)
         return rc;
     pol = cfg->policy;
 
-    if (af_buf_printf(&b, "policy %s: ok\n", pol->source) ||
-        af_buf_printf(&b, "  %zu rules, %zu instance types (catalog %s)\n", pol->n_rules,
-                      cfg->catalog->n_types, cfg->catalog->source) ||
-        af_buf_printf(&b,
-                      "  scoring: %s, weights tier %.2f, utilization %.2f, cost %.2f "
-                      "(normalized)\n",
-                      pol->strategy == AF_STRATEGY_SPREAD ? "spread" : "binpack", pol->w_tier,
-                      pol->w_util, pol->w_cost) ||
-        af_buf_printf(&b,
-                      "  memory: inference %s x %g headroom, training %g bytes/param; neuron "
-                      "frameworks:",
-                      af_precision_name(pol->inference_precision), pol->inference_headroom,
-                      pol->training_bytes_per_param))
-        af_assert(!"unbounded");
+    outf(&b, "policy %s: ok\n", pol->source);
+    outf(&b, "  %zu rules, %zu instance types (catalog %s)\n", pol->n_rules, cfg->catalog->n_types,
+         cfg->catalog->source);
+    outf(&b, "  scoring: %s, weights tier %.2f, utilization %.2f, cost %.2f (normalized)\n",
+         pol->strategy == AF_STRATEGY_SPREAD ? "spread" : "binpack", pol->w_tier, pol->w_util,
+         pol->w_cost);
+    outf(&b, "  memory: inference %s x %g headroom, training %g bytes/param; neuron frameworks:",
+         af_precision_name(pol->inference_precision), pol->inference_headroom,
+         pol->training_bytes_per_param);
     for (int f = 0; f < AF_FRAMEWORK__COUNT; f++)
-        if (pol->neuron_frameworks & (1u << f) &&
-            af_buf_printf(&b, " %s", af_framework_name(f)))
-            af_assert(!"unbounded");
-    if (af_buf_printf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n  rules:\n",
-                      pol->cpu_backfill ? "on" : "off", pol->default_spot_discount_pct))
-        af_assert(!"unbounded");
+        if (pol->neuron_frameworks & (1u << f))
+            outf(&b, " %s", af_framework_name(f));
+    outf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n  rules:\n",
+         pol->cpu_backfill ? "on" : "off", pol->default_spot_discount_pct);
     for (size_t i = 0; i < pol->n_rules; i++) {
         const struct af_rule *r = &pol->rules[i];
-        if (af_buf_printf(&b, "  %3zu %-32s line %-4d ", i + 1, r->name, r->line))
-            af_assert(!"unbounded");
+        outf(&b, "  %3zu %-32s line %-4d ", i + 1, r->name, r->line);
         describe_match(r, &b);
         put(&b, " ->");
         for (size_t t = 0; t < r->n_tiers; t++) {
-            if (af_buf_printf(&b, " %s", af_class_name(r->tiers[t].cls)))
-                af_assert(!"unbounded");
+            outf(&b, " %s", af_class_name(r->tiers[t].cls));
             if (r->tiers[t].n_families) {
                 put(&b, "(");
                 for (size_t f = 0; f < r->tiers[t].n_families; f++) {
@@ -561,14 +555,12 @@ int af_cmd_check_policy(int argc, char **argv)
         af_profile_init(&p);
         p.workload = (enum af_workload)w;
         af_select(pol, cfg->catalog, &p, false, sel);
-        if (!sel->rule &&
-            af_buf_printf(&b, "  warning: no rule matches %s when only the workload is known\n",
-                          af_workload_name(w)))
-            af_assert(!"unbounded");
-        else if (sel->rule && !sel->n_tiers &&
-                 af_buf_printf(&b, "  warning: rule %s leaves %s with no usable tier\n",
-                               sel->rule, af_workload_name(w)))
-            af_assert(!"unbounded");
+        if (!sel->rule)
+            outf(&b, "  warning: no rule matches %s when only the workload is known\n",
+                 af_workload_name(w));
+        else if (!sel->n_tiers)
+            outf(&b, "  warning: rule %s leaves %s with no usable tier\n", sel->rule,
+                 af_workload_name(w));
     }
     af_free(sel);
     fwrite(b.buf, 1, b.len, stdout);

@@ -15,15 +15,31 @@
 #include "config/yamlnode.h"
 
 static const char *const top_keys[] = {"apiVersion", "kind", "region", "instances", NULL};
-static const char *const type_keys[] = {
-    "name", "family", "class", "vcpus", "memory_gib", "accelerator", "neuron_cores",
-    "network_gbps_baseline", "efa_supported", "efa_max_interfaces", "price_on_demand_usd_hr",
-    "spot", "notes", "facts_source", NULL};
-static const char *const accel_keys[] = {"kind", "maker", "name", "count",
-                                         "memory_gib_per_device", "memory_gib_total",
-                                         "marketed_memory_per_device", NULL};
-static const char *const spot_keys[] = {"discount_pct", "est_usd_hr_derived",
-                                        "interruption_freq", "source", NULL};
+static const char *const type_keys[] = {"name",
+                                        "family",
+                                        "class",
+                                        "vcpus",
+                                        "memory_gib",
+                                        "accelerator",
+                                        "neuron_cores",
+                                        "network_gbps_baseline",
+                                        "efa_supported",
+                                        "efa_max_interfaces",
+                                        "price_on_demand_usd_hr",
+                                        "spot",
+                                        "notes",
+                                        "facts_source",
+                                        NULL};
+static const char *const accel_keys[] = {"kind",
+                                         "maker",
+                                         "name",
+                                         "count",
+                                         "memory_gib_per_device",
+                                         "memory_gib_total",
+                                         "marketed_memory_per_device",
+                                         NULL};
+static const char *const spot_keys[] = {"discount_pct", "est_usd_hr_derived", "interruption_freq",
+                                        "source", NULL};
 
 static void type_release(struct af_instance_type *t)
 {
@@ -109,8 +125,8 @@ static int load_accel(struct af__ydoc *d, yaml_node_t *acc, struct af_instance_t
         return rc;
     v = af__ymap_get(d, acc, "memory_gib_per_device");
     if (!v || af__ynode_is_null(v))
-        return af__ydoc_err(d, acc, AF_EINVAL,
-                            "accelerator of '%s' has no 'memory_gib_per_device'", t->name);
+        return af__ydoc_err(d, acc, AF_EINVAL, "accelerator of '%s' has no 'memory_gib_per_device'",
+                            t->name);
     rc = af__ynode_double(d, v, "accelerator.memory_gib_per_device",
                           &t->accel_memory_gib_per_device);
     if (rc)
@@ -284,8 +300,7 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
     if (af_class_kind(t->cls) != t->accel_kind)
         return af__ydoc_err(d, cls_node ? cls_node : n, AF_EINVAL,
                             "class '%s' of '%s' does not match its accelerator (%s)",
-                            af_class_name(t->cls), t->name,
-                            t->accel_name ? t->accel_name : "none");
+                            af_class_name(t->cls), t->name, t->accel_name ? t->accel_name : "none");
     return 0;
 }
 
@@ -333,8 +348,8 @@ static int load_catalog(struct af__ydoc *d, struct af_catalog *c)
     if (rc)
         return rc;
 
-    for (yaml_node_item_t *it = list->data.sequence.items.start;
-         it < list->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top;
+         it++) {
         yaml_node_t *n = af__ydoc_node(d, *it);
         AF_GROW(c->types, cap, c->n_types + 1);
         memset(&c->types[c->n_types], 0, sizeof(c->types[0]));

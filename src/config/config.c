@@ -22,8 +22,8 @@ static int check_families(const struct af_policy *p, const struct af_catalog *c,
             for (size_t f = 0; f < ts->n_families; f++) {
                 bool found = false;
                 for (size_t i = 0; i < c->n_types && !found; i++)
-                    found = c->types[i].cls == ts->cls &&
-                            !strcmp(c->types[i].family, ts->families[f]);
+                    found =
+                        c->types[i].cls == ts->cls && !strcmp(c->types[i].family, ts->families[f]);
                 if (!found)
                     return af_error_set(err, AF_EINVAL, p->source, rule->line, 0,
                                         "rule '%s': the catalog (%s) has no %s instance type "

@@ -152,8 +152,7 @@ static int put_scalar(struct conv *cv, const yaml_node_t *n)
         return put_string(cv->out, n->data.scalar.value, len);
     if (strlen(s) != len)
         return put_string(cv->out, n->data.scalar.value, len);
-    if (!*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-        !strcmp(s, "NULL"))
+    if (!*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL"))
         return af_buf_puts(cv->out, "null");
     if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"))
         return af_buf_puts(cv->out, "true");
@@ -228,8 +227,7 @@ static int put_node(struct conv *cv, const yaml_node_t *n, int depth)
         break;
     }
     if (rc == AF_ETOOBIG && cv->err && !cv->err->text[0])
-        af_error_set(cv->err, rc, cv->name, 0, 0, "JSON output exceeds %zu bytes",
-                     cv->out->cap);
+        af_error_set(cv->err, rc, cv->name, 0, 0, "JSON output exceeds %zu bytes", cv->out->cap);
     return rc;
 }
 

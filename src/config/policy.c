@@ -17,17 +17,21 @@
 
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron", "scoring",
                                        "filter",     "prices", "rules",  NULL};
-static const char *const memory_keys[] = {"bytes_per_param",     "inference_precision",
-                                          "training_precision",  "inference_headroom",
-                                          "training_bytes_per_param", "max_instances", NULL};
+static const char *const memory_keys[] = {"bytes_per_param",
+                                          "inference_precision",
+                                          "training_precision",
+                                          "inference_headroom",
+                                          "training_bytes_per_param",
+                                          "max_instances",
+                                          NULL};
 static const char *const neuron_keys[] = {"frameworks", NULL};
 static const char *const scoring_keys[] = {"strategy", "weights", NULL};
 static const char *const weight_keys[] = {"tier", "utilization", "cost", NULL};
 static const char *const filter_keys[] = {"cpu_backfill", NULL};
 static const char *const prices_keys[] = {"default_spot_discount_pct", NULL};
 static const char *const rule_keys[] = {"name", "match", "tiers", "reason", NULL};
-static const char *const match_keys[] = {"workload",   "objective",  "framework",
-                                         "neuron_ready", "min_params", "max_params",
+static const char *const match_keys[] = {"workload",           "objective",  "framework",
+                                         "neuron_ready",       "min_params", "max_params",
                                          "max_latency_slo_ms", NULL};
 static const char *const tier_keys[] = {"class", "families", NULL};
 
@@ -78,15 +82,13 @@ static void policy_defaults(struct af_policy *p)
 }
 
 /* Walks the pairs of mapping `map`, setting `k` (key text) and `v` (value node). */
-#define FOR_EACH_PAIR(d, map, pp, k, v)                                              \
-    for (yaml_node_pair_t *pp = (map)->data.mapping.pairs.start;                     \
-         pp < (map)->data.mapping.pairs.top &&                                       \
-         ((k) = af__ynode_str(af__ydoc_node((d), pp->key)),                          \
-         (v) = af__ydoc_node((d), pp->value), 1);                                    \
+#define FOR_EACH_PAIR(d, map, pp, k, v)                                                            \
+    for (yaml_node_pair_t *pp = (map)->data.mapping.pairs.start;                                   \
+         pp < (map)->data.mapping.pairs.top && ((k) = af__ynode_str(af__ydoc_node((d), pp->key)),  \
+                                               (v) = af__ydoc_node((d), pp->value), 1);            \
          pp++)
 
-static int expect_map(struct af__ydoc *d, yaml_node_t *n, const char *what,
-                      const char *const *keys)
+static int expect_map(struct af__ydoc *d, yaml_node_t *n, const char *what, const char *const *keys)
 {
     int rc = af__ynode_expect(d, n, YAML_MAPPING_NODE, what);
 
@@ -162,8 +164,7 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
                                   "'memory.inference_headroom' must be at least 1 (it "
                                   "multiplies the weights)");
         } else if (!strcmp(k, "training_bytes_per_param")) {
-            rc = positive(d, v, "memory.training_bytes_per_param",
-                          &p->training_bytes_per_param);
+            rc = positive(d, v, "memory.training_bytes_per_param", &p->training_bytes_per_param);
         } else if (!strcmp(k, "max_instances")) {
             const char *wk;
             yaml_node_t *wv;
@@ -283,8 +284,7 @@ static int parse_params(struct af__ydoc *d, yaml_node_t *v, const char *what, do
     const char *s = af__ynode_str(v);
 
     if (!s || af__ynode_is_null(v))
-        return af__ydoc_err(d, v, AF_ETYPE, "'%s' must be a parameter count (7e9 or \"7B\")",
-                            what);
+        return af__ydoc_err(d, v, AF_ETYPE, "'%s' must be a parameter count (7e9 or \"7B\")", what);
     if (af_parse_count(s, out) != 0 || !(*out > 0))
         return af__ydoc_err(d, v, AF_EINVAL,
                             "'%s' must be a positive parameter count (7e9, 7000000000 or "
@@ -367,8 +367,9 @@ static int load_tier(struct af__ydoc *d, yaml_node_t *n, struct af_tier_spec *t)
         return rc;
     t->n_families = (size_t)(fam->data.sequence.items.top - fam->data.sequence.items.start);
     if (!t->n_families)
-        return af__ydoc_err(d, fam, AF_EINVAL, "'families' must not be empty (leave it out "
-                                               "to allow every family of the class)");
+        return af__ydoc_err(d, fam, AF_EINVAL,
+                            "'families' must not be empty (leave it out "
+                            "to allow every family of the class)");
     t->families = af_xcalloc(t->n_families + 1, sizeof(char *));
     for (size_t i = 0; i < t->n_families; i++) {
         yaml_node_t *e = af__ydoc_node(d, fam->data.sequence.items.start[i]);
@@ -377,8 +378,7 @@ static int load_tier(struct af__ydoc *d, yaml_node_t *n, struct af_tier_spec *t)
             return rc;
         if (!*s || strchr(s, '.'))
             return af__ydoc_err(d, e, AF_EINVAL,
-                                "'%s' is not an instance family (write c6i, not c6i.xlarge)",
-                                s);
+                                "'%s' is not an instance family (write c6i, not c6i.xlarge)", s);
         t->families[i] = af_xstrdup(s);
     }
     return 0;
@@ -455,8 +455,9 @@ static int load_rule(struct af__ydoc *d, yaml_node_t *n, struct af_rule *r)
     if (!*s)
         return af__ydoc_err(d, v, AF_EINVAL, "rule '%s' has an empty 'reason'", r->name);
     if (strlen(s) >= AF_REASON_MAX)
-        return af__ydoc_err(d, v, AF_EINVAL, "the reason of rule '%s' is %zu characters; keep "
-                                             "it under %d",
+        return af__ydoc_err(d, v, AF_EINVAL,
+                            "the reason of rule '%s' is %zu characters; keep "
+                            "it under %d",
                             r->name, strlen(s), AF_REASON_MAX);
     r->reason = af_xstrdup(s);
     return 0;
@@ -482,8 +483,8 @@ static int load_rules(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p
         for (size_t j = 0; j < i; j++)
             if (!strcmp(p->rules[j].name, p->rules[i].name))
                 return af__ydoc_err(d, af__ymap_get(d, e, "name"), AF_EINVAL,
-                                    "duplicate rule name '%s' (first at line %d)",
-                                    p->rules[i].name, p->rules[j].line);
+                                    "duplicate rule name '%s' (first at line %d)", p->rules[i].name,
+                                    p->rules[j].line);
     }
     return 0;
 }
@@ -506,8 +507,8 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
         else if (!strcmp(s, "spread"))
             p->strategy = AF_STRATEGY_SPREAD;
         else
-            return af__ydoc_err(d, v, AF_EINVAL,
-                                "unknown strategy '%s' (known: binpack, spread)", s);
+            return af__ydoc_err(d, v, AF_EINVAL, "unknown strategy '%s' (known: binpack, spread)",
+                                s);
     }
     v = af__ymap_get(d, m, "weights");
     if (v) {
@@ -530,8 +531,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
             if (rc)
                 return rc;
             if (*ws[i].dst < 0)
-                return af__ydoc_err(d, w, AF_EINVAL, "weight '%s' must not be negative",
-                                    ws[i].key);
+                return af__ydoc_err(d, w, AF_EINVAL, "weight '%s' must not be negative", ws[i].key);
         }
         sum = p->w_tier + p->w_util + p->w_cost;
         if (!(sum > 0))
@@ -587,8 +587,8 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
         if (rc)
             return rc;
         if (af__ymap_get(d, v, "frameworks")) {
-            rc = parse_frameworks(d, af__ymap_get(d, v, "frameworks"), "neuron.frameworks",
-                                  false, &p->neuron_frameworks);
+            rc = parse_frameworks(d, af__ymap_get(d, v, "frameworks"), "neuron.frameworks", false,
+                                  &p->neuron_frameworks);
             if (rc)
                 return rc;
         }

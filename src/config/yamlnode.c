@@ -35,8 +35,7 @@ int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t
                               problem, parser.context);
         else
             rc = af_error_set(err, AF_EPARSE, file, (int)parser.problem_mark.line + 1,
-                              (int)parser.problem_mark.column + 1, "malformed YAML: %s",
-                              problem);
+                              (int)parser.problem_mark.column + 1, "malformed YAML: %s", problem);
         goto out;
     }
     d->loaded = true;
@@ -92,8 +91,7 @@ bool af__ynode_is_null(const yaml_node_t *n)
     if (!n || n->type != YAML_SCALAR_NODE || af__ynode_is_quoted(n))
         return false;
     s = (const char *)n->data.scalar.value;
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-           !strcmp(s, "NULL");
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
 }
 
 const char *af__ynode_str(const yaml_node_t *n)
@@ -130,12 +128,10 @@ int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t 
     return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be %s, not %s", what, want, kind_name(n));
 }
 
-int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
-                     const char **out)
+int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what, const char **out)
 {
     if (!n || n->type != YAML_SCALAR_NODE || af__ynode_is_null(n))
-        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a string, not %s", what,
-                            kind_name(n));
+        return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a string, not %s", what, kind_name(n));
     *out = (const char *)n->data.scalar.value;
     return 0;
 }
@@ -172,8 +168,8 @@ int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, lo
     if (end == s || *end || errno == ERANGE)
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be an integer, not '%s'", what, s);
     if (v < min || v > max)
-        return af__ydoc_err(d, n, AF_EINVAL, "'%s' must be between %ld and %ld, not %ld", what,
-                            min, max, v);
+        return af__ydoc_err(d, n, AF_EINVAL, "'%s' must be between %ld and %ld, not %ld", what, min,
+                            max, v);
     *out = (int)v;
     return 0;
 }
@@ -194,8 +190,7 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, b
     }
     if (s)
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not '%s'", what, s);
-    return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what,
-                        kind_name(n));
+    return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what, kind_name(n));
 }
 
 int af__ymap_check_dups(struct af__ydoc *d, const yaml_node_t *map)
@@ -235,10 +230,10 @@ int af__ymap_check_keys(struct af__ydoc *d, const yaml_node_t *map, const char *
             char list[256] = "";
             size_t used = 0;
             for (size_t i = 0; known[i] && used < sizeof(list); i++)
-                used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
-                                         i ? ", " : "", known[i]);
-            return af__ydoc_err(d, k, AF_EINVAL, "unknown key '%s' in %s (known: %s)", s,
-                                where, list);
+                used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                                         known[i]);
+            return af__ydoc_err(d, k, AF_EINVAL, "unknown key '%s' in %s (known: %s)", s, where,
+                                list);
         }
     }
     return 0;

@@ -21,8 +21,8 @@
 struct af__ydoc {
     yaml_document_t doc;
     bool loaded;
-    const char *file;          /* borrowed: the name used in messages */
-    struct af_error *err;      /* borrowed, may be NULL */
+    const char *file;     /* borrowed: the name used in messages */
+    struct af_error *err; /* borrowed, may be NULL */
 };
 
 /*
@@ -55,8 +55,8 @@ int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      const char **out) AF_MUST_CHECK;
 int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      double *out) AF_MUST_CHECK;
-int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min,
-                  long max, int *out) AF_MUST_CHECK;
+int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
+                  int *out) AF_MUST_CHECK;
 int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                    bool *out) AF_MUST_CHECK;
 /* Checks the node kind and fails with "`what` must be a mapping/sequence". */

@@ -30,7 +30,7 @@ double af_select_memory_needed_gib(const struct af_policy *pol, const struct af_
     if (p->workload == AF_WORKLOAD_TRAINING)
         return p->model_params * pol->training_bytes_per_param / GIB;
     prec = p->precision >= 0 && p->precision < AF_PRECISION__COUNT ? p->precision
-                                                                     : pol->inference_precision;
+                                                                   : pol->inference_precision;
     bytes = pol->bytes_per_param[prec];
     return p->model_params * bytes * pol->inference_headroom / GIB;
 }
@@ -183,8 +183,7 @@ static void add_reason(struct af_tier *t, const char *fmt, ...)
     t->n_reasons++;
 }
 
-static void drop(struct af_selection *out, enum af_class cls, const char *fmt, ...)
-    AF_PRINTF(3, 4);
+static void drop(struct af_selection *out, enum af_class cls, const char *fmt, ...) AF_PRINTF(3, 4);
 
 static void drop(struct af_selection *out, enum af_class cls, const char *fmt, ...)
 {
@@ -268,8 +267,8 @@ static void price_reason(const struct af_catalog *cat, struct af_tier *tier)
     fmt_usd(total, sizeof(total), tier->hourly_usd);
     fmt_usd(each, sizeof(each), t->price_usd_hr);
     if (tier->instances > 1)
-        add_reason(tier, "%s/h on-demand, %s (%d x %s)", total, price_where(cat),
-                   tier->instances, each);
+        add_reason(tier, "%s/h on-demand, %s (%d x %s)", total, price_where(cat), tier->instances,
+                   each);
     else
         add_reason(tier, "%s/h on-demand, %s", total, price_where(cat));
 }
@@ -279,9 +278,8 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
                       const struct af_profile *p, const struct af_tier_spec *ts, double needed,
                       struct af_selection *out, struct af_tier *tier)
 {
-    int maxi = p->workload >= 0 && p->workload < AF_WORKLOAD__COUNT
-                   ? pol->max_instances[p->workload]
-                   : 1;
+    int maxi =
+        p->workload >= 0 && p->workload < AF_WORKLOAD__COUNT ? pol->max_instances[p->workload] : 1;
     const struct af_instance_type *largest = NULL;
     struct pick best = {NULL, 0, 0};
     size_t candidates = 0, no_efa = 0;
@@ -332,19 +330,22 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
         fmt_gib(need, sizeof(need), needed);
         fmt_gib(have, sizeof(have), maxi * capacity_gib(largest));
         if (no_efa && largest->efa == false)
-            drop(out, ts->cls, "%s %s needs %s GiB %s memory, more than one %s instance holds, "
-                               "and a model split across instances needs EFA, which no %s "
-                               "type in the catalog has",
+            drop(out, ts->cls,
+                 "%s %s needs %s GiB %s memory, more than one %s instance holds, "
+                 "and a model split across instances needs EFA, which no %s "
+                 "type in the catalog has",
                  params, af_workload_name(p->workload), need, mem, af_class_name(ts->cls),
                  af_class_name(ts->cls));
         else if (maxi == 1)
-            drop(out, ts->cls, "%s %s needs %s GiB %s memory; the largest %s instance (%s) "
-                               "holds %s GiB",
+            drop(out, ts->cls,
+                 "%s %s needs %s GiB %s memory; the largest %s instance (%s) "
+                 "holds %s GiB",
                  params, af_workload_name(p->workload), need, mem, af_class_name(ts->cls),
                  largest->name, have);
         else
-            drop(out, ts->cls, "%s %s needs %s GiB %s memory; %d x %s, the largest %s "
-                               "instance, hold %s GiB (memory.max_instances.%s is %d)",
+            drop(out, ts->cls,
+                 "%s %s needs %s GiB %s memory; %d x %s, the largest %s "
+                 "instance, hold %s GiB (memory.max_instances.%s is %d)",
                  params, af_workload_name(p->workload), need, mem, maxi, largest->name,
                  af_class_name(ts->cls), have, af_workload_name(p->workload), maxi);
         return false;
@@ -403,8 +404,7 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
             add_reason(tier,
                        "runs the Neuron-compiled %s model on NeuronCore-v%d (inf2 and trn1 "
                        "share v2; inf1 needs its own build)",
-                       profile->framework >= 0 ? af_framework_name(profile->framework)
-                                               : "Neuron",
+                       profile->framework >= 0 ? af_framework_name(profile->framework) : "Neuron",
                        af_class_neuron_core_version(ts->cls));
         out->n_tiers++;
     }
