@@ -92,6 +92,13 @@ struct af_http_options {
     const char *client_ca_file;    /* require and verify client certificates */
 };
 
+/*
+ * "127.0.0.1:8888", "[::1]:8888", ":8888" (every interface), "localhost:8888":
+ * numeric host (empty for any) and port. Returns 0 or AF_EINVAL.
+ */
+int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port,
+                         bool *v6) AF_MUST_CHECK;
+
 /* Runs until *stop becomes non-zero. Returns 0 or a negative AF_E* (bind failure...). */
 int af_http_run(const struct af_http_options *opt, struct af_service *svc,
                 volatile sig_atomic_t *stop) AF_MUST_CHECK;

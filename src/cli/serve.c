@@ -173,6 +173,12 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         if (err || !v)
             return bad("option '%s' needs a value", flag);
         if (!strcmp(flag, "--listen")) {
+            char host[128];
+            int port;
+            bool v6;
+            if (af_http_parse_listen(v, host, sizeof(host), &port, &v6) != 0)
+                return bad("--listen must be ADDR:PORT with a numeric address, [IPv6]:PORT or "
+                           ":PORT: '%s'", v);
             o->http.listen = v;
         } else if (!strcmp(flag, "--url-prefix")) {
             if (*v && v[0] != '/')

@@ -87,6 +87,11 @@ struct pss {
     size_t sent;
     /* for the log line */
     struct af_request_stats st;
+    /* h2 requests without a body length: answer when the stream ends or soon after */
+    lws_sorted_usec_list_t sul;
+    struct lws *wsi;
+    struct lws_context *ctx;
+    bool sul_armed;
 };
 
 static const char zeros[RESERVE];
@@ -134,6 +139,8 @@ static void pss_release(struct pss *p)
 
 static void pss_reset(struct pss *p)
 {
+    if (p->sul_armed)
+        lws_sul_schedule(p->ctx, 0, &p->sul, NULL, LWS_SET_TIMER_USEC_CANCEL);
     pss_release(p);
     memset(p, 0, sizeof(*p));
 }
@@ -432,6 +439,23 @@ static enum route match_route(struct server *s, const char *path)
     return R_NONE;
 }
 
+#define H2_EMPTY_BODY_WAIT_US (20 * LWS_US_PER_MS)
+
+static int dispatch(struct server *s, struct lws *wsi, struct pss *p);
+
+/* An h2 request without a length whose stream has not ended yet: assume no body. */
+static void empty_body_due(lws_sorted_usec_list_t *sul)
+{
+    struct pss *p = lws_container_of(sul, struct pss, sul);
+    struct server *s = lws_context_user(p->ctx);
+
+    p->sul_armed = false;
+    if (!p->active || p->responded || p->body.len || p->discarded)
+        return;
+    if (dispatch(s, p->wsi, p) < 0)
+        lws_set_timeout(p->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
 static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const char *path)
 {
     char clbuf[32];
@@ -484,6 +508,21 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
         return too_big(s, wsi, p);
 
     p->expect_body = cl > 0;
+    if (p->h2 && cl <= 0 && p->method != M_GET) {
+        /*
+         * An h2 request without a positive length may end its stream with
+         * the headers or with an empty DATA frame right after them, and lws
+         * does not say which. Answering before that frame arrives closes the
+         * stream under it (lws then ends the whole connection), and waiting
+         * for a body that never comes would hang. So wait for the end of the
+         * stream, or a moment, whichever comes first.
+         */
+        p->expect_body = true;
+        p->wsi = wsi;
+        p->ctx = lws_get_context(wsi);
+        p->sul_armed = true;
+        lws_sul_schedule(p->ctx, 0, &p->sul, empty_body_due, H2_EMPTY_BODY_WAIT_US);
+    }
     if (!p->expect_body)
         return dispatch(s, wsi, p);
 
@@ -549,6 +588,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
         if (!p->active || p->responded)
             return 0;
+        /* lws reports an empty h2 body complete before a trailing empty DATA frame. */
+        if (p->sul_armed && !p->body.len && !p->discarded)
+            return 0;
         return dispatch(s, wsi, p);
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (!s || !p || !p->active || !p->responded || !p->h2)
@@ -582,8 +624,7 @@ static void check_stop(lws_sorted_usec_list_t *sul)
         lws_sul_schedule(s->ctx, 0, &s->sul, check_stop, 100 * LWS_US_PER_MS);
 }
 
-/* "127.0.0.1:8888", "[::1]:8888", ":8888" -> host (NULL for any) and port. */
-static int parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6)
+int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6)
 {
     const char *colon;
     int64_t p;
@@ -654,7 +695,7 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
             s.prefix_len = n;
         }
     }
-    if (parse_listen(opt->listen, host, sizeof(host), &port, &v6) != 0) {
+    if (af_http_parse_listen(opt->listen, host, sizeof(host), &port, &v6) != 0) {
         AF_LOG(AF_LOG_ERROR, "bad listen address", "listen", opt->listen ? opt->listen : "",
                NULL);
         return AF_EINVAL;

@@ -1,0 +1,1353 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Black-box tests of `accelfit serve`: the real binary on a loopback port,
+ * driven with libcurl the way kube-scheduler drives it (recorded requests,
+ * keep-alive, TLS with h2 and http/1.1), plus bad input, limits and the
+ * decisions seen through HTTP. Assertions are about behaviour, not timings.
+ */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "accelfit/util.h"
+#include "support/http_client.h"
+#include "support/support.h"
+
+#define NODES_FIXTURE "tests/fixtures/apiserver/nodes-list.json"
+#define BEHAVIOUR_FIXTURE "tests/fixtures/clusters/behaviour.yaml"
+#define KS_DIR "tests/fixtures/kube-scheduler/"
+
+/* The suite-wide server: the recorded cluster, a url prefix, small limits. */
+static struct af_test_server wire;
+/* The decision-test cluster. */
+static struct af_test_server beh;
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+static char *url(const struct af_test_server *s, const char *path)
+{
+    return af_xasprintf("%s%s", s->base, path);
+}
+
+static json_t *parse(const struct af_test_resp *r)
+{
+    json_error_t e;
+    json_t *j = json_loadb(r->body, r->len, 0, &e);
+
+    ck_assert_msg(j != NULL, "response is not JSON (%s): %.300s", e.text, r->body);
+    return j;
+}
+
+/* POST `body` to `path` on `s` with a fresh or given handle. */
+static void post(CURL *c, const struct af_test_server *s, const char *path, const char *body,
+                 struct af_test_resp *r)
+{
+    char *u = url(s, path);
+    static const char *const hdrs[] = {"Content-Type: application/json",
+                                       "User-Agent: Go-http-client/1.1",
+                                       "Accept-Encoding: gzip", NULL};
+
+    af_test_http(c, "POST", u, body, strlen(body), hdrs, r);
+    af_free(u);
+    ck_assert_msg(r->curl_rc == CURLE_OK, "POST %s failed: %s", path,
+                  curl_easy_strerror((CURLcode)r->curl_rc));
+}
+
+static void get(CURL *c, const struct af_test_server *s, const char *path, struct af_test_resp *r)
+{
+    char *u = url(s, path);
+
+    af_test_http(c, NULL, u, NULL, 0, NULL, r);
+    af_free(u);
+    ck_assert_msg(r->curl_rc == CURLE_OK, "GET %s failed: %s", path,
+                  curl_easy_strerror((CURLcode)r->curl_rc));
+}
+
+static bool in_names(json_t *arr, const char *name)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(arr, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), name))
+        return true;
+    return false;
+}
+
+/* The candidate names of a request (either mode), as a new JSON array. */
+static json_t *request_names(json_t *req)
+{
+    json_t *out = json_array(), *names = NULL, *nodes = NULL, *v;
+    const char *k;
+    size_t i;
+
+    json_object_foreach(req, k, v) {
+        if (!strcasecmp(k, "NodeNames"))
+            names = v;
+        if (!strcasecmp(k, "Nodes"))
+            nodes = v;
+    }
+    if (json_is_array(names)) {
+        json_array_foreach(names, i, v) json_array_append(out, v);
+    } else if (json_is_object(nodes)) {
+        json_array_foreach(json_object_get(nodes, "items"), i, v)
+            json_array_append(out, json_object_get(json_object_get(v, "metadata"), "name"));
+    }
+    return out;
+}
+
+/*
+ * Checks an ExtenderFilterResult against its request: PascalCase keys, the
+ * right mode, passing nodes a subset of the input, every dropped node listed
+ * with a reason, no node both passed and failed. Returns the passing names.
+ */
+static json_t *check_filter_shape(json_t *req, json_t *resp)
+{
+    static const char *const keys[] = {"Nodes", "NodeNames", "FailedNodes",
+                                       "FailedAndUnresolvableNodes", "Error"};
+    json_t *input = request_names(req), *passed = json_array(), *v;
+    json_t *failed, *unres;
+    bool names_mode = json_is_array(json_object_get(req, "NodeNames")) ||
+                      json_is_array(json_object_get(req, "nodenames"));
+    const char *k;
+    size_t i;
+
+    ck_assert(json_is_object(resp));
+    for (i = 0; i < AF_ARRAY_SIZE(keys); i++)
+        ck_assert_msg(json_object_get(resp, keys[i]) != NULL, "missing key %s", keys[i]);
+    json_object_foreach(resp, k, v) {
+        bool known = false;
+        for (i = 0; i < AF_ARRAY_SIZE(keys); i++)
+            known |= !strcmp(k, keys[i]);
+        ck_assert_msg(known, "unexpected key '%s' (want PascalCase)", k);
+    }
+    failed = json_object_get(resp, "FailedNodes");
+    unres = json_object_get(resp, "FailedAndUnresolvableNodes");
+    ck_assert(json_is_object(failed) && json_is_object(unres));
+    ck_assert(json_is_string(json_object_get(resp, "Error")));
+    if (names_mode) {
+        ck_assert(json_is_null(json_object_get(resp, "Nodes")));
+        ck_assert(json_is_array(json_object_get(resp, "NodeNames")));
+        json_array_foreach(json_object_get(resp, "NodeNames"), i, v) {
+            ck_assert(json_is_string(v));
+            ck_assert_msg(in_names(input, json_string_value(v)), "NodeNames has '%s' not in input",
+                          json_string_value(v));
+            json_array_append(passed, v);
+        }
+    } else {
+        json_t *items = json_object_get(json_object_get(resp, "Nodes"), "items");
+        ck_assert(json_is_null(json_object_get(resp, "NodeNames")));
+        ck_assert_msg(json_is_array(items), "Nodes mode answers a NodeList");
+        json_array_foreach(items, i, v) {
+            json_t *name = json_object_get(json_object_get(v, "metadata"), "name");
+            ck_assert(json_is_object(json_object_get(v, "status")));
+            ck_assert(json_is_string(name) && in_names(input, json_string_value(name)));
+            json_array_append(passed, name);
+        }
+    }
+    json_array_foreach(input, i, v) {
+        const char *n = json_string_value(v);
+        json_t *why = json_object_get(failed, n);
+        if (!why)
+            why = json_object_get(unres, n);
+        if (in_names(passed, n)) {
+            ck_assert_msg(why == NULL, "'%s' both passed and failed", n);
+        } else {
+            ck_assert_msg(json_is_string(why) && json_string_length(why) > 0,
+                          "dropped node '%s' is not listed with a reason", n);
+        }
+    }
+    json_object_foreach(failed, k, v) ck_assert(in_names(input, k) && json_is_string(v));
+    json_object_foreach(unres, k, v) ck_assert(in_names(input, k) && json_is_string(v));
+    json_decref(input);
+    return passed;
+}
+
+/* Checks a HostPriorityList: hosts from the input, at most once each, 0..10. */
+static void check_priorities(json_t *req, json_t *resp)
+{
+    json_t *input = request_names(req), *seen = json_array(), *v;
+    size_t i;
+
+    ck_assert_msg(json_is_array(resp), "prioritize answers a bare array");
+    json_array_foreach(resp, i, v) {
+        json_t *host = json_object_get(v, "Host"), *score = json_object_get(v, "Score");
+        ck_assert_int_eq(json_object_size(v), 2);
+        ck_assert(json_is_string(host) && json_is_integer(score));
+        ck_assert(in_names(input, json_string_value(host)));
+        ck_assert(!in_names(seen, json_string_value(host)));
+        json_array_append(seen, host);
+        ck_assert_int_ge(json_integer_value(score), 0);
+        ck_assert_int_le(json_integer_value(score), 10);
+    }
+    json_decref(seen);
+    json_decref(input);
+}
+
+static const char *err_of(json_t *resp)
+{
+    return json_string_value(json_object_get(resp, "Error"));
+}
+
+static const char gpu_pod[] =
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u1\"},\"spec\":{"
+    "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\","
+    "\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}}";
+static const char cpu_pod[] =
+    "{\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":\"u2\"},\"spec\":{"
+    "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\","
+    "\"memory\":\"1Gi\"}}}]}}";
+static const char neuron_pod[] =
+    "{\"metadata\":{\"name\":\"n\",\"namespace\":\"default\",\"uid\":\"u3\",\"annotations\":{"
+    "\"accelfit.io/workload\":\"inference\",\"accelfit.io/objective\":\"cost\","
+    "\"accelfit.io/framework\":\"pytorch\",\"accelfit.io/neuron-ready\":\"true\"}},\"spec\":{"
+    "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"aws.amazon.com/neuron\":"
+    "\"1\",\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}}";
+
+/* {"Pod":pod,"Nodes":null,"NodeNames":names} */
+static char *names_body(const char *pod, const char *names_json)
+{
+    return af_xasprintf("{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":%s}", pod, names_json);
+}
+
+/* A good names-mode filter on `c` that must succeed (after a bad request). */
+static void good_filter_on(CURL *c, const struct af_test_server *s)
+{
+    struct af_test_resp r;
+    size_t len;
+    char *body = af_test_read(KS_DIR "filter-nodecache-true.json", &len);
+    json_t *req = json_loadb(body, len, 0, NULL), *resp, *passed;
+
+    post(c, s, "/filter", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    ck_assert_str_eq(err_of(resp), "");
+    passed = check_filter_shape(req, resp);
+    ck_assert_int_ge(json_array_size(passed), 1);
+    json_decref(passed);
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+}
+
+/* ---- fixtures --------------------------------------------------------------------------------- */
+
+static void start_wire(void)
+{
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--url-prefix", "/sched",
+                                "--max-body", "1Mi", "--read-timeout", "1", "--log-level",
+                                "debug", NULL};
+    af_test_server_start(&wire, args, false, NULL, NULL);
+}
+
+static void stop_wire(void)
+{
+    ck_assert_int_eq(af_test_server_stop(&wire), 0);
+}
+
+static void start_beh(void)
+{
+    const char *const args[] = {"--cluster", af_test_path(BEHAVIOUR_FIXTURE), NULL};
+    af_test_server_start(&beh, args, false, NULL, NULL);
+}
+
+static void stop_beh(void)
+{
+    ck_assert_int_eq(af_test_server_stop(&beh), 0);
+}
+
+/* ---- recorded kube-scheduler traffic ------------------------------------------------------------- */
+
+START_TEST(test_recorded_requests_answer_in_shape)
+{
+    size_t len;
+    char *meta = af_test_read(KS_DIR "requests-meta.json", &len);
+    json_t *m = json_loadb(meta, len, 0, NULL), *e;
+    CURL *c = curl_easy_init();
+    size_t i;
+
+    ck_assert(json_is_array(m) && json_array_size(m) >= 6);
+    json_array_foreach(m, i, e) {
+        const char *fixture = json_string_value(json_object_get(e, "fixture"));
+        const char *path = json_string_value(json_object_get(e, "path"));
+        json_t *hv, *req, *resp;
+        const char *hdrs[16];
+        size_t nh = 0, j, blen;
+        char *rel = af_xasprintf(KS_DIR "%s", fixture);
+        char *body = af_test_read(rel, &blen);
+        char *u = url(&wire, path);
+        struct af_test_resp r;
+
+        /* The recorded headers, as kube-scheduler v1.26.1 sent them (curl adds Host and length). */
+        json_array_foreach(json_object_get(e, "request_headers"), j, hv) {
+            const char *name = json_string_value(json_array_get(hv, 0));
+            if (!strcasecmp(name, "Host") || !strcasecmp(name, "Content-Length") || nh >= 15)
+                continue;
+            hdrs[nh++] = af_xasprintf("%s: %s", name, json_string_value(json_array_get(hv, 1)));
+        }
+        hdrs[nh] = NULL;
+        ck_assert_str_eq(json_string_value(json_object_get(e, "method")), "POST");
+        af_test_http(c, "POST", u, body, blen, hdrs, &r);
+        ck_assert_int_eq(r.curl_rc, CURLE_OK);
+        ck_assert_msg(r.status == 200, "%s: status %ld", fixture, r.status);
+        req = json_loadb(body, blen, 0, NULL);
+        ck_assert(req != NULL);
+        resp = parse(&r);
+        if (strstr(path, "filter")) {
+            json_t *passed = check_filter_shape(req, resp);
+            ck_assert_msg(!strcmp(err_of(resp), ""), "%s: Error %s", fixture, err_of(resp));
+            ck_assert_msg(json_array_size(passed) >= 1, "%s: nothing passed", fixture);
+            json_decref(passed);
+        } else {
+            json_t *input = request_names(req);
+            check_priorities(req, resp);
+            ck_assert_int_eq(json_array_size(resp), json_array_size(input));
+            json_decref(input);
+        }
+        if (i > 0)
+            ck_assert_msg(r.connects == 0, "keep-alive: request %zu opened a new connection", i);
+        json_decref(req);
+        json_decref(resp);
+        af_test_resp_free(&r);
+        for (j = 0; j < nh; j++)
+            af_free((void *)hdrs[j]);
+        af_free(u);
+        af_free(body);
+        af_free(rel);
+    }
+    curl_easy_cleanup(c);
+    json_decref(m);
+    af_free(meta);
+}
+END_TEST
+
+START_TEST(test_gpu_pod_on_recorded_cluster_goes_to_the_a10g_tier)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    size_t len;
+    char *body = af_test_read(KS_DIR "filter-nodecache-false.json", &len);
+    json_t *req = json_loadb(body, len, 0, NULL), *resp, *passed;
+
+    post(c, &wire, "/filter", body, &r);
+    resp = parse(&r);
+    passed = check_filter_shape(req, resp);
+    /* g5 (A10G) is the inference tier 1; the p4d (A100) is rejected while g5 has room. */
+    ck_assert_int_eq(json_array_size(passed), 1);
+    ck_assert_str_eq(json_string_value(json_array_get(passed, 0)),
+                     "ip-10-0-1-40.us-west-2.compute.internal");
+    ck_assert(json_object_get(json_object_get(resp, "FailedNodes"),
+                              "ip-10-0-1-10.us-west-2.compute.internal") != NULL);
+    json_decref(passed);
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- routing and connection handling ------------------------------------------------------------ */
+
+START_TEST(test_url_prefix_and_plain_paths_both_route)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    size_t len;
+    char *body = af_test_read(KS_DIR "prioritize-nodecache-true.json", &len);
+    json_t *req = json_loadb(body, len, 0, NULL), *resp;
+
+    post(c, &wire, "/sched/prioritize", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    check_priorities(req, resp);
+    json_decref(resp);
+    af_test_resp_free(&r);
+    post(c, &wire, "/prioritize", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    post(c, &wire, "/other/prioritize", body, &r);
+    ck_assert_int_eq(r.status, 404);
+    af_test_resp_free(&r);
+    get(c, &wire, "/sched/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    good_filter_on(c, &wire);
+    json_decref(req);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_keepalive_reuses_the_connection)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+
+    good_filter_on(c, &wire);
+    get(c, &wire, "/metrics", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(r.connects, 0);
+    af_test_resp_free(&r);
+    post(c, &wire, "/filter", "{", &r);   /* a 200 with Error keeps the connection too */
+    ck_assert_int_eq(r.connects, 0);
+    af_test_resp_free(&r);
+    get(c, &wire, "/healthz", &r);
+    ck_assert_int_eq(r.connects, 0);
+    ck_assert_str_eq(r.body, "ok\n");
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_wrong_method_is_405_and_unknown_path_404)
+{
+    static const struct {
+        const char *method, *path, *allow;
+        int status;
+    } cases[] = {
+        {"GET", "/filter", "POST", 405},     {"GET", "/sched/prioritize", "POST", 405},
+        {"PUT", "/filter", "POST", 405},     {"POST", "/healthz", "GET", 405},
+        {"DELETE", "/metrics", "GET", 405},  {"GET", "/nope", NULL, 404},
+        {"POST", "/filterx", NULL, 404},     {"POST", "/sched/sched/filter", NULL, 404},
+    };
+    CURL *c = curl_easy_init();
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        struct af_test_resp r;
+        char *u = url(&wire, cases[i].path);
+        af_test_http(c, cases[i].method, u, "{}", 2, NULL, &r);
+        ck_assert_int_eq(r.curl_rc, CURLE_OK);
+        ck_assert_msg(r.status == cases[i].status, "%s %s: %ld", cases[i].method, cases[i].path,
+                      r.status);
+        if (cases[i].allow)
+            ck_assert_str_eq(r.allow, cases[i].allow);
+        af_test_resp_free(&r);
+        af_free(u);
+        good_filter_on(c, &wire);
+    }
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- bad requests ------------------------------------------------------------------------------- */
+
+static const struct bad_case {
+    const char *path;
+    const char *body;
+    int status;
+    const char *error_has;   /* filter: substring of Error */
+} bad_cases[] = {
+    {"/filter", "{", 200, "not JSON"},
+    {"/filter", "", 200, "empty"},
+    {"/filter", "{\"Pod\":\"x\",\"Nodes\":null,\"NodeNames\":[\"a\"]}", 200, "Pod"},
+    {"/filter", "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"Nodes\":null,\"NodeNames\":{\"a\":1}}",
+     200, "NodeNames"},
+    {"/filter", "{\"Nodes\":null,\"NodeNames\":[\"a\"]}", 200, "Pod"},
+    {"/filter", "[1,2,3]", 200, "object"},
+    {"/filter", "null", 200, ""},
+    {"/filter", "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNames\":[1,2]}", 200, "NodeNames"},
+    {"/sched/filter", "\x01\x02\xff\xfe", 200, ""},
+    {"/prioritize", "{", 400, NULL},
+    {"/prioritize", "", 400, NULL},
+    {"/prioritize", "{\"Pod\":7}", 400, NULL},
+    {"/explain", "{", 400, NULL},
+    {"/explain", "", 400, NULL},
+};
+
+START_TEST(test_bad_request_then_good_request)
+{
+    const struct bad_case *bc = &bad_cases[_i];
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+
+    post(c, &wire, bc->path, bc->body, &r);
+    ck_assert_msg(r.status == bc->status, "case %d: status %ld", _i, r.status);
+    if (bc->status == 200) {
+        json_t *resp = parse(&r);
+        const char *e = err_of(resp);
+        ck_assert_msg(e && strlen(e) > 0, "case %d: Error must name the problem", _i);
+        ck_assert_msg(strstr(e, bc->error_has) != NULL, "case %d: Error '%s'", _i, e);
+        ck_assert(json_is_null(json_object_get(resp, "NodeNames")));
+        json_decref(resp);
+    } else {
+        json_t *resp = parse(&r);
+        ck_assert(json_is_string(json_object_get(resp, "error")));
+        json_decref(resp);
+    }
+    af_test_resp_free(&r);
+    good_filter_on(c, &wire);
+    /* and the same connection was kept */
+    get(c, &wire, "/healthz", &r);
+    ck_assert_int_eq(r.connects, 0);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_unknown_node_names_are_failed_not_dropped)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = names_body(gpu_pod, "[\"ip-10-0-1-40.us-west-2.compute.internal\",\"ghost-1\","
+                                     "\"ghost-2\"]");
+    json_t *req = json_loads(body, 0, NULL), *resp, *passed;
+
+    post(c, &wire, "/filter", body, &r);
+    resp = parse(&r);
+    passed = check_filter_shape(req, resp);
+    ck_assert_str_eq(err_of(resp), "");
+    ck_assert(json_object_get(json_object_get(resp, "FailedNodes"), "ghost-1") != NULL);
+    ck_assert(json_object_get(json_object_get(resp, "FailedNodes"), "ghost-2") != NULL);
+    ck_assert(in_names(passed, "ip-10-0-1-40.us-west-2.compute.internal"));
+    json_decref(passed);
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_rejects_all_lists_every_node)
+{
+    /* A GPU pod offered only a CPU node, a Neuron node and an unknown one: nothing passes. */
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = names_body(gpu_pod, "[\"ip-10-0-2-50.us-west-2.compute.internal\","
+                                     "\"ip-10-0-2-20.us-west-2.compute.internal\",\"ghost\"]");
+    json_t *req = json_loads(body, 0, NULL), *resp, *passed;
+
+    post(c, &wire, "/filter", body, &r);
+    resp = parse(&r);
+    passed = check_filter_shape(req, resp);
+    ck_assert_int_eq(json_array_size(passed), 0);
+    ck_assert_int_eq(json_object_size(json_object_get(resp, "FailedNodes")) +
+                         json_object_size(json_object_get(resp, "FailedAndUnresolvableNodes")),
+                     3);
+    /* wrong class cannot be fixed by preemption; an unknown node might be */
+    ck_assert(json_object_get(json_object_get(resp, "FailedAndUnresolvableNodes"),
+                              "ip-10-0-2-50.us-west-2.compute.internal") != NULL);
+    ck_assert(json_object_get(json_object_get(resp, "FailedNodes"), "ghost") != NULL);
+    json_decref(passed);
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_lowercase_keys_are_accepted)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = af_xasprintf("{\"pod\":%s,\"nodes\":null,\"nodenames\":[\"ip-10-0-1-40.us-west-2."
+                              "compute.internal\",\"ip-10-0-1-10.us-west-2.compute.internal\"]}",
+                              gpu_pod);
+    json_t *req = json_loads(body, 0, NULL), *resp, *passed;
+
+    post(c, &wire, "/filter", body, &r);
+    resp = parse(&r);
+    ck_assert_str_eq(err_of(resp), "");
+    passed = check_filter_shape(req, resp);
+    ck_assert_int_eq(json_array_size(passed), 1);
+    json_decref(passed);
+    json_decref(resp);
+    af_test_resp_free(&r);
+    post(c, &wire, "/prioritize", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    check_priorities(req, resp);
+    ck_assert_int_eq(json_array_size(resp), 2);
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_prioritize_scores_input_hosts_in_range)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = names_body(gpu_pod, "[\"ip-10-0-1-40.us-west-2.compute.internal\","
+                                     "\"ip-10-0-1-10.us-west-2.compute.internal\",\"ghost\"]");
+    json_t *req = json_loads(body, 0, NULL), *resp, *v;
+    size_t i;
+
+    post(c, &wire, "/prioritize", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    check_priorities(req, resp);
+    json_array_foreach(resp, i, v) {
+        const char *h = json_string_value(json_object_get(v, "Host"));
+        if (!strcmp(h, "ghost"))
+            ck_assert_int_eq(json_integer_value(json_object_get(v, "Score")), 0);
+        if (!strcmp(h, "ip-10-0-1-40.us-west-2.compute.internal"))
+            ck_assert_int_gt(json_integer_value(json_object_get(v, "Score")), 0);
+    }
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- limits ----------------------------------------------------------------------------------- */
+
+START_TEST(test_body_over_max_body_is_413)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    size_t n = (1u << 20) + 10;
+    char *big = af_xmalloc(n + 1);
+    char *u = url(&wire, "/filter");
+
+    memset(big, ' ', n);
+    big[n] = '\0';
+    af_test_http(c, "POST", u, big, n, NULL, &r);
+    ck_assert_int_eq(r.curl_rc, CURLE_OK);
+    ck_assert_int_eq(r.status, 413);
+    af_test_resp_free(&r);
+    /* just under the cap is read (and is not JSON) */
+    af_test_http(c, "POST", u, big, (1u << 20) - 1, NULL, &r);
+    ck_assert_int_eq(r.curl_rc, CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    good_filter_on(c, &wire);
+    af_free(u);
+    af_free(big);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+static int raw_connect(int port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* Waits up to `ms` for the server to close; returns true when it did (EOF or reset). */
+static bool closed_within(int fd, int ms)
+{
+    char buf[512];
+
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int n = poll(&p, 1, ms);
+        ssize_t got;
+        if (n <= 0)
+            return false;
+        got = read(fd, buf, sizeof(buf));
+        if (got <= 0)
+            return true;
+    }
+}
+
+START_TEST(test_slow_sender_is_dropped)
+{
+    /* Headers, then a few body bytes, then silence: the 1 s read timeout drops it. */
+    static const char head[] = "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                               "\r\nContent-Length: 1000\r\n\r\n{\"Pod\":";
+    int fd = raw_connect(wire.port);
+    CURL *c = curl_easy_init();
+
+    ck_assert_int_eq(write(fd, head, sizeof(head) - 1), (ssize_t)(sizeof(head) - 1));
+    ck_assert_msg(closed_within(fd, 8000), "slow sender was not dropped");
+    close(fd);
+
+    /* A trickler that keeps sending a byte at a time is dropped too. */
+    fd = raw_connect(wire.port);
+    ck_assert_int_eq(write(fd, head, sizeof(head) - 1), (ssize_t)(sizeof(head) - 1));
+    {
+        bool closed = false;
+        for (int i = 0; i < 40 && !closed; i++) {
+            if (write(fd, " ", 1) != 1)
+                closed = true;
+            else
+                closed = closed_within(fd, 200);
+        }
+        ck_assert_msg(closed, "trickling sender was not dropped");
+    }
+    close(fd);
+    good_filter_on(c, &wire);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_idle_keepalive_connection_survives_the_read_timeout)
+{
+    /* Read timeout is for requests in progress; an idle kept-alive connection stays. */
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+
+    good_filter_on(c, &wire);
+    sleep(2);
+    get(c, &wire, "/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(r.connects, 0);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- readyz, metrics, explain ----------------------------------------------------------------- */
+
+START_TEST(test_readyz_and_metrics)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    static const char *const want[] = {
+        "# TYPE accelfit_requests_total counter",
+        "accelfit_requests_total{verb=\"filter\",code=\"200\"}",
+        "accelfit_requests_total{verb=\"prioritize\",code=\"200\"}",
+        "# TYPE accelfit_request_duration_seconds histogram",
+        "accelfit_request_duration_seconds_bucket{verb=\"filter\",le=\"5e-05\"}",
+        "accelfit_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"}",
+        "accelfit_request_duration_seconds_count{verb=\"filter\"}",
+        "# TYPE accelfit_decisions_total counter",
+        "accelfit_decisions_total{class=\"nvidia-a10g\",verdict=\"pass\"}",
+        "accelfit_decisions_total{class=\"nvidia-a100\",verdict=\"failed\"}",
+        "# TYPE accelfit_fallbacks_total counter",
+        "accelfit_nodes{class=\"nvidia-a100\"} 1",
+        "accelfit_nodes{class=\"inferentia2\"} 1",
+        "accelfit_cache_synced 1",
+        "accelfit_cache_objects{kind=\"node\"} 5",
+        "# TYPE accelfit_process_uptime_seconds gauge",
+    };
+    size_t len;
+    char *body = af_test_read(KS_DIR "prioritize-nodecache-true.json", &len);
+
+    get(c, &wire, "/readyz", &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    good_filter_on(c, &wire);
+    post(c, &wire, "/prioritize", body, &r);
+    af_test_resp_free(&r);
+    get(c, &wire, "/metrics", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(strstr(r.content_type, "text/plain") != NULL);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(want); i++)
+        ck_assert_msg(strstr(r.body, want[i]) != NULL, "metrics lack '%s'", want[i]);
+    /* every sample line belongs to a family with HELP and TYPE */
+    {
+        char *copy = af_xstrdup(r.body), *next;
+        for (char *line = copy; line && *line; line = next) {
+            char fam[128], *help;
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            size_t n = strcspn(line, "{ ");
+            if (line[0] == '#')
+                continue;
+            snprintf(fam, sizeof(fam), "%.*s", (int)n, line);
+            for (const char *suf = "_bucket"; suf; suf = NULL) {
+                size_t fl = strlen(fam), sl = strlen(suf);
+                if (fl > sl && !strcmp(fam + fl - sl, suf))
+                    fam[fl - sl] = '\0';
+            }
+            if (strlen(fam) > 4 && !strcmp(fam + strlen(fam) - 4, "_sum"))
+                fam[strlen(fam) - 4] = '\0';
+            if (strlen(fam) > 6 && !strcmp(fam + strlen(fam) - 6, "_count"))
+                fam[strlen(fam) - 6] = '\0';
+            help = af_xasprintf("# HELP %s ", fam);
+            ck_assert_msg(strstr(r.body, help) != NULL, "no HELP for '%s'", fam);
+            af_free(help);
+        }
+        af_free(copy);
+    }
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+START_TEST(test_explain_post_reports_every_candidate)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    size_t len, i;
+    char *body = af_test_read(KS_DIR "filter-nodecache-true.json", &len);
+    json_t *resp, *nodes, *n;
+
+    post(c, &wire, "/sched/explain", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "pod")), "default/gpu-train-1");
+    ck_assert(json_is_object(json_object_get(resp, "profile")));
+    ck_assert(json_is_array(json_object_get(resp, "notes")));
+    ck_assert(json_array_size(json_object_get(resp, "tiers")) >= 1);
+    ck_assert(json_is_string(json_object_get(json_array_get(json_object_get(resp, "tiers"), 0),
+                                             "class")));
+    ck_assert(json_is_array(json_object_get(resp, "dropped")));
+    nodes = json_object_get(resp, "nodes");
+    ck_assert_int_eq(json_array_size(nodes), 2);
+    json_array_foreach(nodes, i, n) {
+        static const char *const keys[] = {"name",   "verdict", "tier",    "has_room",
+                                           "reason", "score",   "s_tier",  "s_util",
+                                           "s_cost", "util_after", "marginal_usd_hr"};
+        for (size_t k = 0; k < AF_ARRAY_SIZE(keys); k++)
+            ck_assert_msg(json_object_get(n, keys[k]) != NULL, "explain node lacks %s", keys[k]);
+    }
+    json_decref(resp);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- decisions through HTTP (tests/fixtures/clusters/behaviour.yaml) ---------------------------- */
+
+struct decision {
+    json_t *resp;
+    json_t *passed;
+};
+
+static void filter_on_beh(const char *pod, const char *names, struct decision *d)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = names_body(pod, names);
+    json_t *req = json_loads(body, 0, NULL);
+
+    post(c, &beh, "/filter", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    d->resp = parse(&r);
+    ck_assert_str_eq(err_of(d->resp), "");
+    d->passed = check_filter_shape(req, d->resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+
+static void decision_free(struct decision *d)
+{
+    json_decref(d->resp);
+    json_decref(d->passed);
+}
+
+static const char *failed_reason(struct decision *d, const char *node)
+{
+    return json_string_value(json_object_get(json_object_get(d->resp, "FailedNodes"), node));
+}
+
+static const char *unres_reason(struct decision *d, const char *node)
+{
+    return json_string_value(
+        json_object_get(json_object_get(d->resp, "FailedAndUnresolvableNodes"), node));
+}
+
+START_TEST(test_fallback_to_tier_2_when_tier_1_is_full)
+{
+    struct decision d;
+
+    filter_on_beh(gpu_pod, "[\"fb-a10g-full\",\"fb-l4-free\",\"bp-full\"]", &d);
+    ck_assert_int_eq(json_array_size(d.passed), 1);
+    ck_assert(in_names(d.passed, "fb-l4-free"));
+    ck_assert(strstr(failed_reason(&d, "fb-a10g-full"), "no room") != NULL);
+    ck_assert(failed_reason(&d, "bp-full") != NULL);   /* a lower tier than the one chosen */
+    decision_free(&d);
+}
+END_TEST
+
+START_TEST(test_tier_2_rejected_while_tier_1_has_room)
+{
+    struct decision d;
+
+    filter_on_beh(gpu_pod, "[\"fb-l4-free\",\"fb-a10g-free\"]", &d);
+    ck_assert_int_eq(json_array_size(d.passed), 1);
+    ck_assert(in_names(d.passed, "fb-a10g-free"));
+    ck_assert(strstr(failed_reason(&d, "fb-l4-free"), "fb-a10g-free") != NULL);
+    decision_free(&d);
+}
+END_TEST
+
+START_TEST(test_cpu_pod_kept_off_gpu_nodes)
+{
+    struct decision d;
+
+    filter_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
+    ck_assert_int_eq(json_array_size(d.passed), 1);
+    ck_assert(in_names(d.passed, "cpu-c6i"));
+    ck_assert(unres_reason(&d, "fb-a10g-free") != NULL);
+    ck_assert(unres_reason(&d, "bp-light") != NULL);
+    decision_free(&d);
+}
+END_TEST
+
+START_TEST(test_neuron_pod_only_on_compatible_neuron_nodes)
+{
+    struct decision d;
+
+    filter_on_beh(neuron_pod, "[\"nr-inf1\",\"nr-inf2\",\"nr-trn1\",\"fb-a10g-free\",\"cpu-c6i\"]",
+                  &d);
+    ck_assert_int_eq(json_array_size(d.passed), 1);
+    ck_assert(in_names(d.passed, "nr-inf2"));
+    ck_assert(strstr(unres_reason(&d, "nr-inf1"), "NeuronCore") != NULL);   /* inf1: v1 only */
+    ck_assert(unres_reason(&d, "fb-a10g-free") != NULL);
+    ck_assert(unres_reason(&d, "cpu-c6i") != NULL);
+    ck_assert(failed_reason(&d, "nr-trn1") != NULL);   /* v2 too, but a lower tier */
+    decision_free(&d);
+
+    /* with inf2 gone, trn1 (same NeuronCore-v2 generation) takes it */
+    filter_on_beh(neuron_pod, "[\"nr-inf1\",\"nr-trn1\"]", &d);
+    ck_assert_int_eq(json_array_size(d.passed), 1);
+    ck_assert(in_names(d.passed, "nr-trn1"));
+    decision_free(&d);
+}
+END_TEST
+
+/* Scores of `names` for the GPU pod, in input order. */
+static void scores_on_beh(const char *names, long *out, size_t n)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = names_body(gpu_pod, names);
+    json_t *req = json_loads(body, 0, NULL), *resp;
+
+    post(c, &beh, "/prioritize", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    check_priorities(req, resp);
+    ck_assert_int_eq(json_array_size(resp), n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (long)json_integer_value(json_object_get(json_array_get(resp, i), "Score"));
+    json_decref(resp);
+    json_decref(req);
+    af_test_resp_free(&r);
+    af_free(body);
+    curl_easy_cleanup(c);
+}
+
+START_TEST(test_cheaper_node_wins_among_equals)
+{
+    long s[2];
+
+    scores_on_beh("[\"price-dear\",\"price-cheap\"]", s, 2);
+    ck_assert_int_gt(s[1], s[0]);
+    scores_on_beh("[\"price-cheap\",\"price-dear\"]", s, 2);   /* order does not matter */
+    ck_assert_int_gt(s[0], s[1]);
+}
+END_TEST
+
+START_TEST(test_spot_node_is_cheaper)
+{
+    long s[2];
+
+    scores_on_beh("[\"spot-ondemand\",\"spot-spot\"]", s, 2);
+    ck_assert_int_gt(s[1], s[0]);
+}
+END_TEST
+
+START_TEST(test_binpack_prefers_the_fuller_node)
+{
+    long s[2];
+
+    scores_on_beh("[\"bp-light\",\"bp-full\"]", s, 2);
+    ck_assert_int_gt(s[1], s[0]);
+}
+END_TEST
+
+START_TEST(test_explain_get_for_a_cached_pod)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    json_t *resp, *n;
+    size_t i;
+    bool saw_pass = false;
+
+    get(c, &beh, "/explain?pod=ml/pending-gpu", &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(resp, "pod")), "ml/pending-gpu");
+    ck_assert_int_eq(json_array_size(json_object_get(resp, "nodes")), 13);
+    json_array_foreach(json_object_get(resp, "nodes"), i, n) {
+        if (!strcmp(json_string_value(json_object_get(n, "verdict")), "pass")) {
+            saw_pass = true;
+            ck_assert_str_eq(json_string_value(json_object_get(n, "class")), "nvidia-a10g");
+        }
+    }
+    ck_assert(saw_pass);
+    json_decref(resp);
+    af_test_resp_free(&r);
+
+    get(c, &beh, "/explain?pod=ml/nobody", &r);
+    ck_assert_int_eq(r.status, 404);
+    af_test_resp_free(&r);
+    get(c, &beh, "/explain?pod=nonamespace", &r);
+    ck_assert_int_eq(r.status, 400);
+    af_test_resp_free(&r);
+    get(c, &beh, "/explain", &r);
+    ck_assert_int_eq(r.status, 400);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- not ready ---------------------------------------------------------------------------------- */
+
+/* A kubeconfig pointing at a port nobody listens on: the cache never syncs. */
+static char *write_dead_kubeconfig(void)
+{
+    char *path = af_xasprintf("/tmp/af-check-http-kubeconfig-%d.yaml", (int)getpid());
+    FILE *f = fopen(path, "w");
+
+    ck_assert(f != NULL);
+    fprintf(f, "apiVersion: v1\nkind: Config\ncurrent-context: dead\n"
+               "clusters:\n- name: dead\n  cluster:\n    server: https://127.0.0.1:%d\n"
+               "    insecure-skip-tls-verify: true\n"
+               "users:\n- name: u\n  user:\n    token: abc\n"
+               "contexts:\n- name: dead\n  context: {cluster: dead, user: u}\n",
+            af_test_free_port());
+    fclose(f);
+    return path;
+}
+
+static const char *const not_ready_modes[] = {"reject", "error", "allow-all"};
+
+START_TEST(test_not_ready_modes)
+{
+    const char *mode = not_ready_modes[_i];
+    char *kc = write_dead_kubeconfig();
+    const char *const args[] = {"--kubeconfig", kc, "--when-not-ready", mode, NULL};
+    struct af_test_server s;
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    size_t len;
+    char *body = af_test_read(KS_DIR "filter-nodecache-false.json", &len);
+    json_t *req = json_loadb(body, len, 0, NULL), *resp;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    get(c, &s, "/readyz", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert(strstr(r.body, "not ready") != NULL);
+    af_test_resp_free(&r);
+
+    post(c, &s, "/filter", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    if (!strcmp(mode, "error")) {
+        ck_assert(strlen(err_of(resp)) > 0);
+    } else {
+        json_t *passed = check_filter_shape(req, resp);
+        ck_assert_str_eq(err_of(resp), "");
+        if (!strcmp(mode, "reject")) {
+            ck_assert_int_eq(json_array_size(passed), 0);
+            ck_assert_str_eq(json_string_value(json_object_get(
+                                 json_object_get(resp, "FailedNodes"),
+                                 "ip-10-0-1-10.us-west-2.compute.internal")),
+                             "accelfit cache not synced");
+        } else {
+            ck_assert_int_eq(json_array_size(passed), 2);
+        }
+        json_decref(passed);
+    }
+    json_decref(resp);
+    af_test_resp_free(&r);
+    get(c, &s, "/metrics", &r);
+    ck_assert(strstr(r.body, "accelfit_cache_synced 0") != NULL);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    json_decref(req);
+    unlink(kc);
+    af_free(kc);
+    af_free(body);
+}
+END_TEST
+
+/* ---- TLS ------------------------------------------------------------------------------------------ */
+
+static char tls_dir[256];
+
+static void sh(const char *cmd)
+{
+    int rc = system(cmd);
+    ck_assert_msg(rc == 0, "'%s' failed (%d)", cmd, rc);
+}
+
+static void make_certs(void)
+{
+    char *cmd;
+
+    snprintf(tls_dir, sizeof(tls_dir), "/tmp/af-check-http-tls-%d", (int)getpid());
+    cmd = af_xasprintf(
+        "set -e; rm -rf %1$s; mkdir -p %1$s; cd %1$s;"
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
+        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
+        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
+        " >/dev/null 2>&1;"
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf;"
+        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
+        " -days 2 -extfile ext.cnf >/dev/null 2>&1;"
+        "openssl req -newkey rsa:2048 -nodes -keyout cli.key -out cli.csr -subj /CN=kube-scheduler"
+        " >/dev/null 2>&1;"
+        "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt"
+        " -days 2 >/dev/null 2>&1",
+        tls_dir);
+    sh(cmd);
+    af_free(cmd);
+}
+
+static void drop_certs(void)
+{
+    char *cmd = af_xasprintf("rm -rf %s", tls_dir);
+    sh(cmd);
+    af_free(cmd);
+}
+
+static char *tls_file(const char *name)
+{
+    return af_xasprintf("%s/%s", tls_dir, name);
+}
+
+static void tls_client(CURL *c, long version, const char *cert, const char *key)
+{
+    char *ca = tls_file("ca.crt");
+
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, version);
+    if (cert) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, cert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+    }
+    af_free(ca);
+}
+
+START_TEST(test_tls_http11_and_h2)
+{
+    char *crt = tls_file("srv.crt"), *key = tls_file("srv.key");
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--tls-cert-file", crt,
+                                "--tls-private-key-file", key, NULL};
+    static const struct {
+        long ask, got;
+    } versions[] = {
+        {CURL_HTTP_VERSION_1_1, CURL_HTTP_VERSION_1_1},
+        {CURL_HTTP_VERSION_2TLS, CURL_HTTP_VERSION_2_0},
+    };
+    struct af_test_server s;
+
+    af_test_server_start(&s, args, true, NULL, NULL);
+    for (size_t v = 0; v < AF_ARRAY_SIZE(versions); v++) {
+        CURL *c = curl_easy_init();
+        struct af_test_resp r;
+        size_t len;
+        char *body = af_test_read(KS_DIR "filter-nodecache-false.json", &len);
+        json_t *req = json_loadb(body, len, 0, NULL), *resp, *passed;
+
+        tls_client(c, versions[v].ask, NULL, NULL);
+        post(c, &s, "/filter", body, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_eq(r.http_version, versions[v].got);
+        resp = parse(&r);
+        passed = check_filter_shape(req, resp);
+        ck_assert_int_eq(json_array_size(passed), 1);
+        json_decref(passed);
+        json_decref(resp);
+        af_test_resp_free(&r);
+        /* a bad body and the big /metrics page over the same connection */
+        post(c, &s, "/filter", "{", &r);
+        ck_assert_int_eq(r.status, 200);
+        af_test_resp_free(&r);
+        post(c, &s, "/prioritize", "", &r);
+        ck_assert_int_eq(r.status, 400);
+        af_test_resp_free(&r);
+        get(c, &s, "/metrics", &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert(strstr(r.body, "accelfit_build_info") != NULL);
+        ck_assert_msg(r.connects == 0, "version %ld: /metrics needed a new connection", versions[v].got);
+        af_test_resp_free(&r);
+        get(c, &s, "/filter", &r);
+        ck_assert_int_eq(r.status, 405);
+        af_test_resp_free(&r);
+        json_decref(req);
+        af_free(body);
+        curl_easy_cleanup(c);
+    }
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_free(crt);
+    af_free(key);
+}
+END_TEST
+
+START_TEST(test_client_ca_requires_a_client_certificate)
+{
+    char *crt = tls_file("srv.crt"), *key = tls_file("srv.key"), *ca = tls_file("ca.crt");
+    char *ccrt = tls_file("cli.crt"), *ckey = tls_file("cli.key");
+    const char *const args[] = {"--demo", "--tls-cert-file", crt, "--tls-private-key-file", key,
+                                "--client-ca-file", ca, NULL};
+    struct af_test_server s;
+    CURL *c;
+    struct af_test_resp r;
+    char *u;
+
+    af_test_server_start(&s, args, true, ccrt, ckey);
+    u = url(&s, "/healthz");
+    c = curl_easy_init();
+    tls_client(c, CURL_HTTP_VERSION_1_1, NULL, NULL);
+    af_test_http(c, NULL, u, NULL, 0, NULL, &r);
+    ck_assert_msg(r.curl_rc != CURLE_OK || r.status != 200, "no client cert was accepted");
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    for (int h2 = 0; h2 < 2; h2++) {
+        c = curl_easy_init();
+        tls_client(c, h2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1, ccrt, ckey);
+        af_test_http(c, NULL, u, NULL, 0, NULL, &r);
+        ck_assert_int_eq(r.curl_rc, CURLE_OK);
+        ck_assert_int_eq(r.status, 200);
+        af_test_resp_free(&r);
+        curl_easy_cleanup(c);
+    }
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_free(u);
+    af_free(crt);
+    af_free(key);
+    af_free(ca);
+    af_free(ccrt);
+    af_free(ckey);
+}
+END_TEST
+
+/* ---- command line ------------------------------------------------------------------------------- */
+
+START_TEST(test_bad_flags_exit_2_with_one_line)
+{
+    static const char *const cases[][6] = {
+        {"accelfit", "serve", "--demo", "--bogus", NULL},
+        {"accelfit", "serve", NULL},
+        {"accelfit", "serve", "--demo", "--cluster", "x.yaml", NULL},
+        {"accelfit", "serve", "--demo", "--when-not-ready", "maybe", NULL},
+        {"accelfit", "serve", "--demo", "--listen", "nowhere", NULL},
+        {"accelfit", "serve", "--demo", "--max-body", "lots", NULL},
+        {"accelfit", "serve", "--demo", "--listen", NULL},
+        {"accelfit", "serve", "--cluster", "/nonexistent/cluster.yaml", NULL},
+    };
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        char *out = NULL, *err = NULL;
+        int rc = af_test_exec((const char *const *)cases[i], NULL, &out, &err);
+        ck_assert_msg(rc == 2, "case %zu: exit %d (%s)", i, rc, err);
+        ck_assert_str_eq(out, "");
+        ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "case %zu: not one line: %s", i,
+                      err);
+        af_free(out);
+        af_free(err);
+    }
+}
+END_TEST
+
+START_TEST(test_help_documents_the_flags)
+{
+    static const char *const argv[] = {"accelfit", "serve", "--help", NULL};
+    static const char *const flags[] = {"--listen", "--url-prefix", "--policy", "--catalog",
+                                        "--cluster", "--demo", "--kubeconfig", "--context",
+                                        "--in-cluster", "--max-body", "--read-timeout",
+                                        "--tls-cert-file", "--tls-private-key-file",
+                                        "--client-ca-file", "--when-not-ready", "--max-staleness",
+                                        "--log-level", "--log-format", "examples:"};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(flags); i++)
+        ck_assert_msg(strstr(out, flags[i]) != NULL, "--help lacks %s", flags[i]);
+    af_free(out);
+    af_free(err);
+}
+END_TEST
+
+START_TEST(test_demo_serves_and_stops_cleanly_on_sigterm)
+{
+    const char *const args[] = {"--demo", "--log-format", "json", NULL};
+    struct af_test_server s;
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    get(c, &s, "/readyz", &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    good_filter_on(c, &s);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+}
+END_TEST
+
+Suite *af_http_suite(void);
+Suite *af_http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *tc;
+
+    tc = tcase_create("wire");
+    tcase_add_unchecked_fixture(tc, start_wire, stop_wire);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_recorded_requests_answer_in_shape);
+    tcase_add_test(tc, test_gpu_pod_on_recorded_cluster_goes_to_the_a10g_tier);
+    tcase_add_test(tc, test_url_prefix_and_plain_paths_both_route);
+    tcase_add_test(tc, test_keepalive_reuses_the_connection);
+    tcase_add_test(tc, test_wrong_method_is_405_and_unknown_path_404);
+    tcase_add_loop_test(tc, test_bad_request_then_good_request, 0, (int)AF_ARRAY_SIZE(bad_cases));
+    tcase_add_test(tc, test_unknown_node_names_are_failed_not_dropped);
+    tcase_add_test(tc, test_rejects_all_lists_every_node);
+    tcase_add_test(tc, test_lowercase_keys_are_accepted);
+    tcase_add_test(tc, test_prioritize_scores_input_hosts_in_range);
+    tcase_add_test(tc, test_body_over_max_body_is_413);
+    tcase_add_test(tc, test_slow_sender_is_dropped);
+    tcase_add_test(tc, test_idle_keepalive_connection_survives_the_read_timeout);
+    tcase_add_test(tc, test_readyz_and_metrics);
+    tcase_add_test(tc, test_explain_post_reports_every_candidate);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("decisions");
+    tcase_add_unchecked_fixture(tc, start_beh, stop_beh);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fallback_to_tier_2_when_tier_1_is_full);
+    tcase_add_test(tc, test_tier_2_rejected_while_tier_1_has_room);
+    tcase_add_test(tc, test_cpu_pod_kept_off_gpu_nodes);
+    tcase_add_test(tc, test_neuron_pod_only_on_compatible_neuron_nodes);
+    tcase_add_test(tc, test_cheaper_node_wins_among_equals);
+    tcase_add_test(tc, test_spot_node_is_cheaper);
+    tcase_add_test(tc, test_binpack_prefers_the_fuller_node);
+    tcase_add_test(tc, test_explain_get_for_a_cached_pod);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("lifecycle");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_not_ready_modes, 0, (int)AF_ARRAY_SIZE(not_ready_modes));
+    tcase_add_test(tc, test_bad_flags_exit_2_with_one_line);
+    tcase_add_test(tc, test_help_documents_the_flags);
+    tcase_add_test(tc, test_demo_serves_and_stops_cleanly_on_sigterm);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tls");
+    tcase_add_unchecked_fixture(tc, make_certs, drop_certs);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_tls_http11_and_h2);
+    tcase_add_test(tc, test_client_ca_requires_a_client_certificate);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_http_suite());
+}

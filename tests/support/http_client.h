@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Black-box HTTP test helpers: run `accelfit serve` as a child process on a
+ * free loopback port, wait until it answers /healthz, and talk to it with
+ * libcurl (one easy handle per connection, so keep-alive can be observed).
+ */
+#ifndef AF_TEST_HTTP_CLIENT_H
+#define AF_TEST_HTTP_CLIENT_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct af_test_server {
+    pid_t pid;
+    int port;
+    bool tls;
+    char base[128];        /* "http://127.0.0.1:PORT" or "https://..." */
+    char log_path[256];    /* the child's stderr */
+};
+
+/* A free TCP port on 127.0.0.1 (bound then released). */
+int af_test_free_port(void);
+
+/*
+ * Starts AF_BINARY with "serve --listen 127.0.0.1:PORT" followed by `args`
+ * (NULL-terminated). `tls` makes the base URL https. Waits up to 15 s for
+ * GET /healthz to answer 200 (with TLS: without verifying the certificate,
+ * using `client_cert`/`client_key` when given); aborts the test otherwise.
+ */
+void af_test_server_start(struct af_test_server *s, const char *const *args, bool tls,
+                          const char *client_cert, const char *client_key);
+/* SIGTERM, then waits. Returns the exit status (128+signal when killed). */
+int af_test_server_stop(struct af_test_server *s);
+/* The child's log so far (caller frees). */
+char *af_test_server_log(const struct af_test_server *s);
+
+struct af_test_resp {
+    int curl_rc;           /* CURLE_OK or the failure */
+    long status;
+    char *body;            /* NUL-terminated, caller frees via af_test_resp_free */
+    size_t len;
+    long connects;         /* CURLINFO_NUM_CONNECTS: 0 when the connection was reused */
+    long http_version;     /* CURL_HTTP_VERSION_1_1, CURL_HTTP_VERSION_2_0 ... */
+    char content_type[128];
+    char allow[64];        /* the Allow header, if any */
+};
+
+/*
+ * One request on `c` (reused across calls for keep-alive). `method` NULL is
+ * GET. `headers` is NULL or a NULL-terminated list of "Name: value".
+ * Returns r->curl_rc.
+ */
+int af_test_http(CURL *c, const char *method, const char *url, const char *body, size_t len,
+                 const char *const *headers, struct af_test_resp *r);
+void af_test_resp_free(struct af_test_resp *r);
+
+#endif
