@@ -41,9 +41,12 @@ static bool rule_matches(const struct af_rule *r, const struct af_profile *p)
                       ? (unsigned)p->framework
                       : (unsigned)AF_FRAMEWORK__COUNT;
 
-    if (r->workloads && (p->workload < 0 || !(r->workloads & (1u << p->workload))))
+    /* Out-of-range enums (never produced by the parsers) match no condition on them. */
+    if (r->workloads && (p->workload < 0 || p->workload >= AF_WORKLOAD__COUNT ||
+                         !(r->workloads & (1u << p->workload))))
         return false;
-    if (r->objectives && !(r->objectives & (1u << p->objective)))
+    if (r->objectives && ((unsigned)p->objective >= AF_OBJECTIVE__COUNT ||
+                          !(r->objectives & (1u << p->objective))))
         return false;
     if (r->frameworks && !(r->frameworks & (1u << fw)))
         return false;
