@@ -687,8 +687,8 @@ static const char exec_script[] =
     "case \"$KUBERNETES_EXEC_INFO\" in *ExecCredential*) ;; *) exit 3;; esac\n"
     "[ \"$1\" = get-token ] || exit 4\n"
     "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
-    "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"2099-01-01T00:00:00Z\"}}\\n' "
-    "\"$(cat \"$TOKEN_SRC\")\"\n";
+    "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}\\n' "
+    "\"$(cat \"$TOKEN_SRC\")\" \"${EXPIRY:-2099-01-01T00:00:00Z}\"\n";
 
 static int count_lines(const char *path)
 {
@@ -768,6 +768,31 @@ START_TEST(test_exec_credential_cached_until_expiry_and_rerun_on_401)
 }
 END_TEST
 
+START_TEST(test_exec_credential_rerun_once_expired)
+{
+    struct rig r;
+    if (!rig_setup(&r))
+        return;
+    write_file(tpath("plugin.sh"), exec_script, 0700);
+    write_file(tpath("tok"), "token-1", 0600);
+    struct af_kube_conn *conn = test_conn();
+    conn->exec = af_xcalloc(1, sizeof(*conn->exec));
+    conn->exec->command = af_xstrdup(tpath("plugin.sh"));
+    conn->exec->args = af_xcalloc(2, sizeof(char *));
+    conn->exec->args[0] = af_xstrdup("get-token");
+    conn->exec->env = af_xcalloc(4, sizeof(char *));
+    conn->exec->env[0] = af_xasprintf("RUNS=%s", tpath("runs"));
+    conn->exec->env[1] = af_xasprintf("TOKEN_SRC=%s", tpath("tok"));
+    /* already expired (with a zone offset): every request needs a fresh run */
+    conn->exec->env[2] = af_xstrdup("EXPIRY=2001-02-03T04:05:06.5+02:00");
+    rig_start(&r, conn);
+    wait_in_sync(&r.srv, &r.pub, "initial sync with an expired exec credential");
+    ck_assert_int_ge(count_lines(tpath("runs")), 4);   /* 2 lists + 2 watches at least */
+    rig_stop(&r);
+    rm_tmpdir();
+}
+END_TEST
+
 START_TEST(test_stop_is_prompt_while_server_stalls)
 {
     struct rig r;
@@ -805,6 +830,7 @@ Suite *af_kube_suite(void)
     tcase_set_timeout(e2e, 300);
     tcase_add_test(e2e, test_reflector_stays_equal_to_server_through_faults);
     tcase_add_test(e2e, test_exec_credential_cached_until_expiry_and_rerun_on_401);
+    tcase_add_test(e2e, test_exec_credential_rerun_once_expired);
     tcase_add_test(e2e, test_stop_is_prompt_while_server_stalls);
     suite_add_tcase(s, e2e);
     return s;

@@ -103,6 +103,7 @@ struct af_kube {
     struct af_config_holder *cfg;
     struct af_publisher *pub;
     struct af_cache_status *st;
+    struct af_cache_status own_st;   /* used when the caller passes no status */
     atomic_bool stop;
     double low_speed_time;
     char *base_url;            /* scheme://host:port used in URLs */
@@ -1246,7 +1247,8 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     int port = 0;
 
     *out = NULL;
-    if (!conn || !conn->server || split_server(conn->server, &scheme, &host, &port)) {
+    if (!conn || !conn->server || !pub || !cfg ||
+        split_server(conn->server, &scheme, &host, &port)) {
         af_kube_conn_free(conn);
         return AF_EINVAL;
     }
@@ -1265,7 +1267,8 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
         k->opt.publish_interval_s = 0;
     k->cfg = cfg;
     k->pub = pub;
-    k->st = st;
+    k->st = st ? st : &k->own_st;
+    st = k->st;
     k->low_speed_time = env_double("AF_KUBE_LOW_SPEED_TIME", 90);
     if (conn->tls_server_name && *conn->tls_server_name) {
         /* Verify (and send SNI for) tls-server-name, connect to the real host. */
