@@ -339,6 +339,32 @@ START_TEST(test_check_policy_reports_file_line_column)
 }
 END_TEST
 
+START_TEST(test_check_policy_warns_about_workloads_without_an_answer)
+{
+    char path[] = "/tmp/af_check_recommend_pol_XXXXXX";
+    const char *argv[] = {"accelfit", "check-policy", "--policy", path, NULL};
+    char *out = NULL, *err = NULL;
+    int fd = mkstemp(path);
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    fputs("apiVersion: accelfit.io/v1\nkind: Policy\nrules:\n  - name: big-training\n"
+          "    match: {workload: training, min_params: 7B}\n    tiers: [nvidia-h100]\n"
+          "    reason: why\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(out, "1 rules"));
+    ck_assert_ptr_nonnull(
+        strstr(out, "warning: no rule matches training when only the workload is known"));
+    ck_assert_ptr_nonnull(strstr(out, "warning: no rule matches classical-ml"));
+    unlink(path);
+    free(out);
+    free(err);
+}
+END_TEST
+
 START_TEST(test_check_policy_rejects_unknown_flag)
 {
     const char *argv[] = {"accelfit", "check-policy", "--strict", NULL};
@@ -368,6 +394,7 @@ static Suite *af_recommend_suite(void)
     tcase_add_test(tc, test_check_policy_summarizes_the_default);
     tcase_add_test(tc, test_check_policy_reads_files);
     tcase_add_test(tc, test_check_policy_rejects_unknown_flag);
+    tcase_add_test(tc, test_check_policy_warns_about_workloads_without_an_answer);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad_input");

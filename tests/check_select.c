@@ -314,6 +314,23 @@ START_TEST(test_neuron_gate)
 }
 END_TEST
 
+START_TEST(test_fallback_chain_of_neuron_inference)
+{
+    static const enum af_class chain[] = {AF_CLASS_INFERENTIA2, AF_CLASS_TRAINIUM1,
+                                          AF_CLASS_NVIDIA_A10G, AF_CLASS_NVIDIA_A100};
+    static struct af_selection s;
+
+    /* design.md's example chain: inferentia2 -> trainium1 -> nvidia-a10g -> nvidia-a100. */
+    select_for(&s, AF_WORKLOAD_INFERENCE, 13e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_TENSORFLOW, true,
+               false);
+    ck_assert_uint_eq(s.n_tiers, AF_ARRAY_SIZE(chain));
+    for (size_t i = 0; i < AF_ARRAY_SIZE(chain); i++)
+        ck_assert_int_eq(s.tiers[i].cls, chain[i]);
+    ck_assert(any_reason_has(&s.tiers[0], "decision framework"));
+    ck_assert(any_reason_has(&s.tiers[1], "fallback 1 of rule inference-cost-neuron"));
+}
+END_TEST
+
 START_TEST(test_memory_needed)
 {
     struct af_profile p;
@@ -469,6 +486,7 @@ static Suite *af_select_suite(void)
     tcase_add_test(tc, test_70b_inference_performance_memory);
     tcase_add_loop_test(tc, test_jax_never_gets_neuron, 0, (int)AF_ARRAY_SIZE(jax_cases));
     tcase_add_test(tc, test_neuron_gate);
+    tcase_add_test(tc, test_fallback_chain_of_neuron_inference);
     tcase_add_test(tc, test_memory_needed);
     tcase_add_test(tc, test_unknown_size_gets_the_smallest_instance);
     tcase_add_test(tc, test_cpu_workloads_size_host_memory);
