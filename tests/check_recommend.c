@@ -355,7 +355,7 @@ START_TEST(test_check_policy_warns_about_workloads_without_an_answer)
           f);
     fclose(f);
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
-    ck_assert_ptr_nonnull(strstr(out, "1 rules"));
+    ck_assert_ptr_nonnull(strstr(out, "1 rule, 55 instance types"));
     ck_assert_ptr_nonnull(
         strstr(out, "warning: no rule matches training when only the workload is known"));
     ck_assert_ptr_nonnull(strstr(out, "warning: no rule matches classical-ml"));

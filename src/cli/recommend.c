@@ -516,8 +516,9 @@ int af_cmd_check_policy(int argc, char **argv)
     pol = cfg->policy;
 
     outf(&b, "policy %s: ok\n", pol->source);
-    outf(&b, "  %zu rules, %zu instance types (catalog %s)\n", pol->n_rules, cfg->catalog->n_types,
-         cfg->catalog->source);
+    outf(&b, "  %zu rule%s, %zu instance type%s (catalog %s)\n", pol->n_rules,
+         pol->n_rules == 1 ? "" : "s", cfg->catalog->n_types,
+         cfg->catalog->n_types == 1 ? "" : "s", cfg->catalog->source);
     outf(&b, "  scoring: %s, weights tier %.2f, utilization %.2f, cost %.2f (normalized)\n",
          pol->strategy == AF_STRATEGY_SPREAD ? "spread" : "binpack", pol->w_tier, pol->w_util,
          pol->w_cost);
