@@ -743,11 +743,12 @@ static void process_batch(struct reflector *r)
         struct af_watch_event *ev = &evs[nev];
         memset(ev, 0, sizeof(*ev));
         if (af_codec_decode_watch_event(cfg, r->kind, s, len, ev, &err)) {
-            AF_LOG(AF_LOG_WARN, "undecodable watch event; restarting watch", "kind",
-                   kind_name(r->kind), "error", err.text, NULL);
+            /* Skipped, not retried: restarting from the same RV would replay the same
+             * event forever and leave every other object stale. */
+            AF_LOG(AF_LOG_ERROR, "undecodable watch event skipped", "kind", kind_name(r->kind),
+                   "error", err.text, NULL);
             af_watch_event_clear(ev);
-            r->failed = true;
-            break;
+            continue;
         }
         nev++;
         if (ev->type == AF_WATCH_ERROR) {
