@@ -596,6 +596,8 @@ START_TEST(test_reflector_stays_equal_to_server_through_faults)
 
     wait_in_sync(&r.srv, &r.pub, "initial sync");
     ck_assert(atomic_load(&r.st.synced));
+    /* from here on watch events arrive split across chunks and several per chunk */
+    adminf(&r.srv, "fragment", "{\"on\":true}");
     ck_assert_int_eq(stat_u(&r.st.nodes), 5);
     ck_assert_int_eq(stat_u(&r.st.pods), 4);
 
@@ -793,6 +795,101 @@ START_TEST(test_exec_credential_rerun_once_expired)
 }
 END_TEST
 
+struct raw {
+    struct af_buf hdr_names;   /* "Name\n" per header, in order */
+    struct af_buf body;        /* still chunk-encoded */
+};
+
+static size_t raw_hdr(char *p, size_t sz, size_t n, void *ud)
+{
+    struct raw *r = ud;
+    const char *colon = memchr(p, ':', sz * n);
+    if (colon && strncmp(p, "HTTP/", 5)) {
+        ck_assert_int_eq(af_buf_add(&r->hdr_names, p, (size_t)(colon - p)), 0);
+        ck_assert_int_eq(af_buf_puts(&r->hdr_names, "\n"), 0);
+    }
+    return sz * n;
+}
+
+/* Header names of a recorded response, in order. */
+static char *fixture_header_names(const char *rel)
+{
+    size_t len;
+    char *text = af_test_read(rel, &len);
+    struct af_buf out = AF_BUF_INIT(0);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+        char *colon = strchr(line, ':');
+        if (colon && strncmp(line, "HTTP/", 5)) {
+            ck_assert_int_eq(af_buf_add(&out, line, (size_t)(colon - line)), 0);
+            ck_assert_int_eq(af_buf_puts(&out, "\n"), 0);
+        }
+    }
+    free(text);
+    return af_buf_detach(&out, NULL);
+}
+
+/* The fake server frames a watch as kube-apiserver v1.26 did in the recording. */
+START_TEST(test_fake_apiserver_frames_watch_like_the_recording)
+{
+    struct rig r;
+    if (!rig_setup(&r))
+        return;
+    struct raw raw = {AF_BUF_INIT(0), AF_BUF_INIT(0)};
+    char url[256];
+    snprintf(url, sizeof(url),
+             "https://127.0.0.1:%d/api/v1/nodes?watch=1&resourceVersion=0&allowWatchBookmarks=true"
+             "&timeoutSeconds=1",
+             r.srv.port);
+    adminf(&r.srv, "add_node", "{\"name\":\"n-framing\"}");
+    CURL *h = curl_easy_init();
+    struct curl_slist *hl = curl_slist_append(NULL, "Authorization: Bearer token-1");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_CAINFO, tpath("ca.crt"));
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(h, CURLOPT_HTTP_TRANSFER_DECODING, 0L);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, raw_hdr);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &raw);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &raw.body);
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+
+    char *want = fixture_header_names("tests/fixtures/apiserver/nodes-watch.headers.txt");
+    ck_assert_str_eq(raw.hdr_names.buf, want);
+    free(want);
+
+    /* <hex>\r\n{one event}\n\r\n ... 0\r\n\r\n, every chunk one JSON event */
+    const char *p = raw.body.buf, *end = raw.body.buf + raw.body.len;
+    int events = 0;
+    for (;;) {
+        char *after;
+        unsigned long n = strtoul(p, &after, 16);
+        ck_assert(after[0] == '\r' && after[1] == '\n');
+        p = after + 2;
+        if (n == 0) {
+            ck_assert_int_eq(end - p, 2);
+            break;
+        }
+        ck_assert(p + n + 2 <= end);
+        ck_assert(p[0] == '{' && p[n - 1] == '\n' && p[n] == '\r' && p[n + 1] == '\n');
+        json_t *ev = json_loadb(p, n, 0, NULL);
+        ck_assert_ptr_nonnull(ev);
+        ck_assert_ptr_nonnull(json_string_value(json_object_get(ev, "type")));
+        json_decref(ev);
+        events++;
+        p += n + 2;
+    }
+    ck_assert_int_ge(events, 1);
+    af_buf_release(&raw.hdr_names);
+    af_buf_release(&raw.body);
+    server_stop(&r.srv);
+    rm_tmpdir();
+}
+END_TEST
+
 START_TEST(test_stop_is_prompt_while_server_stalls)
 {
     struct rig r;
@@ -831,6 +928,7 @@ Suite *af_kube_suite(void)
     tcase_add_test(e2e, test_reflector_stays_equal_to_server_through_faults);
     tcase_add_test(e2e, test_exec_credential_cached_until_expiry_and_rerun_on_401);
     tcase_add_test(e2e, test_exec_credential_rerun_once_expired);
+    tcase_add_test(e2e, test_fake_apiserver_frames_watch_like_the_recording);
     tcase_add_test(e2e, test_stop_is_prompt_while_server_stalls);
     suite_add_tcase(s, e2e);
     return s;

@@ -26,6 +26,8 @@ JSON body:
   expire_continue {count}            the next `count` lists with a continue token get
                                      HTTP 410 Expired (the client must list again in full)
   stall {seconds}                    open watches go silent (no events, no bookmarks)
+  fragment {on}                      watch bytes go out in random 1-300 byte chunks, so
+                                     objects span chunks and chunks hold several objects
   token {token}                      the accepted bearer token (others get 401)
   restart                            drop all watches, jump the RV, forget history
   compact                            forget history (older RVs get 410) without dropping
@@ -41,6 +43,7 @@ import datetime
 import json
 import math
 import os
+import random
 import socket
 import ssl
 import sys
@@ -106,6 +109,7 @@ class State:
         self.fail_status = 0
         self.fail_count = 0
         self.expire_continue = 0        # next N lists with a continue token get HTTP 410
+        self.fragment = False           # watch bytes in random small chunks, not one per event
         self.stall_until = 0.0
         self.epoch = 0                  # bumped by restart: open watches die
         self.close_mid = 0              # bumped: open watches drop mid-object
@@ -460,8 +464,17 @@ class Handler(BaseHTTPRequestHandler):
                         410, "Expired", "too old resource version: %d (%d)" % (rv, STATE.history_start))))
                     self.end_chunks()
                     return
-                for typ, obj in out:
-                    self.chunk(self.event_line(typ, obj))
+                if STATE.fragment and out:
+                    # objects span chunks and chunks hold several objects
+                    data = b"".join(self.event_line(t, o) for t, o in out)
+                    i = 0
+                    while i < len(data):
+                        n = random.randint(1, 300)
+                        self.chunk(data[i:i + n])
+                        i += n
+                else:
+                    for typ, obj in out:
+                        self.chunk(self.event_line(typ, obj))
                 if time.time() >= deadline:
                     self.end_chunks()
                     return
@@ -509,6 +522,8 @@ class AdminHandler(BaseHTTPRequestHandler):
                 s.expire += 1
             elif cmd == "fail":
                 s.fail_status, s.fail_count = int(a.get("status", 500)), int(a.get("count", 1))
+            elif cmd == "fragment":
+                s.fragment = bool(a.get("on", True))
             elif cmd == "expire_continue":
                 s.expire_continue = int(a.get("count", 1))
             elif cmd == "stall":
