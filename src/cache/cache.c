@@ -467,7 +467,8 @@ size_t af_cache_pod_count(const struct af_cache *c)
 
 /* ---- snapshots ------------------------------------------------------------------------------ */
 
-static const struct af_cache *sort_ctx;
+/* per thread: two caches may build snapshots at once on different threads */
+static _Thread_local const struct af_cache *sort_ctx;
 static int cmp_slot_name(const void *a, const void *b)
 {
     return strcmp(sort_ctx->nodes[*(const uint32_t *)a].name,
@@ -485,7 +486,7 @@ static void refresh_sorted(struct af_cache *c)
         if (c->nodes[i].info)
             c->sorted[c->n_sorted++] = (uint32_t)i;
     af_assert(c->n_sorted == c->n_node_infos);
-    sort_ctx = c; /* the cache is single-writer; qsort_r is not C11 */
+    sort_ctx = c; /* qsort_r is not C11 */
     qsort(c->sorted, c->n_sorted, sizeof(uint32_t), cmp_slot_name);
     sort_ctx = NULL;
     c->sorted_dirty = false;
