@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The transport-free service (af_service_handle and friends) and the metrics
+ * renderer, called directly: readiness from a cache status (synced, watch down
+ * longer than the staleness bound), the when-not-ready modes, decision
+ * counters, and the Prometheus text format. No sockets.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/cache.h"
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
+#include "accelfit/http.h"
+#include "accelfit/util.h"
+#include "support/support.h"
+
+#define KS_DIR "tests/fixtures/kube-scheduler/"
+
+static struct af_config_holder holder;
+static struct af_publisher pub;
+static struct af_cache_status status;
+static struct af_service svc;
+
+static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    if (node)
+        af_cache_upsert_node(ud, node);
+    if (pod)
+        af_cache_upsert_pod(ud, pod);
+}
+
+/* A service over tests/fixtures/clusters/behaviour.yaml; `synced` marks the snapshot. */
+static void setup_with(bool publish, bool synced)
+{
+    struct af_config *cfg = NULL;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+    af_config_holder_init(&holder, cfg);
+    af_publisher_init(&pub);
+    memset(&status, 0, sizeof(status));
+    memset(&svc, 0, sizeof(svc));
+    svc.config = &holder;
+    svc.pub = &pub;
+    svc.metrics = af_metrics_new();
+    svc.when_not_ready = AF_NOT_READY_REJECT;
+    if (publish) {
+        size_t len;
+        char *text = af_test_read("tests/fixtures/clusters/behaviour.yaml", &len);
+        struct af_cache *cache = af_cache_new();
+        struct af_config *c = af_config_holder_get(&holder);
+        ck_assert_int_eq(af_codec_decode_cluster(c, "behaviour.yaml", text, len, upsert, cache,
+                                                 &err),
+                         0);
+        af_cache_set_synced(cache, synced);
+        af_publisher_publish(&pub, af_cache_snapshot(cache));
+        af_cache_free(cache);
+        af_config_unref(c);
+        af_free(text);
+    }
+}
+
+static void setup(void)
+{
+    setup_with(true, true);
+}
+
+static void teardown(void)
+{
+    af_metrics_free(svc.metrics);
+    af_publisher_destroy(&pub);
+    af_config_holder_destroy(&holder);
+}
+
+static const char gpu_pod[] =
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u1\"},\"spec\":{"
+    "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\","
+    "\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}}";
+
+static json_t *call(enum af_verb verb, const char *names, int want_status,
+                    struct af_request_stats *st)
+{
+    char *body = af_xasprintf("{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":%s}", gpu_pod, names);
+    struct af_buf out = AF_BUF_INIT(1u << 20);
+    json_error_t e;
+    json_t *j;
+    int rc = af_service_handle_stats(&svc, verb, body, strlen(body), &out, st);
+
+    ck_assert_int_eq(rc, want_status);
+    j = json_loadb(out.buf, out.len, 0, &e);
+    ck_assert_msg(j != NULL, "not JSON: %s", out.buf);
+    af_buf_release(&out);
+    af_free(body);
+    return j;
+}
+
+/* ---- readiness --------------------------------------------------------------------------------- */
+
+START_TEST(test_static_snapshot_is_ready)
+{
+    const char *why = NULL;
+
+    ck_assert(af_service_ready(&svc, &why));
+    ck_assert_str_eq(why, "ready");
+}
+END_TEST
+
+START_TEST(test_no_snapshot_is_not_ready_and_rejects)
+{
+    const char *why = NULL;
+    struct af_request_stats st;
+    json_t *r;
+
+    teardown();
+    setup_with(false, false);
+    ck_assert(!af_service_ready(&svc, &why));
+    ck_assert(strstr(why, "snapshot") != NULL);
+    r = call(AF_VERB_FILTER, "[\"fb-a10g-free\",\"cpu-c6i\"]", 200, &st);
+    ck_assert(st.not_ready);
+    ck_assert_int_eq(st.passed, 0);
+    ck_assert_int_eq(json_array_size(json_object_get(r, "NodeNames")), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "FailedNodes"),
+                                                       "cpu-c6i")),
+                     "accelfit cache not synced");
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_unsynced_snapshot_modes)
+{
+    struct af_request_stats st;
+    json_t *r;
+
+    teardown();
+    setup_with(true, false);
+    ck_assert(!af_service_ready(&svc, NULL));
+
+    svc.when_not_ready = AF_NOT_READY_ERROR;
+    r = call(AF_VERB_FILTER, "[\"fb-a10g-free\"]", 200, &st);
+    ck_assert(strstr(json_string_value(json_object_get(r, "Error")), "not synced") != NULL);
+    json_decref(r);
+
+    svc.when_not_ready = AF_NOT_READY_ALLOW_ALL;
+    r = call(AF_VERB_FILTER, "[\"fb-a10g-free\",\"cpu-c6i\",\"ghost\"]", 200, &st);
+    ck_assert_int_eq(json_array_size(json_object_get(r, "NodeNames")), 3);
+    ck_assert_int_eq(st.passed, 3);
+    json_decref(r);
+
+    /* prioritize is neutral while not ready */
+    r = call(AF_VERB_PRIORITIZE, "[\"fb-a10g-free\",\"cpu-c6i\"]", 200, &st);
+    ck_assert_int_eq(json_array_size(r), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(r, 0), "Score")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(r, 1), "Score")), 0);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_status_staleness)
+{
+    const char *why = NULL;
+    uint64_t now = af_now_ns();
+    struct af_request_stats st;
+    json_t *r;
+
+    svc.status = &status;
+    svc.max_staleness_ns = 2000000000ull;
+    ck_assert(!af_service_ready(&svc, &why));   /* status says not synced yet */
+    atomic_store(&status.synced, true);
+    atomic_store(&status.watch_up, true);
+    ck_assert(af_service_ready(&svc, &why));
+    /* watch down for 1 s: still fresh */
+    atomic_store(&status.watch_up, false);
+    atomic_store(&status.down_since_ns, now - 1000000000ull);
+    ck_assert(af_service_ready(&svc, &why));
+    /* down for 10 s: stale */
+    atomic_store(&status.down_since_ns, now - 10000000000ull);
+    ck_assert(!af_service_ready(&svc, &why));
+    ck_assert(strstr(why, "stale") != NULL);
+    r = call(AF_VERB_FILTER, "[\"fb-a10g-free\"]", 200, &st);
+    ck_assert(st.not_ready);
+    ck_assert(json_object_get(json_object_get(r, "FailedNodes"), "fb-a10g-free") != NULL);
+    json_decref(r);
+    /* 0 = never stale */
+    svc.max_staleness_ns = 0;
+    ck_assert(af_service_ready(&svc, &why));
+}
+END_TEST
+
+/* ---- decisions and metrics ------------------------------------------------------------------------ */
+
+START_TEST(test_filter_counts_decisions_and_fallbacks)
+{
+    struct af_request_stats st;
+    struct af_buf m = AF_BUF_INIT(1u << 20);
+    json_t *r;
+
+    r = call(AF_VERB_FILTER, "[\"fb-a10g-full\",\"fb-l4-free\",\"cpu-c6i\",\"ghost\"]", 200, &st);
+    ck_assert_int_eq(st.candidates, 4);
+    ck_assert_int_eq(st.passed, 1);
+    ck_assert(st.fallback);
+    json_decref(r);
+    af_metrics_observe_request(svc.metrics, AF_VERB_FILTER, 200, 120000);
+    af_metrics_observe_request(svc.metrics, AF_VERB_FILTER, 200, 7000000000ull);
+    af_metrics_observe_request(svc.metrics, AF_VERB_PRIORITIZE, 400, 10);
+    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), 0);
+    ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"nvidia-l4\",verdict=\"pass\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"nvidia-a10g\",verdict=\"failed\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"cpu\",verdict=\"unresolvable\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"unknown\",verdict=\"failed\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_fallbacks_total 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_requests_total{verb=\"filter\",code=\"200\"} 2\n"));
+    ck_assert(strstr(m.buf, "accelfit_requests_total{verb=\"prioritize\",code=\"400\"} 1\n"));
+    /* histogram: cumulative buckets, +Inf equals count, 7 s lands above 5 s */
+    ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_bucket{verb=\"filter\",le=\"0.00025\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_bucket{verb=\"filter\",le=\"5\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 2\n"));
+    ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_count{verb=\"filter\"} 2\n"));
+    ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_bucket{verb=\"prioritize\",le=\"5e-05\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_nodes{class=\"nvidia-a10g\"} 6\n"));
+    ck_assert(strstr(m.buf, "accelfit_cache_objects{kind=\"pod\"} 4\n"));
+    ck_assert(strstr(m.buf, "# TYPE accelfit_request_duration_seconds histogram\n"));
+    ck_assert(strstr(m.buf, "# TYPE accelfit_nodes gauge\n"));
+    ck_assert(!strstr(m.buf, "accelfit_watch_restarts_total"));   /* no status: static mode */
+    af_buf_release(&m);
+}
+END_TEST
+
+START_TEST(test_metrics_include_cache_status_when_present)
+{
+    struct af_buf m = AF_BUF_INIT(1u << 20);
+
+    svc.status = &status;
+    atomic_store(&status.synced, true);
+    atomic_store(&status.watch_restarts, 3);
+    atomic_store(&status.relists, 2);
+    atomic_store(&status.events_applied, 1234);
+    atomic_store(&status.events_posted, 5);
+    atomic_store(&status.nodes, 13);
+    atomic_store(&status.last_sync_ns, af_now_ns() - 3000000000ull);
+    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), 0);
+    ck_assert(strstr(m.buf, "accelfit_cache_synced 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_watch_restarts_total 3\n"));
+    ck_assert(strstr(m.buf, "# TYPE accelfit_watch_restarts_total counter\n"));
+    ck_assert(strstr(m.buf, "accelfit_relists_total 2\n"));
+    ck_assert(strstr(m.buf, "accelfit_events_applied_total 1234\n"));
+    ck_assert(strstr(m.buf, "accelfit_events_posted_total 5\n"));
+    ck_assert(strstr(m.buf, "accelfit_cache_objects{kind=\"node\"} 13\n"));
+    ck_assert(strstr(m.buf, "accelfit_cache_last_sync_age_seconds 3."));
+    af_buf_release(&m);
+}
+END_TEST
+
+START_TEST(test_metrics_render_respects_the_buffer_cap)
+{
+    struct af_buf m = AF_BUF_INIT(100);
+
+    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), AF_ETOOBIG);
+    ck_assert_int_le(m.len, 100);
+    af_buf_release(&m);
+}
+END_TEST
+
+START_TEST(test_explain_pod_from_the_snapshot)
+{
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    json_t *j, *nodes;
+
+    ck_assert_int_eq(af_service_explain_pod(&svc, "ml", "pending-gpu", &out), 200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert(j != NULL);
+    nodes = json_object_get(j, "nodes");
+    ck_assert_int_eq(json_array_size(nodes), 13);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "summary"),
+                                                       "best_class")),
+                     "nvidia-a10g");
+    json_decref(j);
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_service_explain_pod(&svc, "ml", "nobody", &out), 404);
+    ck_assert(strstr(out.buf, "nobody") != NULL);
+    af_buf_release(&out);
+}
+END_TEST
+
+START_TEST(test_too_many_candidates)
+{
+    struct af_buf names = AF_BUF_INIT(0), out = AF_BUF_INIT(1u << 20);
+    char *body;
+    json_t *j;
+
+    ck_assert_int_eq(af_buf_puts(&names, "["), 0);
+    for (int i = 0; i <= AF_SERVICE_MAX_CANDIDATES; i++)
+        ck_assert_int_eq(af_buf_printf(&names, "%s\"n%d\"", i ? "," : "", i), 0);
+    ck_assert_int_eq(af_buf_puts(&names, "]"), 0);
+    body = af_xasprintf("{\"Pod\":%s,\"Nodes\":null,\"NodeNames\":%s}", gpu_pod, names.buf);
+    ck_assert_int_eq(af_service_handle(&svc, AF_VERB_FILTER, body, strlen(body), &out), 200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert(strstr(json_string_value(json_object_get(j, "Error")), "too many") != NULL);
+    json_decref(j);
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_service_handle(&svc, AF_VERB_PRIORITIZE, body, strlen(body), &out), 400);
+    af_buf_release(&out);
+    af_buf_release(&names);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_small_output_cap_still_answers)
+{
+    /* A response that does not fit its buffer becomes a short filter Error. */
+    struct af_buf out = AF_BUF_INIT(200);
+    const char *body = "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"}},\"NodeNames\":"
+                       "[\"fb-a10g-full\",\"fb-l4-free\",\"cpu-c6i\",\"nr-inf1\",\"nr-inf2\"]}";
+
+    ck_assert_int_eq(af_service_handle(&svc, AF_VERB_FILTER, body, strlen(body), &out), 200);
+    ck_assert(out.len > 0 && out.len <= 200);
+    ck_assert(strstr(out.buf, "Error") != NULL);
+    af_buf_release(&out);
+}
+END_TEST
+
+/* ---- listen addresses ------------------------------------------------------------------------------ */
+
+static const struct {
+    const char *in;
+    int ok;
+    const char *host;
+    int port;
+    bool v6;
+} listen_cases[] = {
+    {"127.0.0.1:8888", 1, "127.0.0.1", 8888, false},
+    {":8888", 1, "", 8888, false},
+    {"[::1]:9443", 1, "::1", 9443, true},
+    {"[::]:80", 1, "::", 80, true},
+    {"localhost:1", 1, "127.0.0.1", 1, false},
+    {"0.0.0.0:65535", 1, "0.0.0.0", 65535, false},
+    {"127.0.0.1", 0, NULL, 0, false},
+    {"127.0.0.1:0", 0, NULL, 0, false},
+    {"127.0.0.1:65536", 0, NULL, 0, false},
+    {"example.com:80", 0, NULL, 0, false},
+    {"[::1:80", 0, NULL, 0, false},
+    {"::1:80", 0, NULL, 0, false},
+    {"", 0, NULL, 0, false},
+    {":x", 0, NULL, 0, false},
+};
+
+START_TEST(test_parse_listen)
+{
+    char host[128];
+    int port = -1;
+    bool v6 = false;
+    int rc = af_http_parse_listen(listen_cases[_i].in, host, sizeof(host), &port, &v6);
+
+    if (!listen_cases[_i].ok) {
+        ck_assert_msg(rc != 0, "'%s' accepted", listen_cases[_i].in);
+        return;
+    }
+    ck_assert_msg(rc == 0, "'%s' rejected", listen_cases[_i].in);
+    ck_assert_str_eq(host, listen_cases[_i].host);
+    ck_assert_int_eq(port, listen_cases[_i].port);
+    ck_assert_int_eq(v6, listen_cases[_i].v6);
+}
+END_TEST
+
+Suite *af_service_suite(void);
+Suite *af_service_suite(void)
+{
+    Suite *s = suite_create("service");
+    TCase *tc = tcase_create("service");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_static_snapshot_is_ready);
+    tcase_add_test(tc, test_no_snapshot_is_not_ready_and_rejects);
+    tcase_add_test(tc, test_unsynced_snapshot_modes);
+    tcase_add_test(tc, test_status_staleness);
+    tcase_add_test(tc, test_filter_counts_decisions_and_fallbacks);
+    tcase_add_test(tc, test_metrics_include_cache_status_when_present);
+    tcase_add_test(tc, test_metrics_render_respects_the_buffer_cap);
+    tcase_add_test(tc, test_explain_pod_from_the_snapshot);
+    tcase_add_test(tc, test_too_many_candidates);
+    tcase_add_test(tc, test_small_output_cap_still_answers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("listen");
+    tcase_add_loop_test(tc, test_parse_listen, 0, (int)AF_ARRAY_SIZE(listen_cases));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_service_suite());
+}
