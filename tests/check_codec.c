@@ -615,6 +615,37 @@ START_TEST(test_mixed_list_and_unknown_kinds)
 }
 END_TEST
 
+START_TEST(test_list_with_a_bad_item_fails_strictly_or_skips_it)
+{
+    const char *s = "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"7\"},\"items\":["
+                    "{\"metadata\":{\"name\":\"good\",\"namespace\":\"a\"}},"
+                    "{\"metadata\":{\"name\":\"bad\",\"namespace\":\"a\"},\"spec\":{\"containers\":"
+                    "[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"lots\"}}}]}},"
+                    "{\"metadata\":{\"name\":\"also-good\",\"namespace\":\"a\"}}]}";
+    struct items it = {0};
+    struct af_error err = {0};
+    char *rv = NULL;
+    size_t skipped = 0;
+
+    /* A cluster file with a broken object is an error the user must see. */
+    ck_assert_int_lt(af_codec_decode_list(&config, s, strlen(s), collect, &it, NULL, NULL, &err), 0);
+    ck_assert_msg(strstr(err.text, "items[1]") != NULL, "%s", err.text);
+    items_release(&it);
+    memset(&it, 0, sizeof(it));
+
+    /* From the API server, the odd object is skipped and the rest still syncs. */
+    ck_assert_int_eq(af_codec_decode_list_skip(&config, s, strlen(s), collect, &it, &rv, NULL,
+                                               &skipped, &err), 0);
+    ck_assert_uint_eq(skipped, 1);
+    ck_assert_uint_eq(it.n_pods, 2);
+    ck_assert_str_eq(it.pods[1]->name, "also-good");
+    ck_assert_str_eq(rv, "7");
+    ck_assert_msg(strstr(err.text, "items[1]") != NULL, "%s", err.text);
+    free(rv);
+    items_release(&it);
+}
+END_TEST
+
 /* ---- watch events ------------------------------------------------------------------------- */
 
 static const struct {
@@ -889,6 +920,7 @@ Suite *af_codec_suite(void)
     tcase_add_test(tc, test_pods_list_requests_and_binding);
     tcase_add_loop_test(tc, test_pod_decode_cases, 0, AF_ARRAY_SIZE(pod_cases));
     tcase_add_test(tc, test_mixed_list_and_unknown_kinds);
+    tcase_add_test(tc, test_list_with_a_bad_item_fails_strictly_or_skips_it);
     tcase_add_loop_test(tc, test_watch_streams_decode_line_by_line, 0, AF_ARRAY_SIZE(watch_cases));
     tcase_add_test(tc, test_watch_410_is_expired_error);
     tcase_add_loop_test(tc, test_watch_bad_events, 0, AF_ARRAY_SIZE(bad_events));

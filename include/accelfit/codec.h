@@ -36,6 +36,15 @@ typedef void (*af_item_cb)(void *ud, struct af_node_info *node, struct af_pod_in
 int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
                          af_item_cb cb, void *ud, char **rv, char **cont,
                          struct af_error *err) AF_MUST_CHECK;
+/*
+ * The same, but an item that cannot be decoded is skipped and counted in
+ * *skipped (which must start at 0) instead of failing the list; `err` then
+ * describes the first skipped item. For API server lists, where one odd object
+ * must not keep the cache from syncing.
+ */
+int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, size_t len,
+                              af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
+                              struct af_error *err) AF_MUST_CHECK;
 
 enum af_watch_type {
     AF_WATCH_ADDED = 0,

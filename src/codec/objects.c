@@ -483,8 +483,22 @@ int af_codec_decode_pod(const char *json, size_t len, struct af_pod_info **out,
 /* ---- Lists ------------------------------------------------------------------------------ */
 
 /* Decodes the items of `arr`; `def_kind` applies to items without a kind. */
+/*
+ * With `skipped` NULL the first undecodable item fails the whole list (cluster
+ * files: the user should fix the file). Otherwise such items are skipped and
+ * counted, and `err` keeps the first item's error (API server lists: one odd
+ * object must not keep the cache from syncing).
+ */
+/* Where an item's error goes: the caller's `err` for the first skipped item only. */
+static struct af_error *item_err(const size_t *skipped, struct af_error *err)
+{
+    static _Thread_local struct af_error scratch;
+    return (!skipped || *skipped == 0) ? err : &scratch;
+}
+
 static int list_items(const struct af_config *cfg, json_t *arr, const char *where,
-                      const char *def_kind, af_item_cb cb, void *ud, struct af_error *err)
+                      const char *def_kind, af_item_cb cb, void *ud, size_t *skipped,
+                      struct af_error *err)
 {
     size_t i;
     json_t *it;
@@ -505,29 +519,35 @@ static int list_items(const struct af_config *cfg, json_t *arr, const char *wher
         snprintf(at, sizeof(at), "%s[%zu]", where, i);
         if (!strcmp(kind, "Node")) {
             struct af_node_info *n;
-            rc = af__codec_node_from_json(cfg, it, at, &n, err);
-            if (rc)
+            rc = af__codec_node_from_json(cfg, it, at, &n, item_err(skipped, err));
+            if (rc && !skipped)
                 return rc;
-            cb(ud, n, NULL);
+            if (rc)
+                (*skipped)++;
+            else
+                cb(ud, n, NULL);
         } else if (!strcmp(kind, "Pod")) {
             struct af_pod_info *p;
-            rc = af__codec_pod_from_json(it, at, &p, err);
-            if (rc)
+            rc = af__codec_pod_from_json(it, at, &p, item_err(skipped, err));
+            if (rc && !skipped)
                 return rc;
-            cb(ud, NULL, p);
+            if (rc)
+                (*skipped)++;
+            else
+                cb(ud, NULL, p);
         }
     }
     return 0;
 }
 
 static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_cb cb, void *ud,
-                            char **rv, char **cont, struct af_error *err)
+                            char **rv, char **cont, size_t *skipped, struct af_error *err)
 {
     const char *kind, *def_kind = NULL;
     json_t *meta;
 
     if (json_is_array(root))
-        return list_items(cfg, root, "items", NULL, cb, ud, err);
+        return list_items(cfg, root, "items", NULL, cb, ud, skipped, err);
     if (!json_is_object(root))
         return af_error_set(err, AF_ETYPE, "", 0, 0, "list: expected an object, got %s",
                             af__codec_type_name(root));
@@ -536,7 +556,7 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
         json_t *arr = json_array();
         int rc;
         json_array_append(arr, root);
-        rc = list_items(cfg, arr, "items", NULL, cb, ud, err);
+        rc = list_items(cfg, arr, "items", NULL, cb, ud, skipped, err);
         json_decref(arr);
         return rc;
     }
@@ -566,11 +586,18 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
         const char *s = get_str(meta, "continue");
         *cont = s && *s ? af_xstrdup(s) : NULL;
     }
-    return list_items(cfg, get(root, "items"), "items", def_kind, cb, ud, err);
+    return list_items(cfg, get(root, "items"), "items", def_kind, cb, ud, skipped, err);
 }
 
 int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
                          af_item_cb cb, void *ud, char **rv, char **cont, struct af_error *err)
+{
+    return af_codec_decode_list_skip(cfg, json, len, cb, ud, rv, cont, NULL, err);
+}
+
+int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, size_t len,
+                              af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
+                              struct af_error *err)
 {
     json_t *root;
     int rc;
@@ -582,7 +609,7 @@ int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t l
     rc = af__codec_load(json, len, "list", &root, err);
     if (rc)
         return rc;
-    rc = decode_list_json(cfg, root, cb, ud, rv, cont, err);
+    rc = decode_list_json(cfg, root, cb, ud, rv, cont, skipped, err);
     if (rc && rv) {
         af_free(*rv);
         *rv = NULL;
@@ -702,7 +729,7 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
         if (json_is_null(root))
             rc = 0; /* an empty document: no objects */
         else
-            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, err);
+            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, NULL, err);
         if (rc && err && name && !err->file[0])
             snprintf(err->file, sizeof(err->file), "%s", name);
     }

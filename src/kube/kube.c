@@ -663,9 +663,16 @@ static int do_list(struct reflector *r, const char *rv0)
         free(cont);
         cont = NULL;
         struct af_config *cfg = af_config_holder_get(k->cfg);
-        rc = af_codec_decode_list(cfg, r->body.buf, r->body.len, list_item_cb, &li, &page_rv,
-                                  &cont, &err);
+        size_t skipped = 0;
+        rc = af_codec_decode_list_skip(cfg, r->body.buf, r->body.len, list_item_cb, &li,
+                                       &page_rv, &cont, &skipped, &err);
         af_config_unref(cfg);
+        if (!rc && skipped) {
+            char n[24];
+            snprintf(n, sizeof(n), "%zu", skipped);
+            AF_LOG(AF_LOG_WARN, "skipped undecodable objects in list", "kind",
+                   kind_name(r->kind), "count", n, "first", err.text, NULL);
+        }
         af_buf_release(&r->body);
         pthread_mutex_lock(&k->cache_lock);
         for (size_t i = 0; i < li.n_nodes; i++)
