@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
@@ -76,6 +77,12 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+    /*
+     * Bounded shutdown: if the HTTP loop has not returned within 10 s (a
+     * connection wedged inside libwebsockets), SIGALRM's default action ends
+     * the process. Cancelled as soon as the loop returns.
+     */
+    alarm(10);
 }
 
 struct serve_opts {
@@ -401,6 +408,7 @@ int af_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     rc = af_http_run(&o.http, &svc, &stop_flag);
+    alarm(0);
     if (rc != 0) {
         fprintf(stderr, "accelfit serve: cannot serve on '%s': %s\n", o.http.listen,
                 af_strerror(rc));
