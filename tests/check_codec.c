@@ -889,7 +889,7 @@ START_TEST(test_recorded_request_against_demo_cluster)
     ck_assert_uint_eq(json_array_size(json_object_get(v, "NodeNames")), 1);
     ck_assert_str_eq(json_string_value(json_array_get(json_object_get(v, "NodeNames"), 0)), P4D);
     ck_assert(strstr(json_string_value(json_object_get(json_object_get(v, "FailedNodes"), G5)),
-                     "no room: requests 4000 cpu"));
+                     "no room for cpu: the pod requests 4, 1.91 free of 7.91 allocatable"));
     ck_assert(sum.fallback);
     json_decref(v);
     af_buf_release(&out);

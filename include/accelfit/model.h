@@ -118,6 +118,9 @@ const char *af_res_name(enum af_res r);
 int af_res_parse(const char *name);
 bool af_res_fits(const struct af_resources *req, const struct af_resources *alloc,
                  const struct af_resources *used, enum af_res *first_short);
+/* Formats an amount of `r` for people: cpu in cores ("4", "1.91"), memory in
+ * Gi/Mi ("16Gi", "512Mi"), other resources as integers. Cannot fail. */
+void af_res_format(enum af_res r, int64_t v, char *out, size_t n);
 /* True when the request asks for any GPU or Neuron resource. */
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req);
 

@@ -111,9 +111,12 @@ static void no_room(const struct af_pod_info *pod, const struct af_node_view *v,
     }
     if (!af_res_fits(&pod->requests, &v->info->allocatable, &v->used, &r)) {
         int64_t free_ = v->info->allocatable.v[r] - v->used.v[r];
-        snprintf(out, n, "no room: requests %lld %s, %lld free of %lld allocatable",
-                 (long long)pod->requests.v[r], af_res_name(r), (long long)(free_ < 0 ? 0 : free_),
-                 (long long)v->info->allocatable.v[r]);
+        char want[32], have[32], total[32];
+        af_res_format(r, pod->requests.v[r], want, sizeof(want));
+        af_res_format(r, free_ < 0 ? 0 : free_, have, sizeof(have));
+        af_res_format(r, v->info->allocatable.v[r], total, sizeof(total));
+        snprintf(out, n, "no room for %s: the pod requests %s, %s free of %s allocatable",
+                 af_res_name(r), want, have, total);
         return;
     }
     snprintf(out, n, "no room: %d pods already, %lld allocatable", v->npods,

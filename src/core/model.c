@@ -6,6 +6,7 @@
 #include "accelfit/model.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -173,6 +174,20 @@ bool af_res_fits(const struct af_resources *req, const struct af_resources *allo
         }
     }
     return true;
+}
+
+void af_res_format(enum af_res r, int64_t v, char *out, size_t n)
+{
+    if (r == AF_RES_CPU && v % 1000)
+        snprintf(out, n, "%.3g", (double)v / 1000);
+    else if (r == AF_RES_CPU)
+        snprintf(out, n, "%lld", (long long)(v / 1000));
+    else if (r == AF_RES_MEMORY && (v >= (1LL << 30) || v <= -(1LL << 30)))
+        snprintf(out, n, "%.3gGi", (double)v / (double)(1LL << 30));
+    else if (r == AF_RES_MEMORY)
+        snprintf(out, n, "%.3gMi", (double)v / (double)(1LL << 20));
+    else
+        snprintf(out, n, "%lld", (long long)v);
 }
 
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req)
