@@ -55,7 +55,7 @@ static const char usage[] =
     "                          retried on the next cluster event), error (answer Error: the\n"
     "                          scheduler parks the pod for ~5 minutes), allow-all\n"
     "  --max-staleness S       not ready once the watch has been down for S seconds\n"
-    "                          (default 120; 0 = never stale)\n"
+    "                          (default 30; 0 = never stale)\n"
     "  --log-level LEVEL       debug, info (default), warn, error; debug logs every request\n"
     "  --log-format FORMAT     text (key=value, default) or json\n"
     "  -h, --help              show this help\n"
@@ -362,7 +362,7 @@ int af_cmd_serve(int argc, char **argv)
     o.http.max_body = 16u << 20;
     o.http.read_timeout_s = 10;
     o.when_not_ready = AF_NOT_READY_REJECT;
-    o.max_staleness_s = 120;
+    o.max_staleness_s = 30;
     rc = parse_args(argc, argv, &o);
     if (rc == 1)
         return 0;   /* --help */
