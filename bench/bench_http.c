@@ -16,6 +16,10 @@
  * cost, and the resident memory of the process.
  *
  * Usage: bench_http [requests-per-verb]   (default 5000)
+ *        bench_http --service-only [requests-per-verb]
+ *            only the 5k cluster, only af_service_handle (no HTTP, no demo
+ *            cluster): a quiet loop to profile the server's own work under
+ *            perf or callgrind.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -399,14 +403,46 @@ static void wait_healthy(struct bench_server *s)
     exit(1);
 }
 
+/* The service-only loop over the 5k bodies, for profiling. */
+static void service_only(struct bench_server *s, char *const *bodies, size_t nbodies, size_t n)
+{
+    uint64_t *tf = af_xcalloc(n, sizeof(*tf)), *tp = af_xcalloc(n, sizeof(*tp));
+
+    for (int v = 0; v < 2; v++) {
+        uint64_t wall = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct af_buf out = AF_BUF_INIT(64u << 20);
+            const char *body = bodies[i % nbodies];
+            uint64_t t0 = af_now_ns(), dt;
+            int st = af_service_handle(&s->svc, v ? AF_VERB_PRIORITIZE : AF_VERB_FILTER, body,
+                                       strlen(body), &out);
+            dt = af_now_ns() - t0;
+            af_assert(st == 200);
+            af_buf_release(&out);
+            (v ? tp : tf)[i] = dt;
+            wall += dt;
+        }
+        report(v ? "prioritize (service only)" : "filter (service only)", v ? tp : tf, n, wall);
+    }
+    rss();
+    af_free(tf);
+    af_free(tp);
+}
+
 int main(int argc, char **argv)
 {
-    size_t n = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 5000;
+    bool only_service = argc > 1 && !strcmp(argv[1], "--service-only");
+    size_t n;
     struct bench_server s;
     struct af_buf fixture = AF_BUF_INIT(1u << 20);
     char *bodies[8];
     uint64_t t0;
 
+    if (only_service) {
+        argc--;
+        argv++;
+    }
+    n = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 5000;
     if (n < 100)
         n = 100;
     af_log_level = AF_LOG_WARN;
@@ -414,6 +450,8 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_ALL);
 
     /* (a) the demo cluster with the recorded kube-scheduler request */
+    if (only_service)
+        goto big;
     server_start(&s);
     load_cluster(&s, "<embedded demo cluster>", af_embedded_demo_cluster_yaml,
                  af_embedded_demo_cluster_yaml_len);
@@ -432,6 +470,7 @@ int main(int argc, char **argv)
     server_stop(&s);
 
     /* (b) 5,000 nodes, 15,000 pods, 500 candidates per request */
+big:
     {
         char *path = write_cluster();
         struct af_buf file = AF_BUF_INIT(0);
@@ -446,13 +485,21 @@ int main(int argc, char **argv)
         af_free(path);
         for (size_t i = 0; i < AF_ARRAY_SIZE(bodies); i++)
             bodies[i] = big_request((unsigned)(i * 7 + 1));
-        server_run(&s);
-        wait_healthy(&s);
-        drive(&s, "5,000-node cluster, 500 candidate names per request", bodies,
-              AF_ARRAY_SIZE(bodies), n);
+        if (only_service) {
+            printf("5,000-node cluster, 500 candidate names per request, service only\n");
+            service_only(&s, bodies, AF_ARRAY_SIZE(bodies), n);
+            af_metrics_free(s.svc.metrics);
+            af_publisher_destroy(&s.pub);
+            af_config_holder_destroy(&s.holder);
+        } else {
+            server_run(&s);
+            wait_healthy(&s);
+            drive(&s, "5,000-node cluster, 500 candidate names per request", bodies,
+                  AF_ARRAY_SIZE(bodies), n);
+            server_stop(&s);
+        }
         for (size_t i = 0; i < AF_ARRAY_SIZE(bodies); i++)
             af_free(bodies[i]);
-        server_stop(&s);
     }
     curl_global_cleanup();
     return 0;

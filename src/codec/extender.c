@@ -189,25 +189,137 @@ fail:
 
 /* ---- encoding ------------------------------------------------------------------------- */
 
-/* A JSON string from C text that may have been cut mid-character: bytes that
- * do not form valid UTF-8 become '?'. */
-static json_t *jstr(const char *s)
+/*
+ * The answers are written straight into the buffer, without a json_t tree: at
+ * 500 candidates building and dumping the tree was most of a filter call. The
+ * output is byte for byte what json_dump_callback(..., JSON_COMPACT) printed
+ * for the tree this file used to build: keys in insertion order, a key set twice
+ * keeps its first position and takes the last value, strings escaped as jansson
+ * escapes them (\" \\ \b \f \n \r \t, other control bytes as \u00XX uppercase,
+ * UTF-8 passed through, '/' not escaped).
+ */
+
+/* jansson's utf8_check_string: well-formed, no overlong forms, no surrogates. */
+static bool utf8_valid(const char *s, size_t len)
 {
-    json_t *v;
-    char *copy;
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+
+    while (p < end) {
+        unsigned u = *p, size, value;
+        if (u < 0x80) {
+            p++;
+            continue;
+        }
+        if (u >= 0xC2 && u <= 0xDF)
+            size = 2, value = u & 0x1F;
+        else if (u >= 0xE0 && u <= 0xEF)
+            size = 3, value = u & 0x0F;
+        else if (u >= 0xF0 && u <= 0xF4)
+            size = 4, value = u & 0x07;
+        else
+            return false;
+        if ((size_t)(end - p) < size)
+            return false;
+        for (unsigned i = 1; i < size; i++) {
+            if (p[i] < 0x80 || p[i] > 0xBF)
+                return false;
+            value = (value << 6) + (p[i] & 0x3F);
+        }
+        if (value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF) ||
+            (size == 2 && value < 0x80) || (size == 3 && value < 0x800) ||
+            (size == 4 && value < 0x10000))
+            return false;
+        p += size;
+    }
+    return true;
+}
+
+/*
+ * `s` as a JSON string literal. `jansson`: escaped as jansson's dump_string does (for valid
+ * UTF-8); otherwise as af_buf_json_str does (\b and \f as \u0008 and \u000c, lowercase
+ * hex), which the priorities answer has always used.
+ */
+static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
+{
+    const char *hex = jansson ? "0123456789ABCDEF" : "0123456789abcdef";
+    const char *run = s, *end = s + len;
+    int rc = af_buf_add(out, "\"", 1);
+
+    for (const char *p = s; !rc && p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        char esc[6];
+        const char *e;
+        size_t elen = 2;
+
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        switch (c) {
+        case '"':
+            e = "\\\"";
+            break;
+        case '\\':
+            e = "\\\\";
+            break;
+        case '\b':
+            e = jansson ? "\\b" : "\\u0008";
+            elen = jansson ? 2 : 6;
+            break;
+        case '\f':
+            e = jansson ? "\\f" : "\\u000c";
+            elen = jansson ? 2 : 6;
+            break;
+        case '\n':
+            e = "\\n";
+            break;
+        case '\r':
+            e = "\\r";
+            break;
+        case '\t':
+            e = "\\t";
+            break;
+        default:
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            e = esc;
+            elen = 6;
+            break;
+        }
+        if (p > run)
+            rc = af_buf_add(out, run, (size_t)(p - run));
+        if (!rc)
+            rc = af_buf_add(out, e, elen);
+        run = p + 1;
+    }
+    if (!rc && end > run)
+        rc = af_buf_add(out, run, (size_t)(end - run));
+    if (!rc)
+        rc = af_buf_add(out, "\"", 1);
+    return rc;
+}
+
+/* What jstr() used to make of C text that may have been cut mid-character: when it is not
+ * valid UTF-8, every byte >= 0x80 becomes '?'. */
+static int put_text(struct af_buf *out, const char *s)
+{
+    size_t len;
+    char small[AF_REASON_MAX + 16], *copy;
+    int rc;
 
     if (!s)
         s = "";
-    v = json_string(s);
-    if (v)
-        return v;
-    copy = af_xstrdup(s);
+    len = strlen(s);
+    if (utf8_valid(s, len))
+        return put_str(out, s, len, true);
+    copy = len < sizeof(small) ? small : af_xmalloc(len + 1);
+    memcpy(copy, s, len + 1);
     for (char *p = copy; *p; p++)
         if ((unsigned char)*p >= 0x80)
             *p = '?';
-    v = json_string(copy);
-    af_free(copy);
-    return v ? v : json_string("");
+    rc = put_str(out, copy, len, true);
+    if (copy != small)
+        af_free(copy);
+    return rc;
 }
 
 static int dump_cb(const char *buffer, size_t size, void *data)
@@ -215,70 +327,151 @@ static int dump_cb(const char *buffer, size_t size, void *data)
     return af_buf_add(data, buffer, size) ? -1 : 0;
 }
 
-static int dump(json_t *v, struct af_buf *out)
+/*
+ * One of FailedNodes / FailedAndUnresolvableNodes: the entries with verdict `which`, in
+ * order of first appearance of each name, each with the reason of its last appearance
+ * (what json_object_set_new did when a request named a node twice).
+ */
+static int put_reasons(struct af_buf *out, const struct af_node_decision *d, const char **names,
+                       const size_t *first, const size_t *last, size_t n, enum af_verdict which)
 {
-    int rc = json_dump_callback(v, dump_cb, out, JSON_COMPACT) ? AF_ETOOBIG : 0;
-    json_decref(v);
+    bool comma = false;
+    int rc = af_buf_add(out, "{", 1);
+
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (!names[i] || d[i].verdict != which || first[i] != i)
+            continue;
+        if (comma)
+            rc = af_buf_add(out, ",", 1);
+        comma = true;
+        if (!rc)
+            rc = put_str(out, names[i], strlen(names[i]), true);
+        if (!rc)
+            rc = af_buf_add(out, ":", 1);
+        if (!rc)
+            rc = put_text(out, d[last[i]].reason);
+    }
+    if (!rc)
+        rc = af_buf_add(out, "}", 1);
     return rc;
+}
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/*
+ * For the entries that go into FailedNodes or FailedAndUnresolvableNodes: first[i] is
+ * the first entry with the same name in the same object (i itself when none), and for
+ * such a first entry last[i] is the last one. An open-addressing hash of the names
+ * keeps this linear.
+ */
+static void dedup_names(const struct af_node_decision *d, const char **names, size_t n,
+                        size_t *first, size_t *last)
+{
+    size_t cap = 16, *slot;
+
+    while (cap < 2 * n)
+        cap *= 2;
+    slot = af_xmalloc(cap * sizeof(*slot));
+    for (size_t k = 0; k < cap; k++)
+        slot[k] = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        bool unres = d[i].verdict == AF_VERDICT_UNRESOLVABLE;
+        size_t k;
+
+        first[i] = last[i] = i;
+        if (!names[i] || d[i].verdict == AF_VERDICT_PASS)
+            continue;
+        k = (size_t)(hash_name(names[i]) ^ (unres ? 0x9e3779b97f4a7c15ull : 0)) & (cap - 1);
+        for (; slot[k] != SIZE_MAX; k = (k + 1) & (cap - 1)) {
+            size_t j = slot[k];
+            if ((d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres && !strcmp(names[j], names[i]))
+                break;
+        }
+        if (slot[k] == SIZE_MAX) {
+            slot[k] = i;
+        } else {
+            first[i] = slot[k];
+            last[slot[k]] = i;
+        }
+    }
+    af_free(slot);
 }
 
 int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_decision *d,
                            size_t n, const char *error, struct af_buf *out)
 {
-    json_t *res = json_object();
-    json_t *failed = json_object(), *unres = json_object();
-    json_t *kept = NULL, *items = NULL;
     bool nodes_mode = args && args->nodes_mode;
+    const char **names = NULL;
+    size_t *first = NULL, *last = NULL;
+    int rc;
 
     if (args && n > args->n)
         n = args->n;
+    if (!d)
+        n = 0;
     if (error && *error) {
-        json_object_set_new(res, "Nodes", json_null());
-        json_object_set_new(res, "NodeNames", json_null());
-        json_object_set_new(res, "FailedNodes", failed);
-        json_object_set_new(res, "FailedAndUnresolvableNodes", unres);
-        json_object_set_new(res, "Error", jstr(error));
-        return dump(res, out);
+        rc = af_buf_puts(out, "{\"Nodes\":null,\"NodeNames\":null,\"FailedNodes\":{},"
+                              "\"FailedAndUnresolvableNodes\":{},\"Error\":");
+        if (!rc)
+            rc = put_text(out, error);
+        if (!rc)
+            rc = af_buf_add(out, "}", 1);
+        return rc ? AF_ETOOBIG : 0;
     }
-    if (nodes_mode)
-        items = json_array();
-    else
-        kept = json_array();
-    for (size_t i = 0; d && i < n; i++) {
+    if (n) {
+        names = af_xmalloc(n * sizeof(*names));
+        first = af_xmalloc(n * sizeof(*first));
+        last = af_xmalloc(n * sizeof(*last));
+    }
+    for (size_t i = 0; i < n; i++) {
         const char *name = d[i].name ? d[i].name : (args ? args->names[i] : NULL);
-        json_t *key_ok = name ? json_string(name) : NULL;
-        if (!key_ok)
-            continue; /* a name jansson would not accept cannot come from a request */
-        json_decref(key_ok);
-        switch (d[i].verdict) {
-        case AF_VERDICT_PASS:
+        /* A name jansson would not take as a key or string cannot come from a request. */
+        names[i] = name && utf8_valid(name, strlen(name)) ? name : NULL;
+    }
+    if (n)
+        dedup_names(d, names, n, first, last);
+
+    rc = af_buf_puts(out, nodes_mode ? "{\"Nodes\":{\"metadata\":{},\"items\":["
+                                     : "{\"Nodes\":null,\"NodeNames\":[");
+    {
+        bool comma = false;
+        for (size_t i = 0; !rc && i < n; i++) {
+            if (!names[i] || d[i].verdict != AF_VERDICT_PASS)
+                continue;
+            if (comma)
+                rc = af_buf_add(out, ",", 1);
+            comma = true;
+            if (rc)
+                break;
             if (nodes_mode)
-                json_array_append(items, args->items[i]);
+                rc = json_dump_callback(args->items[i], dump_cb, out, JSON_COMPACT) ? AF_ETOOBIG
+                                                                                   : 0;
             else
-                json_array_append_new(kept, json_string(name));
-            break;
-        case AF_VERDICT_UNRESOLVABLE:
-            json_object_set_new(unres, name, jstr(d[i].reason));
-            break;
-        default:
-            json_object_set_new(failed, name, jstr(d[i].reason));
-            break;
+                rc = put_str(out, names[i], strlen(names[i]), true);
         }
     }
-    if (nodes_mode) {
-        json_t *list = json_object();
-        json_object_set_new(list, "metadata", json_object());
-        json_object_set_new(list, "items", items);
-        json_object_set_new(res, "Nodes", list);
-        json_object_set_new(res, "NodeNames", json_null());
-    } else {
-        json_object_set_new(res, "Nodes", json_null());
-        json_object_set_new(res, "NodeNames", kept);
-    }
-    json_object_set_new(res, "FailedNodes", failed);
-    json_object_set_new(res, "FailedAndUnresolvableNodes", unres);
-    json_object_set_new(res, "Error", json_string(""));
-    return dump(res, out);
+    if (!rc)
+        rc = af_buf_puts(out, nodes_mode ? "]},\"NodeNames\":null,\"FailedNodes\":"
+                                         : "],\"FailedNodes\":");
+    if (!rc)
+        rc = put_reasons(out, d, names, first, last, n, AF_VERDICT_FAILED);
+    if (!rc)
+        rc = af_buf_puts(out, ",\"FailedAndUnresolvableNodes\":");
+    if (!rc)
+        rc = put_reasons(out, d, names, first, last, n, AF_VERDICT_UNRESOLVABLE);
+    if (!rc)
+        rc = af_buf_puts(out, ",\"Error\":\"\"}");
+    af_free(names);
+    af_free(first);
+    af_free(last);
+    return rc ? AF_ETOOBIG : 0;
 }
 
 int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struct af_buf *out)
@@ -286,11 +479,15 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
     int rc = af_buf_add(out, "[", 1);
 
     for (size_t i = 0; !rc && i < n; i++) {
+        char num[32];
+        int w;
         rc = af_buf_puts(out, i ? ",{\"Host\":" : "{\"Host\":");
         if (!rc)
-            rc = af_buf_json_str(out, d[i].name ? d[i].name : "");
+            rc = put_str(out, d[i].name ? d[i].name : "", d[i].name ? strlen(d[i].name) : 0,
+                         false);
+        w = snprintf(num, sizeof(num), ",\"Score\":%d}", d[i].score);
         if (!rc)
-            rc = af_buf_printf(out, ",\"Score\":%d}", d[i].score);
+            rc = af_buf_add(out, num, (size_t)w);
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);
