@@ -24,11 +24,13 @@ int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
                    struct af_error *err);
 
 struct af_ext_args {
-    json_t *root;                      /* the whole request, owning the items below */
+    json_t *root;                      /* the whole request, owning the items below; NULL
+                                          when the fast path decoded it */
     struct af_pod_info *pod;
     bool nodes_mode;
     size_t n;
-    char **names;                      /* owned */
+    char **names;                      /* owned; each owned unless names_block is set */
+    char *names_block;                 /* fast path: every name, one allocation */
     struct af_node_info **nodes;       /* Nodes mode: owned refs */
     json_t **items;                    /* Nodes mode: borrowed from root */
 };
@@ -38,11 +40,13 @@ void af_ext_args_free(struct af_ext_args *a)
     if (!a)
         return;
     for (size_t i = 0; i < a->n; i++) {
-        af_free(a->names[i]);
+        if (!a->names_block)
+            af_free(a->names[i]);
         if (a->nodes)
             af_node_info_unref(a->nodes[i]);
     }
     af_free(a->names);
+    af_free(a->names_block);
     af_free(a->nodes);
     af_free(a->items);
     af_pod_info_unref(a->pod);
@@ -144,6 +148,422 @@ static int decode_names(struct af_ext_args *a, json_t *names, struct af_error *e
     return 0;
 }
 
+/* ---- the fast path for names mode ------------------------------------------------------ */
+
+/*
+ * kube-scheduler with nodeCacheCapable: true sends {"Pod":{...},"Nodes":null,
+ * "NodeNames":["...",...]}: hundreds of plain names. Building a json_t per name was
+ * most of a filter call, so such a request is scanned here instead: the top level and
+ * NodeNames are read directly, and only the Pod's own text goes to jansson, without
+ * metadata.managedFields (big, and never read).
+ *
+ * The scan is conservative. It accepts a body only when it is certain that jansson
+ * accepts the whole body too and that the result is the same as the general path's;
+ * anything else (Nodes mode, a number or \u escape or non-ASCII byte outside the Pod, a
+ * key given twice, an empty or escaped name, any error at all) makes it decline, and
+ * the request takes the general path, which produces the errors and their wording.
+ */
+
+#define FAST_MAX_DEPTH 512
+#define FAST_MAX_CUTS 4
+
+struct scan {
+    const char *p, *end;
+    bool strict;        /* outside the Pod's jansson-checked text: accept only what jansson does */
+};
+
+static void scan_ws(struct scan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+/*
+ * A string at s->p (on its opening quote). `plain`: no escapes at all. Strict: only
+ * ASCII 0x20..0x7f and the escapes \" \\ \/ \b \f \n \r \t. Lenient (inside the Pod,
+ * which jansson parses anyway): anything up to the closing quote.
+ */
+static bool scan_string(struct scan *s, const char **start, size_t *len, bool *plain)
+{
+    const char *p = s->p + 1;
+
+    if (s->p >= s->end || *s->p != '"')
+        return false;
+    if (plain)
+        *plain = true;
+    for (;;) {
+        unsigned char c;
+        if (p >= s->end)
+            return false;
+        c = (unsigned char)*p;
+        if (c == '"')
+            break;
+        if (c == '\\') {
+            if (plain)
+                *plain = false;
+            if (p + 1 >= s->end)
+                return false;
+            if (s->strict && !strchr("\"\\/bfnrt", p[1]))
+                return false;
+            p += 2;
+            continue;
+        }
+        if (s->strict && (c < 0x20 || c >= 0x80))
+            return false;
+        p++;
+    }
+    if (start)
+        *start = s->p + 1;
+    if (len)
+        *len = (size_t)(p - (s->p + 1));
+    s->p = p + 1;
+    return true;
+}
+
+static bool scan_literal(struct scan *s, const char *word)
+{
+    size_t n = strlen(word);
+
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n))
+        return false;
+    s->p += n;
+    /* jansson reads a whole word: "nullx" is one bad token. */
+    if (s->p < s->end && ((*s->p >= 'a' && *s->p <= 'z') || (*s->p >= 'A' && *s->p <= 'Z')))
+        return false;
+    return true;
+}
+
+/* A number. Strict: short, no exponent, so that jansson can neither overflow nor differ. */
+static bool scan_number(struct scan *s)
+{
+    const char *p = s->p, *start = s->p;
+    bool frac = false;
+
+    if (p < s->end && *p == '-')
+        p++;
+    if (p >= s->end || *p < '0' || *p > '9')
+        return false;
+    if (*p == '0')
+        p++;
+    else
+        while (p < s->end && *p >= '0' && *p <= '9')
+            p++;
+    if (p < s->end && *p == '.') {
+        frac = true;
+        p++;
+        if (p >= s->end || *p < '0' || *p > '9')
+            return false;
+        while (p < s->end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < s->end && (*p == 'e' || *p == 'E')) {
+        if (s->strict)
+            return false;
+        p++;
+        if (p < s->end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= s->end || *p < '0' || *p > '9')
+            return false;
+        while (p < s->end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (s->strict && p - start > (frac ? 15 : 17))
+        return false;
+    s->p = p;
+    return true;
+}
+
+static bool scan_value(struct scan *s, int depth);
+
+/* An object or array at s->p. */
+static bool scan_container(struct scan *s, int depth)
+{
+    char close = *s->p == '{' ? '}' : ']';
+    bool first = true;
+
+    if (depth >= FAST_MAX_DEPTH)
+        return false;
+    s->p++;
+    for (;;) {
+        scan_ws(s);
+        if (s->p >= s->end)
+            return false;
+        if (*s->p == close) {
+            s->p++;
+            return true;
+        }
+        if (!first) {
+            if (*s->p != ',')
+                return false;
+            s->p++;
+            scan_ws(s);
+        }
+        first = false;
+        if (close == '}') {
+            if (!scan_string(s, NULL, NULL, NULL))
+                return false;
+            scan_ws(s);
+            if (s->p >= s->end || *s->p != ':')
+                return false;
+            s->p++;
+            scan_ws(s);
+        }
+        if (!scan_value(s, depth + 1))
+            return false;
+    }
+}
+
+static bool scan_value(struct scan *s, int depth)
+{
+    if (s->p >= s->end)
+        return false;
+    switch (*s->p) {
+    case '{':
+    case '[':
+        return scan_container(s, depth);
+    case '"':
+        return scan_string(s, NULL, NULL, NULL);
+    case 't':
+        return scan_literal(s, "true");
+    case 'f':
+        return scan_literal(s, "false");
+    case 'n':
+        return scan_literal(s, "null");
+    default:
+        return scan_number(s);
+    }
+}
+
+struct cut {
+    const char *from, *to;  /* a managedFields value, replaced by null for jansson */
+};
+
+static bool key_is(const char *k, size_t len, const char *want)
+{
+    return strlen(want) == len && !memcmp(k, want, len);
+}
+
+/*
+ * Members of an object at s->p (lenient, inside the Pod). At `level` 0 (the Pod) a
+ * "metadata" object is entered; at level 1 (metadata) "managedFields" values are
+ * checked strictly and recorded as cuts.
+ */
+static bool scan_pod_object(struct scan *s, int level, struct cut *cuts, int *n_cuts)
+{
+    bool first = true;
+
+    s->p++;
+    for (;;) {
+        const char *k;
+        size_t klen;
+        bool plain;
+
+        scan_ws(s);
+        if (s->p >= s->end)
+            return false;
+        if (*s->p == '}') {
+            s->p++;
+            return true;
+        }
+        if (!first) {
+            if (*s->p != ',')
+                return false;
+            s->p++;
+            scan_ws(s);
+        }
+        first = false;
+        if (!scan_string(s, &k, &klen, &plain))
+            return false;
+        scan_ws(s);
+        if (s->p >= s->end || *s->p != ':')
+            return false;
+        s->p++;
+        scan_ws(s);
+        if (s->p >= s->end)
+            return false;
+        if (level == 0 && plain && key_is(k, klen, "metadata") && *s->p == '{') {
+            if (!scan_pod_object(s, 1, cuts, n_cuts))
+                return false;
+        } else if (level == 1 && plain && key_is(k, klen, "managedFields") &&
+                   *n_cuts < FAST_MAX_CUTS) {
+            /* Cut only what jansson would certainly accept; else leave it to jansson. */
+            struct cut *c = &cuts[*n_cuts];
+            c->from = s->p;
+            s->strict = true;
+            if (scan_value(s, 2)) {
+                c->to = s->p;
+                (*n_cuts)++;
+            } else {
+                s->p = c->from;
+                s->strict = false;
+                if (!scan_value(s, level + 1))
+                    return false;
+            }
+            s->strict = false;
+        } else if (!scan_value(s, level + 1)) {
+            return false;
+        }
+    }
+}
+
+/* The Pod from its text with the cuts replaced by null. 0, or -1 to decline. */
+static int fast_pod(const char *from, const char *to, const struct cut *cuts, int n_cuts,
+                    struct af_pod_info **out)
+{
+    struct af_error err;
+    json_t *obj;
+    char *text = NULL;
+    size_t len = (size_t)(to - from);
+    int rc;
+
+    if (n_cuts) {
+        const char *p = from;
+        char *w = text = af_xmalloc(len + 1);
+        for (int i = 0; i < n_cuts; i++) {
+            memcpy(w, p, (size_t)(cuts[i].from - p));
+            w += cuts[i].from - p;
+            memcpy(w, "null", 4);
+            w += 4;
+            p = cuts[i].to;
+        }
+        memcpy(w, p, (size_t)(to - p));
+        w += to - p;
+        len = (size_t)(w - text);
+    }
+    obj = json_loadb(text ? text : from, len, 0, NULL);
+    af_free(text);
+    if (!obj)
+        return -1;
+    memset(&err, 0, sizeof(err));
+    rc = af__codec_pod_from_json(obj, "Pod", out, &err);
+    json_decref(obj);
+    return rc ? -1 : 0;
+}
+
+/* Returns 1 when it decoded the request into *out, 0 when the general path must. */
+static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
+{
+    struct scan s = {body, body + len, true};
+    const char *pod_from = NULL, *pod_to = NULL, *names_from = NULL;
+    struct cut cuts[FAST_MAX_CUTS];
+    int n_cuts = 0, seen_pod = 0, seen_nodes = 0, seen_names = 0;
+    bool first = true, names_null = true;
+    size_t n = 0, bytes = 0;
+    struct af_ext_args *a;
+
+    scan_ws(&s);
+    if (s.p >= s.end || *s.p != '{')
+        return 0;
+    s.p++;
+    for (;;) {
+        const char *k;
+        size_t klen;
+
+        scan_ws(&s);
+        if (s.p >= s.end)
+            return 0;
+        if (*s.p == '}') {
+            s.p++;
+            break;
+        }
+        if (!first) {
+            if (*s.p != ',')
+                return 0;
+            s.p++;
+            scan_ws(&s);
+        }
+        first = false;
+        if (!scan_string(&s, &k, &klen, NULL))
+            return 0;
+        scan_ws(&s);
+        if (s.p >= s.end || *s.p != ':')
+            return 0;
+        s.p++;
+        scan_ws(&s);
+        if (s.p >= s.end)
+            return 0;
+        if (klen == 3 && !strncasecmp(k, "Pod", 3)) {
+            if (seen_pod++ || *s.p != '{')
+                return 0;
+            pod_from = s.p;
+            s.strict = false;
+            if (!scan_pod_object(&s, 0, cuts, &n_cuts))
+                return 0;
+            s.strict = true;
+            pod_to = s.p;
+        } else if (klen == 5 && !strncasecmp(k, "Nodes", 5)) {
+            if (seen_nodes++ || !scan_literal(&s, "null"))
+                return 0;
+        } else if (klen == 9 && !strncasecmp(k, "NodeNames", 9)) {
+            if (seen_names++)
+                return 0;
+            if (*s.p == 'n') {
+                if (!scan_literal(&s, "null"))
+                    return 0;
+                continue;
+            }
+            if (*s.p != '[')
+                return 0;
+            names_null = false;
+            names_from = s.p++;
+            for (;;) {
+                size_t nlen;
+                bool plain;
+                scan_ws(&s);
+                if (s.p < s.end && *s.p == ']' && n == 0) {
+                    s.p++;
+                    break;
+                }
+                if (!scan_string(&s, NULL, &nlen, &plain) || !plain || nlen == 0)
+                    return 0;
+                n++;
+                bytes += nlen + 1;
+                scan_ws(&s);
+                if (s.p < s.end && *s.p == ',') {
+                    s.p++;
+                    continue;
+                }
+                if (s.p < s.end && *s.p == ']') {
+                    s.p++;
+                    break;
+                }
+                return 0;
+            }
+        } else if (!scan_value(&s, 1)) {
+            return 0;
+        }
+    }
+    scan_ws(&s);
+    if (s.p != s.end || !pod_from)
+        return 0;
+
+    a = af_xcalloc(1, sizeof(*a));
+    if (fast_pod(pod_from, pod_to, cuts, n_cuts, &a->pod) != 0) {
+        af_free(a);
+        return 0;
+    }
+    a->names = af_xcalloc(n ? n : 1, sizeof(*a->names));
+    if (!names_null && n) {
+        /* Second pass over a list already checked: plain strings, commas, blanks. */
+        char *w = a->names_block = af_xmalloc(bytes);
+        const char *p = names_from + 1;
+        for (size_t i = 0; i < n; i++) {
+            const char *q;
+            while (*p != '"')
+                p++;
+            q = memchr(p + 1, '"', (size_t)(s.end - (p + 1)));
+            a->names[i] = w;
+            memcpy(w, p + 1, (size_t)(q - (p + 1)));
+            w += q - (p + 1);
+            *w++ = '\0';
+            p = q + 1;
+        }
+    }
+    a->n = n;
+    *out = a;
+    return 1;
+}
+
 int af_codec_decode_args(const struct af_config *cfg, const char *body, size_t len,
                          struct af_ext_args **out, struct af_error *err)
 {
@@ -152,6 +572,8 @@ int af_codec_decode_args(const struct af_config *cfg, const char *body, size_t l
     int rc;
 
     *out = NULL;
+    if (body && decode_fast(body, len, out))
+        return 0;
     a = af_xcalloc(1, sizeof(*a));
     rc = af__codec_load(body, len, "request body", &a->root, err);
     if (rc)
