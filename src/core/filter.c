@@ -123,6 +123,21 @@ static void no_room(const struct af_pod_info *pod, const struct af_node_view *v,
              (long long)v->info->allocatable.v[AF_RES_PODS]);
 }
 
+/*
+ * Most reasons depend only on the node's class (and, for a passing node, whether it has
+ * room), not on the node: with hundreds of candidates of a few classes they are written
+ * once per class and copied. A memo lives on the stack of one af_filter call.
+ */
+struct reason_memo {
+    bool have[AF_CLASS__COUNT];
+    char text[AF_CLASS__COUNT][AF_REASON_MAX];
+};
+
+static void memo_copy(char *dst, const char *src)
+{
+    memcpy(dst, src, strlen(src) + 1);
+}
+
 void af_filter(const struct af_policy *pol, const struct af_plan *plan,
                const struct af_pod_info *pod, const struct af_node_view *nodes,
                const char *const *names, size_t n, struct af_node_decision *out,
@@ -130,6 +145,12 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
 {
     int best = -1, best_any = -1;
     size_t best_node = 0;
+    struct reason_memo not_in, pass[2], worse;
+
+    memset(not_in.have, 0, sizeof(not_in.have));
+    memset(pass[0].have, 0, sizeof(pass[0].have));
+    memset(pass[1].have, 0, sizeof(pass[1].have));
+    memset(worse.have, 0, sizeof(worse.have));
 
     if (sum)
         memset(sum, 0, sizeof(*sum));
@@ -157,7 +178,11 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
         d->tier = plan->tier_of[info->cls];
         if (d->tier < 0) {
             d->verdict = AF_VERDICT_UNRESOLVABLE;
-            not_in_tiers(pol, plan, info->cls, d->reason, sizeof(d->reason));
+            if (!not_in.have[info->cls]) {
+                not_in_tiers(pol, plan, info->cls, not_in.text[info->cls], AF_REASON_MAX);
+                not_in.have[info->cls] = true;
+            }
+            memo_copy(d->reason, not_in.text[info->cls]);
             continue;
         }
         d->has_room = !info->unschedulable &&
@@ -180,33 +205,48 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
     }
 
     /* Pass 2: tiered fallback. */
+    /* The tier is a function of the class (plan->tier_of), so the class keys the memos. */
     for (size_t i = 0; i < n; i++) {
         struct af_node_decision *d = &out[i];
+        enum af_class cls;
         char mine[64], theirs[64];
 
         if (d->tier < 0)
             continue;
-        tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
+        cls = nodes[i].info->cls;
         if (d->tier == best) {
+            struct reason_memo *m = &pass[d->has_room ? 1 : 0];
             d->verdict = AF_VERDICT_PASS;
-            snprintf(d->reason, sizeof(d->reason), "tier %d (%s): rule %s%s", d->tier + 1, mine,
-                     plan->sel.rule ? plan->sel.rule : "fallback",
-                     d->has_room ? "" : "; the cache shows no room, the scheduler's view decides");
+            if (!m->have[cls]) {
+                tier_label(plan, d->tier, cls, mine, sizeof(mine));
+                snprintf(m->text[cls], AF_REASON_MAX, "tier %d (%s): rule %s%s", d->tier + 1,
+                         mine, plan->sel.rule ? plan->sel.rule : "fallback",
+                         d->has_room ? ""
+                                     : "; the cache shows no room, the scheduler's view decides");
+                m->have[cls] = true;
+            }
+            memo_copy(d->reason, m->text[cls]);
         } else if (d->tier < best) {
             d->verdict = AF_VERDICT_FAILED;
             no_room(pod, &nodes[i], d->reason, sizeof(d->reason));
         } else {
             d->verdict = AF_VERDICT_FAILED;
-            tier_label(plan, best, nodes[best_node].info->cls, theirs, sizeof(theirs));
-            if (out[best_node].has_room)
-                snprintf(d->reason, sizeof(d->reason),
-                         "tier %d (%s) has room on %s; this node is tier %d (%s)", best + 1,
-                         theirs, out[best_node].name, d->tier + 1, mine);
-            else
-                snprintf(d->reason, sizeof(d->reason),
-                         "tier %d (%s) comes first and no candidate has room; this node is tier "
-                         "%d (%s)",
-                         best + 1, theirs, d->tier + 1, mine);
+            if (!worse.have[cls]) {
+                char *r = worse.text[cls];
+                tier_label(plan, d->tier, cls, mine, sizeof(mine));
+                tier_label(plan, best, nodes[best_node].info->cls, theirs, sizeof(theirs));
+                if (out[best_node].has_room)
+                    snprintf(r, AF_REASON_MAX,
+                             "tier %d (%s) has room on %s; this node is tier %d (%s)", best + 1,
+                             theirs, out[best_node].name, d->tier + 1, mine);
+                else
+                    snprintf(r, AF_REASON_MAX,
+                             "tier %d (%s) comes first and no candidate has room; this node is "
+                             "tier %d (%s)",
+                             best + 1, theirs, d->tier + 1, mine);
+                worse.have[cls] = true;
+            }
+            memo_copy(d->reason, worse.text[cls]);
         }
     }
     if (!sum)
