@@ -148,6 +148,32 @@ static int decode_names(struct af_ext_args *a, json_t *names, struct af_error *e
     return 0;
 }
 
+/*
+ * Word-at-a-time scanning: the length of the prefix of s[0..len) with no byte that a
+ * JSON string writer or a strict reader must look at (< 0x20, '"', '\\', >= 0x80), give
+ * or take the last partial word, which the caller's byte loop handles. `lenient`: only
+ * '"' and '\\' count.
+ */
+#define ONES 0x0101010101010101ull
+#define HIGH 0x8080808080808080ull
+#define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGH)
+
+static size_t clean_prefix(const char *s, size_t len, bool lenient)
+{
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x, t;
+        memcpy(&x, s + i, 8);
+        t = HAS_ZERO(x ^ (ONES * '"')) | HAS_ZERO(x ^ (ONES * '\\'));
+        if (!lenient)
+            t |= ((x - ONES * 0x20) & ~x & HIGH) | (x & HIGH);
+        if (t)
+            break;
+    }
+    return i;
+}
+
 /* ---- the fast path for names mode ------------------------------------------------------ */
 
 /*
@@ -193,6 +219,7 @@ static bool scan_string(struct scan *s, const char **start, size_t *len, bool *p
         *plain = true;
     for (;;) {
         unsigned char c;
+        p += clean_prefix(p, (size_t)(s->end - p), !s->strict);
         if (p >= s->end)
             return false;
         c = (unsigned char)*p;
@@ -627,7 +654,17 @@ static bool utf8_valid(const char *s, size_t len)
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
 
     while (p < end) {
-        unsigned u = *p, size, value;
+        unsigned u, size, value;
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            if (x & HIGH)
+                break;
+            p += 8;
+        }
+        if (p >= end)
+            break;
+        u = *p;
         if (u < 0x80) {
             p++;
             continue;
@@ -667,14 +704,18 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
     const char *run = s, *end = s + len;
     int rc = af_buf_add(out, "\"", 1);
 
-    for (const char *p = s; !rc && p < end; p++) {
+    for (const char *p = s + clean_prefix(s, len, false); !rc && p < end; p++) {
         unsigned char c = (unsigned char)*p;
         char esc[6];
         const char *e;
         size_t elen = 2;
 
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            /* Skip ahead a word at a time when the rest is clean. */
+            if (c < 0x80 && end - p > 16)
+                p += clean_prefix(p + 1, (size_t)(end - p - 1), false);
             continue;
+        }
         switch (c) {
         case '"':
             e = "\\\"";
