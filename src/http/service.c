@@ -330,7 +330,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
     struct af_arena ar = AF_ARENA_INIT;
     struct af_buf msg = AF_BUF_INIT(1024);
     struct candidates c;
-    struct af_node_decision *dec;
+    struct af_node_decision *dec = NULL;
     const char *why = NULL;
     int rc;
 
@@ -349,7 +349,9 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
     snap = af_publisher_acquire(svc->pub);
     build_candidates(&ar, args, snap, &c);
     st->candidates = (int)c.n;
-    dec = af_arena_alloc(&ar, (c.n + 1) * sizeof(*dec));
+    /* Not from the arena: af_filter initializes every entry, so zeroing them first (some
+     * 150 KiB at 500 candidates) would be wasted; the not-ready path zeroes its own. */
+    dec = af_xmalloc((c.n + 1) * sizeof(*dec));
 
     if (!snapshot_ready(svc, snap, &why)) {
         st->not_ready = true;
@@ -360,6 +362,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
             filter_error(out, base, text);
             goto done;
         }
+        memset(dec, 0, (c.n + 1) * sizeof(*dec));
         for (size_t i = 0; i < c.n; i++) {
             dec[i].name = c.names[i];
             dec[i].tier = -1;
@@ -402,6 +405,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         filter_error(out, base, "accelfit: cannot encode the filter result (too large)");
     }
 done:
+    af_free(dec);
     af_buf_release(&msg);
     af_arena_release(&ar);
     af_snapshot_unref(snap);
@@ -421,7 +425,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     struct af_arena ar = AF_ARENA_INIT;
     struct af_buf msg = AF_BUF_INIT(1024);
     struct candidates c;
-    struct af_node_decision *dec;
+    struct af_node_decision *dec = NULL;
     int rc, status = 200;
 
     memset(&err, 0, sizeof(err));
@@ -441,10 +445,11 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     snap = af_publisher_acquire(svc->pub);
     build_candidates(&ar, args, snap, &c);
     st->candidates = (int)c.n;
-    dec = af_arena_alloc(&ar, (c.n + 1) * sizeof(*dec));
+    dec = af_xmalloc((c.n + 1) * sizeof(*dec));   /* af_prioritize initializes every entry */
     if (!snapshot_ready(svc, snap, NULL)) {
         /* Neutral: every candidate scores 0 until the cache is usable. */
         st->not_ready = true;
+        memset(dec, 0, (c.n + 1) * sizeof(*dec));
         for (size_t i = 0; i < c.n; i++) {
             dec[i].name = c.names[i];
             dec[i].tier = -1;
@@ -462,6 +467,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         status = 500;
     }
 done:
+    af_free(dec);
     af_buf_release(&msg);
     af_arena_release(&ar);
     af_snapshot_unref(snap);
