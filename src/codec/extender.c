@@ -942,15 +942,25 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
     int rc = af_buf_add(out, "[", 1);
 
     for (size_t i = 0; !rc && i < n; i++) {
-        char num[32];
-        int w;
-        rc = af_buf_puts(out, i ? ",{\"Host\":" : "{\"Host\":");
+        /* ,"Score":%d} without printf: the digits are written backwards from the end. */
+        char num[32], *w = num + sizeof(num);
+        long long v = d[i].score;
+        unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+        *--w = '}';
+        do {
+            *--w = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0)
+            *--w = '-';
+        w -= 9;
+        memcpy(w, ",\"Score\":", 9);
+        rc = af_buf_add(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8);
         if (!rc)
             rc = put_str(out, d[i].name ? d[i].name : "", d[i].name ? strlen(d[i].name) : 0,
                          false);
-        w = snprintf(num, sizeof(num), ",\"Score\":%d}", d[i].score);
         if (!rc)
-            rc = af_buf_add(out, num, (size_t)w);
+            rc = af_buf_add(out, w, (size_t)(num + sizeof(num) - w));
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);
