@@ -709,6 +709,185 @@ START_TEST(test_idle_keepalive_connection_survives_the_read_timeout)
 }
 END_TEST
 
+/* ---- pipelining and framing the server does not support ---------------------------------------- */
+
+/* One request, as a client writes it. `body` NULL: no body and no Content-Length. */
+static char *raw_request(const char *method, const char *path, const char *body)
+{
+    if (!body)
+        return af_xasprintf("%s %s HTTP/1.1\r\nHost: x\r\n\r\n", method, path);
+    return af_xasprintf("%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "User-Agent: pipeliner\r\nContent-Length: %zu\r\n\r\n%s",
+                        method, path, strlen(body), body);
+}
+
+enum pipe_req {
+    P_FILTER,
+    P_EMPTY_FILTER,   /* "Content-Length: 0" */
+    P_HEALTHZ,
+    P_HEALTHZ_WITH_BODY,
+    P_NOT_FOUND_WITH_BODY,
+    P_PRIORITIZE,
+};
+
+static const struct pipeline_case {
+    const char *name;
+    enum pipe_req reqs[4];
+    int n;
+} pipeline_cases[] = {
+    {"two POST /filter", {P_FILTER, P_FILTER}, 2},
+    {"three POST /filter", {P_FILTER, P_FILTER, P_FILTER}, 3},
+    {"GET then POST", {P_HEALTHZ, P_FILTER}, 2},
+    {"POST then GET", {P_FILTER, P_HEALTHZ}, 2},
+    {"GET with a body, GET, POST", {P_HEALTHZ_WITH_BODY, P_HEALTHZ, P_FILTER}, 3},
+    {"GET, GET with a body, POST", {P_HEALTHZ, P_HEALTHZ_WITH_BODY, P_FILTER}, 3},
+    {"404 with a body, then POST", {P_NOT_FOUND_WITH_BODY, P_FILTER}, 2},
+    {"POST /filter, POST /prioritize", {P_FILTER, P_PRIORITIZE}, 2},
+    {"empty POST, then POST", {P_EMPTY_FILTER, P_FILTER}, 2},
+};
+
+/* The answer to `what` is the right one (never an answer built from the wrong bytes). */
+static void check_pipelined_answer(enum pipe_req what, const struct af_test_raw *r, int i,
+                                   const char *name)
+{
+    switch (what) {
+    case P_FILTER:
+        ck_assert_msg(r->status[i] == 200 && strstr(r->body[i], "\"Error\":\"\"") &&
+                          strstr(r->body[i], "ip-10-0-1-40.us-west-2.compute.internal"),
+                      "%s: answer %d is not the filter result: %d %.300s", name, i, r->status[i],
+                      r->body[i]);
+        break;
+    case P_EMPTY_FILTER:
+        ck_assert_msg(r->status[i] == 200 && strstr(r->body[i], "empty request body"),
+                      "%s: answer %d: %d %.300s", name, i, r->status[i], r->body[i]);
+        break;
+    case P_PRIORITIZE:
+        ck_assert_msg(r->status[i] == 200 && r->body[i][0] == '[', "%s: answer %d: %d %.300s",
+                      name, i, r->status[i], r->body[i]);
+        break;
+    case P_HEALTHZ:
+    case P_HEALTHZ_WITH_BODY:
+        ck_assert_msg(r->status[i] == 200 && !strcmp(r->body[i], "ok\n"),
+                      "%s: answer %d: %d %.300s", name, i, r->status[i], r->body[i]);
+        break;
+    case P_NOT_FOUND_WITH_BODY:
+        ck_assert_msg(r->status[i] == 404, "%s: answer %d: %d", name, i, r->status[i]);
+        break;
+    }
+}
+
+/* A new connection gets /healthz answered, and a normal client still keeps its connection. */
+static void server_still_serves(const struct af_test_server *s, const char *name)
+{
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct af_test_raw r;
+    CURL *c = curl_easy_init();
+    struct af_test_resp cr;
+
+    af_test_raw_exchange(s->port, probe, sizeof(probe) - 1, 1, 20000, &r);
+    ck_assert_msg(r.count == 1 && r.status[0] == 200,
+                  "%s: /healthz on a new connection not answered (answers %d, eof %d)", name,
+                  r.count, r.eof);
+    af_test_raw_free(&r);
+    good_filter_on(c, s);
+    post(c, s, "/filter", "", &cr);   /* "Content-Length: 0" */
+    ck_assert_int_eq(cr.status, 200);
+    ck_assert_msg(cr.connects == 0, "%s: keep-alive lost for a non-pipelining client", name);
+    af_test_resp_free(&cr);
+    get(c, s, "/healthz", &cr);
+    ck_assert_int_eq(cr.status, 200);
+    ck_assert_msg(cr.connects == 0, "%s: keep-alive lost for a non-pipelining client", name);
+    af_test_resp_free(&cr);
+    curl_easy_cleanup(c);
+}
+
+START_TEST(test_pipelined_requests_never_wedge_the_server)
+{
+    /*
+     * Several complete requests in one write, before reading any answer. The
+     * connection gets every answer in order, or the first ones and then a
+     * close; every answer given is the right one; and the server keeps
+     * serving everybody else (it used to spin inside libwebsockets here).
+     */
+    const struct pipeline_case *pc = &pipeline_cases[_i];
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--read-timeout", "2",
+                                "--log-level", "debug", NULL};
+    char *filter_body = af_test_read(KS_DIR "filter-nodecache-true.json", NULL);
+    char *prio_body = af_test_read(KS_DIR "prioritize-nodecache-true.json", NULL);
+    struct af_buf all = AF_BUF_INIT(16u << 20);
+    struct af_test_server s;
+    struct af_test_raw r;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    for (int i = 0; i < pc->n; i++) {
+        char *one = NULL;
+        switch (pc->reqs[i]) {
+        case P_FILTER:
+            one = raw_request("POST", "/filter", filter_body);
+            break;
+        case P_EMPTY_FILTER:
+            one = raw_request("POST", "/filter", "");
+            break;
+        case P_PRIORITIZE:
+            one = raw_request("POST", "/prioritize", prio_body);
+            break;
+        case P_HEALTHZ:
+            one = raw_request("GET", "/healthz", NULL);
+            break;
+        case P_HEALTHZ_WITH_BODY:
+            one = raw_request("GET", "/healthz", "{\"ignored\":true}");
+            break;
+        case P_NOT_FOUND_WITH_BODY:
+            one = raw_request("POST", "/nope", filter_body);
+            break;
+        }
+        ck_assert_int_eq(af_buf_puts(&all, one), 0);
+        af_free(one);
+    }
+
+    af_test_raw_exchange(s.port, all.buf, all.len, pc->n, 20000, &r);
+    ck_assert_msg(!r.timed_out, "%s: the connection neither answered everything nor closed "
+                  "(answers %d)", pc->name, r.count);
+    ck_assert_msg(r.count >= 1, "%s: no answer at all", pc->name);
+    for (int i = 0; i < r.count; i++)
+        check_pipelined_answer(pc->reqs[i], &r, i, pc->name);
+    if (r.count < pc->n)
+        ck_assert_msg(r.eof && r.close[r.count - 1],
+                      "%s: %d of %d answers, and the last did not announce the close", pc->name,
+                      r.count, pc->n);
+    af_test_raw_free(&r);
+
+    server_still_serves(&s, pc->name);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_buf_release(&all);
+    af_free(filter_body);
+    af_free(prio_body);
+}
+END_TEST
+
+START_TEST(test_chunked_request_body_is_411_at_once)
+{
+    char *body = af_test_read(KS_DIR "filter-nodecache-true.json", NULL);
+    char *req = af_xasprintf("POST /sched/filter HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             "application/json\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n"
+                             "0\r\n\r\n",
+                             strlen(body), body);
+    struct af_test_raw r;
+
+    /* Answered without waiting for --read-timeout, and the connection is not reused. */
+    af_test_raw_exchange(wire.port, req, strlen(req), 2, 20000, &r);
+    ck_assert_msg(!r.timed_out, "chunked request: no answer and no close");
+    ck_assert_int_eq(r.count, 1);
+    ck_assert_int_eq(r.status[0], 411);
+    ck_assert(r.close[0]);
+    ck_assert(r.eof);
+    af_test_raw_free(&r);
+    server_still_serves(&wire, "chunked");
+    af_free(req);
+    af_free(body);
+}
+END_TEST
+
 /* ---- readyz, metrics, explain ----------------------------------------------------------------- */
 
 START_TEST(test_readyz_and_metrics)
@@ -1527,6 +1706,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_body_over_max_body_is_413);
     tcase_add_test(tc, test_slow_sender_is_dropped);
     tcase_add_test(tc, test_idle_keepalive_connection_survives_the_read_timeout);
+    tcase_add_test(tc, test_chunked_request_body_is_411_at_once);
     tcase_add_test(tc, test_readyz_and_metrics);
     tcase_add_test(tc, test_explain_post_reports_every_candidate);
     suite_add_tcase(s, tc);
@@ -1550,6 +1730,12 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_bad_flags_exit_2_with_one_line);
     tcase_add_test(tc, test_help_documents_the_flags);
     tcase_add_test(tc, test_demo_serves_and_stops_cleanly_on_sigterm);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pipelining");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_pipelined_requests_never_wedge_the_server, 0,
+                        (int)AF_ARRAY_SIZE(pipeline_cases));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tls");

@@ -18,7 +18,28 @@
  * Untrusted input is bounded: a Content-Length over --max-body is answered
  * 413 at once (and the connection closed, since the body is not read), a
  * body that grows past it likewise, and a client that sends headers and then
- * trickles the body is dropped after --read-timeout seconds.
+ * trickles the body is dropped after --read-timeout seconds. A chunked
+ * request body is answered 411 at once (and the connection closed).
+ *
+ * HTTP/1.1 pipelining. libwebsockets 4.1.6 keeps the bytes that follow a
+ * request in the same read on a per-connection buffer list and parses the
+ * next request from there once the transaction completes. For a request with
+ * a body parsed that way, lws_http_action() (after LWS_CALLBACK_HTTP) feeds
+ * that whole buffered segment, the request's own headers included, to the
+ * body parser, and loops "while the buffer list is not empty" on a parser
+ * that, once the transaction has completed (LRS_DEFERRING_ACTION), consumes
+ * nothing: one bad answer, then a busy loop inside lws_service() that wedges
+ * every connection. Nothing in the callback can stop that loop short of
+ * closing, so the server never lets a request be parsed from that buffer:
+ * h1 answers go out from LWS_CALLBACK_HTTP_WRITEABLE (one poll later), and
+ * if lws hands the connection more input before then (pipelined bytes show
+ * up as a repeated HTTP_BODY_COMPLETION, or, for a request without a body,
+ * as input buffered in lws), the answer carries "Connection: close" and the
+ * connection is closed after it. The client retries the rest on a new
+ * connection; clients that wait for each answer keep their connection. (The
+ * price: a client that half-closes right after a request with a body may get
+ * no answer, as lws closes on that end of input before the socket is polled
+ * writeable.)
  */
 #include "accelfit/http.h"
 
@@ -71,6 +92,8 @@ struct pss {
     bool discard;           /* read the body but do not keep it (answer already decided) */
     bool responded;
     bool close_after;
+    bool pipelined;         /* h1: more input arrived before this answer went out */
+    bool zero_post;         /* h1 POST with "Content-Length: 0": lws reports its empty body */
     bool h2;
     enum route route;
     enum method method;
@@ -240,7 +263,22 @@ static int send_h1(struct server *s, struct lws *wsi, struct pss *p)
     unsigned char hdr[HDR_ROOM], *hp = hdr;
     unsigned char *body = (unsigned char *)p->resp.buf + RESERVE;
     size_t blen = p->resp.len - RESERVE, hlen;
-    bool close_after = p->close_after;
+    bool close_after;
+
+    /*
+     * A request without a body gets no HTTP_BODY_COMPLETION to reveal what
+     * follows it; lws says whether it holds input not yet parsed (for any
+     * connection: a false alarm costs one reconnect).
+     */
+    if (!p->expect_body && !p->pipelined &&
+        lws_service_adjust_timeout(lws_get_context(wsi), 1, 0) == 0)
+        p->pipelined = true;
+    if (p->pipelined && !p->close_after) {
+        AF_LOG(AF_LOG_DEBUG, "pipelined request: answering with Connection: close", "verb",
+               route_verb_name(p->route), NULL);
+        p->close_after = true;
+    }
+    close_after = p->close_after;
 
     if (add_headers(wsi, p, blen, &hp, hdr + sizeof(hdr) - 1) ||
         lws_finalize_http_header(wsi, &hp, hdr + sizeof(hdr) - 1)) {
@@ -310,7 +348,8 @@ static int respond(struct server *s, struct lws *wsi, struct pss *p, int status,
     p->ctype = ctype;
     p->responded = true;
     af_buf_release(&p->body);
-    if (!p->h2)
+    /* An answer that closes the connection anyway can go now (see the top). */
+    if (!p->h2 && p->close_after)
         return send_h1(s, wsi, p);
     lws_callback_on_writable(wsi);
     return 0;
@@ -481,6 +520,14 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
         p->close_after = true;
         return respond_error(s, wsi, p, 400, "bad Content-Length");
     }
+    if (!p->h2 && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
+        /* lws 4.1.6 cannot read a chunked body: refuse it now, before it is parsed as headers. */
+        p->close_after = true;
+        return respond_error(s, wsi, p, 411,
+                             "chunked request bodies are not supported; send Content-Length");
+    }
+    /* lws 4.1.6 follows LWS_CALLBACK_HTTP of such a POST with an empty body and its completion. */
+    p->zero_post = !p->h2 && cl == 0 && p->method == M_POST;
     switch (p->route) {
     case R_FILTER:
     case R_PRIORITIZE:
@@ -563,6 +610,19 @@ static int on_body(struct server *s, struct lws *wsi, struct pss *p, const void 
     return 0;
 }
 
+/*
+ * lws offers input for after the answer still to be sent (see the top): the
+ * answer closes the connection. lws re-offers that input on every service
+ * pass until then, so a client that also stops reading (the answer cannot be
+ * written) is dropped after --read-timeout rather than kept busy for ever.
+ */
+static void pipelined_input(struct server *s, struct lws *wsi, struct pss *p)
+{
+    if (!p->pipelined)
+        lws_set_timeout(wsi, TIMEOUT_BODY, (int)(s->read_timeout_ns / 1000000000ull));
+    p->pipelined = true;
+}
+
 /* ---- the lws callback ---------------------------------------------------------------------------------- */
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -586,10 +646,22 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP_BODY:
         if (!s || !p)
             return -1;
+        if (len && p->active && p->responded && !p->h2 && !p->close_after)
+            pipelined_input(s, wsi, p);
         return on_body(s, wsi, p, in, len);
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
         if (!s || !p)
             return -1;
+        if (p->active && p->responded && !p->h2 && !p->zero_post) {
+            /*
+             * The body was complete already: lws offers more input, which
+             * can only be a pipelined request (see the top). Not so the one
+             * completion lws reports itself after a "Content-Length: 0" POST.
+             */
+            pipelined_input(s, wsi, p);
+            return 0;
+        }
+        p->zero_post = false;
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
         if (!p->active || p->responded)
             return 0;
@@ -598,9 +670,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             return 0;
         return dispatch(s, wsi, p);
     case LWS_CALLBACK_HTTP_WRITEABLE:
-        if (!s || !p || !p->active || !p->responded || !p->h2)
+        if (!s || !p || !p->active || !p->responded)
             return 0;
-        return send_h2(s, wsi, p);
+        return p->h2 ? send_h2(s, wsi, p) : send_h1(s, wsi, p);
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         if (p)

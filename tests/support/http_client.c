@@ -3,8 +3,10 @@
 #include "support/http_client.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,4 +229,122 @@ int af_test_server_stop(struct af_test_server *s)
     waitpid(s->pid, &status, 0);
     s->pid = 0;
     return 128 + SIGKILL;
+}
+
+/* ---- raw HTTP/1.1 ---------------------------------------------------------------------------- */
+
+int af_test_raw_connect(int port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+static const char *find_crlfcrlf(const char *p, size_t n)
+{
+    for (size_t i = 0; i + 4 <= n; i++)
+        if (!memcmp(p + i, "\r\n\r\n", 4))
+            return p + i;
+    return NULL;
+}
+
+/*
+ * Takes complete answers off the front of `b` (kept NUL-terminated past its
+ * length) into `r`; returns false on a malformed one.
+ */
+static bool raw_parse(struct af_buf *b, struct af_test_raw *r)
+{
+    for (;;) {
+        const char *end, *line;
+        size_t hlen, clen = 0, total;
+        bool have_len = false, close_hdr = false;
+        int status;
+
+        if (!b->len || r->count >= AF_TEST_RAW_MAX)
+            return true;
+        end = find_crlfcrlf(b->buf, b->len);
+        if (!end)
+            return true;
+        hlen = (size_t)(end - b->buf) + 4;
+        if (sscanf(b->buf, "HTTP/1.1 %d ", &status) != 1)
+            return false;
+        for (line = strstr(b->buf, "\r\n"); line && line < end; line = strstr(line + 2, "\r\n")) {
+            const char *h = line + 2;
+            if (!strncasecmp(h, "content-length:", 15)) {
+                clen = strtoul(h + 15, NULL, 10);
+                have_len = true;
+            } else if (!strncasecmp(h, "connection:", 11)) {
+                const char *v = h + 11;
+                while (*v == ' ')
+                    v++;
+                close_hdr = !strncasecmp(v, "close", 5);
+            }
+        }
+        if (!have_len)
+            return false;
+        total = hlen + clen;
+        if (b->len < total)
+            return true;
+        r->status[r->count] = status;
+        r->close[r->count] = close_hdr;
+        r->body[r->count] = af_xmalloc(clen + 1);
+        memcpy(r->body[r->count], b->buf + hlen, clen);
+        r->body[r->count][clen] = '\0';
+        r->len[r->count] = clen;
+        r->count++;
+        memmove(b->buf, b->buf + total, b->len - total + 1);
+        b->len -= total;
+    }
+}
+
+int af_test_raw_exchange(int port, const void *data, size_t len, int want, int timeout_ms,
+                         struct af_test_raw *r)
+{
+    struct af_buf in = AF_BUF_INIT(64u << 20);
+    uint64_t deadline = af_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int fd = af_test_raw_connect(port);
+
+    memset(r, 0, sizeof(*r));
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    while (r->count < want) {
+        char chunk[65536];
+        uint64_t now = af_now_ns();
+        struct pollfd pfd = {fd, POLLIN, 0};
+        ssize_t got;
+
+        if (now >= deadline) {
+            r->timed_out = true;
+            break;
+        }
+        if (poll(&pfd, 1, (int)((deadline - now) / 1000000ull) + 1) <= 0)
+            continue;
+        got = read(fd, chunk, sizeof(chunk));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            r->eof = true;
+            break;
+        }
+        ck_assert_int_eq(af_buf_add(&in, chunk, (size_t)got), 0);
+        ck_assert_int_eq(af_buf_add(&in, "", 1), 0);   /* a NUL past the end */
+        in.len--;
+        ck_assert_msg(raw_parse(&in, r), "malformed answer: %.200s", in.buf);
+    }
+    close(fd);
+    af_buf_release(&in);
+    return r->count;
+}
+
+void af_test_raw_free(struct af_test_raw *r)
+{
+    for (int i = 0; i < r->count; i++)
+        af_free(r->body[i]);
+    memset(r, 0, sizeof(*r));
 }

@@ -56,4 +56,29 @@ int af_test_http(CURL *c, const char *method, const char *url, const char *body,
                  const char *const *headers, struct af_test_resp *r);
 void af_test_resp_free(struct af_test_resp *r);
 
+/* ---- raw HTTP/1.1 on a plain socket (what libcurl will not send: pipelines, odd framing) ---- */
+
+#define AF_TEST_RAW_MAX 8
+
+struct af_test_raw {
+    int count;                         /* complete answers read */
+    int status[AF_TEST_RAW_MAX];
+    bool close[AF_TEST_RAW_MAX];       /* the answer said "Connection: close" */
+    char *body[AF_TEST_RAW_MAX];       /* NUL-terminated */
+    size_t len[AF_TEST_RAW_MAX];
+    bool eof;                          /* the server closed the connection (FIN or reset) */
+    bool timed_out;                    /* neither `want` answers nor a close within the time */
+};
+
+/* A connected TCP socket to 127.0.0.1:port. */
+int af_test_raw_connect(int port);
+/*
+ * Writes `len` bytes of `data` in one write on a new connection to `port`,
+ * then reads answers until `want` complete ones arrived, the server closed,
+ * or `timeout_ms` passed. Returns r->count.
+ */
+int af_test_raw_exchange(int port, const void *data, size_t len, int want, int timeout_ms,
+                         struct af_test_raw *r);
+void af_test_raw_free(struct af_test_raw *r);
+
 #endif
