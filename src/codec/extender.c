@@ -14,14 +14,7 @@
 
 #include "accelfit/codec.h"
 
-/* From objects.c. */
-const char *af__codec_type_name(const json_t *v);
-int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const char *where,
-                             struct af_node_info **out, struct af_error *err);
-int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
-                            struct af_error *err);
-int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
-                   struct af_error *err);
+#include "codec/internal.h"
 
 struct af_ext_args {
     json_t *root;                      /* the whole request, owning the items below; NULL

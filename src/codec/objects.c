@@ -7,7 +7,7 @@
  * default, never a crash. Input must be nul-free (jansson's default), duplicate
  * keys are accepted (the last one wins, as in Go).
  *
- * The functions named af__codec_* are shared with extender.c (declared there);
+ * The functions named af__codec_* are shared with extender.c (codec/internal.h);
  * json_t never leaves src/codec.
  */
 #include <jansson.h>
@@ -19,14 +19,7 @@
 #include "accelfit/codec.h"
 #include "accelfit/decide.h"
 
-/* Shared with extender.c. */
-const char *af__codec_type_name(const json_t *v);
-int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const char *where,
-                             struct af_node_info **out, struct af_error *err);
-int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
-                            struct af_error *err);
-int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
-                   struct af_error *err);
+#include "codec/internal.h"
 
 /* ---- small helpers -------------------------------------------------------------------- */
 

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers shared by the codec's two files (objects.c defines them, extender.c
+ * uses them). Private to src/codec: json_t never leaves this directory.
+ */
+#ifndef AF_CODEC_INTERNAL_H
+#define AF_CODEC_INTERNAL_H
+
+#include <jansson.h>
+
+#include "accelfit/codec.h"
+
+/* "object", "array", "string", ... for error messages. Static. */
+const char *af__codec_type_name(const json_t *v);
+/* A Node / Pod object to a new record; `where` names it in errors ("items[3]"). */
+int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const char *where,
+                             struct af_node_info **out, struct af_error *err);
+int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
+                            struct af_error *err);
+/* Parses `text` with jansson; on failure `err` says "<what> is not JSON: ... at line L column C". */
+int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
+                   struct af_error *err);
+
+#endif
