@@ -13,17 +13,17 @@ jobs=$(nproc 2>/dev/null || echo 2)
 werror=OFF
 [ "${CI:-}" = "true" ] && werror=ON
 
-build() {   # build DIR [cmake options...]
+build() {   # build DIR [cmake options...]; $target limits what is built
     local dir=$1; shift
     cmake -S . -B "$dir" -DAF_WERROR="$werror" "$@" >/dev/null
-    cmake --build "$dir" -j"$jobs" >/dev/null
+    cmake --build "$dir" -j"$jobs" ${target:+--target "$target"} >/dev/null
 }
 
 ./scripts/install-deps.sh
 
 case "${1:-demo}" in
 demo)
-    build build
+    target=accelfit build build
     echo "== accelfit recommend --workload training --model-params 70B --objective cost --framework pytorch --neuron-ready"
     ./build/accelfit recommend --workload training --model-params 70B --objective cost \
         --framework pytorch --neuron-ready
