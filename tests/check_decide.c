@@ -362,6 +362,11 @@ static const struct {
      {.gpu = 1, .workload = "classical-ml"}, false, "can serve a nvidia.com/gpu request",
      AF_WORKLOAD_CLASSICAL_ML, false, AF_CLASS_NVIDIA_T4, AF_CLASS_CPU,
      "the pod requests nvidia.com/gpu, which cpu nodes do not have"},
+    {"Neuron pod with a malformed neuron-ready is Neuron-ready, as if unannotated",
+     {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
+      .framework = "pytorch", .neuron_ready = "yes"},
+     false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_TRAINIUM2, "trainium2 runs NeuronCore-v3"},
     {"CPU pod with backfill gets a last accelerator tier", {.cpu = 500}, true, NULL,
      AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL},
 };

@@ -228,7 +228,10 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
             note(out, "workload not annotated: inferred preprocessing (no accelerator requested)");
         }
     }
-    if (out->requested == AF_ACCEL_NEURON && !pod->ann.neuron_ready) {
+    /* A malformed neuron-ready is treated as absent (read_intent noted it). */
+    if (out->requested == AF_ACCEL_NEURON &&
+        (!pod->ann.neuron_ready || (strcasecmp(pod->ann.neuron_ready, "true") &&
+                                    strcasecmp(pod->ann.neuron_ready, "false")))) {
         out->profile.neuron_ready = true;
         note(out, "the pod requests %s without accelfit.io/neuron-ready: taken as Neuron-ready",
              accel_resource(&pod->requests));
