@@ -544,7 +544,9 @@ static void rig_start(struct rig *r, struct af_kube_conn *conn)
     af_publisher_init(&r->pub);
     memset(&r->st, 0, sizeof(r->st));
     free(conn->server);
-    conn->server = af_xasprintf("https://127.0.0.1:%d", r->srv.port);
+    /* The server URL carries a proxy path (as Rancher-style API endpoints do): every
+     * request must keep it. The fake server answers under it. */
+    conn->server = af_xasprintf("https://127.0.0.1:%d/k8s/clusters/c-1/", r->srv.port);
     ck_assert_int_eq(af_kube_start(&r->k, conn, &opt, &r->cfg, &r->pub, &r->st), 0);
 }
 
@@ -676,6 +678,9 @@ START_TEST(test_reflector_stays_equal_to_server_through_faults)
     json_t *stats = admin(&r.srv, "stats", NULL);
     ck_assert_int_gt(json_integer_value(json_object_get(stats, "unauthorized")), 0);
     ck_assert_int_gt(json_integer_value(json_object_get(stats, "failed")), 0);
+    /* Every request kept the server URL's proxy path. */
+    ck_assert_int_gt(json_integer_value(json_object_get(stats, "prefixed")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(stats, "unprefixed")), 0);
     json_decref(stats);
     rig_stop(&r);
     rm_tmpdir();

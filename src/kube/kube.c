@@ -106,7 +106,7 @@ struct af_kube {
     struct af_cache_status own_st;   /* used when the caller passes no status */
     atomic_bool stop;
     double low_speed_time;
-    char *base_url;            /* scheme://host:port used in URLs */
+    char *base_url;            /* scheme://host:port[/prefix] used in URLs */
     struct curl_slist *connect_to;
 
     /* stop / dirty signalling */
@@ -1221,7 +1221,13 @@ static void curl_init_once(void)
 }
 
 /* "https://host:port" -> host, port; handles [v6]. */
-static int split_server(const char *server, char **scheme, char **host, int *port)
+/*
+ * "https://host:6443/k8s/clusters/c-1/" -> scheme, host, port and the path
+ * prefix ("/k8s/clusters/c-1"; "" when none): API servers behind a proxy keep
+ * their path, and every request path is appended to it.
+ */
+static int split_server(const char *server, char **scheme, char **host, int *port,
+                        char **prefix)
 {
     const char *p = strstr(server, "://");
     if (!p)
@@ -1243,6 +1249,12 @@ static int split_server(const char *server, char **scheme, char **host, int *por
         *host = af_xstrndup(p, (size_t)((colon ? colon : end) - p));
     }
     *port = colon ? atoi(colon + 1) : (!strcmp(*scheme, "http") ? 80 : 443);
+    {
+        size_t n = strcspn(end, "?#");
+        while (n > 0 && end[n - 1] == '/')
+            n--;
+        *prefix = af_xstrndup(end, n);
+    }
     return 0;
 }
 
@@ -1251,12 +1263,12 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
                   struct af_publisher *pub, struct af_cache_status *st)
 {
     struct af_kube *k;
-    char *scheme = NULL, *host = NULL;
+    char *scheme = NULL, *host = NULL, *prefix = NULL;
     int port = 0;
 
     *out = NULL;
     if (!conn || !conn->server || !pub || !cfg ||
-        split_server(conn->server, &scheme, &host, &port)) {
+        split_server(conn->server, &scheme, &host, &port, &prefix)) {
         af_kube_conn_free(conn);
         return AF_EINVAL;
     }
@@ -1280,15 +1292,16 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     k->low_speed_time = env_double("AF_KUBE_LOW_SPEED_TIME", 90);
     if (conn->tls_server_name && *conn->tls_server_name) {
         /* Verify (and send SNI for) tls-server-name, connect to the real host. */
-        k->base_url = af_xasprintf("%s://%s:%d", scheme, conn->tls_server_name, port);
+        k->base_url = af_xasprintf("%s://%s:%d%s", scheme, conn->tls_server_name, port, prefix);
         char *ct = af_xasprintf("%s:%d:%s:%d", conn->tls_server_name, port, host, port);
         k->connect_to = curl_slist_append(NULL, ct);
         free(ct);
     } else {
-        k->base_url = af_xasprintf("%s://%s:%d", scheme, host, port);
+        k->base_url = af_xasprintf("%s://%s:%d%s", scheme, host, port, prefix);
     }
     free(scheme);
     free(host);
+    free(prefix);
     atomic_init(&k->stop, false);
     pthread_mutex_init(&k->lock, NULL);
     pthread_cond_init(&k->cond, NULL);

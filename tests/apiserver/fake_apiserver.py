@@ -115,8 +115,8 @@ class State:
         self.close_mid = 0              # bumped: open watches drop mid-object
         self.expire = 0                 # bumped: open watches get ERROR 410
         self.events = []
-        self.stats = {"list": 0, "watch": 0, "unauthorized": 0, "failed": 0, "events": 0,
-                      "continue_expired": 0}
+        self.stats = {"prefixed": 0, "unprefixed": 0, "list": 0, "watch": 0, "unauthorized": 0,
+                      "failed": 0, "events": 0, "continue_expired": 0}
         with open(os.path.join(FIXTURES, "nodes-list.json")) as f:
             nodes = json.load(f)["items"]
         with open(os.path.join(FIXTURES, "pods-list.json")) as f:
@@ -309,7 +309,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(n) if n else b""
         if not self.gate():
             return
-        parts = urlparse(self.path).path.strip("/").split("/")
+        parts = urlparse(strip_proxy_prefix(self.path)).path.strip("/").split("/")
         if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
             try:
                 ev = json.loads(body)
@@ -327,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_status(404, "NotFound", "the server could not find the requested resource")
 
     def do_GET(self):
-        u = urlparse(self.path)
+        u = urlparse(strip_proxy_prefix(self.path))
         q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
         kind = {"/api/v1/nodes": "nodes", "/api/v1/pods": "pods"}.get(u.path)
         if not self.gate():
@@ -553,6 +553,18 @@ class AdminHandler(BaseHTTPRequestHandler):
             s.cond.notify_all()
             rv = s.rv
         self.reply({"ok": True, "rv": str(rv)})
+
+
+# API servers behind a proxy (Rancher, some gateways) live under a path; clients keep it as
+# a prefix of every request. The fake server answers both with and without this one.
+PROXY_PREFIX = "/k8s/clusters/c-1"
+
+
+def strip_proxy_prefix(path):
+    prefixed = path.startswith(PROXY_PREFIX + "/")
+    with STATE.cond:
+        STATE.stats["prefixed" if prefixed else "unprefixed"] += 1
+    return path[len(PROXY_PREFIX):] if prefixed else path
 
 
 def main():
