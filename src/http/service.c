@@ -302,6 +302,14 @@ static void post_all_rejected(struct af_service *svc, const struct af_pod_info *
                        "AccelfitNoSuitableNode", msg);
 }
 
+/* A tier's name for people: its class, or what the CPU-backfill tier stands for. */
+static const char *tier_name(const struct af_plan *plan, int tier)
+{
+    if (plan->backfill && (size_t)tier == plan->sel.n_tiers - 1)
+        return "backfill onto accelerator nodes";
+    return af_class_name(plan->sel.tiers[tier].cls);
+}
+
 static void post_fallback(struct af_service *svc, const struct af_pod_info *pod,
                           const struct af_plan *plan, const struct af_filter_summary *sum)
 {
@@ -312,8 +320,7 @@ static void post_fallback(struct af_service *svc, const struct af_pod_info *pod,
         return;
     snprintf(msg, sizeof(msg),
              "no candidate of tier 1 (%s) has room; falling back to tier %d (%s)",
-             af_class_name(plan->sel.tiers[0].cls), sum->best_tier + 1,
-             af_class_name(plan->sel.tiers[sum->best_tier].cls));
+             tier_name(plan, 0), sum->best_tier + 1, tier_name(plan, sum->best_tier));
     af_kube_post_event(svc->kube, pod->ns, pod->name, pod->uid, "Normal", "AccelfitFallback",
                        msg);
 }
@@ -595,7 +602,7 @@ static int render_explain(struct af_config *cfg, struct af_arena *ar, const stru
     jw_int(&w, "unresolvable", sum.unresolvable);
     if (sum.best_tier >= 0 && (size_t)sum.best_tier < plan->sel.n_tiers) {
         jw_int(&w, "best_tier", plan->sel.tiers[sum.best_tier].rank);
-        jw_str(&w, "best_class", af_class_name(plan->sel.tiers[sum.best_tier].cls));
+        jw_str(&w, "best_class", tier_name(plan, sum.best_tier));
     } else {
         jw_null(&w, "best_tier");
         jw_null(&w, "best_class");
