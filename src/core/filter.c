@@ -338,6 +338,10 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
                                             alloc)
                                   : 1.0;
         d->s_util = spread ? 1.0 - d->util_after : d->util_after;
+        /* A node the cache shows as full only passes because the scheduler's view decides;
+         * bin-packing must not rank it above a node that has room. */
+        if (!d->has_room)
+            d->s_util = 0;
         d->marginal_known = marginal(pod, v, &d->marginal_usd_hr);
         if (d->marginal_known && (cheapest < 0 || d->marginal_usd_hr < cheapest))
             cheapest = d->marginal_usd_hr;
