@@ -333,8 +333,10 @@ static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sig
         return;
     uint32_t s = node_slot_get(c, p->node_name);
     struct node_slot *ns = &c->nodes[s];
+    /* Wrapping (unsigned) arithmetic: absurd requests must not be undefined behaviour,
+     * and removing a pod must exactly undo adding it. */
     for (int i = 0; i < AF_RES__COUNT; i++)
-        ns->used.v[i] += sign * p->requests.v[i];
+        ns->used.v[i] = (int64_t)((uint64_t)ns->used.v[i] + (uint64_t)(sign * p->requests.v[i]));
     ns->npods += sign;
     af_assert(ns->npods >= 0);
     if (sign < 0)
