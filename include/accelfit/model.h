@@ -26,6 +26,7 @@
     XX(NVIDIA_A100, "nvidia-a100", GPU, "A100")           \
     XX(NVIDIA_H100, "nvidia-h100", GPU, "H100")           \
     XX(NVIDIA_H200, "nvidia-h200", GPU, "H200")           \
+    XX(NVIDIA_B200, "nvidia-b200", GPU, "B200")           \
     XX(TRAINIUM1, "trainium1", NEURON, "Trainium")        \
     XX(TRAINIUM2, "trainium2", NEURON, "Trainium2")       \
     XX(INFERENTIA1, "inferentia1", NEURON, "Inferentia")  \
@@ -44,6 +45,8 @@ enum af_accel_kind { AF_ACCEL_NONE = 0, AF_ACCEL_GPU, AF_ACCEL_NEURON };
 
 /* Canonical name ("nvidia-a100"); "unknown" for AF_CLASS_UNKNOWN. Cannot fail. */
 const char *af_class_name(enum af_class c);
+/* "nvidia-t4, nvidia-a10g, ..., cpu": every canonical name, for error messages. Static. */
+const char *af_class_names_list(void);
 /* Exact canonical name to class; AF_CLASS_UNKNOWN when not one. */
 enum af_class af_class_parse(const char *s);
 enum af_accel_kind af_class_kind(enum af_class c);

@@ -278,11 +278,8 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
         t->cls = af_class_parse(s);
         if (t->cls == AF_CLASS_UNKNOWN)
             return af__ydoc_err(d, cls_node, AF_EINVAL,
-                                "unknown class '%s' for '%s' (known: nvidia-t4, nvidia-a10g, "
-                                "nvidia-l4, nvidia-l40s, nvidia-v100, nvidia-a100, nvidia-h100, "
-                                "nvidia-h200, trainium1, trainium2, inferentia1, inferentia2, "
-                                "cpu)",
-                                s, t->name);
+                                "unknown class '%s' for '%s' (known: %s)", s, t->name,
+                                af_class_names_list());
     } else if (t->accel_name) {
         t->cls = af_class_from_accel_name(t->accel_name);
         if (t->cls == AF_CLASS_UNKNOWN)

@@ -355,10 +355,8 @@ static int load_tier(struct af__ydoc *d, yaml_node_t *n, struct af_tier_spec *t)
     t->cls = af_class_parse(s);
     if (t->cls == AF_CLASS_UNKNOWN)
         return af__ydoc_err(d, cn, AF_EINVAL,
-                            "unknown class '%s' in tiers (known: nvidia-t4, nvidia-a10g, "
-                            "nvidia-l4, nvidia-l40s, nvidia-v100, nvidia-a100, nvidia-h100, "
-                            "nvidia-h200, trainium1, trainium2, inferentia1, inferentia2, cpu)",
-                            s);
+                            "unknown class '%s' in tiers (known: %s)", s,
+                            af_class_names_list());
     fam = n->type == YAML_MAPPING_NODE ? af__ymap_get(d, n, "families") : NULL;
     if (!fam)
         return 0;

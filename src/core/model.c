@@ -49,6 +49,16 @@ enum af_accel_kind af_class_kind(enum af_class c)
     return classes[c].kind;
 }
 
+const char *af_class_names_list(void)
+{
+    static const char list[] =
+#define XX(id, name, kind, accel) ", " name
+        AF_CLASS_MAP(XX)
+#undef XX
+        ;
+    return list + 2;   /* past the first ", " */
+}
+
 int af_class_neuron_core_version(enum af_class c)
 {
     switch (c) {
@@ -90,6 +100,7 @@ enum af_class af_class_from_accel_name(const char *s)
         {"l40s", AF_CLASS_NVIDIA_L40S},        {"a10g", AF_CLASS_NVIDIA_A10G},
         {"a100", AF_CLASS_NVIDIA_A100},        {"h100", AF_CLASS_NVIDIA_H100},
         {"h200", AF_CLASS_NVIDIA_H200},        {"v100", AF_CLASS_NVIDIA_V100},
+        {"b200", AF_CLASS_NVIDIA_B200},
         {"t4", AF_CLASS_NVIDIA_T4},            {"l4", AF_CLASS_NVIDIA_L4},
     };
     char sq[128];
