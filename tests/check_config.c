@@ -15,9 +15,10 @@
 #include "accelfit/select.h"
 #include "support/support.h"
 
-/* The 55 instance types of the shared EC2 catalog with the class each must
- * load as, its on-demand price (-1 when the source has none) and its total
- * accelerator memory in GiB. */
+/* The 69 instance types of the shipped catalog (the shared EC2 catalog's 55
+ * and the 14 that scripts/catalog-additions.yaml adds) with the class each
+ * must load as, its on-demand price (-1 when the source has none) and its
+ * total accelerator memory in GiB. */
 static const struct {
     const char *name;
     enum af_class cls;
@@ -45,13 +46,23 @@ static const struct {
     {"g5.8xlarge", AF_CLASS_NVIDIA_A10G, 2.448, 22.35},
     {"g5.xlarge", AF_CLASS_NVIDIA_A10G, 1.006, 22.35},
     {"g6.12xlarge", AF_CLASS_NVIDIA_L4, 4.6016, 89.4},
+    {"g6.16xlarge", AF_CLASS_NVIDIA_L4, 3.3968, 22.35},
+    {"g6.24xlarge", AF_CLASS_NVIDIA_L4, 6.6752, 89.4},
     {"g6.2xlarge", AF_CLASS_NVIDIA_L4, 0.9776, 22.35},
     {"g6.48xlarge", AF_CLASS_NVIDIA_L4, 13.3504, 178.8},
     {"g6.4xlarge", AF_CLASS_NVIDIA_L4, 1.3232, 22.35},
+    {"g6.8xlarge", AF_CLASS_NVIDIA_L4, 2.0144, 22.35},
     {"g6.xlarge", AF_CLASS_NVIDIA_L4, 0.8048, 22.35},
     {"g6e.12xlarge", AF_CLASS_NVIDIA_L40S, 10.49264, 178.8},
+    {"g6e.16xlarge", AF_CLASS_NVIDIA_L40S, 7.57719, 44.7},
+    {"g6e.24xlarge", AF_CLASS_NVIDIA_L40S, 15.06559, 178.8},
+    {"g6e.2xlarge", AF_CLASS_NVIDIA_L40S, 2.24208, 44.7},
     {"g6e.48xlarge", AF_CLASS_NVIDIA_L40S, 30.13118, 357.6},
+    {"g6e.4xlarge", AF_CLASS_NVIDIA_L40S, 3.00424, 44.7},
+    {"g6e.8xlarge", AF_CLASS_NVIDIA_L40S, 4.52856, 44.7},
     {"g6e.xlarge", AF_CLASS_NVIDIA_L40S, 1.861, 44.7},
+    {"gr6.4xlarge", AF_CLASS_NVIDIA_L4, 1.5392, 22.35},
+    {"gr6.8xlarge", AF_CLASS_NVIDIA_L4, 2.4464, 22.35},
     {"inf1.24xlarge", AF_CLASS_INFERENTIA1, 4.721, 128},
     {"inf1.2xlarge", AF_CLASS_INFERENTIA1, 0.362, 8},
     {"inf1.6xlarge", AF_CLASS_INFERENTIA1, 1.18, 32},
@@ -71,14 +82,18 @@ static const struct {
     {"p4d.24xlarge", AF_CLASS_NVIDIA_A100, 21.957642, 320},
     {"p4de.24xlarge", AF_CLASS_NVIDIA_A100, 27.44705, 640},
     {"p5.48xlarge", AF_CLASS_NVIDIA_H100, 55.04, 640},
+    {"p5.4xlarge", AF_CLASS_NVIDIA_H100, 6.88, 80},
     {"p5e.48xlarge", AF_CLASS_NVIDIA_H200, -1, 1128},
     {"p5en.48xlarge", AF_CLASS_NVIDIA_H200, 63.296, 1128},
+    {"p6-b200.48xlarge", AF_CLASS_NVIDIA_B200, 113.9328, 1432.48},
     {"r5.4xlarge", AF_CLASS_CPU, 1.008, 0},
     {"t3.medium", AF_CLASS_CPU, 0.0416, 0},
     {"trn1.2xlarge", AF_CLASS_TRAINIUM1, 1.34375, 32},
     {"trn1.32xlarge", AF_CLASS_TRAINIUM1, 21.5, 512},
     {"trn1n.32xlarge", AF_CLASS_TRAINIUM1, 24.78, 512},
+    {"trn2.3xlarge", AF_CLASS_TRAINIUM2, -1, 96},
     {"trn2.48xlarge", AF_CLASS_TRAINIUM2, -1, 1536},
+    {"trn2u.48xlarge", AF_CLASS_TRAINIUM2, -1, 1536},
 };
 
 /* Invariants every loaded catalog keeps. */
@@ -134,7 +149,7 @@ START_TEST(test_catalog_has_exactly_the_shared_types)
     struct af_catalog *c = embedded_catalog();
 
     ck_assert_uint_eq(c->n_types, AF_ARRAY_SIZE(types));
-    ck_assert_uint_eq(c->n_types, 55);
+    ck_assert_uint_eq(c->n_types, 69);
     ck_assert_str_eq(c->source, "<embedded>");
     af_catalog_free(c);
 }
@@ -143,7 +158,9 @@ END_TEST
 /*
  * The project's shared catalog (no `class:` keys: classes are derived from the
  * accelerator names) must load and agree with the shipped one type by type.
- * The source catalog is kept as tests/fixtures/ec2-catalog.yaml.
+ * The source catalog is kept as tests/fixtures/ec2-catalog.yaml; the shipped
+ * one also has the 14 types scripts/catalog-additions.yaml adds (its two
+ * overrides there only append notes, so every shared type's values match).
  */
 START_TEST(test_shared_catalog_agrees_with_shipped_catalog)
 {
@@ -155,10 +172,10 @@ START_TEST(test_shared_catalog_agrees_with_shipped_catalog)
     ck_assert_msg(af_catalog_load_file(&shared, path, &err) == 0, "%s:%d:%d: %s", err.file,
                   err.line, err.column, err.text);
     assert_sane_catalog(shared);
-    ck_assert_uint_eq(shared->n_types, c->n_types);
-    for (size_t i = 0; i < c->n_types; i++) {
-        const struct af_instance_type *a = &c->types[i], *b = &shared->types[i];
-        ck_assert_str_eq(a->name, b->name);
+    ck_assert_uint_eq(c->n_types, shared->n_types + 14);
+    for (size_t i = 0; i < shared->n_types; i++) {
+        const struct af_instance_type *b = &shared->types[i], *a = af_catalog_find(c, b->name);
+        ck_assert_msg(a != NULL, "%s missing from the shipped catalog", b->name);
         ck_assert_msg(a->cls == b->cls, "%s: shipped %s, derived %s", a->name,
                       af_class_name(a->cls), af_class_name(b->cls));
         ck_assert_double_eq(a->price_usd_hr, b->price_usd_hr);
@@ -284,7 +301,7 @@ START_TEST(test_embedded_default_config_loads)
     p = cfg->policy;
     ck_assert_str_eq(p->source, "<embedded>");
     ck_assert_str_eq(cfg->catalog->source, "<embedded>");
-    ck_assert_uint_eq(cfg->catalog->n_types, 55);
+    ck_assert_uint_eq(cfg->catalog->n_types, 69);
     ck_assert_uint_ge(p->n_rules, 20);
     ck_assert_double_eq_tol(p->w_tier + p->w_util + p->w_cost, 1.0, 1e-12);
     ck_assert_double_eq_tol(p->w_tier, 0.5, 1e-12);
@@ -515,7 +532,7 @@ START_TEST(test_holder_swaps_while_readers_keep_the_old_config)
     af_config_holder_set(&h, b);
     ck_assert_int_eq(atomic_load(&a->refcnt), 1);
     /* The reader's copy is still whole. */
-    ck_assert_uint_eq(held->catalog->n_types, 55);
+    ck_assert_uint_eq(held->catalog->n_types, 69);
     now = af_config_holder_get(&h);
     ck_assert_ptr_eq(now, b);
     af_config_unref(now);

@@ -253,6 +253,7 @@ END_TEST
 struct pod_spec {
     int64_t cpu, gpu, neuron, neuroncore;
     const char *workload, *params, *objective, *slo, *framework, *neuron_ready, *precision;
+    const char *neuron_gen, *instances;
 };
 
 static struct af_pod_info *mkpod(const struct pod_spec *s)
@@ -273,6 +274,8 @@ static struct af_pod_info *mkpod(const struct pod_spec *s)
     p->ann.framework = af_xstrdup(s->framework);
     p->ann.neuron_ready = af_xstrdup(s->neuron_ready);
     p->ann.precision = af_xstrdup(s->precision);
+    p->ann.neuron_core_version = af_xstrdup(s->neuron_gen);
+    p->ann.instances = af_xstrdup(s->instances);
     return p;
 }
 
@@ -292,6 +295,8 @@ static void check_plan_invariants(const struct af_plan *p)
         ck_assert_int_eq(p->sel.tiers[i].rank, (int)i + 1);
         if (c != AF_CLASS_UNKNOWN)
             ck_assert_int_eq(p->tier_of[c], (int)i);
+        else
+            ck_assert_ptr_nonnull(p->sel.tiers[i].group);
     }
     for (int c = 0; c < AF_CLASS__COUNT; c++) {
         enum af_accel_kind k = af_class_kind((enum af_class)c);
@@ -341,32 +346,33 @@ static const struct {
       .neuron_ready = "true"},
      false, NULL, AF_WORKLOAD_INFERENCE, false, AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2,
      "the pod requests nvidia.com/gpu, which inferentia2 nodes do not have"},
-    {"Neuron pod keeps its NeuronCore generation",
+    {"Neuron pod keeps to Neuron classes",
      {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
       .framework = "pytorch"},
      false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
-     false, AF_CLASS_TRAINIUM1, AF_CLASS_TRAINIUM2, "trainium2 runs NeuronCore-v3"},
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_A100, "which nvidia-a100 nodes do not have"},
     {"Neuron inference pod drops GPU tiers",
      {.neuroncore = 2, .workload = "inference", .objective = "cost", .framework = "pytorch",
       .neuron_ready = "true"},
      false, NULL, AF_WORKLOAD_INFERENCE, false, AF_CLASS_INFERENTIA2, AF_CLASS_NVIDIA_A10G,
      "which nvidia-a10g nodes do not have"},
-    {"Neuron pod whose rule has no Neuron tier falls back to Neuron classes",
+    {"Neuron pod whose rule has no Neuron tier falls back to any Neuron class",
      {.neuron = 1, .workload = "inference", .neuron_ready = "false"}, false,
-     "can serve a aws.amazon.com/neuron request", AF_WORKLOAD_INFERENCE, false,
-     AF_CLASS_INFERENTIA2, AF_CLASS_NVIDIA_A10G, NULL},
+     "can serve a pod that requests aws.amazon.com/neuron", AF_WORKLOAD_INFERENCE, false,
+     AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A10G, NULL},
     {"CPU pod annotated as training gets only cpu", {.workload = "training", .params = "7B"},
-     false, "suits a pod that requests no accelerator", AF_WORKLOAD_TRAINING, false, AF_CLASS_CPU,
-     AF_CLASS_NVIDIA_A100, "CPU-only pod (no accelerator requested): kept off nvidia-a100"},
-    {"GPU pod annotated classical-ml falls back to GPUs, cheapest first",
-     {.gpu = 1, .workload = "classical-ml"}, false, "can serve a nvidia.com/gpu request",
-     AF_WORKLOAD_CLASSICAL_ML, false, AF_CLASS_NVIDIA_T4, AF_CLASS_CPU,
+     false, "can serve a pod that requests no accelerator", AF_WORKLOAD_TRAINING, false,
+     AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A100,
+     "CPU-only pod (no accelerator requested): nvidia-a100 is an accelerator class"},
+    {"GPU pod annotated classical-ml falls back to any GPU class",
+     {.gpu = 1, .workload = "classical-ml"}, false, "can serve a pod that requests nvidia.com/gpu",
+     AF_WORKLOAD_CLASSICAL_ML, false, AF_CLASS_UNKNOWN, AF_CLASS_CPU,
      "the pod requests nvidia.com/gpu, which cpu nodes do not have"},
     {"Neuron pod with a malformed neuron-ready is Neuron-ready, as if unannotated",
      {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
       .framework = "pytorch", .neuron_ready = "yes"},
      false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
-     false, AF_CLASS_TRAINIUM1, AF_CLASS_TRAINIUM2, "trainium2 runs NeuronCore-v3"},
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_H100, "which nvidia-h100 nodes do not have"},
     {"CPU pod with backfill gets a last accelerator tier", {.cpu = 500}, true, NULL,
      AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL},
 };
@@ -387,7 +393,7 @@ START_TEST(test_plan_cases)
     ck_assert_int_eq(plan.profile.workload, plan_cases[_i].workload);
     ck_assert_int_eq(plan.workload_inferred, plan_cases[_i].inferred);
     ck_assert_msg(plan.sel.tiers[0].cls == plan_cases[_i].first, "%s: first tier %s",
-                  plan_cases[_i].name, af_class_name(plan.sel.tiers[0].cls));
+                  plan_cases[_i].name, af_plan_tier_name(&plan, 0));
     if (plan_cases[_i].absent != AF_CLASS_UNKNOWN)
         ck_assert_int_eq(plan.tier_of[plan_cases[_i].absent], -1);
     for (size_t i = 0; !found && i < plan.sel.n_dropped; i++)
@@ -400,6 +406,7 @@ START_TEST(test_plan_cases)
         ck_assert_int_eq(plan.tier_of[AF_CLASS_NVIDIA_A100], last);
         ck_assert_int_eq(plan.tier_of[AF_CLASS_INFERENTIA2], last);
         ck_assert_int_lt(plan.tier_of[AF_CLASS_CPU], last);
+        ck_assert_str_eq(af_plan_tier_name(&plan, last), "backfill onto accelerator nodes");
     }
     if (!strcmp(plan_cases[_i].name, "malformed model size is ignored with a note"))
         ck_assert(plan.profile.model_params == 0);
@@ -414,7 +421,7 @@ struct node_spec {
     enum af_class cls;
     int64_t gpu, neuron, cpu;
     int64_t used_gpu, used_neuron, used_cpu;
-    int npods;
+    int npods, nsystem;
     double price;
     bool unknown_price, unschedulable;
 };
@@ -439,6 +446,8 @@ static void bed_add(struct bed *b, const struct node_spec *s)
         n->name = af_xstrdup(s->name);
         n->cls = s->cls;
         n->class_source = "test";
+        /* "c6i-a" is a c6i node: tiers with families look at it. */
+        n->family = af_xstrndup(s->name, strcspn(s->name, "-"));
         n->allocatable.v[AF_RES_CPU] = s->cpu ? s->cpu : 64000;
         n->allocatable.v[AF_RES_MEMORY] = 256LL << 30;
         n->allocatable.v[AF_RES_GPU] = s->gpu;
@@ -447,6 +456,7 @@ static void bed_add(struct bed *b, const struct node_spec *s)
         n->unschedulable = s->unschedulable;
         n->price_known = !s->unknown_price;
         n->hourly_usd = s->price;
+        n->kind = af_res_accel_kind(&n->allocatable);
     }
     memset(v, 0, sizeof(*v));
     v->info = n;
@@ -454,6 +464,7 @@ static void bed_add(struct bed *b, const struct node_spec *s)
     v->used.v[AF_RES_NEURON] = s->used_neuron;
     v->used.v[AF_RES_CPU] = s->used_cpu;
     v->npods = s->npods;
+    v->nsystem = s->nsystem;
     b->infos[b->n] = n;
     b->names[b->n] = s->name;
     b->n++;
@@ -480,18 +491,32 @@ static const struct {
     struct verdict_want want[MAXN];
     int best_tier;
     bool fallback;
+    bool strict;                  /* every rule of the policy strict */
 } filter_cases[] = {
     {"tier 1 with room rejects tier 3 naming tier 1",
-     {.gpu = 1},
+     {.gpu = 1, .workload = "inference"},
      false,
      {{"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .npods = 1, .price = 1},
       {"g4dn-a", AF_CLASS_NVIDIA_T4, .gpu = 1, .npods = 1, .price = 0.5}},
      {{AF_VERDICT_PASS, "tier 1 (nvidia-a10g): rule inference-default"},
       {AF_VERDICT_FAILED, "tier 1 (nvidia-a10g) has room on g5-a; this node is tier 3 (nvidia-t4)"}},
      0,
+     false,
+     false},
+    {"an unannotated pod is ranked, never filtered, by its guessed tiers",
+     {.gpu = 1},
+     false,
+     {{"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .npods = 1, .price = 1},
+      {"g4dn-a", AF_CLASS_NVIDIA_T4, .gpu = 1, .npods = 1, .price = 0.5},
+      {"p5-a", AF_CLASS_NVIDIA_H100, .gpu = 8, .npods = 1, .price = 55}},
+     {{AF_VERDICT_PASS, "tier 1 (nvidia-a10g): rule inference-default, inferred"},
+      {AF_VERDICT_PASS, "tier 3 (nvidia-t4)"},
+      {AF_VERDICT_PASS, "(any other NVIDIA GPU class: nvidia-h100)"}},
+     0,
+     false,
      false},
     {"tier 1 full lets tier 3 pass",
-     {.gpu = 1},
+     {.gpu = 1, .workload = "inference"},
      false,
      {{"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 1},
       {"g4dn-a", AF_CLASS_NVIDIA_T4, .gpu = 1, .npods = 1, .price = 0.5},
@@ -500,35 +525,50 @@ static const struct {
       {AF_VERDICT_PASS, "tier 3 (nvidia-t4)"},
       {AF_VERDICT_PASS, "the cache shows no room"}},
      2,
-     true},
+     true,
+     false},
     {"cordoned tier 1 node has no room",
-     {.gpu = 1},
+     {.gpu = 1, .workload = "inference"},
      false,
      {{"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .npods = 1, .price = 1, .unschedulable = true},
       {"l4-a", AF_CLASS_NVIDIA_L4, .gpu = 1, .npods = 1, .price = 1}},
      {{AF_VERDICT_FAILED, "node is cordoned"}, {AF_VERDICT_PASS, "tier 2 (nvidia-l4)"}},
      1,
-     true},
-    {"CPU pod is kept off GPU nodes as unresolvable",
+     true,
+     false},
+    {"CPU pod is kept off GPU nodes as unresolvable (the policy says so outright)",
      {.cpu = 1000},
      false,
      {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
       {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
      {{AF_VERDICT_PASS, "tier 1 (cpu)"},
       {AF_VERDICT_UNRESOLVABLE,
-       "CPU-only pod kept off accelerator node (nvidia-a100); policy filter.cpu_backfill is off"}},
+       "CPU-only pod kept off accelerator node (nvidia-a100): policy filter.cpu_backfill is off"}},
      0,
+     false,
      false},
     {"CPU pod backfills a GPU node only when no CPU node has room",
-     {.cpu = 8000},
+     {.cpu = 8000, .workload = "preprocessing"},
      true,
      {{"c6i-a", AF_CLASS_CPU, .cpu = 16000, .used_cpu = 12000, .npods = 3, .price = 0.68},
       {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
      {{AF_VERDICT_FAILED, "no room for cpu: the pod requests 8"},
-      {AF_VERDICT_PASS, "(backfill on nvidia-a100)"}},
-     1,
-     true},
-    {"Neuron pod only on a compatible Neuron generation",
+      {AF_VERDICT_PASS, "(backfill onto accelerator nodes: nvidia-a100)"}},
+     2,
+     true,
+     false},
+    {"a tier's families are enforced: other CPU families come after",
+     {.cpu = 1000, .workload = "preprocessing"},
+     false,
+     {{"m7g-a", AF_CLASS_CPU, .npods = 1, .price = 0.6},
+      {"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68}},
+     {{AF_VERDICT_FAILED, "tier 1 (cpu) has room on c6i-a; this node is tier 2 (any other CPU "
+                          "node: cpu)"},
+      {AF_VERDICT_PASS, "tier 1 (cpu)"}},
+     0,
+     false,
+     false},
+    {"Neuron pod: other NeuronCore generations wait behind its preferred one",
      {.neuron = 1, .workload = "inference", .objective = "cost", .framework = "pytorch",
       .neuron_ready = "true"},
      false,
@@ -538,45 +578,84 @@ static const struct {
       {"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .npods = 1, .price = 1},
       {"trn1-a", AF_CLASS_TRAINIUM1, .neuron = 16, .npods = 1, .price = 21}},
      {{AF_VERDICT_PASS, "tier 1 (inferentia2): rule inference-cost-neuron"},
-      {AF_VERDICT_UNRESOLVABLE, "this node (trainium2) runs NeuronCore-v3"},
-      {AF_VERDICT_UNRESOLVABLE, "this node (inferentia1) runs NeuronCore-v1"},
-      {AF_VERDICT_UNRESOLVABLE, "pod requests Neuron devices; this node (nvidia-a10g) has none"},
+      {AF_VERDICT_FAILED, "this node is tier 4 (other NeuronCore generations: trainium2)"},
+      {AF_VERDICT_FAILED, "this node is tier 4 (other NeuronCore generations: inferentia1)"},
+      {AF_VERDICT_UNRESOLVABLE, "pod requests AWS Neuron devices; this node (nvidia-a10g) has none"},
       {AF_VERDICT_FAILED, "tier 1 (inferentia2) has room on inf2-a; this node is tier 2 "
                           "(trainium1)"}},
      0,
+     false,
      false},
-    {"unannotated Neuron pod may use trn1, which shares inf2's NeuronCore generation",
+    {"Neuron pod with a stated NeuronCore generation runs only there",
+     {.neuron = 1, .workload = "inference", .objective = "cost", .framework = "pytorch",
+      .neuron_ready = "true", .neuron_gen = "1"},
+     false,
+     {{"inf2-a", AF_CLASS_INFERENTIA2, .neuron = 1, .npods = 1, .price = 0.76},
+      {"trn2-a", AF_CLASS_TRAINIUM2, .neuron = 16, .npods = 1, .price = 40},
+      {"inf1-a", AF_CLASS_INFERENTIA1, .neuron = 1, .npods = 1, .price = 0.23}},
+     {{AF_VERDICT_UNRESOLVABLE, "this node (inferentia2) runs NeuronCore-v2; the pod's artifact "
+                                "is compiled for NeuronCore-v1"},
+      {AF_VERDICT_UNRESOLVABLE, "this node (trainium2) runs NeuronCore-v3"},
+      {AF_VERDICT_PASS, "(any other Neuron class: inferentia1)"}},
+     0,
+     false,
+     false},
+    {"unannotated Neuron pod may use every Neuron node, inf1 and trn2 included",
      {.neuron = 1, .neuroncore = 2},
      false,
      {{"trn1-a", AF_CLASS_TRAINIUM1, .neuron = 16, .npods = 1, .price = 21},
-      {"trn2-a", AF_CLASS_TRAINIUM2, .neuron = 16, .npods = 1, .price = 40}},
-     {{AF_VERDICT_PASS, "tier 2 (trainium1)"},
-      {AF_VERDICT_UNRESOLVABLE, "this node (trainium2) runs NeuronCore-v3"}},
+      {"trn2-a", AF_CLASS_TRAINIUM2, .neuron = 16, .npods = 1, .price = 40},
+      {"inf1-a", AF_CLASS_INFERENTIA1, .neuron = 1, .npods = 1, .price = 0.23}},
+     {{AF_VERDICT_PASS, "tier 2 (any other Neuron class: trainium1)"},
+      {AF_VERDICT_PASS, "tier 3 (other NeuronCore generations: trainium2)"},
+      {AF_VERDICT_PASS, "tier 3 (other NeuronCore generations: inferentia1)"}},
      1,
-     true},
-    {"GPU pod on a Neuron node, an unknown node and an unclassified node",
+     true,
+     false},
+    {"GPU pod on a Neuron node, an unknown node and a GPU node of unknown model",
      {.gpu = 1},
      false,
      {{"trn1-a", AF_CLASS_TRAINIUM1, .neuron = 16, .npods = 1, .price = 21},
       {.name = "ghost", .cls = NOT_CACHED},
       {"mystery", AF_CLASS_UNKNOWN, .gpu = 1},
       {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
-     {{AF_VERDICT_UNRESOLVABLE, "pod requests nvidia.com/gpu; this node (trainium1) has no NVIDIA"},
+     {{AF_VERDICT_UNRESOLVABLE, "pod requests NVIDIA GPU devices; this node (trainium1) has none"},
       {AF_VERDICT_FAILED, "node not in accelfit's cache yet"},
-      {AF_VERDICT_UNRESOLVABLE, "hardware class unknown (test)"},
+      {AF_VERDICT_PASS, "(any other NVIDIA GPU class)"},
       {AF_VERDICT_PASS, "tier 5 (nvidia-a100)"}},
      4,
-     true},
-    {"class outside the rule's tiers names them",
-     {.gpu = 1},
+     true,
+     false},
+    {"a rule's tiers are preferences: classes it does not name come last",
+     {.gpu = 1, .workload = "inference"},
      false,
      {{"p3-a", AF_CLASS_NVIDIA_V100, .gpu = 1, .npods = 1, .price = 3},
       {"h200-a", AF_CLASS_NVIDIA_H200, .gpu = 8, .npods = 1, .price = 80}},
-     {{AF_VERDICT_UNRESOLVABLE, "class nvidia-v100 is not among this pod's tiers: nvidia-a10g, "
-                                "nvidia-l4, nvidia-t4, nvidia-l40s, nvidia-a100"},
-      {AF_VERDICT_UNRESOLVABLE, "(rule inference-default)"}},
-     -1,
+     {{AF_VERDICT_PASS, "tier 6 (any other NVIDIA GPU class: nvidia-v100)"},
+      {AF_VERDICT_PASS, "tier 6 (any other NVIDIA GPU class: nvidia-h200)"}},
+     5,
+     true,
      false},
+    {"a strict rule refuses the classes it does not name, and names its tiers",
+     {.gpu = 1, .workload = "inference"},
+     false,
+     {{"p3-a", AF_CLASS_NVIDIA_V100, .gpu = 1, .npods = 1, .price = 3},
+      {"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .npods = 1, .price = 1}},
+     {{AF_VERDICT_UNRESOLVABLE, "class nvidia-v100, family p3 is not among the tiers of strict "
+                                "rule inference-default: nvidia-a10g, nvidia-l4, nvidia-t4, "
+                                "nvidia-l40s, nvidia-a100"},
+      {AF_VERDICT_PASS, "tier 1 (nvidia-a10g)"}},
+     0,
+     false,
+     true},
+    {"a strict rule binds only a pod that states its workload",
+     {.gpu = 1},
+     false,
+     {{"p3-a", AF_CLASS_NVIDIA_V100, .gpu = 1, .npods = 1, .price = 3}},
+     {{AF_VERDICT_PASS, "(any other NVIDIA GPU class: nvidia-v100)"}},
+     5,
+     true,
+     true},
 };
 
 START_TEST(test_filter_cases)
@@ -588,7 +667,16 @@ START_TEST(test_filter_cases)
     struct bed b = {0};
     int passed = 0, failed = 0, unres = 0;
 
+    struct af_rule rules[64];
+
     pol.cpu_backfill = filter_cases[_i].backfill;
+    if (filter_cases[_i].strict) {
+        ck_assert_uint_le(pol.n_rules, AF_ARRAY_SIZE(rules));
+        memcpy(rules, pol.rules, pol.n_rules * sizeof(rules[0]));
+        for (size_t r = 0; r < pol.n_rules; r++)
+            rules[r].strict = true;
+        pol.rules = rules;
+    }
     af_plan_pod(&pol, cfg->catalog, pod, &plan);
     for (size_t i = 0; i < MAXN && filter_cases[_i].nodes[i].name; i++)
         bed_add(&b, &filter_cases[_i].nodes[i]);
@@ -643,6 +731,16 @@ static const struct {
      {{"vacant", AF_CLASS_NVIDIA_A10G, .gpu = 4, .npods = 0, .price = 5.672},
       {"busy", AF_CLASS_NVIDIA_A10G, .gpu = 4, .used_gpu = 1, .npods = 2, .price = 5.672}},
      "busy"},
+    {"a node with only DaemonSet and mirror pods is empty", {.gpu = 1}, AF_STRATEGY_SPREAD,
+     {{"daemons-only", AF_CLASS_NVIDIA_A10G, .gpu = 4, .npods = 3, .nsystem = 3, .price = 5.672},
+      {"busy", AF_CLASS_NVIDIA_A10G, .gpu = 4, .used_gpu = 1, .npods = 4, .nsystem = 3,
+       .price = 5.672}},
+     "busy"},
+    {"one free node does not zero the cost term of the others", {.gpu = 1}, AF_STRATEGY_BINPACK,
+     {{"free", AF_CLASS_NVIDIA_T4, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 0},
+      {"cheap", AF_CLASS_NVIDIA_A10G, .gpu = 4, .used_gpu = 1, .npods = 2, .price = 1},
+      {"pricey", AF_CLASS_NVIDIA_A10G, .gpu = 4, .used_gpu = 1, .npods = 2, .price = 8}},
+     "cheap"},
     {"better tier wins", {.gpu = 1}, AF_STRATEGY_BINPACK,
      {{"t4", AF_CLASS_NVIDIA_T4, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 0.5},
       {"l4", AF_CLASS_NVIDIA_L4, .gpu = 1, .npods = 1, .price = 0.8},

@@ -41,6 +41,10 @@ struct af_rule {
     int neuron_ready;          /* -1 any, 0 must be false, 1 must be true */
     struct af_tier_spec *tiers;
     size_t n_tiers;
+    /* Strict: the tiers are the only classes a pod the rule matches may use. Otherwise
+     * (the default) they are preferences, and every other class the pod's requests and
+     * physics allow is a last tier, so no pod waits while a node that fits sits idle. */
+    bool strict;
     char *reason;              /* why, in the source documents' words */
     int line;                  /* where the rule starts in its file */
 };

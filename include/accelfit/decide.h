@@ -70,22 +70,46 @@ void af_effective_requests(const struct af_container_req *containers, size_t n_c
 
 /* ---- intent and plan ------------------------------------------------------------------ */
 
-#define AF_NOTE_MAX 6
+#define AF_NOTE_MAX 8
 
+/*
+ * What accelfit knows and what it only prefers, for one pod. Knowledge narrows
+ * (filter refuses): the requests (`requested`, `devices`), physics (`need_gib`
+ * against the devices the pod gets on a node, times `instances`), stated intent
+ * (`stated`: the workload is annotated, so tiered fallback applies; a stated
+ * NeuronCore generation) and explicit policy (a strict rule, filter.cpu_backfill).
+ * Guesses rank (prioritize orders): an inferred workload, the rule's tiers for it.
+ */
 struct af_plan {
     struct af_profile profile;
     enum af_accel_kind requested;              /* accelerator kind the requests ask for */
     bool workload_inferred;
+    bool stated;                               /* accelfit.io/workload given: tiers filter */
+    int64_t devices;                           /* devices (GPUs, MIG slices, Neuron devices) requested */
+    int64_t neuron_cores;                      /* aws.amazon.com/neuroncore requested */
+    int neuron_gen;                            /* NeuronCore generation: stated, or the preferred one */
+    bool neuron_gen_stated;                    /* accelfit.io/neuron-core-version given */
+    int instances;                             /* instances the job may span (the model is split) */
+    bool instances_stated;
+    double need_gib;                           /* memory the model needs; 0 when unknown */
     char notes[AF_NOTE_MAX][AF_REASON_MAX];    /* malformed annotations, inferences */
     int n_notes;
     struct af_selection sel;                   /* tiers usable by this pod, best first */
-    int tier_of[AF_CLASS__COUNT];              /* class -> index into sel.tiers, -1 if none */
+    int tier_of[AF_CLASS__COUNT];              /* class -> tier (for allowed families), -1 if none */
+    int other_of[AF_CLASS__COUNT];             /* class -> added tier for the rest of it, -1 if none */
+    int unknown_tier;                          /* tier of a node of the requested kind whose model is unknown */
     bool backfill;                             /* last tier is the CPU-backfill tier */
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */
 void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
                  const struct af_pod_info *pod, struct af_plan *out);
+
+/* The tier of `node` for this plan (index into plan->sel.tiers), -1 when none. */
+int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node);
+
+/* A tier's name for people: its class ("nvidia-a10g") or what an added tier holds. */
+const char *af_plan_tier_name(const struct af_plan *plan, int tier);
 
 /* ---- filter and prioritize ----------------------------------------------------------- */
 

@@ -31,6 +31,7 @@
     XX(TRAINIUM2, "trainium2", NEURON, "Trainium2")       \
     XX(INFERENTIA1, "inferentia1", NEURON, "Inferentia")  \
     XX(INFERENTIA2, "inferentia2", NEURON, "Inferentia2") \
+    XX(AMD_GPU, "amd-gpu", AMD, "")                       \
     XX(CPU, "cpu", NONE, "")
 
 enum af_class {
@@ -41,7 +42,11 @@ enum af_class {
     AF_CLASS__COUNT
 };
 
-enum af_accel_kind { AF_ACCEL_NONE = 0, AF_ACCEL_GPU, AF_ACCEL_NEURON };
+/* What a pod's requests can use: NVIDIA GPUs (whole, MIG slices or shared), AWS
+ * Neuron devices, AMD GPUs (amd.com/gpu), or none of them. */
+enum af_accel_kind { AF_ACCEL_NONE = 0, AF_ACCEL_GPU, AF_ACCEL_NEURON, AF_ACCEL_AMD };
+
+const char *af_accel_kind_name(enum af_accel_kind k);   /* "NVIDIA GPU", ... Static. */
 
 /* Canonical name ("nvidia-a100"); "unknown" for AF_CLASS_UNKNOWN. Cannot fail. */
 const char *af_class_name(enum af_class c);
@@ -60,6 +65,15 @@ enum af_class af_class_from_accel_name(const char *s);
 /* NeuronCore generation a Neuron class runs (1 for inf1, 2 for inf2/trn1,
  * 3 for trn2); 0 for non-Neuron classes. */
 int af_class_neuron_core_version(enum af_class c);
+/* NeuronCores per Neuron device of a class (4 inf1, 2 inf2/trn1, 8 trn2); 0 otherwise. */
+int af_class_neuron_cores_per_device(enum af_class c);
+/*
+ * Class of an EC2 instance type by its family ("g6e.2xlarge" -> nvidia-l40s,
+ * "p5en.48xlarge" -> nvidia-h200, "inf1.xlarge" -> inferentia1, "c7i.large" -> cpu
+ * for the CPU families accelfit knows). AF_CLASS_UNKNOWN for families it does not
+ * know: a new type is never guessed to be CPU.
+ */
+enum af_class af_class_from_instance_family(const char *instance_type);
 
 /* ---- instance catalog ------------------------------------------------------ */
 
@@ -102,6 +116,9 @@ const struct af_instance_type *af_catalog_find(const struct af_catalog *c, const
     XX(NEURON, "aws.amazon.com/neuron")                 \
     XX(NEURONDEVICE, "aws.amazon.com/neurondevice")     \
     XX(NEURONCORE, "aws.amazon.com/neuroncore")         \
+    XX(GPU_SHARED, "nvidia.com/gpu.shared")             \
+    XX(MIG, "nvidia.com/mig-*")                         \
+    XX(AMD_GPU, "amd.com/gpu")                          \
     XX(PODS, "pods")
 
 enum af_res {
@@ -117,15 +134,29 @@ struct af_resources {
 };
 
 const char *af_res_name(enum af_res r);
-/* Resource name to index, -1 when not tracked. */
+/* Resource name to index, -1 when not tracked. Every "nvidia.com/mig-<profile>"
+ * maps to AF_RES_MIG (slices of all profiles, summed). */
 int af_res_parse(const char *name);
+
+/* A MIG profile, "1g.5gb": compute slices and memory in GB (10^9 bytes). */
+struct af_mig_profile {
+    uint16_t g;
+    uint16_t gb;
+};
+/* Parses "nvidia.com/mig-1g.5gb" (or "1g.5gb", "MIG-1g.10gb", "...-MIG-3g.40gb" as a
+ * product label ends); false when no profile is there. "+me" suffixes are accepted. */
+bool af_mig_profile_parse(const char *s, struct af_mig_profile *out);
 bool af_res_fits(const struct af_resources *req, const struct af_resources *alloc,
                  const struct af_resources *used, enum af_res *first_short);
 /* Formats an amount of `r` for people: cpu in cores ("4", "1.91"), memory in
  * Gi/Mi ("16Gi", "512Mi"), other resources as integers. Cannot fail. */
 void af_res_format(enum af_res r, int64_t v, char *out, size_t n);
-/* True when the request asks for any GPU or Neuron resource. */
+/* The accelerator kind a request (or a node's allocatable) names, NONE for none. */
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req);
+/* Devices of that kind in the vector: GPUs + shared GPUs + MIG slices, Neuron
+ * devices (neuron, neurondevice), AMD GPUs. NeuronCores are counted by
+ * af_res_neuron_cores, not here. */
+int64_t af_res_devices(const struct af_resources *r);
 
 /* ---- workload profile ------------------------------------------------------- */
 
@@ -218,12 +249,27 @@ enum af_kind { AF_KIND_NODE = 0, AF_KIND_POD = 1 };
  * A node as decisions need it. Immutable after it is built; shared between
  * snapshots by reference count (af_node_info_ref/unref).
  */
+#define AF_NODE_MIG_MAX 4
+
 struct af_node_info {
     atomic_int refcnt;
     char *name;
     char *instance_type;       /* may be NULL */
+    char *family;              /* "g5", from the instance type or instance-family label; may be NULL */
     enum af_class cls;
+    enum af_accel_kind kind;   /* from the class, else from allocatable: known even when cls is not */
     const char *class_source;  /* static string: the label or resource that decided */
+    /* Memory of one accelerator device (one MIG slice on a single-strategy MIG
+     * node), in GiB: exact when lo == hi, a range when only the class is known,
+     * 0/0 when unknown. */
+    double dev_mem_gib_lo, dev_mem_gib_hi;
+    const char *dev_mem_source;   /* static: "catalog", "label nvidia.com/gpu.memory", ... */
+    bool gpu_shared;           /* time-sliced or MPS GPUs (replicas > 1 or gpu.shared) */
+    /* MIG profiles the node advertises (mixed strategy), with their allocatable count. */
+    struct af_mig_profile mig[AF_NODE_MIG_MAX];
+    int64_t mig_count[AF_NODE_MIG_MAX];
+    int n_mig;
+    bool price_annotation_bad; /* accelfit.io/hourly-price was set but is not a price */
     bool spot;
     bool unschedulable;
     bool price_known;
@@ -241,6 +287,8 @@ struct af_pod_annotations {
     char *framework;
     char *neuron_ready;
     char *precision;
+    char *neuron_core_version;   /* "2": the NeuronCore generation the artifact was compiled for */
+    char *instances;             /* "4": instances (pods) one job spans; the model is split across them */
 };
 
 /* A pod as decisions need it. Immutable after it is built; shared by refcount. */
@@ -254,6 +302,8 @@ struct af_pod_info {
     char *owner_kind;          /* first controller ownerReference, may be NULL */
     char *owner_name;
     bool terminal;             /* phase Succeeded or Failed */
+    bool system;               /* DaemonSet pod or mirror (static) pod: does not make a node busy */
+    struct af_mig_profile mig; /* the MIG profile requested, when requests.v[AF_RES_MIG] > 0 */
     struct af_pod_annotations ann;
     struct af_resources requests;  /* effective requests (extender-protocol.md §3) */
 };
@@ -270,6 +320,7 @@ struct af_node_view {
     const struct af_node_info *info;
     struct af_resources used;  /* sum of effective requests of non-terminal pods on it */
     int npods;
+    int nsystem;               /* of which DaemonSet and mirror pods */
 };
 
 #endif

@@ -19,8 +19,11 @@
 struct af_tier {
     int rank;                                  /* 1 = best */
     enum af_class cls;
+    const struct af_tier_spec *spec;           /* the rule's tier (families); NULL for added tiers */
+    const char *group;                         /* added tiers (cls UNKNOWN): what they hold; static */
     const struct af_instance_type *instance;   /* borrowed from the catalog; NULL if none */
     int instances;                             /* >= 1 */
+    int devices;                               /* accelerators per instance the model needs (0: all/none) */
     bool price_known;
     double hourly_usd;                         /* instances x price, when known */
     double accel_memory_gib;                   /* instances x accelerator memory per instance */
@@ -37,6 +40,9 @@ struct af_dropped {
 
 struct af_selection {
     const char *rule;                          /* name of the rule that matched; borrowed */
+    const char *rule_reason;                   /* its reason; borrowed */
+    bool strict;                               /* the rule's tiers are the only classes allowed */
+    bool price_ordered;                        /* objective cost: tiers ordered by price within a kind */
     struct af_tier tiers[AF_CLASS__COUNT];
     size_t n_tiers;
     struct af_dropped dropped[AF_CLASS__COUNT];
@@ -53,6 +59,13 @@ struct af_selection {
  */
 void af_select(const struct af_policy *pol, const struct af_catalog *cat,
                const struct af_profile *profile, bool neuron_requested, struct af_selection *out);
+
+/*
+ * Writes each tier's rank and first reason (the rule's reason for rank 1, "fallback
+ * N of rule R" below it). af_select calls it; so does whoever reorders or adds tiers.
+ * reasons[0] of every tier is reserved for it.
+ */
+void af_selection_label(struct af_selection *sel);
 
 /* Memory the model needs in GiB for this profile under `pol` (0 when unknown). */
 double af_select_memory_needed_gib(const struct af_policy *pol, const struct af_profile *profile);

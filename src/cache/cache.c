@@ -145,6 +145,7 @@ struct node_slot {
     struct af_node_info *info;    /* NULL: phantom (pods bound before the node arrived) */
     struct af_resources used;
     int npods;
+    int nsystem;               /* DaemonSet and mirror pods among them */
     uint32_t hash;
     uint32_t mark;
 };
@@ -338,7 +339,9 @@ static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sig
     for (int i = 0; i < AF_RES__COUNT; i++)
         ns->used.v[i] = (int64_t)((uint64_t)ns->used.v[i] + (uint64_t)(sign * p->requests.v[i]));
     ns->npods += sign;
-    af_assert(ns->npods >= 0);
+    if (p->system)
+        ns->nsystem += sign;
+    af_assert(ns->npods >= 0 && ns->nsystem >= 0);
     if (sign < 0)
         node_slot_maybe_gc(c, s);
 }
@@ -519,6 +522,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         s->nodes[i].info = af_node_info_ref(ns->info);
         s->nodes[i].used = ns->used;
         s->nodes[i].npods = ns->npods;
+        s->nodes[i].nsystem = ns->nsystem;
         size_t pos = ns->hash & (s->node_index_size - 1);
         while (s->node_index[pos])
             pos = (pos + 1) & (s->node_index_size - 1);

@@ -45,7 +45,8 @@ static const char recommend_usage[] =
     "--output json\n"
     "  accelfit recommend --workload classical-ml\n"
     "\n"
-    "exit status: 0 answered, 2 bad usage or bad input (one line on stderr).\n";
+    "exit status: 0 answered, 2 bad usage or bad input (one line on stderr), 3 nothing fits:\n"
+    "no rule matches, or every class the rule names was dropped (the reasons say why).\n";
 
 static const char check_usage[] =
     "usage: accelfit check-policy [--policy FILE] [--catalog FILE]\n"
@@ -187,6 +188,11 @@ static void print_json(const struct af_profile *p, const struct af_config *cfg,
         json_str(b, t->instance->name);
         put(b, ",\"instances\":");
         json_num(b, t->instances);
+        put(b, ",\"devices_per_instance\":");
+        if (t->devices > 0)
+            json_num(b, t->devices);
+        else
+            put(b, "null");
         put(b, ",\"hourly_usd\":");
         if (t->price_known)
             json_num(b, t->hourly_usd);
@@ -411,6 +417,8 @@ int af_cmd_recommend(int argc, char **argv)
     fwrite(b.buf, 1, b.len, stdout);
     if (fflush(stdout) != 0)
         rc = 1;
+    else if (!sel->n_tiers)
+        rc = 3;   /* nothing fits: said on stdout, told by the status */
     af_buf_release(&b);
     af_free(sel);
     af_config_unref(cfg);

@@ -4,8 +4,9 @@
  * records, Lists (NodeList, PodList, kind: List), watch events and cluster
  * files. Decoding is defensive: input comes from the network, so a wrong type
  * anywhere is either an error that names the field or is ignored with a sane
- * default, never a crash. Input must be nul-free (jansson's default), duplicate
- * keys are accepted (the last one wins, as in Go).
+ * default, never a crash. "\u0000" is accepted by the parser, but a string
+ * holding it reads as absent (C strings cannot carry it); duplicate keys are
+ * accepted (the last one wins, as in Go).
  *
  * The functions named af__codec_* are shared with extender.c (codec/internal.h);
  * json_t never leaves src/codec.
@@ -52,8 +53,10 @@ int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
     *out = NULL;
     if (!text)
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: no input", what);
-    /* Flags 0: duplicate keys allowed (last wins), "\u0000" rejected. */
-    root = json_loadb(text, len, 0, &jerr);
+    /* Duplicate keys allowed (last wins). "\u0000" is allowed so that one odd string
+     * cannot fail a whole LIST page; a string holding a NUL then reads as absent
+     * (get_str), so the object that needs it fails alone and is skipped. */
+    root = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
     if (!root)
         return af_error_set(err, AF_EPARSE, "", jerr.line, jerr.column,
                             "%s is not JSON: %s at line %d column %d", what, jerr.text,
@@ -67,10 +70,16 @@ static json_t *get(json_t *obj, const char *key)
     return json_is_object(obj) ? json_object_get(obj, key) : NULL;
 }
 
+/* A string's text, or NULL when it is not a string or holds a NUL (which C cannot carry). */
+static const char *str_value(json_t *v)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
 static const char *get_str(json_t *obj, const char *key)
 {
-    json_t *v = get(obj, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
+    return str_value(get(obj, key));
 }
 
 static char *dup_str(json_t *obj, const char *key)
@@ -97,7 +106,7 @@ static int quantity(json_t *v, int64_t scale, int64_t *out)
 
     if (json_is_string(v)) {
         int64_t q;
-        if (af_parse_quantity(json_string_value(v), scale, &q) || q < 0 || q > limit)
+        if (!str_value(v) || af_parse_quantity(str_value(v), scale, &q) || q < 0 || q > limit)
             return AF_EINVAL;
         *out = q;
         return 0;
@@ -140,6 +149,7 @@ static int resources(json_t *map, const char *where, struct af_resources *r, uns
 {
     const char *key;
     json_t *v;
+    unsigned found = 0;
 
     if (!json_is_object(map))
         return 0;
@@ -153,7 +163,13 @@ static int resources(json_t *map, const char *where, struct af_resources *r, uns
             return af_error_set(err, AF_EINVAL, "", 0, 0,
                                 "%s.%s: expected a non-negative quantity, got %s", where, key,
                                 quantity_text(v, buf, sizeof(buf)));
-        r->v[i] = q;
+        /* MIG slices of every profile share one slot; quantities are capped well
+         * below INT64_MAX / 4, so a handful of profiles cannot overflow. */
+        if (i == AF_RES_MIG && (found & (1u << i)))
+            r->v[i] += q;
+        else
+            r->v[i] = q;
+        found |= 1u << i;
         if (seen)
             *seen |= 1u << i;
     }
@@ -168,7 +184,7 @@ static int resources(json_t *map, const char *where, struct af_resources *r, uns
 static const char *scalar_text(json_t *v, char *buf, size_t cap)
 {
     if (json_is_string(v))
-        return json_string_value(v);
+        return str_value(v);
     if (json_is_true(v))
         return "true";
     if (json_is_false(v))
@@ -224,6 +240,29 @@ static char *dup_scalar(json_t *obj, const char *key)
 
 /* ---- Node ------------------------------------------------------------------------------- */
 
+/* The MIG profiles a node advertises (mixed strategy: nvidia.com/mig-1g.5gb: 7). */
+static void node_mig_profiles(json_t *alloc, struct af_node_info *n)
+{
+    const char *key;
+    json_t *v;
+
+    n->n_mig = 0;
+    if (!json_is_object(alloc))
+        return;
+    json_object_foreach(alloc, key, v) {
+        struct af_mig_profile m;
+        int64_t q;
+        if (n->n_mig >= AF_NODE_MIG_MAX)
+            break;
+        if (af_res_parse(key) != AF_RES_MIG || !af_mig_profile_parse(key, &m) ||
+            quantity(v, 1, &q) || q <= 0)
+            continue;
+        n->mig[n->n_mig] = m;
+        n->mig_count[n->n_mig] = q;
+        n->n_mig++;
+    }
+}
+
 int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const char *where,
                              struct af_node_info **out, struct af_error *err)
 {
@@ -257,6 +296,7 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
         af_node_info_unref(n);
         return rc;
     }
+    node_mig_profiles(get(status, "allocatable"), n);
     labels = kv_list(get(meta, "labels"), &n_labels, &lbufs);
     anns = kv_list(get(meta, "annotations"), &n_anns, &abufs);
     af_node_classify(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, labels, n_labels, anns,
@@ -355,7 +395,37 @@ static const struct {
     {"accelfit.io/framework", offsetof(struct af_pod_annotations, framework)},
     {"accelfit.io/neuron-ready", offsetof(struct af_pod_annotations, neuron_ready)},
     {"accelfit.io/precision", offsetof(struct af_pod_annotations, precision)},
+    {"accelfit.io/neuron-core-version", offsetof(struct af_pod_annotations, neuron_core_version)},
+    {"accelfit.io/instances", offsetof(struct af_pod_annotations, instances)},
 };
+
+/* The MIG profile the pod's containers name first ("nvidia.com/mig-1g.5gb"). */
+static void pod_mig_profile(json_t *spec, struct af_pod_info *p)
+{
+    static const char *const lists[] = {"containers", "initContainers"};
+    static const char *const kinds[] = {"requests", "limits"};
+
+    for (size_t l = 0; l < AF_ARRAY_SIZE(lists); l++) {
+        size_t i;
+        json_t *c;
+        json_t *arr = get(spec, lists[l]);
+        if (!json_is_array(arr))
+            continue;
+        json_array_foreach(arr, i, c) {
+            for (size_t k = 0; k < AF_ARRAY_SIZE(kinds); k++) {
+                const char *key;
+                json_t *v;
+                json_t *map = get(get(c, "resources"), kinds[k]);
+                if (!json_is_object(map))
+                    continue;
+                json_object_foreach(map, key, v) {
+                    if (af_res_parse(key) == AF_RES_MIG && af_mig_profile_parse(key, &p->mig))
+                        return;
+                }
+            }
+        }
+    }
+}
 
 static int pod_requests(json_t *spec, const char *where, struct af_resources *out,
                         struct af_error *err)
@@ -436,6 +506,9 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
         }
     }
     anns = get(meta, "annotations");
+    /* DaemonSet and mirror (static) pods run on every node; they do not make a node busy. */
+    p->system = (p->owner_kind && !strcmp(p->owner_kind, "DaemonSet")) ||
+                get(anns, "kubernetes.io/config.mirror") != NULL;
     for (size_t i = 0; i < AF_ARRAY_SIZE(pod_annotations); i++) {
         char **slot = (char **)((char *)&p->ann + pod_annotations[i].off);
         *slot = dup_scalar(anns, pod_annotations[i].key);
@@ -452,6 +525,8 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
         af_pod_info_unref(p);
         return rc;
     }
+    if (p->requests.v[AF_RES_MIG] > 0)
+        pod_mig_profile(spec, p);
     phase = get_str(get(obj, "status"), "phase");
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
     *out = p;
@@ -701,9 +776,13 @@ out:
 int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
                             size_t len, af_item_cb cb, void *ud, struct af_error *err)
 {
-    struct af_buf js = AF_BUF_INIT(0);
+    /* YAML aliases can make a small file expand: the JSON may be at most a few
+     * times the YAML (plus a floor for tiny files). */
+    struct af_buf js = AF_BUF_INIT(len < (SIZE_MAX - (64u << 20)) / 4 ? 4 * len + (64u << 20)
+                                                                       : SIZE_MAX);
+    struct af_error first = {0};
     json_t *root = NULL;
-    size_t i = 0;
+    size_t i = 0, skipped = 0;
     int rc;
 
     if (!text)
@@ -722,9 +801,20 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
         if (json_is_null(root))
             rc = 0; /* an empty document: no objects */
         else
-            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, NULL, err);
-        if (rc && err && name && !err->file[0])
-            snprintf(err->file, sizeof(err->file), "%s", name);
+            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, &skipped, &first);
+        if (rc && err) {
+            *err = first;
+            if (name && !err->file[0])
+                snprintf(err->file, sizeof(err->file), "%s", name);
+        }
+        /* One odd object must not keep the rest of the cluster out: skip it, loudly. */
+        if (!rc && skipped) {
+            char msg[600], count[24];
+            af_error_format(&first, msg, sizeof(msg));
+            snprintf(count, sizeof(count), "%zu", skipped);
+            AF_LOG(AF_LOG_WARN, "cluster file: skipped objects that could not be decoded", "file",
+                   name ? name : "cluster", "skipped", count, "first", msg, NULL);
+        }
     }
     json_decref(root);
     af_buf_release(&js);

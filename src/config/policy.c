@@ -29,7 +29,7 @@ static const char *const scoring_keys[] = {"strategy", "weights", NULL};
 static const char *const weight_keys[] = {"tier", "utilization", "cost", NULL};
 static const char *const filter_keys[] = {"cpu_backfill", NULL};
 static const char *const prices_keys[] = {"default_spot_discount_pct", NULL};
-static const char *const rule_keys[] = {"name", "match", "tiers", "reason", NULL};
+static const char *const rule_keys[] = {"name", "match", "tiers", "strict", "reason", NULL};
 static const char *const match_keys[] = {"workload",           "objective",  "framework",
                                          "neuron_ready",       "min_params", "max_params",
                                          "max_latency_slo_ms", NULL};
@@ -442,6 +442,13 @@ static int load_rule(struct af__ydoc *d, yaml_node_t *n, struct af_rule *r)
                                         "(list every family in one tier)",
                                         af_class_name(r->tiers[i].cls), r->name);
         }
+    }
+
+    v = af__ymap_get(d, n, "strict");
+    if (v) {
+        rc = af__ynode_bool(d, v, "strict", &r->strict);
+        if (rc)
+            return rc;
     }
 
     v = af__ymap_get(d, n, "reason");

@@ -7,7 +7,9 @@
  * the node advertises. Also the capacity type (spot or on-demand) and the
  * hourly price. Pure: labels in, fields of struct af_node_info out.
  */
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -79,21 +81,116 @@ static bool is_spot(const struct af_kv *labels, size_t n_labels)
     return (k && !strcasecmp(k, "spot")) || (e && !strcasecmp(e, "spot"));
 }
 
-/* A decimal price such as "32.77" or "0.5"; false when malformed or negative. */
+/* A decimal price such as "32.77" or "0.5"; false when malformed or negative.
+ * Plain decimal only: strtod alone would take "0x10", "inf" and "nan". */
 static bool parse_price(const char *s, double *out)
 {
     char *end;
     double v;
 
-    if (!s || !*s)
+    if (!s || !*s || strspn(s, "0123456789.eE+-") != strlen(s) || !isdigit((unsigned char)s[0]))
         return false;
     v = strtod(s, &end);
-    while (*end == ' ')
-        end++;
     if (end == s || *end || !isfinite(v) || v < 0 || v > 1e6)
         return false;
     *out = v;
     return true;
+}
+
+/* A label holding a whole number of MiB ("23028"); 0 when absent or malformed. */
+static double label_mib_as_gib(const struct af_kv *labels, size_t n, const char *key)
+{
+    const char *v = kv_get(labels, n, key);
+    char *end;
+    unsigned long long mib;
+
+    if (!v || !isdigit((unsigned char)v[0]))
+        return 0;
+    mib = strtoull(v, &end, 10);
+    if (*end || mib == 0 || mib > (1ull << 24))
+        return 0;
+    return (double)mib / 1024.0;
+}
+
+/* "NVIDIA-A100-SXM4-80GB", "Tesla-V100-SXM2-32GB", "NVIDIA-H100-80GB-HBM3": the NNGB token. */
+static double product_gib(const char *product)
+{
+    for (const char *p = product; p && *p; p++) {
+        char *end;
+        unsigned long gb;
+        if (!isdigit((unsigned char)*p) || (p > product && isalnum((unsigned char)p[-1])))
+            continue;
+        gb = strtoul(p, &end, 10);
+        if ((end[0] == 'G' || end[0] == 'g') && (end[1] == 'B' || end[1] == 'b') &&
+            !isalnum((unsigned char)end[2]) && gb >= 4 && gb <= 1024)
+            return (double)gb * 1e9 / (1024.0 * 1024.0 * 1024.0);
+    }
+    return 0;
+}
+
+/* Smallest and largest device memory of the catalog's types of one class. */
+static void class_dev_range(const struct af_catalog *cat, enum af_class cls, double *lo, double *hi)
+{
+    *lo = *hi = 0;
+    for (size_t i = 0; cat && i < cat->n_types; i++) {
+        double m = cat->types[i].accel_memory_gib_per_device;
+        if (cat->types[i].cls != cls || !(m > 0))
+            continue;
+        if (*lo == 0 || m < *lo)
+            *lo = m;
+        if (m > *hi)
+            *hi = m;
+    }
+}
+
+/* Memory of one device the node hands out, from the most specific source there is. */
+static void device_memory(const struct af_catalog *cat, const struct af_instance_type *t,
+                          const struct af_kv *labels, size_t n_labels, struct af_node_info *out)
+{
+    const char *product = kv_get(labels, n_labels, "nvidia.com/gpu.product");
+    const char *strategy = kv_get(labels, n_labels, "nvidia.com/mig.strategy");
+    struct af_mig_profile mig;
+    double gib = 0;
+
+    if (out->kind == AF_ACCEL_NONE)
+        return;
+    /* Single-strategy MIG: every nvidia.com/gpu is one slice of this profile. */
+    if (product && (strstr(product, "MIG") || (strategy && !strcmp(strategy, "single"))) &&
+        af_mig_profile_parse(product, &mig)) {
+        gib = (double)mig.gb * 1e9 / (1024.0 * 1024.0 * 1024.0);
+        out->dev_mem_source = "MIG profile in nvidia.com/gpu.product";
+    } else if (t && t->accel_memory_gib_per_device > 0 && t->cls == out->cls) {
+        gib = t->accel_memory_gib_per_device;
+        out->dev_mem_source = "catalog";
+    } else if ((gib = label_mib_as_gib(labels, n_labels, "nvidia.com/gpu.memory")) > 0) {
+        out->dev_mem_source = "label nvidia.com/gpu.memory";
+    } else if ((gib = label_mib_as_gib(labels, n_labels, "karpenter.k8s.aws/instance-gpu-memory")) >
+               0) {
+        out->dev_mem_source = "label karpenter.k8s.aws/instance-gpu-memory";
+    } else if ((gib = product_gib(product)) > 0) {
+        out->dev_mem_source = "nvidia.com/gpu.product";
+    }
+    if (gib > 0) {
+        out->dev_mem_gib_lo = out->dev_mem_gib_hi = gib;
+        return;
+    }
+    if (out->cls > AF_CLASS_UNKNOWN && out->cls < AF_CLASS__COUNT) {
+        class_dev_range(cat, out->cls, &out->dev_mem_gib_lo, &out->dev_mem_gib_hi);
+        if (out->dev_mem_gib_hi > 0)
+            out->dev_mem_source = "range of the class in the catalog";
+    }
+}
+
+static bool gpu_shared(const struct af_kv *labels, size_t n_labels, const struct af_resources *a)
+{
+    const char *replicas = kv_get(labels, n_labels, "nvidia.com/gpu.replicas");
+    const char *strategy = kv_get(labels, n_labels, "nvidia.com/gpu.sharing-strategy");
+
+    if (a->v[AF_RES_GPU_SHARED] > 0)
+        return true;
+    if (strategy && (!strcmp(strategy, "time-slicing") || !strcmp(strategy, "mps")))
+        return true;
+    return replicas && atoi(replicas) > 1;
 }
 
 void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
@@ -103,7 +200,8 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
 {
     const struct af_instance_type *t = NULL;
     const char *itype, *itype_key = "node.kubernetes.io/instance-type";
-    const char *ann_price;
+    const char *fam_label, *ann_price;
+    enum af_accel_kind advertised = af_res_accel_kind(&out->allocatable);
     double price;
 
     out->cls = AF_CLASS_UNKNOWN;
@@ -111,12 +209,26 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
     out->price_known = false;
     out->hourly_usd = 0;
     out->price_source = "unknown";
+    out->price_annotation_bad = false;
+    out->dev_mem_gib_lo = out->dev_mem_gib_hi = 0;
+    out->dev_mem_source = NULL;
 
-    /* 1. The instance type, looked up in the catalog. */
+    /* 1. The instance type, looked up in the catalog. Karpenter's family and size
+     *    labels spell it too when the well-known label is missing. */
     itype = kv_get(labels, n_labels, itype_key);
     if (!itype) {
         itype_key = "beta.kubernetes.io/instance-type";
         itype = kv_get(labels, n_labels, itype_key);
+    }
+    fam_label = kv_get(labels, n_labels, "karpenter.k8s.aws/instance-family");
+    if (!fam_label)
+        fam_label = kv_get(labels, n_labels, "eks.amazonaws.com/instance-family");
+    if ((!itype || !*itype) && fam_label) {
+        const char *size = kv_get(labels, n_labels, "karpenter.k8s.aws/instance-size");
+        if (size && !out->instance_type)
+            out->instance_type = af_xasprintf("%s.%s", fam_label, size);
+        itype = out->instance_type;
+        itype_key = "karpenter.k8s.aws/instance-family and instance-size";
     }
     if (itype && *itype) {
         if (!out->instance_type)
@@ -126,6 +238,13 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
             out->cls = t->cls;
             out->class_source = itype_key;
         }
+    }
+    if (!out->family) {
+        const char *dot = itype ? strchr(itype, '.') : NULL;
+        if (fam_label && *fam_label)
+            out->family = af_xstrdup(fam_label);
+        else if (dot && dot > itype)
+            out->family = af_xstrndup(itype, (size_t)(dot - itype));
     }
 
     /* 2. Labels that name the accelerator. */
@@ -141,25 +260,52 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
         out->class_source = accel_labels[i];
     }
 
-    /* 3. The extended resources it advertises: an accelerator of unknown model
-     *    is not guessed at; a node with none is a CPU node. */
+    /* 3. The instance family, for a type the catalog does not have yet (g6e.2xlarge is
+     *    an L40S whatever its size). */
+    if (out->cls == AF_CLASS_UNKNOWN && out->family) {
+        char probe[64];
+        snprintf(probe, sizeof(probe), "%s.x", out->family);
+        out->cls = af_class_from_instance_family(probe);
+        if (out->cls != AF_CLASS_UNKNOWN)
+            out->class_source = "instance family (type not in the catalog)";
+    }
+
+    /* 4. What the node advertises overrules a class without accelerators: a node with
+     *    nvidia.com/gpu is not a CPU node, whatever its labels say. An accelerator of
+     *    unknown model keeps its kind, so the pods that request it can still use it. */
+    if (advertised != AF_ACCEL_NONE && af_class_kind(out->cls) != advertised &&
+        out->cls != AF_CLASS_UNKNOWN) {
+        out->cls = AF_CLASS_UNKNOWN;
+        out->class_source = NULL;
+    }
     if (out->cls == AF_CLASS_UNKNOWN) {
-        const struct af_resources *a = &out->allocatable;
-        if (a->v[AF_RES_GPU] > 0) {
+        switch (advertised) {
+        case AF_ACCEL_GPU:
             out->class_source = "allocatable nvidia.com/gpu (model unknown)";
-        } else if (a->v[AF_RES_NEURON] > 0 || a->v[AF_RES_NEURONDEVICE] > 0 ||
-                   a->v[AF_RES_NEURONCORE] > 0) {
+            break;
+        case AF_ACCEL_NEURON:
             out->class_source = "allocatable aws.amazon.com/neuron* (generation unknown)";
-        } else {
+            break;
+        case AF_ACCEL_AMD:
+            out->cls = AF_CLASS_AMD_GPU;
+            out->class_source = "allocatable amd.com/gpu";
+            break;
+        default:
             out->cls = AF_CLASS_CPU;
             out->class_source = "no accelerator label or resource";
+            break;
         }
     }
+    out->kind = out->cls != AF_CLASS_UNKNOWN ? af_class_kind(out->cls) : advertised;
+    out->gpu_shared = out->kind == AF_ACCEL_GPU && gpu_shared(labels, n_labels, &out->allocatable);
+    device_memory(cat, t, labels, n_labels, out);
 
     /* Capacity type and price. */
     out->spot = is_spot(labels, n_labels);
     ann_price = kv_get(annotations, n_annotations, "accelfit.io/hourly-price");
-    if (ann_price && parse_price(ann_price, &price)) {
+    if (ann_price && !parse_price(ann_price, &price))
+        out->price_annotation_bad = true;
+    if (ann_price && !out->price_annotation_bad) {
         out->price_known = true;
         out->hourly_usd = price;
         out->price_source = "annotation";

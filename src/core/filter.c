@@ -15,32 +15,33 @@
  * Pure: no I/O, no allocation, deterministic. The caller provides out[].
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "accelfit/decide.h"
 
-/* "nvidia-a10g", or "backfill on nvidia-a10g" for the backfill tier. */
+/* "nvidia-a10g", or "backfill on nvidia-a10g" for an added tier. */
 static void tier_label(const struct af_plan *plan, int tier, enum af_class node_cls, char *buf,
                        size_t n)
 {
-    if (plan->backfill && tier == (int)plan->sel.n_tiers - 1)
-        snprintf(buf, n, "backfill on %s", af_class_name(node_cls));
+    const struct af_tier *t = &plan->sel.tiers[tier];
+
+    if (t->group && node_cls > AF_CLASS_UNKNOWN)
+        snprintf(buf, n, "%s: %s", t->group, af_class_name(node_cls));
     else
-        snprintf(buf, n, "%s", af_class_name(plan->sel.tiers[tier].cls));
+        snprintf(buf, n, "%s", af_plan_tier_name(plan, tier));
 }
 
-/* "nvidia-a10g, nvidia-l4, nvidia-t4" in tier order. */
+/* "nvidia-a10g, nvidia-l4, any other NVIDIA GPU class" in tier order. */
 static void tier_list(const struct af_plan *plan, char *buf, size_t n)
 {
     size_t used = 0;
 
     buf[0] = '\0';
     for (size_t i = 0; i < plan->sel.n_tiers && used < n; i++) {
-        const char *name = plan->backfill && i == plan->sel.n_tiers - 1
-                               ? "any accelerator (backfill)"
-                               : af_class_name(plan->sel.tiers[i].cls);
-        int w = snprintf(buf + used, n - used, "%s%s", i ? ", " : "", name);
+        int w = snprintf(buf + used, n - used, "%s%s", i ? ", " : "",
+                         af_plan_tier_name(plan, (int)i));
         if (w < 0)
             break;
         used += (size_t)w;
@@ -49,54 +50,137 @@ static void tier_list(const struct af_plan *plan, char *buf, size_t n)
         snprintf(buf, n, "none");
 }
 
-static void not_in_tiers(const struct af_policy *pol, const struct af_plan *plan,
-                         enum af_class cls, char *out, size_t n)
+/* Why a node the pod's requests or the policy rule out is refused (no tier). */
+static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
+                    const struct af_node_info *node, char *out, size_t n)
 {
-    enum af_accel_kind kind = af_class_kind(cls);
+    enum af_accel_kind kind = node->cls > AF_CLASS_UNKNOWN ? af_class_kind(node->cls) : node->kind;
     char list[160];
 
     if (plan->requested == AF_ACCEL_NONE && kind != AF_ACCEL_NONE) {
-        snprintf(out, n, "CPU-only pod kept off accelerator node (%s); policy filter.cpu_backfill "
-                         "is %s",
-                 af_class_name(cls), pol && pol->cpu_backfill ? "on but this tier is excluded"
-                                                              : "off");
+        snprintf(out, n,
+                 "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill is %s",
+                 af_class_name(node->cls),
+                 pol && pol->cpu_backfill ? "on but rule is strict" : "off");
         return;
     }
-    if (plan->requested == AF_ACCEL_GPU && kind != AF_ACCEL_GPU) {
-        snprintf(out, n, "pod requests nvidia.com/gpu; this node (%s) has no NVIDIA GPU",
-                 af_class_name(cls));
+    if (kind != plan->requested) {
+        snprintf(out, n, "pod requests %s devices; this node (%s) has none",
+                 af_accel_kind_name(plan->requested), af_class_name(node->cls));
         return;
     }
-    if (plan->requested == AF_ACCEL_NEURON && kind != AF_ACCEL_NEURON) {
-        snprintf(out, n, "pod requests Neuron devices; this node (%s) has none",
-                 af_class_name(cls));
+    if (plan->requested == AF_ACCEL_NEURON && plan->neuron_gen_stated &&
+        af_class_neuron_core_version(node->cls) != plan->neuron_gen) {
+        snprintf(out, n,
+                 "this node (%s) runs NeuronCore-v%d; the pod's artifact is compiled for "
+                 "NeuronCore-v%d (accelfit.io/neuron-core-version) and runs only there",
+                 af_class_name(node->cls), af_class_neuron_core_version(node->cls),
+                 plan->neuron_gen);
         return;
-    }
-    if (plan->requested == AF_ACCEL_NEURON) {
-        for (size_t i = 0; i < plan->sel.n_tiers; i++) {
-            enum af_class t = plan->sel.tiers[i].cls;
-            if (af_class_kind(t) != AF_ACCEL_NEURON)
-                continue;
-            if (af_class_neuron_core_version(t) != af_class_neuron_core_version(cls)) {
-                snprintf(out, n,
-                         "this node (%s) runs NeuronCore-v%d; the pod's Neuron tiers run "
-                         "NeuronCore-v%d (%s), and an artifact runs only on its own generation",
-                         af_class_name(cls), af_class_neuron_core_version(cls),
-                         af_class_neuron_core_version(t), af_class_name(t));
-                return;
-            }
-            break;
-        }
     }
     tier_list(plan, list, sizeof(list));
-    snprintf(out, n, "class %s is not among this pod's tiers: %s (rule %s)", af_class_name(cls),
-             list, plan->sel.rule ? plan->sel.rule : "none matched");
+    snprintf(out, n, "class %s%s%s is not among the tiers of strict rule %s: %s",
+             af_class_name(node->cls), node->family ? ", family " : "",
+             node->family ? node->family : "", plan->sel.rule ? plan->sel.rule : "?", list);
+}
+
+/* "13B" for reasons. */
+static void fmt_params(char *out, size_t n, double v)
+{
+    if (v >= 1e12)
+        snprintf(out, n, "%.3gT", v / 1e12);
+    else if (v >= 1e9)
+        snprintf(out, n, "%.3gB", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(out, n, "%.3gM", v / 1e6);
+    else
+        snprintf(out, n, "%.0f", v);
+}
+
+/*
+ * Physics: the most memory the pod can have on this node is the devices it requests
+ * times the memory of one of the node's devices (the top of the range when only the
+ * class is known), times the instances the job may span. A model larger than that
+ * cannot run here, whatever else happens. Unknown model size or device memory: no
+ * refusal. Returns true (with the arithmetic in `out`) when it does not fit.
+ */
+static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *pod,
+                         const struct af_node_info *node, char *out, size_t n)
+{
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    char params[24], what[96];
+    double per, units, cap;
+
+    if (!(plan->need_gib > 0))
+        return false;
+    if (plan->requested == AF_ACCEL_NONE) {
+        /* CPU inference and backfill: host memory, the node's allocatable at most. */
+        per = (double)node->allocatable.v[AF_RES_MEMORY] / gib;
+        units = 1;
+        snprintf(what, sizeof(what), "host memory (%.1f GiB allocatable)", per);
+    } else if (pod->requests.v[AF_RES_MIG] > 0 && pod->mig.gb > 0) {
+        per = (double)pod->mig.gb * 1e9 / gib;
+        units = (double)pod->requests.v[AF_RES_MIG];
+        snprintf(what, sizeof(what), "%.0f x MIG %ug.%ugb slice (%.1f GiB each)", units,
+                 pod->mig.g, pod->mig.gb, per);
+    } else if (node->dev_mem_gib_hi > 0 && plan->devices > 0) {
+        per = node->dev_mem_gib_hi;
+        units = (double)plan->devices;
+        snprintf(what, sizeof(what), "%.0f x %s device (%.1f GiB each, %s)", units,
+                 af_class_name(node->cls), per,
+                 node->dev_mem_source ? node->dev_mem_source : "catalog");
+    } else if (node->dev_mem_gib_hi > 0 && plan->neuron_cores > 0 &&
+               af_class_neuron_cores_per_device(node->cls) > 0) {
+        per = node->dev_mem_gib_hi / af_class_neuron_cores_per_device(node->cls);
+        units = (double)plan->neuron_cores;
+        snprintf(what, sizeof(what), "%.0f x NeuronCore of %s (%.1f GiB each)", units,
+                 af_class_name(node->cls), per);
+    } else {
+        return false;
+    }
+    cap = per * units * plan->instances;
+    if (plan->need_gib <= cap)
+        return false;
+    fmt_params(params, sizeof(params), plan->profile.model_params);
+    if (plan->instances > 1)
+        snprintf(out, n,
+                 "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, %.1f GiB, "
+                 "x %d instances = %.1f GiB",
+                 params, af_workload_name(plan->profile.workload), plan->need_gib, what,
+                 per * units, plan->instances, cap);
+    else
+        snprintf(out, n, "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, "
+                         "%.1f GiB",
+                 params, af_workload_name(plan->profile.workload), plan->need_gib, what, cap);
+    return true;
 }
 
 static bool fits_pods(const struct af_node_view *v)
 {
     int64_t cap = v->info->allocatable.v[AF_RES_PODS];
     return cap <= 0 || v->npods < cap;
+}
+
+/* The node advertises the MIG profile the pod requests, with enough slices. */
+static bool mig_fits(const struct af_pod_info *pod, const struct af_node_info *node, bool *offered)
+{
+    *offered = true;
+    if (pod->requests.v[AF_RES_MIG] <= 0)
+        return true;
+    for (int i = 0; i < node->n_mig; i++)
+        if (node->mig[i].g == pod->mig.g && node->mig[i].gb == pod->mig.gb)
+            return node->mig_count[i] >= pod->requests.v[AF_RES_MIG];
+    *offered = false;
+    return false;
+}
+
+static bool has_room(const struct af_pod_info *pod, const struct af_node_view *v)
+{
+    bool offered;
+
+    return !v->info->unschedulable &&
+           af_res_fits(&pod->requests, &v->info->allocatable, &v->used, NULL) && fits_pods(v) &&
+           mig_fits(pod, v->info, &offered);
 }
 
 /* Why the pod does not fit on a node it could otherwise use. */
@@ -119,19 +203,44 @@ static void no_room(const struct af_pod_info *pod, const struct af_node_view *v,
                  af_res_name(r), want, have, total);
         return;
     }
-    snprintf(out, n, "no room: %d pods already, %lld allocatable", v->npods,
-             (long long)v->info->allocatable.v[AF_RES_PODS]);
+    if (!fits_pods(v)) {
+        snprintf(out, n, "no room: %d pods already, %lld allocatable", v->npods,
+                 (long long)v->info->allocatable.v[AF_RES_PODS]);
+        return;
+    }
+    snprintf(out, n, "no room: fewer than %lld MIG %ug.%ugb slices on the node",
+             (long long)pod->requests.v[AF_RES_MIG], pod->mig.g, pod->mig.gb);
 }
 
 /*
  * Most reasons depend only on the node's class (and, for a passing node, whether it has
  * room), not on the node: with hundreds of candidates of a few classes they are written
- * once per class and copied. A memo lives on the stack of one af_filter call.
+ * once per class and copied. A memo lives on the stack of one af_filter call; the slot
+ * past the last class stands for nodes whose class is unknown.
  */
+#define MEMO_SLOTS (AF_CLASS__COUNT + 1)
+
 struct reason_memo {
-    bool have[AF_CLASS__COUNT];
-    char text[AF_CLASS__COUNT][AF_REASON_MAX];
+    bool have[MEMO_SLOTS];
+    char text[MEMO_SLOTS][AF_REASON_MAX];
 };
+
+static int memo_slot(const struct af_node_info *n)
+{
+    return n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT ? (int)n->cls : AF_CLASS__COUNT;
+}
+
+/* snprintf into a reason buffer; a reason cut short is still a reason. */
+static void reasonf(char *r, const char *fmt, ...) AF_PRINTF(2, 3);
+
+static void reasonf(char *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r, AF_REASON_MAX, fmt, ap);
+    va_end(ap);
+}
 
 static void memo_copy(char *dst, const char *src)
 {
@@ -145,19 +254,19 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
 {
     int best = -1, best_any = -1;
     size_t best_node = 0;
-    struct reason_memo not_in, pass[2], worse;
+    struct reason_memo pass[2], worse;
 
-    memset(not_in.have, 0, sizeof(not_in.have));
     memset(pass[0].have, 0, sizeof(pass[0].have));
     memset(pass[1].have, 0, sizeof(pass[1].have));
     memset(worse.have, 0, sizeof(worse.have));
 
     if (sum)
         memset(sum, 0, sizeof(*sum));
-    /* Pass 1: class and room. */
+    /* Pass 1: what is known (requests, physics, explicit policy), then room. */
     for (size_t i = 0; i < n; i++) {
         const struct af_node_info *info = nodes[i].info;
         struct af_node_decision *d = &out[i];
+        bool offered;
 
         memset(d, 0, sizeof(*d));
         d->name = names ? names[i] : info ? info->name : "";
@@ -167,27 +276,26 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
             snprintf(d->reason, sizeof(d->reason), "node not in accelfit's cache yet");
             continue;
         }
-        if (info->cls <= AF_CLASS_UNKNOWN || info->cls >= AF_CLASS__COUNT) {
-            d->verdict = AF_VERDICT_UNRESOLVABLE;
-            snprintf(d->reason, sizeof(d->reason),
-                     "hardware class unknown (%s): label the node with a catalog "
-                     "node.kubernetes.io/instance-type or an accelerator name",
-                     info->class_source ? info->class_source : "no labels");
-            continue;
-        }
-        d->tier = plan->tier_of[info->cls];
+        d->tier = af_plan_node_tier(plan, info);
         if (d->tier < 0) {
             d->verdict = AF_VERDICT_UNRESOLVABLE;
-            if (!not_in.have[info->cls]) {
-                not_in_tiers(pol, plan, info->cls, not_in.text[info->cls], AF_REASON_MAX);
-                not_in.have[info->cls] = true;
-            }
-            memo_copy(d->reason, not_in.text[info->cls]);
+            no_tier(pol, plan, info, d->reason, sizeof(d->reason));
             continue;
         }
-        d->has_room = !info->unschedulable &&
-                      af_res_fits(&pod->requests, &info->allocatable, &nodes[i].used, NULL) &&
-                      fits_pods(&nodes[i]);
+        if (!mig_fits(pod, info, &offered) && !offered) {
+            d->verdict = AF_VERDICT_UNRESOLVABLE;
+            d->tier = -1;
+            snprintf(d->reason, sizeof(d->reason),
+                     "the pod requests MIG %ug.%ugb slices; this node offers none of that profile",
+                     pod->mig.g, pod->mig.gb);
+            continue;
+        }
+        if (does_not_fit(plan, pod, info, d->reason, sizeof(d->reason))) {
+            d->verdict = AF_VERDICT_UNRESOLVABLE;
+            d->tier = -1;
+            continue;
+        }
+        d->has_room = has_room(pod, &nodes[i]);
         if (d->has_room && (best < 0 || d->tier < best)) {
             best = d->tier;
             best_node = i;
@@ -204,49 +312,56 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
             }
     }
 
-    /* Pass 2: tiered fallback. */
-    /* The tier is a function of the class (plan->tier_of), so the class keys the memos. */
+    /*
+     * Pass 2. A pod that states its workload gets tiered fallback: the best tier with
+     * room wins, the others wait. A pod that does not has only a guessed rule, and a
+     * guess ranks (prioritize) but never refuses: every node it can use passes.
+     */
     for (size_t i = 0; i < n; i++) {
         struct af_node_decision *d = &out[i];
-        enum af_class cls;
+        int slot;
         char mine[64], theirs[64];
 
         if (d->tier < 0)
             continue;
-        cls = nodes[i].info->cls;
-        if (d->tier == best) {
+        slot = memo_slot(nodes[i].info);
+        if (d->tier == best || !plan->stated) {
             struct reason_memo *m = &pass[d->has_room ? 1 : 0];
             d->verdict = AF_VERDICT_PASS;
-            if (!m->have[cls]) {
-                tier_label(plan, d->tier, cls, mine, sizeof(mine));
-                snprintf(m->text[cls], AF_REASON_MAX, "tier %d (%s): rule %s%s", d->tier + 1,
-                         mine, plan->sel.rule ? plan->sel.rule : "fallback",
-                         d->has_room ? ""
-                                     : "; the cache shows no room, the scheduler's view decides");
-                m->have[cls] = true;
+            if (d->tier != best || !m->have[slot]) {
+                char *r = d->tier == best ? m->text[slot] : d->reason;
+                tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
+                snprintf(r, AF_REASON_MAX, "tier %d (%s): rule %s%s%s", d->tier + 1, mine,
+                         plan->sel.rule ? plan->sel.rule : "none",
+                         plan->stated ? "" : ", inferred: ranks, does not filter",
+                         d->has_room ? "" : "; the cache shows no room, the scheduler's view "
+                                            "decides");
+                if (d->tier == best)
+                    m->have[slot] = true;
             }
-            memo_copy(d->reason, m->text[cls]);
+            if (d->tier == best)
+                memo_copy(d->reason, m->text[slot]);
         } else if (d->tier < best) {
             d->verdict = AF_VERDICT_FAILED;
             no_room(pod, &nodes[i], d->reason, sizeof(d->reason));
         } else {
             d->verdict = AF_VERDICT_FAILED;
-            if (!worse.have[cls]) {
-                char *r = worse.text[cls];
-                tier_label(plan, d->tier, cls, mine, sizeof(mine));
+            if (!worse.have[slot]) {
+                char *r = worse.text[slot];
+                tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
                 tier_label(plan, best, nodes[best_node].info->cls, theirs, sizeof(theirs));
                 if (out[best_node].has_room)
-                    snprintf(r, AF_REASON_MAX,
-                             "tier %d (%s) has room on %s; this node is tier %d (%s)", best + 1,
-                             theirs, out[best_node].name, d->tier + 1, mine);
+                    reasonf(r,
+                             "tier %d (%.48s) has room on %.80s; this node is tier %d (%.48s)",
+                             best + 1, theirs, out[best_node].name, d->tier + 1, mine);
                 else
-                    snprintf(r, AF_REASON_MAX,
-                             "tier %d (%s) comes first and no candidate has room; this node is "
-                             "tier %d (%s)",
+                    reasonf(r,
+                             "tier %d (%.48s) comes first and no candidate has room; this node "
+                             "is tier %d (%.48s)",
                              best + 1, theirs, d->tier + 1, mine);
-                worse.have[cls] = true;
+                worse.have[slot] = true;
             }
-            memo_copy(d->reason, worse.text[cls]);
+            memo_copy(d->reason, worse.text[slot]);
         }
     }
     if (!sum)
@@ -268,8 +383,16 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
 /* The resource whose allocation the score looks at. */
 static enum af_res main_resource(const struct af_plan *plan, const struct af_pod_info *pod)
 {
-    if (plan->requested == AF_ACCEL_GPU)
+    static const enum af_res gpus[] = {AF_RES_GPU, AF_RES_GPU_SHARED, AF_RES_MIG};
+
+    if (plan->requested == AF_ACCEL_GPU) {
+        for (size_t i = 0; i < AF_ARRAY_SIZE(gpus); i++)
+            if (pod->requests.v[gpus[i]] > 0)
+                return gpus[i];
         return AF_RES_GPU;
+    }
+    if (plan->requested == AF_ACCEL_AMD)
+        return AF_RES_AMD_GPU;
     if (plan->requested == AF_ACCEL_NEURON) {
         if (pod->requests.v[AF_RES_NEURON] > 0)
             return AF_RES_NEURON;
@@ -285,14 +408,18 @@ static double clamp01(double v)
     return v < 0 ? 0 : v > 1 ? 1 : v;
 }
 
-/* The pod's share of the node's price: the largest fraction it takes of any resource. */
+/*
+ * The pod's share of the node's price: the largest fraction it takes of any resource.
+ * The first workload pod on a node pays the whole node (it is what keeps the node up);
+ * DaemonSet and mirror pods run on every node and do not count.
+ */
 static bool marginal(const struct af_pod_info *pod, const struct af_node_view *v, double *usd)
 {
     double share = 0;
 
     if (!v->info->price_known)
         return false;
-    if (v->npods == 0) {
+    if (v->npods - v->nsystem <= 0) {
         *usd = v->info->hourly_usd;
         return true;
     }
@@ -343,7 +470,10 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
         if (!d->has_room)
             d->s_util = 0;
         d->marginal_known = marginal(pod, v, &d->marginal_usd_hr);
-        if (d->marginal_known && (cheapest < 0 || d->marginal_usd_hr < cheapest))
+        /* The cheapest *paid* placement sets the scale: a free node scores 1 on its own
+         * and must not turn every other node's cost term into 0. */
+        if (d->marginal_known && d->marginal_usd_hr > 0 &&
+            (cheapest < 0 || d->marginal_usd_hr < cheapest))
             cheapest = d->marginal_usd_hr;
     }
     for (size_t i = 0; i < n; i++) {
@@ -357,7 +487,7 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
         }
         if (!d->marginal_known)
             d->s_cost = 0;
-        else if (d->marginal_usd_hr <= 0)
+        else if (d->marginal_usd_hr <= 0 || cheapest <= 0)
             d->s_cost = 1;
         else
             d->s_cost = clamp01(cheapest / d->marginal_usd_hr);

@@ -59,6 +59,78 @@ const char *af_class_names_list(void)
     return list + 2;   /* past the first ", " */
 }
 
+const char *af_accel_kind_name(enum af_accel_kind k)
+{
+    switch (k) {
+    case AF_ACCEL_GPU:
+        return "NVIDIA GPU";
+    case AF_ACCEL_NEURON:
+        return "AWS Neuron";
+    case AF_ACCEL_AMD:
+        return "AMD GPU";
+    default:
+        return "no accelerator";
+    }
+}
+
+int af_class_neuron_cores_per_device(enum af_class c)
+{
+    switch (c) {
+    case AF_CLASS_INFERENTIA1:
+        return 4;
+    case AF_CLASS_INFERENTIA2:
+    case AF_CLASS_TRAINIUM1:
+        return 2;
+    case AF_CLASS_TRAINIUM2:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+enum af_class af_class_from_instance_family(const char *itype)
+{
+    /* EC2 families by accelerator (longest prefix first where one is the start of another). */
+    static const struct {
+        const char *family;
+        enum af_class cls;
+    } families[] = {
+        {"g4dn", AF_CLASS_NVIDIA_T4},     {"g5g", AF_CLASS_NVIDIA_T4},
+        {"g5", AF_CLASS_NVIDIA_A10G},     {"g6e", AF_CLASS_NVIDIA_L40S},
+        {"g6f", AF_CLASS_NVIDIA_L4},      {"gr6", AF_CLASS_NVIDIA_L4},
+        {"g6", AF_CLASS_NVIDIA_L4},       {"g4ad", AF_CLASS_AMD_GPU},
+        {"p3dn", AF_CLASS_NVIDIA_V100},   {"p3", AF_CLASS_NVIDIA_V100},
+        {"p4d", AF_CLASS_NVIDIA_A100},    {"p4de", AF_CLASS_NVIDIA_A100},
+        {"p5e", AF_CLASS_NVIDIA_H200},    {"p5en", AF_CLASS_NVIDIA_H200},
+        {"p5", AF_CLASS_NVIDIA_H100},     {"p6-b200", AF_CLASS_NVIDIA_B200},
+        {"p6e-gb200", AF_CLASS_NVIDIA_B200},
+        {"trn1", AF_CLASS_TRAINIUM1},     {"trn1n", AF_CLASS_TRAINIUM1},
+        {"trn2", AF_CLASS_TRAINIUM2},     {"trn2u", AF_CLASS_TRAINIUM2},
+        {"inf1", AF_CLASS_INFERENTIA1},   {"inf2", AF_CLASS_INFERENTIA2},
+    };
+    /* General-purpose, compute- and memory-optimized families: no accelerator. */
+    static const char cpu_letters[] = "cmrtxz";
+    const char *dot;
+    size_t flen;
+
+    if (!itype || !(dot = strchr(itype, '.')) || dot == itype)
+        return AF_CLASS_UNKNOWN;
+    flen = (size_t)(dot - itype);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(families); i++)
+        if (strlen(families[i].family) == flen && !strncmp(itype, families[i].family, flen))
+            return families[i].cls;
+    /* "c7i", "m6g", "r5", "t3a", "x2idn": a CPU letter, a generation digit, then
+     * lowercase options. Anything else (a family EC2 adds tomorrow) stays unknown. */
+    if (flen >= 2 && strchr(cpu_letters, itype[0]) && isdigit((unsigned char)itype[1])) {
+        for (size_t i = 2; i < flen; i++)
+            if (!islower((unsigned char)itype[i]) && !isdigit((unsigned char)itype[i]) &&
+                itype[i] != '-')
+                return AF_CLASS_UNKNOWN;
+        return AF_CLASS_CPU;
+    }
+    return AF_CLASS_UNKNOWN;
+}
+
 int af_class_neuron_core_version(enum af_class c)
 {
     switch (c) {
@@ -166,10 +238,41 @@ const char *af_res_name(enum af_res r)
 
 int af_res_parse(const char *name)
 {
+    static const char mig[] = "nvidia.com/mig-";
+
     for (int i = 0; i < AF_RES__COUNT; i++)
-        if (!strcmp(name, res_names[i]))
+        if (i != AF_RES_MIG && !strcmp(name, res_names[i]))
             return i;
+    if (!strncmp(name, mig, sizeof(mig) - 1))
+        return AF_RES_MIG;
     return -1;
+}
+
+bool af_mig_profile_parse(const char *s, struct af_mig_profile *out)
+{
+    /* The profile is the last "<g>g.<gb>gb" in the string, case-insensitively. */
+    const char *p = s ? s + strlen(s) : NULL;
+
+    while (p && p > s) {
+        unsigned long g, gb;
+        char *end;
+        p--;
+        if (!isdigit((unsigned char)*p) || (p > s && isdigit((unsigned char)p[-1])))
+            continue;
+        g = strtoul(p, &end, 10);
+        if (tolower((unsigned char)end[0]) != 'g' || end[1] != '.' ||
+            !isdigit((unsigned char)end[2]))
+            continue;
+        gb = strtoul(end + 2, &end, 10);
+        if (tolower((unsigned char)end[0]) != 'g' || tolower((unsigned char)end[1]) != 'b')
+            continue;
+        if (g < 1 || g > 8 || gb < 1 || gb > 1024)
+            return false;
+        out->g = (uint16_t)g;
+        out->gb = (uint16_t)gb;
+        return true;
+    }
+    return false;
 }
 
 bool af_res_fits(const struct af_resources *req, const struct af_resources *alloc,
@@ -203,12 +306,26 @@ void af_res_format(enum af_res r, int64_t v, char *out, size_t n)
 
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req)
 {
-    if (req->v[AF_RES_GPU] > 0)
+    if (req->v[AF_RES_GPU] > 0 || req->v[AF_RES_GPU_SHARED] > 0 || req->v[AF_RES_MIG] > 0)
         return AF_ACCEL_GPU;
     if (req->v[AF_RES_NEURON] > 0 || req->v[AF_RES_NEURONDEVICE] > 0 ||
         req->v[AF_RES_NEURONCORE] > 0)
         return AF_ACCEL_NEURON;
+    if (req->v[AF_RES_AMD_GPU] > 0)
+        return AF_ACCEL_AMD;
     return AF_ACCEL_NONE;
+}
+
+int64_t af_res_devices(const struct af_resources *r)
+{
+    static const enum af_res devs[] = {AF_RES_GPU, AF_RES_GPU_SHARED, AF_RES_MIG,
+                                       AF_RES_NEURON, AF_RES_NEURONDEVICE, AF_RES_AMD_GPU};
+    int64_t n = 0;
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(devs); i++)
+        if (r->v[devs[i]] > 0)
+            n = n > INT64_MAX - r->v[devs[i]] ? INT64_MAX : n + r->v[devs[i]];
+    return n;
 }
 
 /* ---- workload enums ------------------------------------------------------------------ */
@@ -329,6 +446,7 @@ void af_node_info_unref(struct af_node_info *n)
         return;
     free(n->name);
     free(n->instance_type);
+    free(n->family);
     free(n);
 }
 
@@ -364,5 +482,7 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->ann.framework);
     free(p->ann.neuron_ready);
     free(p->ann.precision);
+    free(p->ann.neuron_core_version);
+    free(p->ann.instances);
     free(p);
 }

@@ -3,12 +3,13 @@
  * A pod's plan: its intent read from the accelfit.io annotations (a
  * malformed value is not guessed at: the key is treated as absent and a note
  * says so), the workload inferred when it is not stated, the ranked tiers from
- * the selection core, and then only the tiers the pod's resource requests can
- * actually use. A filter cannot change requests, so a pod asking for
- * nvidia.com/gpu can only ever run on NVIDIA classes, a Neuron pod only on
- * Neuron classes of the NeuronCore generation its artifact was compiled for,
- * and a CPU-only pod on CPU nodes (plus accelerator nodes as a last resort
- * when the policy allows backfill).
+ * the selection core restricted to what the pod's requests can use, and then
+ * the tiers the rule did not name: a rule's tiers are preferences, so every
+ * other class the requests allow comes last (unless the rule is strict). A
+ * filter cannot change requests: a pod asking for nvidia.com/gpu only ever
+ * runs on NVIDIA classes, a Neuron pod on Neuron classes (of its stated
+ * NeuronCore generation, when it states one), a CPU-only pod on CPU nodes
+ * (and on accelerator nodes last when the policy allows backfill).
  *
  * Pure: no I/O, no allocation; the plan has a fixed size.
  */
@@ -115,90 +116,192 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
         else
             pr->precision = (enum af_precision)v;
     }
+    if (a->neuron_core_version) {
+        const char *v = a->neuron_core_version;
+        int64_t g;
+        if ((v[0] == 'v' || v[0] == 'V') && v[1])
+            v++;
+        if (af_parse_int64(v, 1, 3, &g))
+            note(p, BAD "is not a NeuronCore generation (1, 2 or 3); ignored",
+                 "neuron-core-version", a->neuron_core_version);
+        else {
+            p->neuron_gen = (int)g;
+            p->neuron_gen_stated = true;
+        }
+    }
+    if (a->instances) {
+        int64_t v;
+        if (af_parse_int64(a->instances, 1, 4096, &v))
+            note(p, BAD "is not a number of instances (1-4096); ignored", "instances",
+                 a->instances);
+        else {
+            p->instances = (int)v;
+            p->instances_stated = true;
+        }
+    }
 }
 
 /* The accelerator resource the pod asks for, by name, for notes and reasons. */
-static const char *accel_resource(const struct af_resources *r)
+static const char *accel_resource(const struct af_pod_info *pod)
 {
-    static const enum af_res order[] = {AF_RES_GPU, AF_RES_NEURON, AF_RES_NEURONDEVICE,
-                                        AF_RES_NEURONCORE};
+    static const enum af_res order[] = {AF_RES_GPU,        AF_RES_GPU_SHARED, AF_RES_MIG,
+                                        AF_RES_NEURON,     AF_RES_NEURONDEVICE,
+                                        AF_RES_NEURONCORE, AF_RES_AMD_GPU};
     for (size_t i = 0; i < AF_ARRAY_SIZE(order); i++)
-        if (r->v[order[i]] > 0)
-            return af_res_name(order[i]);
+        if (pod->requests.v[order[i]] > 0)
+            return order[i] == AF_RES_MIG ? "nvidia.com/mig-*" : af_res_name(order[i]);
     return "no accelerator";
 }
 
-/* Cheapest priced instance type of `cls` in the catalog, for a fallback tier. */
-static const struct af_instance_type *cheapest(const struct af_catalog *cat, enum af_class cls)
+/* Whether a node of class `cls` can serve the pod's requests at all. */
+static bool kind_fits(const struct af_plan *p, enum af_class cls)
 {
-    const struct af_instance_type *best = NULL;
-
-    for (size_t i = 0; cat && i < cat->n_types; i++) {
-        const struct af_instance_type *t = &cat->types[i];
-        if (t->cls != cls)
-            continue;
-        if (!best || (t->price_usd_hr >= 0 &&
-                      (best->price_usd_hr < 0 || t->price_usd_hr < best->price_usd_hr)))
-            best = t;
-    }
-    return best;
+    return af_class_kind(cls) == p->requested;
 }
 
-static void add_fallback_tier(struct af_plan *p, const struct af_catalog *cat, enum af_class cls,
-                              const char *why)
+/* Appends a tier that stands for a group of classes (cls UNKNOWN); its index. */
+static int add_group_tier(struct af_plan *p, const char *group, const char *fmt, ...)
+    AF_PRINTF(3, 4);
+
+static int add_group_tier(struct af_plan *p, const char *group, const char *fmt, ...)
 {
     struct af_tier *t;
+    va_list ap;
 
     if (p->sel.n_tiers >= AF_ARRAY_SIZE(p->sel.tiers))
-        return;
-    t = &p->sel.tiers[p->sel.n_tiers++];
+        return -1;
+    t = &p->sel.tiers[p->sel.n_tiers];
     memset(t, 0, sizeof(*t));
-    t->cls = cls;
+    t->cls = AF_CLASS_UNKNOWN;
+    t->group = group;
     t->instances = 1;
-    t->instance = cheapest(cat, cls);
-    if (t->instance && t->instance->price_usd_hr >= 0) {
-        t->price_known = true;
-        t->hourly_usd = t->instance->price_usd_hr;
-    }
-    if (t->instance)
-        t->accel_memory_gib = af_instance_accel_memory_gib(t->instance);
-    snprintf(t->reasons[0], AF_REASON_MAX, "%s", why);
-    t->n_reasons = 1;
+    t->n_reasons = 2;          /* reasons[0] is the role, written by af_selection_label */
+    va_start(ap, fmt);
+    vsnprintf(t->reasons[1], AF_REASON_MAX, fmt, ap);
+    va_end(ap);
+    return (int)p->sel.n_tiers++;
 }
 
-/* Why tier class `cls` cannot serve this pod's requests, or NULL when it can. */
-static const char *unusable(const struct af_plan *p, const struct af_pod_info *pod,
-                            enum af_class cls, int neuron_gen, char *buf, size_t n)
+/* The added tiers' names by kind: "any other NVIDIA GPU class", ... */
+static const char *other_group(enum af_accel_kind k)
 {
-    enum af_accel_kind kind = af_class_kind(cls);
-
-    switch (p->requested) {
+    switch (k) {
     case AF_ACCEL_GPU:
-        if (kind == AF_ACCEL_GPU)
-            return NULL;
-        snprintf(buf, n, "the pod requests nvidia.com/gpu, which %s nodes do not have",
-                 af_class_name(cls));
-        return buf;
+        return "any other NVIDIA GPU class";
     case AF_ACCEL_NEURON:
-        if (kind != AF_ACCEL_NEURON) {
-            snprintf(buf, n, "the pod requests %s, which %s nodes do not have",
-                     accel_resource(&pod->requests), af_class_name(cls));
-            return buf;
-        }
-        if (neuron_gen && af_class_neuron_core_version(cls) != neuron_gen) {
-            snprintf(buf, n,
-                     "%s runs NeuronCore-v%d; the pod's first Neuron tier runs NeuronCore-v%d, "
-                     "and a Neuron artifact runs only on the generation it was compiled for",
-                     af_class_name(cls), af_class_neuron_core_version(cls), neuron_gen);
-            return buf;
-        }
-        return NULL;
+        return "any other Neuron class";
+    case AF_ACCEL_AMD:
+        return "AMD GPU nodes";
     default:
-        if (kind == AF_ACCEL_NONE)
-            return NULL;
-        snprintf(buf, n, "CPU-only pod (no accelerator requested): kept off %s",
-                 af_class_name(cls));
-        return buf;
+        return "any other CPU node";
+    }
+}
+
+/*
+ * Keeps the rule's tiers the requests can use (and, with a NeuronCore generation
+ * stated, that generation); a class the requests cannot use is dropped with the
+ * reason. Returns the generation of the first Neuron tier kept, 0 when none.
+ */
+static int keep_usable_tiers(struct af_plan *out, const struct af_pod_info *pod)
+{
+    struct af_selection *sel = &out->sel;
+    struct af_tier kept[AF_ARRAY_SIZE(sel->tiers)];
+    size_t n_kept = 0;
+    int first_gen = 0;
+
+    for (size_t i = 0; i < sel->n_tiers; i++) {
+        enum af_class c = sel->tiers[i].cls;
+        int gen = af_class_neuron_core_version(c);
+        if (!kind_fits(out, c)) {
+            if (out->requested == AF_ACCEL_NONE)
+                drop(sel, c, "CPU-only pod (no accelerator requested): %s is an accelerator "
+                             "class",
+                     af_class_name(c));
+            else
+                drop(sel, c, "the pod requests %s, which %s nodes do not have",
+                     accel_resource(pod), af_class_name(c));
+            continue;
+        }
+        if (out->neuron_gen_stated && gen && gen != out->neuron_gen) {
+            drop(sel, c,
+                 "%s runs NeuronCore-v%d; the pod's artifact is compiled for NeuronCore-v%d "
+                 "(accelfit.io/neuron-core-version)",
+                 af_class_name(c), gen, out->neuron_gen);
+            continue;
+        }
+        if (!first_gen && gen)
+            first_gen = gen;
+        /* A Neuron pod whose generation is not stated stays on the generation of the
+         * rule's first Neuron tier; other generations come after every class of it. */
+        if (!out->neuron_gen_stated && first_gen && gen && gen != first_gen)
+            continue;
+        kept[n_kept++] = sel->tiers[i];
+    }
+    memcpy(sel->tiers, kept, n_kept * sizeof(kept[0]));
+    sel->n_tiers = n_kept;
+    return first_gen;
+}
+
+/* Points every class `want` accepts at tier t, where no better tier has it. */
+static void map_group(struct af_plan *p, int t, bool (*want)(const struct af_plan *, enum af_class))
+{
+    for (int c = 0; c < AF_CLASS__COUNT && t >= 0; c++) {
+        if (!want(p, (enum af_class)c))
+            continue;
+        if (p->other_of[c] < 0)
+            p->other_of[c] = t;
+        if (p->tier_of[c] < 0)
+            p->tier_of[c] = t;
+    }
+}
+
+static bool same_gen(const struct af_plan *p, enum af_class c)
+{
+    int gen = af_class_neuron_core_version(c);
+    return kind_fits(p, c) && (!gen || !p->neuron_gen || gen == p->neuron_gen);
+}
+
+static bool other_gen(const struct af_plan *p, enum af_class c)
+{
+    return kind_fits(p, c) && !same_gen(p, c);
+}
+
+static bool accelerator(const struct af_plan *p, enum af_class c)
+{
+    return af_class_kind(c) != AF_ACCEL_NONE;
+}
+
+/* The added tiers: the rest of the pod's kind, other Neuron generations, backfill. */
+static void add_other_tiers(const struct af_policy *pol, struct af_plan *out)
+{
+    struct af_selection *sel = &out->sel;
+    int t;
+
+    if (sel->strict && out->stated) {
+        note(out, "rule %s is strict: no class outside its tiers", sel->rule);
+    } else {
+        t = add_group_tier(out, other_group(out->requested),
+                           "the rule's tiers are preferences: every other class the pod's "
+                           "requests allow comes last, where its model fits");
+        map_group(out, t, same_gen);
+        out->unknown_tier = t;
+        if (out->requested == AF_ACCEL_NEURON && !out->neuron_gen_stated) {
+            t = add_group_tier(out, "other NeuronCore generations",
+                               "an artifact runs only on the NeuronCore generation it was "
+                               "compiled for, and the pod does not say which "
+                               "(accelfit.io/neuron-core-version): v%d first, others last",
+                               out->neuron_gen);
+            map_group(out, t, other_gen);
+        }
+    }
+
+    /* A CPU-only pod may take spare room on accelerator nodes last, when the policy says so. */
+    if (out->requested == AF_ACCEL_NONE && pol && pol->cpu_backfill) {
+        t = add_group_tier(out, "backfill onto accelerator nodes",
+                           "backfill: policy filter.cpu_backfill lets CPU-only pods use spare "
+                           "room on accelerator nodes when no CPU node has room");
+        map_group(out, t, accelerator);
+        out->backfill = t >= 0;
     }
 }
 
@@ -206,26 +309,30 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
                  const struct af_pod_info *pod, struct af_plan *out)
 {
     struct af_selection *sel = &out->sel;
-    struct af_tier kept[AF_ARRAY_SIZE(sel->tiers)];
-    size_t n_kept = 0;
-    int neuron_gen = 0;
+    int pref_gen;
 
     memset(out, 0, sizeof(*out));
     af_profile_init(&out->profile);
     for (int c = 0; c < AF_CLASS__COUNT; c++)
-        out->tier_of[c] = -1;
+        out->tier_of[c] = out->other_of[c] = -1;
+    out->unknown_tier = -1;
 
     read_intent(pod, out);
     out->requested = af_res_accel_kind(&pod->requests);
-    if (out->profile.workload == AF_WORKLOAD_UNKNOWN) {
+    out->devices = af_res_devices(&pod->requests);
+    out->neuron_cores = pod->requests.v[AF_RES_NEURONCORE];
+    out->stated = out->profile.workload != AF_WORKLOAD_UNKNOWN;
+    if (!out->stated) {
         out->workload_inferred = true;
         if (out->requested != AF_ACCEL_NONE) {
             out->profile.workload = AF_WORKLOAD_INFERENCE;
-            note(out, "workload not annotated: inferred inference from the %s request",
-                 accel_resource(&pod->requests));
+            note(out, "workload not annotated: inferred inference from the %s request; "
+                      "tiers only rank nodes, they do not filter",
+                 accel_resource(pod));
         } else {
             out->profile.workload = AF_WORKLOAD_PREPROCESSING;
-            note(out, "workload not annotated: inferred preprocessing (no accelerator requested)");
+            note(out, "workload not annotated: inferred preprocessing (no accelerator "
+                      "requested); tiers only rank nodes, they do not filter");
         }
     }
     /* A malformed neuron-ready is treated as absent (read_intent noted it). */
@@ -234,127 +341,69 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
                                     strcasecmp(pod->ann.neuron_ready, "false")))) {
         out->profile.neuron_ready = true;
         note(out, "the pod requests %s without accelfit.io/neuron-ready: taken as Neuron-ready",
-             accel_resource(&pod->requests));
+             accel_resource(pod));
+    }
+    if (out->requested != AF_ACCEL_NEURON && out->neuron_gen_stated) {
+        out->neuron_gen_stated = false;
+        out->neuron_gen = 0;
     }
 
     if (pol)
         af_select(pol, cat, &out->profile, out->requested == AF_ACCEL_NEURON, sel);
     else
         memset(sel, 0, sizeof(*sel));
-
-    /* Keep the tiers the requests can use; the rest go to `dropped` with the reason. */
-    for (size_t i = 0; i < sel->n_tiers; i++) {
-        char why[AF_REASON_MAX];
-        const char *no = unusable(out, pod, sel->tiers[i].cls, neuron_gen, why, sizeof(why));
-        if (no) {
-            drop(sel, sel->tiers[i].cls, "%s", no);
-            continue;
-        }
-        if (!neuron_gen && af_class_kind(sel->tiers[i].cls) == AF_ACCEL_NEURON)
-            neuron_gen = af_class_neuron_core_version(sel->tiers[i].cls);
-        kept[n_kept++] = sel->tiers[i];
-    }
-    memcpy(sel->tiers, kept, n_kept * sizeof(kept[0]));
-    sel->n_tiers = n_kept;
-
-    if (!sel->n_tiers) {
-        const char *rule = sel->rule ? sel->rule : "none matched";
-        switch (out->requested) {
-        case AF_ACCEL_GPU: {
-            static const enum af_class gpus[] = {
-                AF_CLASS_NVIDIA_T4,   AF_CLASS_NVIDIA_A10G, AF_CLASS_NVIDIA_L4,
-                AF_CLASS_NVIDIA_L40S, AF_CLASS_NVIDIA_V100, AF_CLASS_NVIDIA_A100,
-                AF_CLASS_NVIDIA_H100, AF_CLASS_NVIDIA_H200,
-            };
-            note(out, "no tier of rule %s can serve a nvidia.com/gpu request: any NVIDIA class, "
-                      "cheapest first",
-                 rule);
-            for (size_t i = 0; i < AF_ARRAY_SIZE(gpus); i++)
-                add_fallback_tier(out, cat, gpus[i],
-                                  "fallback: any NVIDIA GPU class can serve a nvidia.com/gpu "
-                                  "request; cheapest first");
-            break;
-        }
-        case AF_ACCEL_NEURON: {
-            bool training = out->profile.workload == AF_WORKLOAD_TRAINING;
-            note(out, "no tier of rule %s can serve a %s request: Neuron classes for %s", rule,
-                 accel_resource(&pod->requests), training ? "training" : "inference");
-            add_fallback_tier(out, cat, training ? AF_CLASS_TRAINIUM1 : AF_CLASS_INFERENTIA2,
-                              "fallback: the pod requests Neuron devices");
-            add_fallback_tier(out, cat, training ? AF_CLASS_TRAINIUM2 : AF_CLASS_TRAINIUM1,
-                              "fallback: the pod requests Neuron devices");
-            break;
-        }
-        default:
-            note(out, "no tier of rule %s suits a pod that requests no accelerator: cpu", rule);
-            add_fallback_tier(out, cat, AF_CLASS_CPU,
-                              "fallback: a pod that requests no accelerator runs on CPU nodes");
-            break;
-        }
+    out->need_gib = sel->memory_needed_gib;
+    /* How many instances the model may be split across: stated, else what the
+     * policy allows the workload (any workload's maximum when it is only inferred). */
+    if (!out->instances_stated) {
+        int maxi = 1;
+        for (int w = 0; pol && w < AF_WORKLOAD__COUNT; w++)
+            if ((out->stated ? w == (int)out->profile.workload : true) && pol->max_instances[w] > maxi)
+                maxi = pol->max_instances[w];
+        out->instances = maxi;
     }
 
-    /*
-     * A Neuron request fits every class of the same NeuronCore generation (inf2 and trn1
-     * share v2), so those classes are added as fallbacks when the rule did not list them.
-     */
-    if (out->requested == AF_ACCEL_NEURON && neuron_gen) {
-        bool training = out->profile.workload == AF_WORKLOAD_TRAINING;
-        const enum af_class extra[2] = {
-            training ? AF_CLASS_TRAINIUM1 : AF_CLASS_INFERENTIA2,
-            training ? AF_CLASS_TRAINIUM2 : AF_CLASS_TRAINIUM1,
-        };
-        for (size_t k = 0; k < 2; k++) {
-            bool have = false;
-            char why[AF_REASON_MAX];
-            if (af_class_neuron_core_version(extra[k]) != neuron_gen)
-                continue;
-            for (size_t i = 0; i < sel->n_tiers; i++)
-                have = have || sel->tiers[i].cls == extra[k];
-            if (have)
-                continue;
-            snprintf(why, sizeof(why),
-                     "fallback: %s runs NeuronCore-v%d like the tiers above, so the pod's Neuron "
-                     "request and artifact fit it",
-                     af_class_name(extra[k]), neuron_gen);
-            add_fallback_tier(out, cat, extra[k], why);
-        }
+    pref_gen = keep_usable_tiers(out, pod);
+    if (out->requested == AF_ACCEL_NEURON && !out->neuron_gen_stated) {
+        /* No stated generation: prefer the rule's first Neuron tier's (v2 without one). */
+        out->neuron_gen = pref_gen ? pref_gen : 2;
     }
+    if (!sel->n_tiers)
+        note(out, "no tier of rule %s can serve a pod that requests %s", sel->rule ? sel->rule : "(none matched)",
+             accel_resource(pod));
+    for (size_t i = 0; i < sel->n_tiers; i++)
+        if (out->tier_of[sel->tiers[i].cls] < 0)
+            out->tier_of[sel->tiers[i].cls] = (int)i;
+    add_other_tiers(pol, out);
+    af_selection_label(sel);
+}
 
-    /* A CPU-only pod may take spare room on accelerator nodes as a last resort. */
-    if (out->requested == AF_ACCEL_NONE && pol && pol->cpu_backfill &&
-        sel->n_tiers < AF_ARRAY_SIZE(sel->tiers)) {
-        struct af_tier *t = &sel->tiers[sel->n_tiers];
-        memset(t, 0, sizeof(*t));
-        t->cls = AF_CLASS_UNKNOWN;
-        t->instances = 1;
-        snprintf(t->reasons[0], AF_REASON_MAX,
-                 "backfill: policy filter.cpu_backfill lets CPU-only pods use spare room on "
-                 "accelerator nodes when no CPU node has room");
-        t->n_reasons = 1;
-        for (int c = 0; c < AF_CLASS__COUNT; c++)
-            if (af_class_kind((enum af_class)c) != AF_ACCEL_NONE)
-                out->tier_of[c] = (int)sel->n_tiers;
-        sel->n_tiers++;
-        out->backfill = true;
-    }
+int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node)
+{
+    enum af_class c = node->cls;
+    int t;
 
-    for (size_t i = 0; i < sel->n_tiers; i++) {
-        enum af_class c = sel->tiers[i].cls;
-        struct af_tier *t = &sel->tiers[i];
-        /* Tiers moved up when others were dropped: their first reason said "fallback N". */
-        if (t->rank != (int)i + 1 && t->n_reasons > 0 && !strncmp(t->reasons[0], "fallback ", 9)) {
-            if (i == 0)
-                snprintf(t->reasons[0], AF_REASON_MAX,
-                         "first tier of rule %s that the pod's requests can use (the classes "
-                         "ranked above it were dropped)",
-                         sel->rule ? sel->rule : "?");
-            else
-                snprintf(t->reasons[0], AF_REASON_MAX,
-                         "fallback %zu of rule %s: used when the tiers above have no room", i,
-                         sel->rule ? sel->rule : "?");
-        }
-        t->rank = (int)i + 1;
-        if (c >= 0 && c < AF_CLASS__COUNT && out->tier_of[c] < 0)
-            out->tier_of[c] = (int)i;
+    if (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT)
+        return node->kind == plan->requested && node->kind != AF_ACCEL_NONE ? plan->unknown_tier
+                                                                            : -1;
+    t = plan->tier_of[c];
+    if (t >= 0 && plan->sel.tiers[t].spec && plan->sel.tiers[t].spec->n_families) {
+        const struct af_tier_spec *ts = plan->sel.tiers[t].spec;
+        bool ok = false;
+        for (size_t i = 0; node->family && i < ts->n_families && !ok; i++)
+            ok = !strcmp(ts->families[i], node->family);
+        if (!ok)
+            t = plan->other_of[c];
     }
+    return t;
+}
+
+const char *af_plan_tier_name(const struct af_plan *plan, int tier)
+{
+    const struct af_tier *t;
+
+    if (tier < 0 || (size_t)tier >= plan->sel.n_tiers)
+        return "none";
+    t = &plan->sel.tiers[tier];
+    return t->group ? t->group : af_class_name(t->cls);
 }

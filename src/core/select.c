@@ -160,6 +160,11 @@ static bool better(const struct af_instance_type *t, int n, const struct pick *b
 
     if (!best->t)
         return true;
+    /* A model split across instances runs at the pace of the network between them:
+     * fewer, larger instances first (15 single-GPU p5.4xlarge are not a p5.48xlarge
+     * pair, however the prices add up); price decides among equal counts. */
+    if ((n > 1 || best->n > 1) && n != best->n)
+        return n < best->n;
     best_priced = best->t->price_usd_hr >= 0;
     if (priced != best_priced)
         return priced;
@@ -178,6 +183,8 @@ static void add_reason(struct af_tier *t, const char *fmt, ...)
 {
     va_list ap;
 
+    if (t->n_reasons == 0)
+        t->n_reasons = 1;      /* reasons[0] is the tier's role (af_selection_label) */
     if (t->n_reasons >= AF_TIER_REASONS)
         return;
     va_start(ap, fmt);
@@ -252,6 +259,15 @@ static void arithmetic_reason(const struct af_policy *pol, const struct af_profi
         if (tier->instances > 1)
             add_reason(tier, "the model is split across %d instances over EFA (%g Gbps each)",
                        tier->instances, t->network_gbps);
+    }
+    if (tier->devices > 0 && t->accel_count > 0 && t->accel_kind != AF_ACCEL_NONE) {
+        char dev[32];
+        fmt_gib(dev, sizeof(dev), t->accel_memory_gib_per_device);
+        add_reason(tier,
+                   "a pod gets the devices it requests, not the instance: it needs %d of the %d "
+                   "devices (%s GiB each)%s",
+                   tier->devices, t->accel_count, dev,
+                   tier->instances > 1 ? " on each instance" : "");
     }
 }
 
@@ -355,13 +371,109 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
     }
 
     tier->cls = ts->cls;
+    tier->spec = ts;
     tier->instance = best.t;
     tier->instances = best.n;
+    /* Devices each instance must give the workload: a pod gets the devices it
+     * requests, not the instance, so the tier says how many to request. */
+    if (needed > 0 && best.t->accel_count > 0 && best.t->accel_memory_gib_per_device > 0) {
+        double per = needed / best.n / best.t->accel_memory_gib_per_device;
+        int d = (int)ceil(per - 1e-9);
+        tier->devices = d < 1 ? 1 : d > best.t->accel_count ? best.t->accel_count : d;
+    }
     tier->price_known = best.t->price_usd_hr >= 0;
     tier->hourly_usd = tier->price_known ? best.total : 0;
     tier->accel_memory_gib = best.n * af_instance_accel_memory_gib(best.t);
     tier->memory_needed_gib = needed;
     return true;
+}
+
+/* True when tier a costs less per hour than b; unpriced tiers cost "more" than any price. */
+static bool cheaper(const struct af_tier *a, const struct af_tier *b)
+{
+    if (a->price_known != b->price_known)
+        return a->price_known;
+    return a->price_known && a->hourly_usd < b->hourly_usd;
+}
+
+/*
+ * Objective cost: the tiers of one accelerator kind go cheapest first. Kinds keep
+ * the rule's order: a pod's requests fix its kind, so for a pod this is plain price
+ * order; across kinds (recommend) per-hour prices compare different work per hour
+ * (a Neuron rule exists because the model is compiled for Neuron), so the rule
+ * decides and compare_kinds says what the other kind would cost. Stable.
+ */
+static void order_by_price(struct af_selection *sel)
+{
+    for (size_t i = 1; i < sel->n_tiers; i++) {
+        struct af_tier t = sel->tiers[i];
+        size_t j = i;
+        while (j > 0 && af_class_kind(sel->tiers[j - 1].cls) == af_class_kind(t.cls) &&
+               cheaper(&t, &sel->tiers[j - 1])) {
+            sel->tiers[j] = sel->tiers[j - 1];
+            j--;
+        }
+        sel->tiers[j] = t;
+    }
+}
+
+/* States, with the arithmetic, how tier 1's price compares with the cheapest tier of
+ * another accelerator kind; a saving is quoted only when the numbers show one. */
+static void compare_kinds(struct af_selection *sel)
+{
+    struct af_tier *first = sel->n_tiers ? &sel->tiers[0] : NULL;
+    const struct af_tier *other = NULL;
+    char a[32], b[32];
+    double pct;
+
+    if (!first || !first->price_known)
+        return;
+    for (size_t i = 1; i < sel->n_tiers; i++) {
+        const struct af_tier *t = &sel->tiers[i];
+        if (af_class_kind(t->cls) != af_class_kind(first->cls) && t->price_known &&
+            (!other || t->hourly_usd < other->hourly_usd))
+            other = t;
+    }
+    if (!other || !(other->hourly_usd > 0))
+        return;
+    fmt_usd(a, sizeof(a), first->hourly_usd);
+    fmt_usd(b, sizeof(b), other->hourly_usd);
+    pct = 100.0 * (other->hourly_usd - first->hourly_usd) / other->hourly_usd;
+    if (pct >= 0.5)
+        add_reason(first, "%.0f%% cheaper per hour than the cheapest %s tier that holds the model "
+                          "(%s, %d x %s, %s/h)",
+                   pct, af_accel_kind_name(af_class_kind(other->cls)), af_class_name(other->cls),
+                   other->instances, other->instance->name, b);
+    else
+        add_reason(first,
+                   "%s/h is %.0f%% more per hour than %s (%d x %s, %s/h); the rule ranks %s "
+                   "first for this workload, since per-hour prices across accelerator kinds "
+                   "do not compare work done per hour",
+                   a, -pct, af_class_name(other->cls), other->instances, other->instance->name, b,
+                   af_accel_kind_name(af_class_kind(first->cls)));
+}
+
+void af_selection_label(struct af_selection *sel)
+{
+    for (size_t i = 0; i < sel->n_tiers; i++) {
+        struct af_tier *t = &sel->tiers[i];
+        t->rank = (int)i + 1;
+        if (t->n_reasons == 0)
+            t->n_reasons = 1;
+        if (i == 0 && sel->rule_reason)
+            snprintf(t->reasons[0], AF_REASON_MAX, "%s", sel->rule_reason);
+        else if (i == 0)
+            snprintf(t->reasons[0], AF_REASON_MAX, "first choice");
+        else if (sel->price_ordered)
+            snprintf(t->reasons[0], AF_REASON_MAX,
+                     "fallback %zu of rule %s (objective cost: cheapest first within an "
+                     "accelerator kind): used when the tiers above have no room",
+                     i, sel->rule ? sel->rule : "none");
+        else
+            snprintf(t->reasons[0], AF_REASON_MAX,
+                     "fallback %zu of rule %s: used when the tiers above have no room", i,
+                     sel->rule ? sel->rule : "none");
+    }
 }
 
 void af_select(const struct af_policy *pol, const struct af_catalog *cat,
@@ -379,6 +491,8 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
     if (!rule)
         return;
     out->rule = rule->name;
+    out->rule_reason = rule->reason;
+    out->strict = rule->strict;
 
     for (size_t i = 0; i < rule->n_tiers && out->n_tiers < AF_ARRAY_SIZE(out->tiers); i++) {
         const struct af_tier_spec *ts = &rule->tiers[i];
@@ -395,12 +509,6 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
         memset(tier, 0, sizeof(*tier));
         if (!size_tier(pol, cat, profile, ts, needed, out, tier))
             continue;
-        tier->rank = (int)out->n_tiers + 1;
-        if (tier->rank == 1)
-            add_reason(tier, "%s", rule->reason);
-        else
-            add_reason(tier, "fallback %d of rule %s: used when the tiers above have no room",
-                       tier->rank - 1, rule->name);
         arithmetic_reason(pol, profile, tier);
         price_reason(cat, tier);
         if (af_class_kind(ts->cls) == AF_ACCEL_NEURON)
@@ -411,4 +519,10 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
                        af_class_neuron_core_version(ts->cls));
         out->n_tiers++;
     }
+    if (profile->objective == AF_OBJECTIVE_COST) {
+        order_by_price(out);
+        out->price_ordered = true;
+        compare_kinds(out);
+    }
+    af_selection_label(out);
 }
