@@ -196,8 +196,10 @@ static const char *err_of(json_t *resp)
     return json_string_value(json_object_get(resp, "Error"));
 }
 
+/* States its workload, so tiered fallback applies (an unannotated pod is only ranked). */
 static const char gpu_pod[] =
-    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u1\"},\"spec\":{"
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u1\",\"annotations\":{"
+    "\"accelfit.io/workload\":\"inference\"}},\"spec\":{"
     "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\","
     "\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}}";
 static const char cpu_pod[] =
@@ -329,7 +331,7 @@ START_TEST(test_recorded_requests_answer_in_shape)
 }
 END_TEST
 
-START_TEST(test_gpu_pod_on_recorded_cluster_goes_to_the_a10g_tier)
+START_TEST(test_unannotated_gpu_pod_on_recorded_cluster_passes_every_gpu_node)
 {
     CURL *c = curl_easy_init();
     struct af_test_resp r;
@@ -340,12 +342,12 @@ START_TEST(test_gpu_pod_on_recorded_cluster_goes_to_the_a10g_tier)
     post(c, &wire, "/filter", body, &r);
     resp = parse(&r);
     passed = check_filter_shape(req, resp);
-    /* g5 (A10G) is the inference tier 1; the p4d (A100) is rejected while g5 has room. */
-    ck_assert_int_eq(json_array_size(passed), 1);
-    ck_assert_str_eq(json_string_value(json_array_get(passed, 0)),
-                     "ip-10-0-1-40.us-west-2.compute.internal");
-    ck_assert(json_object_get(json_object_get(resp, "FailedNodes"),
-                              "ip-10-0-1-10.us-west-2.compute.internal") != NULL);
+    /* The recorded pod has no accelfit annotations: its inferred tiers (g5 first) only
+     * rank nodes, so both GPU nodes kube-scheduler sent pass. */
+    ck_assert_int_eq(json_array_size(passed), 2);
+    ck_assert(in_names(passed, "ip-10-0-1-40.us-west-2.compute.internal"));
+    ck_assert(in_names(passed, "ip-10-0-1-10.us-west-2.compute.internal"));
+    ck_assert_int_eq(json_object_size(json_object_get(resp, "FailedNodes")), 0);
     json_decref(passed);
     json_decref(resp);
     json_decref(req);
@@ -418,6 +420,7 @@ START_TEST(test_wrong_method_is_405_and_unknown_path_404)
         {"PUT", "/filter", "POST", 405},     {"POST", "/healthz", "GET", 405},
         {"DELETE", "/metrics", "GET", 405},  {"GET", "/nope", NULL, 404},
         {"POST", "/filterx", NULL, 404},     {"POST", "/sched/sched/filter", NULL, 404},
+        {"GET", "/sched/preempt", "POST", 405}, {"GET", "/preempt", "POST", 405},
     };
     CURL *c = curl_easy_init();
 
@@ -461,6 +464,11 @@ static const struct bad_case {
     {"/prioritize", "{\"Pod\":7}", 400, NULL},
     {"/explain", "{", 400, NULL},
     {"/explain", "", 400, NULL},
+    {"/preempt", "{", 400, NULL},
+    {"/sched/preempt", "", 400, NULL},
+    {"/preempt", "{\"Pod\":7}", 400, NULL},
+    {"/preempt", "{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToMetaVictims\":[1]}", 400,
+     NULL},
 };
 
 START_TEST(test_bad_request_then_good_request)
@@ -904,7 +912,7 @@ START_TEST(test_readyz_and_metrics)
         "accelfit_request_duration_seconds_count{verb=\"filter\"}",
         "# TYPE accelfit_decisions_total counter",
         "accelfit_decisions_total{class=\"nvidia-a10g\",verdict=\"pass\"}",
-        "accelfit_decisions_total{class=\"nvidia-a100\",verdict=\"failed\"}",
+        "accelfit_decisions_total{class=\"nvidia-a100\",verdict=\"pass\"}",
         "# TYPE accelfit_fallbacks_total counter",
         "accelfit_nodes{class=\"nvidia-a100\"} 1",
         "accelfit_nodes{class=\"inferentia2\"} 1",
@@ -921,7 +929,12 @@ START_TEST(test_readyz_and_metrics)
     good_filter_on(c, &wire);
     post(c, &wire, "/prioritize", body, &r);
     af_test_resp_free(&r);
+    post(c, &wire, "/sched/preempt", "{", &r);
+    ck_assert_int_eq(r.status, 400);
+    af_test_resp_free(&r);
     get(c, &wire, "/metrics", &r);
+    ck_assert_msg(strstr(r.body, "accelfit_requests_total{verb=\"preempt\",code=\"400\"}") != NULL,
+                  "metrics lack preempt requests");
     ck_assert_int_eq(r.status, 200);
     ck_assert(strstr(r.content_type, "text/plain") != NULL);
     for (size_t i = 0; i < AF_ARRAY_SIZE(want); i++)
@@ -1081,7 +1094,8 @@ START_TEST(test_neuron_pod_only_on_compatible_neuron_nodes)
                   &d);
     ck_assert_int_eq(json_array_size(d.passed), 1);
     ck_assert(in_names(d.passed, "nr-inf2"));
-    ck_assert(strstr(unres_reason(&d, "nr-inf1"), "NeuronCore") != NULL);   /* inf1: v1 only */
+    /* inf1 runs NeuronCore-v1: a last tier, since the pod does not state its generation */
+    ck_assert(strstr(failed_reason(&d, "nr-inf1"), "other NeuronCore generations") != NULL);
     ck_assert(unres_reason(&d, "fb-a10g-free") != NULL);
     ck_assert(unres_reason(&d, "cpu-c6i") != NULL);
     ck_assert(failed_reason(&d, "nr-trn1") != NULL);   /* v2 too, but a lower tier */
@@ -1182,6 +1196,120 @@ START_TEST(test_explain_get_for_a_cached_pod)
 }
 END_TEST
 
+START_TEST(test_explain_get_for_a_bound_pod_leaves_out_its_own_usage)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    json_t *resp, *n, *own, *caveats;
+    size_t i;
+    bool saw_node = false, saw_taints = false, saw_subtracted = false;
+
+    /* default/fb-occupant runs on fb-a10g-full and holds its only GPU. */
+    get(c, &beh, "/explain?pod=default/fb-occupant", &r);
+    ck_assert_int_eq(r.status, 200);
+    resp = parse(&r);
+    json_array_foreach(json_object_get(resp, "nodes"), i, n) {
+        if (strcmp(json_string_value(json_object_get(n, "name")), "fb-a10g-full"))
+            continue;
+        saw_node = true;
+        ck_assert(json_is_true(json_object_get(n, "has_room")));
+    }
+    ck_assert(saw_node);
+    own = json_object_get(resp, "own_usage_subtracted");
+    ck_assert_str_eq(json_string_value(json_object_get(own, "node")), "fb-a10g-full");
+    ck_assert_int_eq(json_integer_value(json_object_get(own, "pods")), 1);
+    caveats = json_object_get(resp, "caveats");
+    json_array_foreach(caveats, i, n) {
+        saw_taints |= strstr(json_string_value(n), "taints, tolerations, node affinity") != NULL;
+        saw_subtracted |= strstr(json_string_value(n), "subtracted") != NULL;
+    }
+    ck_assert(saw_taints);
+    ck_assert(saw_subtracted);
+    json_decref(resp);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
+/* ---- preemption (tests/fixtures/clusters/behaviour.yaml) ---------------------------------------- */
+
+#define OCCUPANT_UID "00000000-0000-0000-0000-000000000000"
+
+/*
+ * The GPU pod's preemption candidates as kube-scheduler sends them: fb-a10g-full (A10G, its
+ * GPU held by fb-occupant), cpu-c6i and nr-inf2 (no NVIDIA GPU: no eviction helps there).
+ * nodeCacheCapable: true gives victims as UIDs, false as whole Pods.
+ */
+static char *preempt_body(bool meta)
+{
+    if (meta)
+        return af_xasprintf(
+            "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":{"
+            "\"fb-a10g-full\":{\"Pods\":[{\"UID\":\"" OCCUPANT_UID "\"}],\"NumPDBViolations\":1},"
+            "\"cpu-c6i\":{\"Pods\":[{\"UID\":\"cpu-victim\"}],\"NumPDBViolations\":0},"
+            "\"nr-inf2\":{\"Pods\":[{\"UID\":\"nr-victim\"}],\"NumPDBViolations\":0}}}",
+            gpu_pod);
+    return af_xasprintf(
+        "{\"Pod\":%s,\"NodeNameToVictims\":{"
+        "\"fb-a10g-full\":{\"Pods\":[{\"metadata\":{\"name\":\"fb-occupant\",\"namespace\":"
+        "\"default\",\"uid\":\"" OCCUPANT_UID "\"},\"spec\":{\"nodeName\":\"fb-a10g-full\","
+        "\"containers\":[{\"name\":\"main\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":"
+        "\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}],\"NumPDBViolations\":1},"
+        "\"cpu-c6i\":{\"Pods\":[{\"metadata\":{\"name\":\"web\",\"namespace\":\"default\","
+        "\"uid\":\"cpu-victim\"},\"spec\":{\"nodeName\":\"cpu-c6i\"}}],\"NumPDBViolations\":0},"
+        "\"nr-inf2\":{\"Pods\":[{\"metadata\":{\"name\":\"nr\",\"namespace\":\"default\","
+        "\"uid\":\"nr-victim\"},\"spec\":{\"nodeName\":\"nr-inf2\"}}],\"NumPDBViolations\":0}},"
+        "\"NodeNameToMetaVictims\":null}",
+        gpu_pod);
+}
+
+static const bool preempt_modes[] = {true, false};   /* nodeCacheCapable */
+
+START_TEST(test_preempt_keeps_gpu_nodes_and_drops_other_classes)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *body = preempt_body(preempt_modes[_i]);
+    json_t *resp, *m, *v, *pods;
+
+    post(c, &beh, "/preempt", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(strstr(r.content_type, "application/json") != NULL);
+    resp = parse(&r);
+    /* ExtenderPreemptionResult: NodeNameToMetaVictims only, whatever the request mode */
+    ck_assert_int_eq(json_object_size(resp), 1);
+    m = json_object_get(resp, "NodeNameToMetaVictims");
+    ck_assert(json_is_object(m));
+    ck_assert_msg(json_object_size(m) == 1, "mode %d: %s", _i, r.body);
+    ck_assert(json_object_get(m, "cpu-c6i") == NULL);
+    ck_assert(json_object_get(m, "nr-inf2") == NULL);
+    v = json_object_get(m, "fb-a10g-full");
+    ck_assert_int_eq(json_object_size(v), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "NumPDBViolations")), 1);
+    pods = json_object_get(v, "Pods");
+    ck_assert_int_eq(json_array_size(pods), 1);
+    ck_assert_int_eq(json_object_size(json_array_get(pods, 0)), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(pods, 0), "UID")),
+                     OCCUPANT_UID);
+    json_decref(resp);
+    af_test_resp_free(&r);
+    af_free(body);
+
+    /* a malformed body is a 400 with a JSON error, and the connection is kept */
+    post(c, &beh, "/preempt", "{\"Pod\":", &r);
+    ck_assert_int_eq(r.status, 400);
+    resp = parse(&r);
+    ck_assert(strstr(json_string_value(json_object_get(resp, "error")),
+                     "cannot decode ExtenderPreemptionArgs") != NULL);
+    json_decref(resp);
+    af_test_resp_free(&r);
+    get(c, &beh, "/healthz", &r);
+    ck_assert_int_eq(r.connects, 0);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
 /* ---- not ready ---------------------------------------------------------------------------------- */
 
 /* A kubeconfig pointing at a port nobody listens on: the cache never syncs. */
@@ -1239,6 +1367,23 @@ START_TEST(test_not_ready_modes)
             ck_assert_int_eq(json_array_size(passed), 2);
         }
         json_decref(passed);
+    }
+    json_decref(resp);
+    af_test_resp_free(&r);
+
+    /* preempt follows the same mode: reject keeps no node, error fails, allow-all keeps all */
+    af_free(body);
+    body = preempt_body(true);
+    post(c, &s, "/preempt", body, &r);
+    resp = parse(&r);
+    if (!strcmp(mode, "error")) {
+        ck_assert_int_eq(r.status, 503);
+        ck_assert(strncmp(json_string_value(json_object_get(resp, "error")), "accelfit: ", 10) ==
+                  0);
+    } else {
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_eq(json_object_size(json_object_get(resp, "NodeNameToMetaVictims")),
+                         !strcmp(mode, "reject") ? 0 : 3);
     }
     json_decref(resp);
     af_test_resp_free(&r);
@@ -1342,7 +1487,7 @@ START_TEST(test_tls_http11_and_h2)
         ck_assert_int_eq(r.http_version, versions[v].got);
         resp = parse(&r);
         passed = check_filter_shape(req, resp);
-        ck_assert_int_eq(json_array_size(passed), 1);
+        ck_assert_int_eq(json_array_size(passed), 2);
         json_decref(passed);
         json_decref(resp);
         af_test_resp_free(&r);
@@ -1694,7 +1839,7 @@ Suite *af_http_suite(void)
     tcase_add_unchecked_fixture(tc, start_wire, stop_wire);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_recorded_requests_answer_in_shape);
-    tcase_add_test(tc, test_gpu_pod_on_recorded_cluster_goes_to_the_a10g_tier);
+    tcase_add_test(tc, test_unannotated_gpu_pod_on_recorded_cluster_passes_every_gpu_node);
     tcase_add_test(tc, test_url_prefix_and_plain_paths_both_route);
     tcase_add_test(tc, test_keepalive_reuses_the_connection);
     tcase_add_test(tc, test_wrong_method_is_405_and_unknown_path_404);
@@ -1722,6 +1867,9 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_spot_node_is_cheaper);
     tcase_add_test(tc, test_binpack_prefers_the_fuller_node);
     tcase_add_test(tc, test_explain_get_for_a_cached_pod);
+    tcase_add_test(tc, test_explain_get_for_a_bound_pod_leaves_out_its_own_usage);
+    tcase_add_loop_test(tc, test_preempt_keeps_gpu_nodes_and_drops_other_classes, 0,
+                        (int)AF_ARRAY_SIZE(preempt_modes));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("lifecycle");

@@ -75,8 +75,10 @@ static void teardown(void)
     af_config_holder_destroy(&holder);
 }
 
+/* States its workload, so tiered fallback applies (an unannotated pod is only ranked). */
 static const char gpu_pod[] =
-    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u1\"},\"spec\":{"
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u1\",\"annotations\":{"
+    "\"accelfit.io/workload\":\"inference\"}},\"spec\":{"
     "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\","
     "\"cpu\":\"1\",\"memory\":\"1Gi\"}}}]}}";
 
@@ -321,6 +323,274 @@ START_TEST(test_small_output_cap_still_answers)
 }
 END_TEST
 
+/* ---- preempt --------------------------------------------------------------------------------------- */
+
+#define OCCUPANT_UID "00000000-0000-0000-0000-000000000000"
+
+/* ExtenderPreemptionArgs for the GPU pod, victims as UIDs (nodeCacheCapable: true). */
+static const char preempt_meta_victims[] =
+    "{\"fb-a10g-full\":{\"Pods\":[{\"UID\":\"" OCCUPANT_UID "\"}],\"NumPDBViolations\":1},"
+    "\"cpu-c6i\":{\"Pods\":[{\"UID\":\"cpu-victim\"}],\"NumPDBViolations\":0},"
+    "\"nr-inf2\":{\"Pods\":[{\"UID\":\"nr-victim\"}],\"NumPDBViolations\":0},"
+    "\"ghost\":{\"Pods\":[{\"UID\":\"g1\"},{\"UID\":\"g2\"}],\"NumPDBViolations\":2}}";
+
+static json_t *preempt(const char *body, int want_status, struct af_request_stats *st)
+{
+    struct af_buf out = AF_BUF_INIT(1u << 20);
+    json_t *j;
+    int rc = af_service_handle_stats(&svc, AF_VERB_PREEMPT, body, strlen(body), &out, st);
+
+    ck_assert_msg(rc == want_status, "status %d, want %d: %s", rc, want_status, out.buf);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert_msg(j != NULL, "not JSON: %s", out.buf);
+    af_buf_release(&out);
+    return j;
+}
+
+static json_t *preempt_meta(int want_status, struct af_request_stats *st)
+{
+    char *body = af_xasprintf("{\"Pod\":%s,\"NodeNameToVictims\":null,"
+                              "\"NodeNameToMetaVictims\":%s}",
+                              gpu_pod, preempt_meta_victims);
+    json_t *j = preempt(body, want_status, st);
+
+    af_free(body);
+    return j;
+}
+
+START_TEST(test_preempt_drops_unresolvable_nodes_and_keeps_victims)
+{
+    struct af_request_stats st;
+    json_t *r = preempt_meta(200, &st), *m, *v, *pods;
+
+    ck_assert_int_eq(json_object_size(r), 1);
+    m = json_object_get(r, "NodeNameToMetaVictims");
+    ck_assert(json_is_object(m));
+    ck_assert_int_eq(json_object_size(m), 2);
+    ck_assert(json_object_get(m, "cpu-c6i") == NULL);    /* no GPU: eviction cannot help */
+    ck_assert(json_object_get(m, "nr-inf2") == NULL);
+    v = json_object_get(m, "fb-a10g-full");              /* no room now: eviction helps */
+    ck_assert_int_eq(json_object_size(v), 2);
+    pods = json_object_get(v, "Pods");
+    ck_assert_int_eq(json_array_size(pods), 1);
+    ck_assert_int_eq(json_object_size(json_array_get(pods, 0)), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(pods, 0), "UID")),
+                     OCCUPANT_UID);
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "NumPDBViolations")), 1);
+    v = json_object_get(m, "ghost");                     /* not cached: accelfit does not know */
+    ck_assert_int_eq(json_array_size(json_object_get(v, "Pods")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(v, "Pods"), 1), "UID")),
+                     "g2");
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "NumPDBViolations")), 2);
+    ck_assert_int_eq(st.candidates, 4);
+    ck_assert_int_eq(st.passed, 2);
+    ck_assert(!st.not_ready);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_preempt_full_victims_answer_uids)
+{
+    /* nodeCacheCapable: false sends whole Pods; lowercase keys decode as in Go. */
+    char *body = af_xasprintf(
+        "{\"pod\":%s,\"nodenametometavictims\":null,\"nodenametovictims\":{"
+        "\"fb-l4-free\":{\"pods\":[{\"metadata\":{\"name\":\"v\",\"namespace\":\"d\","
+        "\"uid\":\"l4-victim\"},\"spec\":{}}],\"numpdbviolations\":0},"
+        "\"nr-trn1\":{\"Pods\":[{\"metadata\":{\"name\":\"w\",\"uid\":\"trn-victim\"}}],"
+        "\"NumPDBViolations\":0}}}",
+        gpu_pod);
+    json_t *r = preempt(body, 200, NULL), *m = json_object_get(r, "NodeNameToMetaVictims");
+
+    ck_assert_int_eq(json_object_size(m), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(json_object_get(m, "fb-l4-free"), "Pods"),
+                                        0),
+                         "UID")),
+                     "l4-victim");
+    json_decref(r);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_preempt_without_candidates_is_an_empty_map)
+{
+    char *body = af_xasprintf("{\"Pod\":%s,\"NodeNameToVictims\":null,"
+                              "\"NodeNameToMetaVictims\":null}",
+                              gpu_pod);
+    json_t *r = preempt(body, 200, NULL);
+
+    ck_assert(json_is_object(json_object_get(r, "NodeNameToMetaVictims")));
+    ck_assert_int_eq(json_object_size(json_object_get(r, "NodeNameToMetaVictims")), 0);
+    json_decref(r);
+    af_free(body);
+}
+END_TEST
+
+static const struct {
+    const char *body;
+    const char *error_has;
+} preempt_bad[] = {
+    {"", "empty request body"},
+    {"{", "not JSON"},
+    {"[]", "expected an object (ExtenderPreemptionArgs)"},
+    {"{\"NodeNameToMetaVictims\":{}}", "Pod: missing"},
+    {"{\"Pod\":\"x\"}", "Pod: expected an object"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToMetaVictims\":[]}",
+     "NodeNameToMetaVictims: expected an object"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToMetaVictims\":{\"n\":7}}",
+     "NodeNameToMetaVictims[n]: expected an object"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToMetaVictims\":{\"n\":{\"Pods\":"
+     "[{\"UID\":3}]}}}",
+     "NodeNameToMetaVictims[n].Pods[0].UID: expected a string"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToVictims\":{\"n\":{\"Pods\":"
+     "{}}}}",
+     "NodeNameToVictims[n].Pods: expected an array"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToVictims\":{\"n\":{\"Pods\":"
+     "[],\"NumPDBViolations\":1.5}}}",
+     "NumPDBViolations: expected an integer"},
+    {"{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"NodeNameToVictims\":{\"a\":null},"
+     "\"NodeNameToMetaVictims\":{\"b\":null}}",
+     "both set"},
+};
+
+START_TEST(test_preempt_bad_body_is_400)
+{
+    struct af_request_stats st;
+    json_t *r = preempt(preempt_bad[_i].body, 400, &st);
+    const char *e = json_string_value(json_object_get(r, "error"));
+
+    ck_assert_msg(e && strstr(e, preempt_bad[_i].error_has), "case %d: error '%s'", _i, e);
+    ck_assert(strstr(e, "ExtenderPreemptionArgs") != NULL);
+    ck_assert_int_eq(st.candidates, -1);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_preempt_not_ready_follows_the_mode)
+{
+    struct af_request_stats st;
+    json_t *r;
+
+    teardown();
+    setup_with(true, false);
+
+    /* reject: filter would refuse every node, so nothing is worth evicting for */
+    r = preempt_meta(200, &st);
+    ck_assert(st.not_ready);
+    ck_assert_int_eq(json_object_size(json_object_get(r, "NodeNameToMetaVictims")), 0);
+    json_decref(r);
+
+    svc.when_not_ready = AF_NOT_READY_ALLOW_ALL;
+    r = preempt_meta(200, &st);
+    ck_assert_int_eq(json_object_size(json_object_get(r, "NodeNameToMetaVictims")), 4);
+    ck_assert_int_eq(st.passed, 4);
+    json_decref(r);
+
+    /* error: no Error field in ExtenderPreemptionResult, so a failing status */
+    svc.when_not_ready = AF_NOT_READY_ERROR;
+    r = preempt_meta(503, &st);
+    ck_assert(strstr(json_string_value(json_object_get(r, "error")), "not synced") != NULL);
+    json_decref(r);
+}
+END_TEST
+
+START_TEST(test_preempt_requests_are_counted)
+{
+    struct af_buf m = AF_BUF_INIT(1u << 20);
+
+    af_metrics_observe_request(svc.metrics, AF_VERB_PREEMPT, 200, 1000);
+    af_metrics_observe_request(svc.metrics, AF_VERB_PREEMPT, 400, 1000);
+    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), 0);
+    ck_assert(strstr(m.buf, "accelfit_requests_total{verb=\"preempt\",code=\"200\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_requests_total{verb=\"preempt\",code=\"400\"} 1\n"));
+    ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_count{verb=\"preempt\"} 2\n"));
+    af_buf_release(&m);
+}
+END_TEST
+
+/* ---- explain of a bound pod ------------------------------------------------------------------------ */
+
+static json_t *explain_node(json_t *j, const char *name)
+{
+    size_t i;
+    json_t *n;
+
+    json_array_foreach(json_object_get(j, "nodes"), i, n) {
+        if (!strcmp(json_string_value(json_object_get(n, "name")), name))
+            return n;
+    }
+    ck_abort_msg("no node '%s' in the explanation", name);
+    return NULL;
+}
+
+static bool has_caveat(json_t *j, const char *part)
+{
+    size_t i;
+    json_t *c;
+
+    json_array_foreach(json_object_get(j, "caveats"), i, c) {
+        if (json_is_string(c) && strstr(json_string_value(c), part))
+            return true;
+    }
+    return false;
+}
+
+START_TEST(test_explain_bound_pod_leaves_out_its_own_usage)
+{
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    json_t *j, *own, *n;
+
+    /* fb-occupant holds fb-a10g-full's only GPU: judged without itself, the node has room. */
+    ck_assert_int_eq(af_service_explain_pod(&svc, "default", "fb-occupant", &out), 200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert(j != NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "node_name")), "fb-a10g-full");
+    n = explain_node(j, "fb-a10g-full");
+    ck_assert(json_is_true(json_object_get(n, "has_room")));
+    own = json_object_get(j, "own_usage_subtracted");
+    ck_assert(json_is_object(own));
+    ck_assert_str_eq(json_string_value(json_object_get(own, "node")), "fb-a10g-full");
+    ck_assert_int_eq(json_integer_value(json_object_get(own, "pods")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(own, "requests"),
+                                                       "nvidia.com/gpu")),
+                     "1");
+    ck_assert(has_caveat(j, "bound to fb-a10g-full"));
+    ck_assert(has_caveat(j, "subtracted"));
+    json_decref(j);
+
+    /* a pending pod sees the node as occupied, and nothing is subtracted */
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_service_explain_pod(&svc, "ml", "pending-gpu", &out), 200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert(json_is_false(json_object_get(explain_node(j, "fb-a10g-full"), "has_room")));
+    ck_assert(json_is_null(json_object_get(j, "own_usage_subtracted")));
+    ck_assert(!has_caveat(j, "subtracted"));
+    json_decref(j);
+    af_buf_release(&out);
+}
+END_TEST
+
+START_TEST(test_explain_says_what_it_does_not_evaluate)
+{
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    json_t *j;
+
+    ck_assert_int_eq(af_service_explain_pod(&svc, "ml", "pending-gpu", &out), 200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert(has_caveat(j, "taints, tolerations, node affinity"));
+    ck_assert(has_caveat(j, "not evaluated"));
+    json_decref(j);
+    af_buf_release(&out);
+
+    /* POST /explain carries the same note */
+    j = call(AF_VERB_EXPLAIN, "[\"fb-a10g-free\"]", 200, NULL);
+    ck_assert(has_caveat(j, "taints, tolerations, node affinity"));
+    ck_assert(json_is_null(json_object_get(j, "own_usage_subtracted")));
+    json_decref(j);
+}
+END_TEST
+
 /* ---- listen addresses ------------------------------------------------------------------------------ */
 
 static const struct {
@@ -381,6 +651,22 @@ Suite *af_service_suite(void)
     tcase_add_test(tc, test_explain_pod_from_the_snapshot);
     tcase_add_test(tc, test_too_many_candidates);
     tcase_add_test(tc, test_small_output_cap_still_answers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("preempt");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_preempt_drops_unresolvable_nodes_and_keeps_victims);
+    tcase_add_test(tc, test_preempt_full_victims_answer_uids);
+    tcase_add_test(tc, test_preempt_without_candidates_is_an_empty_map);
+    tcase_add_loop_test(tc, test_preempt_bad_body_is_400, 0, (int)AF_ARRAY_SIZE(preempt_bad));
+    tcase_add_test(tc, test_preempt_not_ready_follows_the_mode);
+    tcase_add_test(tc, test_preempt_requests_are_counted);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("explain");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_explain_bound_pod_leaves_out_its_own_usage);
+    tcase_add_test(tc, test_explain_says_what_it_does_not_evaluate);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("listen");

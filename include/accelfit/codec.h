@@ -109,4 +109,38 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
 int af_codec_encode_priorities(const struct af_node_decision *d, size_t n,
                                struct af_buf *out) AF_MUST_CHECK;
 
+/*
+ * A decoded ExtenderPreemptionArgs: the pod and each candidate node with its
+ * victims reduced to UIDs and NumPDBViolations (what the answer repeats).
+ * Opaque.
+ */
+struct af_preempt_args;
+
+/*
+ * Decodes ExtenderPreemptionArgs. The victims come from NodeNameToMetaVictims
+ * ({"Pods":[{"UID":..}],"NumPDBViolations":n}, nodeCacheCapable: true) or
+ * NodeNameToVictims (full Pods, of which metadata.uid is kept; false); the one
+ * not used is null (an empty map counts as null, both set is AF_EINVAL).
+ * Neither set means no candidates. Errors (AF_EPARSE, AF_ETYPE, AF_EINVAL)
+ * fill `err` with a message that names the field.
+ */
+int af_codec_decode_preempt_args(const char *body, size_t len, struct af_preempt_args **out,
+                                 struct af_error *err) AF_MUST_CHECK;
+void af_preempt_args_free(struct af_preempt_args *a);     /* NULL is fine */
+
+const struct af_pod_info *af_preempt_args_pod(const struct af_preempt_args *a);  /* borrowed */
+bool af_preempt_args_meta(const struct af_preempt_args *a);  /* NodeNameToMetaVictims given */
+size_t af_preempt_args_count(const struct af_preempt_args *a);                  /* candidates */
+const char *af_preempt_args_name(const struct af_preempt_args *a, size_t i);   /* borrowed */
+size_t af_preempt_args_victims(const struct af_preempt_args *a, size_t i);     /* victim pods */
+
+/*
+ * ExtenderPreemptionResult: {"NodeNameToMetaVictims":{..}} with the candidates
+ * i for which keep[i] (af_preempt_args_count entries) is true, in request
+ * order, each with its victims as given. args NULL or nothing kept gives an
+ * empty map. Returns 0 or AF_ETOOBIG.
+ */
+int af_codec_encode_preempt(const struct af_preempt_args *args, const bool *keep,
+                            struct af_buf *out) AF_MUST_CHECK;
+
 #endif

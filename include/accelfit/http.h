@@ -38,20 +38,27 @@ struct af_service {
     uint64_t max_staleness_ns;
 };
 
-enum af_verb { AF_VERB_FILTER = 0, AF_VERB_PRIORITIZE, AF_VERB_EXPLAIN, AF_VERB__COUNT };
+enum af_verb {
+    AF_VERB_FILTER = 0,
+    AF_VERB_PRIORITIZE,
+    AF_VERB_EXPLAIN,
+    AF_VERB_PREEMPT,
+    AF_VERB__COUNT
+};
 
 /*
  * Handles one request body for `verb`. Always writes a body to `out` and
  * returns the HTTP status to send (200 for every well-formed extender call,
- * including filter answers carrying Error; 400 for an undecodable prioritize
- * or explain body). Cannot fail otherwise.
+ * including filter answers carrying Error; 400 for an undecodable prioritize,
+ * explain or preempt body; 503 for preempt while not ready in the `error`
+ * mode, preempt having no Error field). Cannot fail otherwise.
  */
 int af_service_handle(struct af_service *svc, enum af_verb verb, const char *body, size_t len,
                       struct af_buf *out);
 /* What one call did, for the server's request log line. */
 struct af_request_stats {
     int candidates;        /* nodes in the request; -1 when it could not be decoded */
-    int passed;            /* filter: nodes that passed; -1 otherwise */
+    int passed;            /* filter: nodes that passed; preempt: nodes kept; -1 otherwise */
     bool not_ready;        /* answered by the when-not-ready mode */
     bool fallback;         /* a lower tier was taken */
 };
@@ -60,7 +67,7 @@ struct af_request_stats {
 int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const char *body,
                             size_t len, struct af_buf *out, struct af_request_stats *st);
 
-/* Most candidates one request may name; beyond, filter answers Error and prioritize 400. */
+/* Most candidates one request may name; beyond, filter answers Error, the others 400. */
 #define AF_SERVICE_MAX_CANDIDATES 50000
 
 /* GET /explain?pod=NS/NAME against the current snapshot. Returns the HTTP status. */

@@ -22,7 +22,7 @@ static const double bucket_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.00
 static const int known_codes[] = {200, 400, 404, 405, 408, 413, 500, 503};
 #define N_CODES (sizeof(known_codes) / sizeof(known_codes[0]) + 1)
 
-static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explain"};
+static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explain", "preempt"};
 
 #define N_VERDICTS 3
 static const char *verdict_names[N_VERDICTS] = {"pass", "failed", "unresolvable"};

@@ -65,6 +65,7 @@ enum route {
     R_FILTER,
     R_PRIORITIZE,
     R_EXPLAIN,
+    R_PREEMPT,
     R_HEALTHZ,
     R_READYZ,
     R_METRICS,
@@ -129,6 +130,8 @@ static const char *route_verb_name(enum route r)
         return "prioritize";
     case R_EXPLAIN:
         return "explain";
+    case R_PREEMPT:
+        return "preempt";
     case R_HEALTHZ:
         return "healthz";
     case R_READYZ:
@@ -150,6 +153,8 @@ static int route_verb(enum route r)
         return AF_VERB_PRIORITIZE;
     case R_EXPLAIN:
         return AF_VERB_EXPLAIN;
+    case R_PREEMPT:
+        return AF_VERB_PREEMPT;
     default:
         return -1;
     }
@@ -472,7 +477,8 @@ static enum route match_route(struct server *s, const char *path)
         enum route r;
     } table[] = {
         {"/filter", R_FILTER},   {"/prioritize", R_PRIORITIZE}, {"/explain", R_EXPLAIN},
-        {"/healthz", R_HEALTHZ}, {"/readyz", R_READYZ},         {"/metrics", R_METRICS},
+        {"/preempt", R_PREEMPT}, {"/healthz", R_HEALTHZ},       {"/readyz", R_READYZ},
+        {"/metrics", R_METRICS},
     };
 
     if (s->prefix_len && !strncmp(path, s->prefix, s->prefix_len) && path[s->prefix_len] == '/')
@@ -531,6 +537,7 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
     switch (p->route) {
     case R_FILTER:
     case R_PRIORITIZE:
+    case R_PREEMPT:
         needs_post = true;
         allows_post = true;
         p->allow = "POST";

@@ -6,8 +6,9 @@
  * arena, hands them to the decision core (af_plan_pod, af_filter,
  * af_prioritize) and encodes what it says. No decision logic lives here; what
  * this file adds is readiness (the when-not-ready modes), metrics, Kubernetes
- * Events and the /explain rendering. The server and the benchmarks call it
- * directly, so it has no idea which connection a request came from.
+ * Events, the preempt verb's reading of filter verdicts and the /explain
+ * rendering. The server and the benchmarks call it directly, so it has no
+ * idea which connection a request came from.
  */
 #include "accelfit/http.h"
 
@@ -20,6 +21,12 @@
 #include "accelfit/kube.h"
 
 #define NOT_SYNCED_REASON "accelfit cache not synced"
+
+/* What /explain cannot see; kube-scheduler applies these before it calls the extender. */
+#define EXPLAIN_SCOPE_CAVEAT                                                                   \
+    "taints, tolerations, node affinity and other kube-scheduler plugins are not evaluated by " \
+    "/explain: kube-scheduler applies them before it calls the extender, so a node shown as "  \
+    "pass here may still be excluded by them"
 
 /* ---- a small JSON writer with a sticky error ---------------------------------------------- */
 
@@ -172,6 +179,8 @@ static const char *accel_kind_name(enum af_accel_kind k)
         return "gpu";
     case AF_ACCEL_NEURON:
         return "neuron";
+    case AF_ACCEL_AMD:
+        return "amd";
     case AF_ACCEL_NONE:
         break;
     }
@@ -302,12 +311,10 @@ static void post_all_rejected(struct af_service *svc, const struct af_pod_info *
                        "AccelfitNoSuitableNode", msg);
 }
 
-/* A tier's name for people: its class, or what the CPU-backfill tier stands for. */
+/* A tier's name for people: its class, or what an added tier stands for. */
 static const char *tier_name(const struct af_plan *plan, int tier)
 {
-    if (plan->backfill && (size_t)tier == plan->sel.n_tiers - 1)
-        return "backfill onto accelerator nodes";
-    return af_class_name(plan->sel.tiers[tier].cls);
+    return af_plan_tier_name(plan, tier);
 }
 
 static void post_fallback(struct af_service *svc, const struct af_pod_info *pod,
@@ -482,6 +489,108 @@ done:
     return status;
 }
 
+/* ---- preempt ------------------------------------------------------------------------------------ */
+
+/*
+ * ProcessPreemption: kube-scheduler has chosen victims on each candidate node
+ * and asks which candidates to keep before it evicts anything. A candidate is
+ * kept unless accelfit's filter would refuse the pod there for a reason no
+ * eviction changes (FailedAndUnresolvable: hardware that can never take the
+ * pod, such as a class outside its tiers).
+ * FAILED (no room, a better tier first) is what preemption changes, so it is
+ * kept, and so is a name the cache does not know (filter fails it, it does not
+ * rule it out). Victims go back as given. While not ready the when-not-ready
+ * mode decides as for filter: reject keeps nothing (filter would refuse every
+ * node), allow-all keeps everything, error answers 503 (the result has no
+ * Error field).
+ */
+static int do_preempt(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
+                      struct af_buf *out, struct af_request_stats *st)
+{
+    size_t base = out->len, n;
+    struct af_error err;
+    struct af_preempt_args *args = NULL;
+    struct af_snapshot *snap = NULL;
+    struct af_arena ar = AF_ARENA_INIT;
+    struct af_buf msg = AF_BUF_INIT(1024);
+    struct af_node_view *views;
+    const char **names;
+    bool *keep;
+    struct af_node_decision *dec = NULL;
+    const char *why = NULL;
+    int rc, status = 200, kept = 0;
+
+    memset(&err, 0, sizeof(err));
+    rc = len ? af_codec_decode_preempt_args(body, len, &args, &err) : AF_EPARSE;
+    if (rc != 0) {
+        request_error(&msg, "cannot decode ExtenderPreemptionArgs", &err, rc, len);
+        AF_LOG(AF_LOG_WARN, "bad preempt request", "error", msg.buf ? msg.buf : "", NULL);
+        error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderPreemptionArgs");
+        status = 400;
+        goto done;
+    }
+    n = af_preempt_args_count(args);
+    if (n > AF_SERVICE_MAX_CANDIDATES) {
+        error_body(out, base, "accelfit: too many candidate nodes in one request");
+        status = 400;
+        goto done;
+    }
+    st->candidates = (int)n;
+    snap = af_publisher_acquire(svc->pub);
+    views = af_arena_alloc(&ar, (n + 1) * sizeof(*views));
+    names = af_arena_alloc(&ar, (n + 1) * sizeof(*names));
+    keep = af_arena_alloc(&ar, (n + 1) * sizeof(*keep));
+    for (size_t i = 0; i < n; i++) {
+        const struct af_node_view *v;
+        names[i] = af_preempt_args_name(args, i);
+        v = snap ? af_snapshot_find_node(snap, names[i]) : NULL;
+        if (v)
+            views[i] = *v;
+    }
+    if (!snapshot_ready(svc, snap, &why)) {
+        st->not_ready = true;
+        AF_LOG(AF_LOG_DEBUG, "preempt while not ready", "why", why, NULL);
+        if (svc->when_not_ready == AF_NOT_READY_ERROR) {
+            char text[300];
+            snprintf(text, sizeof(text), "accelfit: %s", why);
+            error_body(out, base, text);
+            status = 503;
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++)
+            keep[i] = svc->when_not_ready == AF_NOT_READY_ALLOW_ALL;
+    } else {
+        const struct af_pod_info *pod = af_preempt_args_pod(args);
+        struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
+
+        dec = af_xmalloc((n + 1) * sizeof(*dec));   /* af_filter initializes every entry */
+        af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        af_filter(cfg->policy, plan, pod, views, names, n, dec, NULL);
+        for (size_t i = 0; i < n; i++) {
+            keep[i] = dec[i].verdict != AF_VERDICT_UNRESOLVABLE;
+            if (!keep[i])
+                AF_LOG(AF_LOG_DEBUG, "preempt drops candidate", "node", names[i], "reason",
+                       dec[i].reason, NULL);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        kept += keep[i];
+    st->passed = kept;
+    rc = af_codec_encode_preempt(args, keep, out);
+    if (rc != 0) {
+        AF_LOG(AF_LOG_ERROR, "cannot encode preemption result", "error", af_strerror(rc), NULL);
+        error_body(out, base, "accelfit: cannot encode the preemption result (too large)");
+        status = 500;
+    }
+done:
+    af_free(dec);
+    af_buf_release(&msg);
+    af_arena_release(&ar);
+    af_snapshot_unref(snap);
+    af_preempt_args_free(args);
+    return status;
+}
+
 /* ---- explain ------------------------------------------------------------------------------------ */
 
 static void render_profile(struct jw *w, const struct af_plan *plan)
@@ -564,7 +673,75 @@ struct explain_in {
     bool ready;
     const char *why;
     const struct af_snapshot *snap;
+    /* GET ?pod= of a bound pod: its node, with the pod's own usage taken off (NULL if none) */
+    const struct af_node_view *own;
+    bool own_node_missing;    /* bound to a node the cache does not have */
 };
+
+/* "cpu 1, memory 1Gi, nvidia.com/gpu 1": the non-zero requests, for people. */
+static void format_requests(const struct af_resources *r, char *out, size_t n)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (int i = 0; i < AF_RES__COUNT && used < n; i++) {
+        char v[32];
+        int w;
+        if (i == AF_RES_PODS || r->v[i] == 0)
+            continue;
+        af_res_format((enum af_res)i, r->v[i], v, sizeof(v));
+        w = snprintf(out + used, n - used, "%s%s %s", used ? ", " : "", af_res_name((enum af_res)i),
+                     v);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (!out[0])
+        snprintf(out, n, "none");
+}
+
+/* "own_usage_subtracted" and "caveats": what the answer leaves out or adjusts. */
+static void render_scope(struct jw *w, const struct explain_in *in)
+{
+    char text[AF_REASON_MAX + 256];
+
+    if (in->own) {
+        jw_open(w, "own_usage_subtracted", "{");
+        jw_str(w, "node", in->own->info->name);
+        jw_int(w, "pods", 1);
+        jw_open(w, "requests", "{");
+        for (int i = 0; i < AF_RES__COUNT; i++) {
+            char v[32];
+            if (i == AF_RES_PODS || in->pod->requests.v[i] == 0)
+                continue;
+            af_res_format((enum af_res)i, in->pod->requests.v[i], v, sizeof(v));
+            jw_str(w, af_res_name((enum af_res)i), v);
+        }
+        jw_close(w, "}");
+        jw_close(w, "}");
+    } else {
+        jw_null(w, "own_usage_subtracted");
+    }
+    jw_open(w, "caveats", "[");
+    jw_str(w, NULL, EXPLAIN_SCOPE_CAVEAT);
+    if (in->own) {
+        char req[160];
+        format_requests(&in->pod->requests, req, sizeof(req));
+        snprintf(text, sizeof(text),
+                 "the pod is bound to %s: its own requests (%s) and its pod count were "
+                 "subtracted from that node's usage before deciding, so the node is judged as "
+                 "if the pod were not on it yet",
+                 in->own->info->name, req);
+        jw_str(w, NULL, text);
+    } else if (in->own_node_missing) {
+        snprintf(text, sizeof(text),
+                 "the pod is bound to %s, which is not in accelfit's cache: nothing was "
+                 "subtracted",
+                 in->pod->node_name);
+        jw_str(w, NULL, text);
+    }
+    jw_close(w, "]");
+}
 
 static int render_explain(struct af_config *cfg, struct af_arena *ar, const struct explain_in *in,
                           struct af_buf *out)
@@ -594,6 +771,7 @@ static int render_explain(struct af_config *cfg, struct af_arena *ar, const stru
     else
         jw_null(&w, "snapshot_generation");
     jw_str(&w, "policy", cfg->policy ? cfg->policy->source : NULL);
+    render_scope(&w, in);
     render_plan(&w, plan);
     jw_open(&w, "summary", "{");
     jw_int(&w, "candidates", (long long)in->c.n);
@@ -692,6 +870,19 @@ done:
     return status;
 }
 
+/*
+ * Takes a bound pod's own effective requests and its pod count off its node's
+ * usage, with the cache's wrapping arithmetic so it exactly undoes what the
+ * cache added.
+ */
+static void subtract_own_usage(struct af_node_view *v, const struct af_pod_info *pod)
+{
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        v->used.v[i] = (int64_t)((uint64_t)v->used.v[i] - (uint64_t)pod->requests.v[i]);
+    if (v->npods > 0)
+        v->npods--;
+}
+
 int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
                            struct af_buf *out)
 {
@@ -722,6 +913,20 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
     in.c.names = af_arena_alloc(&ar, (in.c.n + 1) * sizeof(*in.c.names));
     for (size_t i = 0; i < in.c.n; i++)
         in.c.names[i] = in.snap->nodes[i].info->name;
+    if (in.pod->node_name && *in.pod->node_name && !in.pod->terminal) {
+        /* A bound pod is in its node's usage already: judge the node without it. */
+        const struct af_node_view *mine = af_snapshot_find_node(in.snap, in.pod->node_name);
+        if (mine && mine >= in.snap->nodes && mine < in.snap->nodes + in.snap->n_nodes) {
+            size_t k = (size_t)(mine - in.snap->nodes);
+            struct af_node_view *views = af_arena_alloc(&ar, (in.c.n + 1) * sizeof(*views));
+            memcpy(views, in.snap->nodes, in.c.n * sizeof(*views));
+            subtract_own_usage(&views[k], in.pod);
+            in.c.views = views;
+            in.own = &views[k];
+        } else {
+            in.own_node_missing = true;
+        }
+    }
     if (render_explain(cfg, &ar, &in, out) != 0) {
         error_body(out, base, "accelfit: explanation too large");
         status = 500;
@@ -758,6 +963,9 @@ int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const cha
         break;
     case AF_VERB_EXPLAIN:
         status = do_explain(svc, cfg, body, len, out, st);
+        break;
+    case AF_VERB_PREEMPT:
+        status = do_preempt(svc, cfg, body, len, out, st);
         break;
     default:
         error_body(out, out->len, "unknown verb");
