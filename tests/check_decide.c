@@ -601,7 +601,7 @@ static const struct {
      false,
      false},
     {"unannotated Neuron pod may use every Neuron node, inf1 and trn2 included",
-     {.neuron = 1, .neuroncore = 2},
+     {.neuron = 1},
      false,
      {{"trn1-a", AF_CLASS_TRAINIUM1, .neuron = 16, .npods = 1, .price = 21},
       {"trn2-a", AF_CLASS_TRAINIUM2, .neuron = 16, .npods = 1, .price = 40},

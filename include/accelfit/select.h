@@ -14,7 +14,7 @@
 #include "accelfit/model.h"
 
 #define AF_REASON_MAX 240
-#define AF_TIER_REASONS 6
+#define AF_TIER_REASONS 8
 
 struct af_tier {
     int rank;                                  /* 1 = best */

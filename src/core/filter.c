@@ -174,6 +174,26 @@ static bool mig_fits(const struct af_pod_info *pod, const struct af_node_info *n
     return false;
 }
 
+/*
+ * A request larger than the node's whole allocatable (a MIG node asked for whole GPUs,
+ * 8 GPUs asked of a 1-GPU node): no eviction makes room, so it is not a question of room.
+ */
+static bool exceeds_node(const struct af_pod_info *pod, const struct af_node_info *node,
+                         char *out, size_t n)
+{
+    for (int r = 0; r < AF_RES__COUNT; r++) {
+        char want[32], have[32];
+        if (r == AF_RES_PODS || r == AF_RES_MIG || pod->requests.v[r] <= node->allocatable.v[r])
+            continue;
+        af_res_format((enum af_res)r, pod->requests.v[r], want, sizeof(want));
+        af_res_format((enum af_res)r, node->allocatable.v[r], have, sizeof(have));
+        snprintf(out, n, "the pod requests %s %s; this node (%s) has %s allocatable in all",
+                 want, af_res_name((enum af_res)r), af_class_name(node->cls), have);
+        return true;
+    }
+    return false;
+}
+
 static bool has_room(const struct af_pod_info *pod, const struct af_node_view *v)
 {
     bool offered;
@@ -280,6 +300,11 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
         if (d->tier < 0) {
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             no_tier(pol, plan, info, d->reason, sizeof(d->reason));
+            continue;
+        }
+        if (exceeds_node(pod, info, d->reason, sizeof(d->reason))) {
+            d->verdict = AF_VERDICT_UNRESOLVABLE;
+            d->tier = -1;
             continue;
         }
         if (!mig_fits(pod, info, &offered) && !offered) {

@@ -383,9 +383,15 @@ int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *nod
     enum af_class c = node->cls;
     int t;
 
-    if (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT)
-        return node->kind == plan->requested && node->kind != AF_ACCEL_NONE ? plan->unknown_tier
-                                                                            : -1;
+    if (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT) {
+        /* An accelerator of unknown model: the pods that request its kind may use it,
+         * last; so may backfilled CPU-only pods. */
+        if (node->kind == plan->requested && node->kind != AF_ACCEL_NONE)
+            return plan->unknown_tier;
+        if (plan->requested == AF_ACCEL_NONE && plan->backfill && node->kind != AF_ACCEL_NONE)
+            return (int)plan->sel.n_tiers - 1;
+        return -1;
+    }
     t = plan->tier_of[c];
     if (t >= 0 && plan->sel.tiers[t].spec && plan->sel.tiers[t].spec->n_families) {
         const struct af_tier_spec *ts = plan->sel.tiers[t].spec;
