@@ -464,6 +464,28 @@ START_TEST(test_decision_framework_cases)
 }
 END_TEST
 
+START_TEST(test_absurd_usage_is_no_room_not_undefined_behaviour)
+{
+    /* Usage sums wrap (the cache adds absurd requests with unsigned arithmetic); the
+     * room check must neither overflow (UBSan aborts) nor find room in a wrapped sum. */
+    struct af_pod_info *p = pod_from("p", "\"nvidia.com/gpu\":\"1\"", ANN("workload", "inference"));
+    size_t i = node_index("g5-12xl");
+    struct af_node_view v = views[i];
+    struct af_node_decision out[1];
+    struct af_plan plan;
+
+    v.used.v[AF_RES_GPU] = INT64_MIN + 3;
+    v.used.v[AF_RES_CPU] = INT64_MAX;
+    af_plan_pod(cfg->policy, cfg->catalog, p, &plan);
+    af_filter(cfg->policy, &plan, p, &v, &names[i], 1, out, NULL);
+    ck_assert(!out[0].has_room);
+    ck_assert_msg(strstr(out[0].reason, "no room"), "%s", out[0].reason);
+    af_prioritize(cfg->policy, &plan, p, &v, &names[i], 1, out);
+    ck_assert_int_le(out[0].score, 10);
+    af_pod_info_unref(p);
+}
+END_TEST
+
 /* ---- marginal cost ------------------------------------------------------------------------------ */
 
 START_TEST(test_daemonset_and_mirror_pods_are_system_pods)
@@ -503,6 +525,7 @@ Suite *af_table_suite(void)
     tcase_add_test(tc, test_cost_means_price);
     tcase_add_test(tc, test_no_saving_is_claimed_that_the_numbers_contradict);
     tcase_add_test(tc, test_decision_framework_cases);
+    tcase_add_test(tc, test_absurd_usage_is_no_room_not_undefined_behaviour);
     tcase_add_test(tc, test_daemonset_and_mirror_pods_are_system_pods);
     suite_add_tcase(s, tc);
     return s;

@@ -258,12 +258,21 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
     return 0;
 }
 
+/* A cluster file names each node once; a second one replaces the first, and says so. */
 static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
 {
     struct af_cache *cache = ud;
 
-    if (node)
+    if (node) {
+        size_t before = af_cache_node_count(cache);
+        if (node->price_annotation_bad)
+            AF_LOG(AF_LOG_WARN, "node price annotation ignored", "node", node->name, "annotation",
+                   "accelfit.io/hourly-price", "why", "not a decimal price", NULL);
         af_cache_upsert_node(cache, node);
+        if (af_cache_node_count(cache) == before)
+            AF_LOG(AF_LOG_WARN, "cluster file names a node twice; the later one wins", "node",
+                   node->name, NULL);
+    }
     if (pod)
         af_cache_upsert_pod(cache, pod);
 }

@@ -214,7 +214,9 @@ static void no_room(const struct af_pod_info *pod, const struct af_node_view *v,
         return;
     }
     if (!af_res_fits(&pod->requests, &v->info->allocatable, &v->used, &r)) {
-        int64_t free_ = v->info->allocatable.v[r] - v->used.v[r];
+        int64_t free_ = v->used.v[r] < 0 || v->used.v[r] > v->info->allocatable.v[r]
+                            ? 0
+                            : v->info->allocatable.v[r] - v->used.v[r];
         char want[32], have[32], total[32];
         af_res_format(r, pod->requests.v[r], want, sizeof(want));
         af_res_format(r, free_ < 0 ? 0 : free_, have, sizeof(have));

@@ -279,9 +279,11 @@ bool af_res_fits(const struct af_resources *req, const struct af_resources *allo
                  const struct af_resources *used, enum af_res *first_short)
 {
     for (int i = 0; i < AF_RES__COUNT; i++) {
-        if (i == AF_RES_PODS)
+        if (i == AF_RES_PODS || req->v[i] <= 0)
             continue;
-        if (req->v[i] > 0 && req->v[i] > alloc->v[i] - used->v[i]) {
+        /* free = alloc - used without overflow: a usage sum that wrapped (absurd requests)
+         * or exceeds the allocatable leaves no room. */
+        if (used->v[i] < 0 || used->v[i] > alloc->v[i] || req->v[i] > alloc->v[i] - used->v[i]) {
             if (first_short)
                 *first_short = (enum af_res)i;
             return false;

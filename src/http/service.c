@@ -637,12 +637,20 @@ static void render_plan(struct jw *w, const struct af_plan *plan)
         jw_num(w, "memory_needed_gib", plan->sel.memory_needed_gib);
     else
         jw_null(w, "memory_needed_gib");
+    jw_bool(w, "workload_stated", plan->stated);
+    jw_bool(w, "strict", plan->sel.strict && plan->stated);
+    jw_int(w, "instances", plan->instances);
+    jw_bool(w, "instances_stated", plan->instances_stated);
+    if (plan->requested == AF_ACCEL_NEURON) {
+        jw_int(w, "neuron_core_version", plan->neuron_gen);
+        jw_bool(w, "neuron_core_version_stated", plan->neuron_gen_stated);
+    }
     jw_open(w, "tiers", "[");
     for (size_t i = 0; i < plan->sel.n_tiers && i < AF_ARRAY_SIZE(plan->sel.tiers); i++) {
         const struct af_tier *t = &plan->sel.tiers[i];
         jw_open(w, NULL, "{");
         jw_int(w, "rank", t->rank);
-        jw_str(w, "class", af_class_name(t->cls));
+        jw_str(w, "class", t->group ? t->group : af_class_name(t->cls));
         jw_str(w, "instance", t->instance ? t->instance->name : NULL);
         jw_int(w, "instances", t->instances);
         if (t->price_known)
@@ -650,6 +658,7 @@ static void render_plan(struct jw *w, const struct af_plan *plan)
         else
             jw_null(w, "hourly_usd");
         jw_bool(w, "backfill", plan->backfill && i + 1 == plan->sel.n_tiers);
+        jw_bool(w, "added", t->group != NULL);
         jw_open(w, "reasons", "[");
         for (int r = 0; r < t->n_reasons && r < AF_TIER_REASONS; r++)
             jw_str(w, NULL, t->reasons[r]);
@@ -798,11 +807,20 @@ static int render_explain(struct af_config *cfg, struct af_arena *ar, const stru
         jw_str(&w, "class", ni ? af_class_name(ni->cls) : NULL);
         jw_str(&w, "instance_type", ni ? ni->instance_type : NULL);
         if (ni) {
+            jw_str(&w, "class_source", ni->class_source);
+            if (ni->dev_mem_gib_hi > 0) {
+                jw_num(&w, "device_memory_gib", ni->dev_mem_gib_hi);
+                jw_str(&w, "device_memory_source", ni->dev_mem_source);
+            }
             jw_bool(&w, "spot", ni->spot);
             if (ni->price_known)
                 jw_num(&w, "node_hourly_usd", ni->hourly_usd);
             else
                 jw_null(&w, "node_hourly_usd");
+            jw_str(&w, "price_source", ni->price_source);
+            if (ni->price_annotation_bad)
+                jw_str(&w, "price_note",
+                       "annotation accelfit.io/hourly-price is not a decimal price; ignored");
         }
         jw_str(&w, "verdict", verdict_name(f->verdict));
         if (f->tier >= 0 && (size_t)f->tier < plan->sel.n_tiers)

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `accelfit serve --cluster FILE` with the odd files people have: a node named
+ * twice, a node whose accelfit.io/hourly-price is not a price, an object with
+ * a "\u0000" in a string. Nothing is dropped silently: the log says what was
+ * skipped or replaced, /explain says what was ignored, and one bad object
+ * never keeps the rest of the cluster out.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "support/http_client.h"
+#include "support/support.h"
+
+static char *write_temp(const char *text)
+{
+    char *path = strdup("/tmp/af-cluster-XXXXXX.json");
+    int fd = mkstemps(path, 5);
+    size_t len = strlen(text);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+#define NODE(name, anns, itype)                                                                    \
+    "{\"kind\":\"Node\",\"metadata\":{\"name\":\"" name "\",\"annotations\":{" anns "},"          \
+    "\"labels\":{\"node.kubernetes.io/instance-type\":\"" itype "\"}},\"status\":{"                \
+    "\"allocatable\":{\"cpu\":\"4\",\"memory\":\"16Gi\",\"pods\":\"110\","                        \
+    "\"nvidia.com/gpu\":\"1\"}}}"
+
+static const char cluster[] =
+    "{\"kind\":\"List\",\"items\":["
+    NODE("twice", "", "g4dn.xlarge") ","
+    NODE("twice", "", "g5.xlarge") ","
+    NODE("badprice", "\"accelfit.io/hourly-price\":\"0x10\"", "g5.xlarge") ","
+    NODE("nul\\u0000name", "", "g5.xlarge") ","
+    "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"t\",\"annotations\":{"
+    "\"accelfit.io/workload\":\"inference\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+    "\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]},\"status\":{\"phase\":"
+    "\"Pending\"}}]}";
+
+START_TEST(test_odd_cluster_file_is_loaded_and_reported)
+{
+    char *path = write_temp(cluster);
+    const char *const args[] = {"--cluster", path, NULL};
+    struct af_test_server s;
+    struct af_test_resp r;
+    CURL *c = curl_easy_init();
+    char url[256], *log;
+    json_t *resp, *nodes, *n;
+    size_t i;
+    bool saw_badprice = false, saw_twice = false;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/explain?pod=t/p", s.base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    resp = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(resp);
+    nodes = json_object_get(resp, "nodes");
+    /* the NUL-named node was skipped; the other two (one of them named twice) are there */
+    ck_assert_int_eq(json_array_size(nodes), 2);
+    json_array_foreach(nodes, i, n) {
+        const char *name = json_string_value(json_object_get(n, "name"));
+        if (!strcmp(name, "badprice")) {
+            saw_badprice = true;
+            ck_assert_str_eq(json_string_value(json_object_get(n, "price_source")), "catalog");
+            ck_assert(strstr(json_string_value(json_object_get(n, "price_note")),
+                             "accelfit.io/hourly-price") != NULL);
+        }
+        if (!strcmp(name, "twice")) {
+            saw_twice = true;
+            /* the later object wins */
+            ck_assert_str_eq(json_string_value(json_object_get(n, "instance_type")), "g5.xlarge");
+            ck_assert_str_eq(json_string_value(json_object_get(n, "class_source")),
+                             "node.kubernetes.io/instance-type");
+        }
+    }
+    ck_assert(saw_badprice && saw_twice);
+    json_decref(resp);
+    af_test_resp_free(&r);
+
+    log = af_test_server_log(&s);
+    ck_assert_msg(strstr(log, "names a node twice") && strstr(log, "twice"), "%s", log);
+    ck_assert_msg(strstr(log, "node price annotation ignored"), "%s", log);
+    ck_assert_msg(strstr(log, "skipped objects that could not be decoded"), "%s", log);
+    free(log);
+    af_test_server_stop(&s);
+    curl_easy_cleanup(c);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+Suite *af_cluster_file_suite(void);
+Suite *af_cluster_file_suite(void)
+{
+    Suite *s = suite_create("cluster-file");
+    TCase *tc = tcase_create("cluster-file");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_odd_cluster_file_is_loaded_and_reported);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_cluster_file_suite());
+}
