@@ -639,7 +639,7 @@ static void render_plan(struct jw *w, const struct af_plan *plan)
         jw_null(w, "memory_needed_gib");
     jw_bool(w, "workload_stated", plan->stated);
     jw_bool(w, "strict", plan->sel.strict && plan->stated);
-    jw_int(w, "instances", plan->instances);
+    jw_int(w, "max_instances", plan->instances);
     jw_bool(w, "instances_stated", plan->instances_stated);
     if (plan->requested == AF_ACCEL_NEURON) {
         jw_int(w, "neuron_core_version", plan->neuron_gen);
