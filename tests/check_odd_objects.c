@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * `accelfit serve --cluster FILE` with the odd files people have: a node named
- * twice, a node whose accelfit.io/hourly-price is not a price, an object with
- * a "\u0000" in a string. Nothing is dropped silently: the log says what was
- * skipped or replaced, /explain says what was ignored, and one bad object
- * never keeps the rest of the cluster out.
+ * Odd objects, from the API server and in cluster files: a "\u0000" in a
+ * string, a node named twice, a node whose accelfit.io/hourly-price is not a
+ * price. One bad object never keeps the rest of the cluster out, and nothing
+ * is dropped silently: the log says what was skipped or replaced, /explain
+ * says what was ignored.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,8 @@
 
 #include <jansson.h>
 
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -98,13 +100,66 @@ START_TEST(test_odd_cluster_file_is_loaded_and_reported)
 }
 END_TEST
 
-Suite *af_cluster_file_suite(void);
-Suite *af_cluster_file_suite(void)
+static void count_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
 {
-    Suite *s = suite_create("cluster-file");
-    TCase *tc = tcase_create("cluster-file");
+    size_t *n = ud;
+
+    if (node)
+        n[0]++;
+    if (pod)
+        n[1]++;
+    af_node_info_unref(node);
+    af_pod_info_unref(pod);
+}
+
+START_TEST(test_nul_in_one_object_does_not_fail_a_list_page)
+{
+    /* A LIST page as the API server sends it: one node's label holds \u0000 (the label is
+     * ignored, the node kept), another's name does (that node is skipped and counted); a
+     * pod's annotation holds one. jansson with flags 0 rejected the whole page, so the
+     * cache never synced and every pod was refused. */
+    static const char page[] =
+        "{\"kind\":\"NodeList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"42\"},"
+        "\"items\":[{\"metadata\":{\"name\":\"a\",\"labels\":{\"team\":\"x\\u0000y\"}}},"
+        "{\"metadata\":{\"name\":\"b\\u0000c\"}},"
+        "{\"metadata\":{\"name\":\"d\"}}]}";
+    static const char pods_page[] =
+        "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"43\"},\"items\":["
+        "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"annotations\":{"
+        "\"accelfit.io/workload\":\"train\\u0000ing\"}},\"spec\":{\"containers\":[]}}]}";
+    struct af_config *cfg = NULL;
+    struct af_error err = {0};
+    size_t n[2] = {0, 0}, skipped = 0;
+    char *rv = NULL, *cont = NULL;
+
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+    ck_assert_msg(af_codec_decode_list_skip(cfg, page, strlen(page), count_item, n, &rv, &cont,
+                                            &skipped, &err) == 0,
+                  "%s", err.text);
+    ck_assert_uint_eq(n[0], 2);
+    ck_assert_uint_eq(skipped, 1);
+    ck_assert_str_eq(rv, "42");
+    free(rv);
+    rv = NULL;
+    skipped = 0;
+    ck_assert_int_eq(af_codec_decode_list_skip(cfg, pods_page, strlen(pods_page), count_item, n,
+                                               &rv, &cont, &skipped, &err),
+                     0);
+    ck_assert_uint_eq(n[1], 1);
+    ck_assert_uint_eq(skipped, 0);
+    free(rv);
+    af_config_unref(cfg);
+}
+END_TEST
+
+Suite *af_odd_objects_suite(void);
+Suite *af_odd_objects_suite(void)
+{
+    Suite *s = suite_create("odd-objects");
+    TCase *tc = tcase_create("odd-objects");
 
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_nul_in_one_object_does_not_fail_a_list_page);
     tcase_add_test(tc, test_odd_cluster_file_is_loaded_and_reported);
     suite_add_tcase(s, tc);
     return s;
@@ -112,5 +167,5 @@ Suite *af_cluster_file_suite(void)
 
 int main(void)
 {
-    return af_test_run(af_cluster_file_suite());
+    return af_test_run(af_odd_objects_suite());
 }
