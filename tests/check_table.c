@@ -486,6 +486,22 @@ START_TEST(test_absurd_usage_is_no_room_not_undefined_behaviour)
 }
 END_TEST
 
+START_TEST(test_counts_print_as_people_write_them)
+{
+    static const struct {
+        double v;
+        const char *want;
+    } cases[] = {{1e12, "1T"}, {1.5e9, "1.5B"}, {350e6, "350M"}, {70e9, "70B"}, {6.7e9, "6.7B"},
+                 {12e3, "12k"}, {950, "950"}, {1.234e9, "1.23B"}, {1e15, "1000T"}};
+    char out[32];
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        af_format_count(cases[i].v, out, sizeof(out));
+        ck_assert_str_eq(out, cases[i].want);
+    }
+}
+END_TEST
+
 /* ---- marginal cost ------------------------------------------------------------------------------ */
 
 START_TEST(test_daemonset_and_mirror_pods_are_system_pods)
@@ -526,6 +542,7 @@ Suite *af_table_suite(void)
     tcase_add_test(tc, test_no_saving_is_claimed_that_the_numbers_contradict);
     tcase_add_test(tc, test_decision_framework_cases);
     tcase_add_test(tc, test_absurd_usage_is_no_room_not_undefined_behaviour);
+    tcase_add_test(tc, test_counts_print_as_people_write_them);
     tcase_add_test(tc, test_daemonset_and_mirror_pods_are_system_pods);
     suite_add_tcase(s, tc);
     return s;

@@ -238,6 +238,10 @@ struct af_profile {
     enum af_precision precision;
 };
 
+/* A count as people write it: "70B", "1.5B", "350M", "12k", "1.2T", "950" (never an
+ * exponent, at most three significant digits). Cannot fail. */
+void af_format_count(double v, char *out, size_t n);
+
 /* workload unknown, objective balanced, everything else unset. */
 void af_profile_init(struct af_profile *p);
 

@@ -238,12 +238,9 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
     char params[32] = "unknown size";
 
     if (p->model_params > 0) {
-        if (p->model_params >= 1e9)
-            snprintf(params, sizeof(params), "%.3gB params", p->model_params / 1e9);
-        else if (p->model_params >= 1e6)
-            snprintf(params, sizeof(params), "%.3gM params", p->model_params / 1e6);
-        else
-            snprintf(params, sizeof(params), "%.0f params", p->model_params);
+        char count[24];
+        af_format_count(p->model_params, count, sizeof(count));
+        snprintf(params, sizeof(params), "%s params", count);
     }
     outf(b, "%s, %s, objective %s", af_workload_name(p->workload), params,
          af_objective_name(p->objective));
@@ -428,14 +425,10 @@ int af_cmd_recommend(int argc, char **argv)
 /* Appends "prefix 7B" (or 350M, 12k). */
 static void put_params(struct af_buf *b, const char *prefix, double v)
 {
-    if (v >= 1e9)
-        outf(b, "%s%gB", prefix, v / 1e9);
-    else if (v >= 1e6)
-        outf(b, "%s%gM", prefix, v / 1e6);
-    else if (v >= 1e3)
-        outf(b, "%s%gk", prefix, v / 1e3);
-    else
-        outf(b, "%s%g", prefix, v);
+    char count[32];
+
+    af_format_count(v, count, sizeof(count));
+    outf(b, "%s%s", prefix, count);
 }
 
 /* Appends the profile conditions of `r` in a compact, readable form. */

@@ -84,18 +84,6 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
              node->family ? node->family : "", plan->sel.rule ? plan->sel.rule : "?", list);
 }
 
-/* "13B" for reasons. */
-static void fmt_params(char *out, size_t n, double v)
-{
-    if (v >= 1e12)
-        snprintf(out, n, "%.3gT", v / 1e12);
-    else if (v >= 1e9)
-        snprintf(out, n, "%.3gB", v / 1e9);
-    else if (v >= 1e6)
-        snprintf(out, n, "%.3gM", v / 1e6);
-    else
-        snprintf(out, n, "%.0f", v);
-}
 
 /*
  * Physics: the most memory the pod can have on this node is the devices it requests
@@ -141,7 +129,7 @@ static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *p
     cap = per * units * plan->instances;
     if (plan->need_gib <= cap)
         return false;
-    fmt_params(params, sizeof(params), plan->profile.model_params);
+    af_format_count(plan->profile.model_params, params, sizeof(params));
     if (plan->instances > 1)
         snprintf(out, n,
                  "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, %.1f GiB, "

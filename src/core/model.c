@@ -6,6 +6,7 @@
 #include "accelfit/model.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,40 @@ int64_t af_res_devices(const struct af_resources *r)
         if (r->v[devs[i]] > 0)
             n = n > INT64_MAX - r->v[devs[i]] ? INT64_MAX : n + r->v[devs[i]];
     return n;
+}
+
+void af_format_count(double v, char *out, size_t n)
+{
+    static const struct {
+        double scale;
+        const char *unit;
+    } units[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "k"}, {1, ""}};
+    size_t u = 0;
+    double x;
+    int decimals;
+    char *dot, *end;
+
+    if (!(v >= 0) || !isfinite(v)) {
+        snprintf(out, n, "?");
+        return;
+    }
+    while (u + 1 < AF_ARRAY_SIZE(units) && v < units[u].scale)
+        u++;
+    x = v / units[u].scale;
+    decimals = x < 10 ? 2 : x < 100 ? 1 : 0;
+    if (!units[u].unit[0])
+        decimals = 0;
+    snprintf(out, n, "%.*f", decimals, x);
+    /* "1.50" -> "1.5", "7.00" -> "7" */
+    if ((dot = strchr(out, '.')) != NULL) {
+        end = out + strlen(out);
+        while (end > dot + 1 && end[-1] == '0')
+            *--end = '\0';
+        if (end == dot + 1)
+            *dot = '\0';
+    }
+    if (strlen(out) + strlen(units[u].unit) < n)
+        strcat(out, units[u].unit);
 }
 
 /* ---- workload enums ------------------------------------------------------------------ */

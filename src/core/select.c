@@ -67,20 +67,6 @@ static bool rule_matches(const struct af_rule *r, const struct af_profile *p)
     return true;
 }
 
-/* "70B", "1.5B", "350M", "12k". */
-static void fmt_params(char *out, size_t n, double v)
-{
-    if (v >= 1e12)
-        snprintf(out, n, "%.3gT", v / 1e12);
-    else if (v >= 1e9)
-        snprintf(out, n, "%.3gB", v / 1e9);
-    else if (v >= 1e6)
-        snprintf(out, n, "%.3gM", v / 1e6);
-    else if (v >= 1e3)
-        snprintf(out, n, "%.3gk", v / 1e3);
-    else
-        snprintf(out, n, "%.0f", v);
-}
 
 /* GiB with one decimal below 10, whole numbers above. */
 static void fmt_gib(char *out, size_t n, double v)
@@ -235,7 +221,7 @@ static void arithmetic_reason(const struct af_policy *pol, const struct af_profi
                    af_class_name(t->cls), t->name, per, mem);
         return;
     }
-    fmt_params(params, sizeof(params), p->model_params);
+    af_format_count(p->model_params, params, sizeof(params));
     fmt_gib(need, sizeof(need), tier->memory_needed_gib);
     if (p->workload == AF_WORKLOAD_TRAINING) {
         add_reason(tier,
@@ -345,7 +331,7 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
     if (!best.t) {
         char params[32], need[32], have[32];
         const char *mem = ts->cls == AF_CLASS_CPU ? "host" : "accelerator";
-        fmt_params(params, sizeof(params), p->model_params);
+        af_format_count(p->model_params, params, sizeof(params));
         fmt_gib(need, sizeof(need), needed);
         fmt_gib(have, sizeof(have), maxi * capacity_gib(largest));
         if (no_efa && largest->efa == false)
