@@ -100,6 +100,47 @@ START_TEST(test_odd_cluster_file_is_loaded_and_reported)
 }
 END_TEST
 
+START_TEST(test_json_logs_write_numbers_as_numbers)
+{
+    const char *const args[] = {"--demo", "--log-format", "json", "--log-level", "debug", NULL};
+    struct af_test_server s;
+    struct af_test_resp r;
+    CURL *c = curl_easy_init();
+    size_t len;
+    char url[256], *log, *line, *next;
+    char *body = af_test_read("tests/fixtures/kube-scheduler/filter-nodecache-true.json", &len);
+    bool saw_request = false;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/filter", s.base);
+    ck_assert_int_eq(af_test_http(c, "POST", url, body, len, NULL, &r), CURLE_OK);
+    af_test_resp_free(&r);
+    af_test_server_stop(&s);
+    log = af_test_server_log(&s);
+    for (line = log; line && *line; line = next) {
+        json_t *j;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        j = json_loads(line, 0, NULL);
+        ck_assert_msg(j != NULL, "not JSON: %s", line);
+        if (!strcmp(json_string_value(json_object_get(j, "msg")), "request")) {
+            saw_request = true;
+            ck_assert(json_is_integer(json_object_get(j, "status")));
+            ck_assert(json_is_integer(json_object_get(j, "candidates")));
+            ck_assert(json_is_boolean(json_object_get(j, "not_ready")));
+        }
+        if (json_object_get(j, "listen"))
+            ck_assert(json_is_string(json_object_get(j, "listen")));
+        json_decref(j);
+    }
+    ck_assert(saw_request);
+    free(log);
+    free(body);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
 static void count_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
 {
     size_t *n = ud;
@@ -161,6 +202,7 @@ Suite *af_odd_objects_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_nul_in_one_object_does_not_fail_a_list_page);
     tcase_add_test(tc, test_odd_cluster_file_is_loaded_and_reported);
+    tcase_add_test(tc, test_json_logs_write_numbers_as_numbers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -59,6 +59,55 @@ static bool needs_quotes(const char *s)
     return false;
 }
 
+/* The strict JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool json_number(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (*s >= '0' && *s <= '9')
+            s++;
+    else
+        return false;
+    if (*s == '.') {
+        if (!(*++s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/*
+ * In JSON logs a value that is a number or a boolean is written as one ("status":200,
+ * "not_ready":false), so log pipelines can compare and sum it. Names and identifiers stay strings even when they
+ * look numeric: a resourceVersion or a node called "42" is not a quantity.
+ */
+static bool log_as_is(const char *key, const char *v)
+{
+    static const char *const opaque[] = {"node",  "pod",     "name",   "namespace", "uid",
+                                         "rv",    "resource_version",   "error",     "reason",
+                                         "why",   "message", "msg",    "file",      "path",
+                                         "value", "annotation",         "field",     "command",
+                                         "source", "prefix", "kind",   "listen",    "first"};
+
+    for (size_t i = 0; i < sizeof(opaque) / sizeof(opaque[0]); i++)
+        if (!strcmp(key, opaque[i]))
+            return false;
+    return json_number(v) || !strcmp(v, "true") || !strcmp(v, "false");
+}
+
 void af__log(int level, const char *msg, ...)
 {
     char line[4096], ts[64];
@@ -103,9 +152,14 @@ void af__log(int level, const char *msg, ...)
         if (json) {
             put(line, &len, cap, ",\"");
             put_escaped(line, &len, cap, k, true);
-            put(line, &len, cap, "\":\"");
-            put_escaped(line, &len, cap, v, true);
-            put(line, &len, cap, "\"");
+            if (log_as_is(k, v)) {
+                put(line, &len, cap, "\":");
+                put(line, &len, cap, v);
+            } else {
+                put(line, &len, cap, "\":\"");
+                put_escaped(line, &len, cap, v, true);
+                put(line, &len, cap, "\"");
+            }
         } else {
             put(line, &len, cap, " ");
             put(line, &len, cap, k);
