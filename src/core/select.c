@@ -93,7 +93,7 @@ static const char *neuron_block(const struct af_policy *pol, const struct af_pro
     size_t used = 0;
 
     if (!p->neuron_ready)
-        return "no Neuron-compiled artifact (neuron-ready not set): Trainium and Inferentia "
+        return "no Neuron-compiled artifact (neuron-ready is false or not given): Trainium and Inferentia "
                "run only models compiled with the AWS Neuron SDK";
     for (int f = 0; f < AF_FRAMEWORK__COUNT; f++)
         if (pol->neuron_frameworks & (1u << f))

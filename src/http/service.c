@@ -20,7 +20,6 @@
 #include "accelfit/decide.h"
 #include "accelfit/kube.h"
 
-#define NOT_SYNCED_REASON "accelfit cache not synced"
 
 /* What /explain cannot see; kube-scheduler applies these before it calls the extender. */
 #define EXPLAIN_SCOPE_CAVEAT                                                                   \
@@ -378,15 +377,18 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         }
         memset(dec, 0, (c.n + 1) * sizeof(*dec));
         for (size_t i = 0; i < c.n; i++) {
+            char text[AF_REASON_MAX];
             dec[i].name = c.names[i];
             dec[i].tier = -1;
+            /* Say what is true: not synced yet, or synced and then gone stale. */
             if (svc->when_not_ready == AF_NOT_READY_ALLOW_ALL) {
                 dec[i].verdict = AF_VERDICT_PASS;
-                set_reason(&dec[i], NOT_SYNCED_REASON ": allowing every node");
+                snprintf(text, sizeof(text), "accelfit %s: allowing every node", why);
             } else {
                 dec[i].verdict = AF_VERDICT_FAILED;
-                set_reason(&dec[i], NOT_SYNCED_REASON);
+                snprintf(text, sizeof(text), "accelfit %s", why);
             }
+            set_reason(&dec[i], text);
         }
         st->passed = svc->when_not_ready == AF_NOT_READY_ALLOW_ALL ? (int)c.n : 0;
     } else {
