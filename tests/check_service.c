@@ -126,7 +126,7 @@ START_TEST(test_no_snapshot_is_not_ready_and_rejects)
     ck_assert_int_eq(json_array_size(json_object_get(r, "NodeNames")), 0);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "FailedNodes"),
                                                        "cpu-c6i")),
-                     "accelfit cache not synced");
+                     "accelfit: no cluster snapshot published yet");
     json_decref(r);
 }
 END_TEST

@@ -383,10 +383,10 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
             /* Say what is true: not synced yet, or synced and then gone stale. */
             if (svc->when_not_ready == AF_NOT_READY_ALLOW_ALL) {
                 dec[i].verdict = AF_VERDICT_PASS;
-                snprintf(text, sizeof(text), "accelfit %s: allowing every node", why);
+                snprintf(text, sizeof(text), "accelfit: %s; allowing every node", why);
             } else {
                 dec[i].verdict = AF_VERDICT_FAILED;
-                snprintf(text, sizeof(text), "accelfit %s", why);
+                snprintf(text, sizeof(text), "accelfit: %s", why);
             }
             set_reason(&dec[i], text);
         }
