@@ -634,6 +634,93 @@ START_TEST(test_parse_listen)
 }
 END_TEST
 
+/* ---- recommend --------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *query;            /* GET form */
+    const char *body;             /* POST form of the same request */
+    const char *const argv[16];   /* the CLI's */
+    int status;
+} rec_cases[] = {
+    {"workload=training&model-params=70B&objective=cost&framework=pytorch&neuron-ready",
+     "{\"workload\":\"training\",\"model_params\":\"70B\",\"objective\":\"cost\","
+     "\"framework\":\"pytorch\",\"neuron_ready\":true}",
+     {"accelfit", "recommend", "--workload", "training", "--model-params", "70B", "--objective",
+      "cost", "--framework", "pytorch", "--neuron-ready", "--output", "json", NULL},
+     200},
+    {"workload=inference&model-params=7e9&latency-slo-ms=8",
+     "{\"workload\":\"inference\",\"model-params\":7e9,\"latency_slo_ms\":8}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "7e9",
+      "--latency-slo-ms", "8", "--output", "json", NULL},
+     200},
+    {"workload=classical-ml", "{\"workload\":\"classical-ml\"}",
+     {"accelfit", "recommend", "--workload", "classical-ml", "--output", "json", NULL}, 200},
+    {"workload=inference&model-params=huge", "{\"workload\":\"inference\",\"model_params\":\"huge\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "huge", NULL}, 400},
+    {"workload=gaming", "{\"workload\":\"gaming\"}",
+     {"accelfit", "recommend", "--workload", "gaming", NULL}, 400},
+};
+
+/* GET and POST answer what the CLI prints; a refusal says what the CLI says. */
+START_TEST(test_recommend_answers_what_the_cli_prints)
+{
+    struct af_buf get = AF_BUF_INIT(0), post = AF_BUF_INIT(0);
+    char *out = NULL, *err = NULL;
+    int cli = af_test_exec(rec_cases[_i].argv, NULL, &out, &err);
+
+    ck_assert_int_eq(af_service_recommend(&svc, rec_cases[_i].query, NULL, 0, &get),
+                     rec_cases[_i].status);
+    ck_assert_int_eq(af_service_recommend(&svc, NULL, rec_cases[_i].body,
+                                          strlen(rec_cases[_i].body), &post),
+                     rec_cases[_i].status);
+    if (rec_cases[_i].status == 200) {
+        ck_assert_int_eq(cli, 0);
+        ck_assert_str_eq(get.buf, out);
+        ck_assert_str_eq(post.buf, out);
+    } else {
+        /* CLI: "accelfit recommend: MESSAGE\n"; server: {"error":"accelfit: MESSAGE"} */
+        json_t *g = json_loads(get.buf, 0, NULL), *p = json_loads(post.buf, 0, NULL);
+        const char *msg = strchr(err, ':') + 2;
+        ck_assert_int_eq(cli, 2);
+        err[strcspn(err, "\n")] = '\0';
+        ck_assert_str_eq(json_string_value(json_object_get(g, "error")) + 10, msg);
+        ck_assert_str_eq(json_string_value(json_object_get(p, "error")) + 10, msg);
+        json_decref(g);
+        json_decref(p);
+    }
+    free(out);
+    free(err);
+    af_buf_release(&get);
+    af_buf_release(&post);
+}
+END_TEST
+
+START_TEST(test_recommend_refuses_what_it_cannot_read)
+{
+    static const char *const bodies[] = {"[1]", "{\"workload\":[\"x\"]}", "{", "{\"gpus\":4}"};
+    static const char *const queries[] = {"model-params=7B", "workload=training&x%zz=1",
+                                          "workload=training&size=7B"};
+    for (size_t i = 0; i < AF_ARRAY_SIZE(bodies); i++) {
+        struct af_buf b = AF_BUF_INIT(0);
+        json_t *j;
+        ck_assert_int_eq(af_service_recommend(&svc, NULL, bodies[i], strlen(bodies[i]), &b), 400);
+        j = json_loads(b.buf, 0, NULL);
+        ck_assert_ptr_nonnull(json_string_value(json_object_get(j, "error")));
+        json_decref(j);
+        af_buf_release(&b);
+    }
+    for (size_t i = 0; i < AF_ARRAY_SIZE(queries); i++) {
+        struct af_buf b = AF_BUF_INIT(0);
+        ck_assert_int_eq(af_service_recommend(&svc, queries[i], NULL, 0, &b), 400);
+        ck_assert_msg(strstr(b.buf, i == 0 ? "workload is required"
+                                    : i == 1 ? "bad % escape"
+                                             : "unknown parameter 'size'"),
+                      "%s", b.buf);
+        af_buf_release(&b);
+    }
+}
+END_TEST
+
 Suite *af_service_suite(void);
 Suite *af_service_suite(void)
 {
@@ -667,6 +754,13 @@ Suite *af_service_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_explain_bound_pod_leaves_out_its_own_usage);
     tcase_add_test(tc, test_explain_says_what_it_does_not_evaluate);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("recommend");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, test_recommend_answers_what_the_cli_prints, 0,
+                        (int)AF_ARRAY_SIZE(rec_cases));
+    tcase_add_test(tc, test_recommend_refuses_what_it_cannot_read);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("listen");

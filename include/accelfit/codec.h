@@ -143,4 +143,25 @@ size_t af_preempt_args_victims(const struct af_preempt_args *a, size_t i);     /
 int af_codec_encode_preempt(const struct af_preempt_args *args, const bool *keep,
                             struct af_buf *out) AF_MUST_CHECK;
 
+/* ---- recommendations ---------------------------------------------------------------------- */
+
+/*
+ * Appends the recommendation for `p` (the selection `s` made under `cfg`) as one
+ * JSON object and a newline: profile, rule, memory_needed_gib, tiers, dropped,
+ * catalog, policy. `b` must be unbounded (max 0). Cannot fail.
+ */
+void af_recommend_json(const struct af_profile *p, const struct af_config *cfg,
+                       const struct af_selection *s, struct af_buf *b);
+
+/*
+ * The parameters of a POST /recommend body, {"workload":"training","model_params":"70B",
+ * "neuron_ready":true, ...}: each member's name and its scalar as text (numbers as
+ * written, booleans as true/false). Calls `cb` once per member, in order; stops at the
+ * first non-zero return and returns it. Errors (not JSON, not an object, a member that
+ * is not a scalar) are AF_EPARSE/AF_ETYPE with `err` naming the member.
+ */
+typedef int (*af_param_cb)(void *ud, const char *key, const char *value);
+int af_codec_decode_params(const char *body, size_t len, af_param_cb cb, void *ud,
+                           struct af_error *err) AF_MUST_CHECK;
+
 #endif

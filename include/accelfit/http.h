@@ -73,6 +73,13 @@ int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const cha
 /* GET /explain?pod=NS/NAME against the current snapshot. Returns the HTTP status. */
 int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
                            struct af_buf *out);
+/*
+ * GET /recommend?workload=...&model-params=... (query) or POST /recommend with a JSON
+ * object body: the selection core's answer, exactly what `accelfit recommend --output
+ * json` prints. 200, or 400 with {"error": ...} naming the bad parameter.
+ */
+int af_service_recommend(struct af_service *svc, const char *query, const char *body, size_t len,
+                         struct af_buf *out);
 /* Ready: synced and not stale. `why` gets a short reason when not. */
 bool af_service_ready(struct af_service *svc, const char **why);
 

@@ -67,6 +67,17 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
  */
 void af_selection_label(struct af_selection *sel);
 
+/*
+ * Sets one named field of a profile from text: "workload", "model-params",
+ * "objective", "latency-slo-ms", "framework", "neuron-ready" ("true"/"false"),
+ * "precision" ('_' may stand for '-'). Returns 0, or AF_EINVAL with a message
+ * for people in `err` (the value quoted, the accepted values listed).
+ */
+int af_profile_set(struct af_profile *p, const char *key, const char *value, char *err,
+                   size_t n) AF_MUST_CHECK;
+/* The profile has what a recommendation needs (a workload). 0 or AF_EINVAL + message. */
+int af_profile_check(const struct af_profile *p, char *err, size_t n) AF_MUST_CHECK;
+
 /* Memory the model needs in GiB for this profile under `pol` (0 when unknown). */
 double af_select_memory_needed_gib(const struct af_policy *pol, const struct af_profile *profile);
 

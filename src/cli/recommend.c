@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/select.h"
 #include "accelfit/util.h"
@@ -119,117 +120,10 @@ static void outf(struct af_buf *b, const char *fmt, ...)
         af_assert(!"unbounded buffer refused output");
 }
 
-static void json_num(struct af_buf *b, double v)
-{
-    outf(b, "%.10g", v);
-}
-
-static void json_str(struct af_buf *b, const char *s)
-{
-    if (af_buf_json_str(b, s))
-        af_assert(!"unbounded buffer refused output");
-}
-
 static void put(struct af_buf *b, const char *s)
 {
     if (af_buf_puts(b, s))
         af_assert(!"unbounded buffer refused output");
-}
-
-static void print_json(const struct af_profile *p, const struct af_config *cfg,
-                       const struct af_selection *s, struct af_buf *b)
-{
-    const struct af_policy *pol = cfg->policy;
-    enum af_precision prec = p->precision;
-
-    if (prec < 0)
-        prec = p->workload == AF_WORKLOAD_TRAINING ? pol->training_precision
-                                                   : pol->inference_precision;
-
-    put(b, "{\"profile\":{\"workload\":");
-    json_str(b, af_workload_name(p->workload));
-    put(b, ",\"model_params\":");
-    if (p->model_params > 0)
-        json_num(b, p->model_params);
-    else
-        put(b, "null");
-    put(b, ",\"objective\":");
-    json_str(b, af_objective_name(p->objective));
-    put(b, ",\"latency_slo_ms\":");
-    if (p->latency_slo_ms > 0)
-        json_num(b, p->latency_slo_ms);
-    else
-        put(b, "null");
-    put(b, ",\"framework\":");
-    json_str(b, af_framework_name(p->framework));
-    put(b, p->neuron_ready ? ",\"neuron_ready\":true" : ",\"neuron_ready\":false");
-    put(b, ",\"precision\":");
-    json_str(b, af_precision_name(prec));
-    put(b, "},\"rule\":");
-    if (s->rule)
-        json_str(b, s->rule);
-    else
-        put(b, "null");
-    put(b, ",\"memory_needed_gib\":");
-    if (s->memory_needed_gib > 0)
-        json_num(b, s->memory_needed_gib);
-    else
-        put(b, "null");
-    put(b, ",\"tiers\":[");
-    for (size_t i = 0; i < s->n_tiers; i++) {
-        const struct af_tier *t = &s->tiers[i];
-        if (i)
-            put(b, ",");
-        put(b, "{\"rank\":");
-        json_num(b, t->rank);
-        put(b, ",\"class\":");
-        json_str(b, af_class_name(t->cls));
-        put(b, ",\"instance_type\":");
-        json_str(b, t->instance->name);
-        put(b, ",\"instances\":");
-        json_num(b, t->instances);
-        put(b, ",\"devices_per_instance\":");
-        if (t->devices > 0)
-            json_num(b, t->devices);
-        else
-            put(b, "null");
-        put(b, ",\"hourly_usd\":");
-        if (t->price_known)
-            json_num(b, t->hourly_usd);
-        else
-            put(b, "null");
-        put(b, ",\"price_per_instance_usd\":");
-        if (t->price_known)
-            json_num(b, t->instance->price_usd_hr);
-        else
-            put(b, "null");
-        put(b, ",\"accelerator_memory_gib\":");
-        json_num(b, t->accel_memory_gib);
-        put(b, ",\"accelerator_memory_gib_per_instance\":");
-        json_num(b, af_instance_accel_memory_gib(t->instance));
-        put(b, ",\"reasons\":[");
-        for (int j = 0; j < t->n_reasons; j++) {
-            if (j)
-                put(b, ",");
-            json_str(b, t->reasons[j]);
-        }
-        put(b, "]}");
-    }
-    put(b, "],\"dropped\":[");
-    for (size_t i = 0; i < s->n_dropped; i++) {
-        if (i)
-            put(b, ",");
-        put(b, "{\"class\":");
-        json_str(b, af_class_name(s->dropped[i].cls));
-        put(b, ",\"reason\":");
-        json_str(b, s->dropped[i].reason);
-        put(b, "}");
-    }
-    put(b, "],\"catalog\":");
-    json_str(b, cfg->catalog->source);
-    put(b, ",\"policy\":");
-    json_str(b, pol->source);
-    put(b, "}\n");
 }
 
 static void print_table(const struct af_profile *p, const struct af_config *cfg,
@@ -348,52 +242,17 @@ int af_cmd_recommend(int argc, char **argv)
         return fail(cmd, "unexpected argument '%s' (see accelfit recommend --help)", a);
     }
 
-    if (!workload)
-        return fail(cmd, "--workload is required (training, inference, batch-inference, "
-                         "preprocessing, classical-ml or development)");
-    p.workload = af_workload_parse(workload);
-    if (p.workload < 0)
-        return fail(cmd,
-                    "unknown workload '%s' (known: training, inference, batch-inference, "
-                    "preprocessing, classical-ml, development)",
-                    workload);
-    if (params) {
-        if (af_parse_count(params, &p.model_params) != 0 || !(p.model_params >= 1))
-            return fail(cmd,
-                        "cannot parse model size '%s' (write 70B, 350M, 13e9 or "
-                        "7000000000)",
-                        params);
-    }
-    if (objective) {
-        int o = af_objective_parse(objective);
-        if (o < 0)
-            return fail(cmd,
-                        "unknown objective '%s' (known: cost, performance, balanced, "
-                        "latency)",
-                        objective);
-        p.objective = (enum af_objective)o;
-    }
-    if (slo) {
-        int64_t v;
-        if (af_parse_int64(slo, 1, 86400000, &v) != 0)
-            return fail(cmd,
-                        "latency SLO '%s' must be a positive whole number of "
-                        "milliseconds",
-                        slo);
-        p.latency_slo_ms = (int)v;
-    }
-    if (framework) {
-        int f = af_framework_parse(framework);
-        if (f < 0)
-            return fail(cmd, "unknown framework '%s' (known: pytorch, tensorflow, jax, other)",
-                        framework);
-        p.framework = (enum af_framework)f;
-    }
-    if (precision) {
-        int pr = af_precision_parse(precision);
-        if (pr < 0)
-            return fail(cmd, "unknown precision '%s' (known: fp32, bf16, fp16, int8)", precision);
-        p.precision = (enum af_precision)pr;
+    {
+        /* The same reading as the server's /recommend (af_profile_set). */
+        static const char *const keys[] = {"workload",  "model-params", "objective",
+                                           "latency-slo-ms", "framework", "precision"};
+        const char *vals[] = {workload, params, objective, slo, framework, precision};
+        char msg[300];
+        for (size_t k = 0; k < AF_ARRAY_SIZE(keys); k++)
+            if (vals[k] && af_profile_set(&p, keys[k], vals[k], msg, sizeof(msg)))
+                return fail(cmd, "%s", msg);
+        if (af_profile_check(&p, msg, sizeof(msg)))
+            return fail(cmd, "--%s", msg);
     }
     if (!strcmp(output, "json"))
         json = true;
@@ -408,7 +267,7 @@ int af_cmd_recommend(int argc, char **argv)
     sel = af_xmalloc(sizeof(*sel));
     af_select(cfg->policy, cfg->catalog, &p, false, sel);
     if (json)
-        print_json(&p, cfg, sel, &b);
+        af_recommend_json(&p, cfg, sel, &b);
     else
         print_table(&p, cfg, sel, &b);
     fwrite(b.buf, 1, b.len, stdout);

@@ -1001,3 +1001,116 @@ int af_service_handle(struct af_service *svc, enum af_verb verb, const char *bod
 {
     return af_service_handle_stats(svc, verb, body, len, out, NULL);
 }
+
+/* ---- recommend ---------------------------------------------------------------------------------- */
+
+struct recommend_in {
+    struct af_profile profile;
+    char err[320];
+};
+
+static int recommend_param(void *ud, const char *key, const char *value)
+{
+    struct recommend_in *in = ud;
+
+    return af_profile_set(&in->profile, key, value, in->err, sizeof(in->err));
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Decodes one application/x-www-form-urlencoded component in place; false on a bad '%'. */
+static bool form_decode(char *s)
+{
+    char *out = s;
+
+    for (; *s; s++) {
+        if (*s == '+') {
+            *out++ = ' ';
+        } else if (*s == '%') {
+            int hi = hexval(s[1]), lo = hi >= 0 ? hexval(s[2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return false;
+            *out++ = (char)(hi * 16 + lo);
+            s += 2;
+        } else {
+            *out++ = *s;
+        }
+    }
+    *out = '\0';
+    return true;
+}
+
+/* "workload=training&model-params=70B&neuron-ready": each pair through recommend_param. */
+static int recommend_query(struct recommend_in *in, const char *query)
+{
+    char *copy = af_xstrdup(query ? query : ""), *save = NULL;
+    int rc = 0;
+
+    for (char *pair = strtok_r(copy, "&", &save); pair && !rc; pair = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(pair, '=');
+        const char *value = "";
+        if (eq) {
+            *eq = '\0';
+            value = eq + 1;
+        }
+        if (!form_decode(pair) || (eq && !form_decode(eq + 1))) {
+            snprintf(in->err, sizeof(in->err), "query parameter '%.60s': bad %% escape", pair);
+            rc = AF_EINVAL;
+            break;
+        }
+        /* a bare name is a switch: ?neuron-ready */
+        rc = recommend_param(in, pair, eq ? value : "true");
+    }
+    af_free(copy);
+    return rc;
+}
+
+int af_service_recommend(struct af_service *svc, const char *query, const char *body, size_t len,
+                         struct af_buf *out)
+{
+    size_t base = out->len;
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    struct af_selection *sel = NULL;
+    struct recommend_in in;
+    struct af_buf json = AF_BUF_INIT(0);
+    struct af_error err;
+    int rc, status = 200;
+
+    memset(&in, 0, sizeof(in));
+    memset(&err, 0, sizeof(err));
+    af_profile_init(&in.profile);
+    if (body && len) {
+        rc = af_codec_decode_params(body, len, recommend_param, &in, &err);
+        if (rc && !in.err[0])
+            af_error_format(&err, in.err, sizeof(in.err));
+    } else {
+        rc = recommend_query(&in, query);
+    }
+    if (!rc)
+        rc = af_profile_check(&in.profile, in.err, sizeof(in.err));
+    if (rc) {
+        char text[400];
+        snprintf(text, sizeof(text), "accelfit: %s", in.err);
+        error_body(out, base, text);
+        status = 400;
+        goto done;
+    }
+    sel = af_xmalloc(sizeof(*sel));
+    af_select(cfg->policy, cfg->catalog, &in.profile, false, sel);
+    af_recommend_json(&in.profile, cfg, sel, &json);
+    if (af_buf_add(out, json.buf, json.len)) {
+        error_body(out, base, "accelfit: the recommendation is too large");
+        status = 500;
+    }
+done:
+    af_buf_release(&json);
+    af_free(sel);
+    af_config_unref(cfg);
+    return status;
+}
