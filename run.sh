@@ -6,6 +6,10 @@
 #   ./run.sh test     install dependencies, build, and run every test suite,
 #                     then again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./run.sh bench    build optimized and run the benchmarks
+#   ./run.sh fuzz [SECONDS]
+#                     build the libFuzzer harnesses of tests/fuzz with clang and run
+#                     each in turn, SECONDS in all (default 60); new inputs go to
+#                     build-fuzz/corpus, crashes to build-fuzz/artifacts
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,7 +23,30 @@ build() {   # build DIR [cmake options...]; $target limits what is built
     cmake --build "$dir" -j"$jobs" ${target:+--target "$target"} >/dev/null
 }
 
-./scripts/install-deps.sh
+# clang with libFuzzer, or a message saying why not (returns 1).
+have_libfuzzer() {
+    command -v clang >/dev/null || { echo "clang not found"; return 1; }
+    local probe
+    probe=$(mktemp -d)
+    printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$probe/p.c"
+    if ! clang -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>/dev/null; then
+        rm -rf "$probe"
+        echo "clang cannot link -fsanitize=fuzzer (libFuzzer missing)"
+        return 1
+    fi
+    rm -rf "$probe"
+}
+
+fuzz_build() {   # the harnesses, instrumented, in build-fuzz
+    CC=clang target=fuzz_harnesses build build-fuzz -DAF_FUZZ=ON -DAF_TESTS=OFF \
+        -DCMAKE_BUILD_TYPE=Debug
+}
+
+if [ "${1:-demo}" = fuzz ]; then
+    ./scripts/install-deps.sh fuzz
+else
+    ./scripts/install-deps.sh
+fi
 
 case "${1:-demo}" in
 demo)
@@ -40,13 +67,47 @@ test)
     (cd build && ctest --output-on-failure -j"$jobs")
     build build-san -DAF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
     (cd build-san && ctest --output-on-failure -j"$jobs")
+    # Both runs above replayed the fuzz corpora through replay.c; with clang the
+    # libFuzzer builds of the harnesses replay them too.
+    if why=$(have_libfuzzer); then
+        fuzz_build
+        (cd build-fuzz && ctest --output-on-failure -j"$jobs" -R '^fuzz_replay_')
+    else
+        echo "run.sh: skipping the libFuzzer replay of tests/fuzz/corpus: $why" \
+             "(the corpora were replayed without libFuzzer above)"
+    fi
+    ;;
+fuzz)
+    seconds=${2:-60}
+    case "$seconds" in ''|*[!0-9]*) echo "usage: ./run.sh fuzz [SECONDS]" >&2; exit 2;; esac
+    if ! why=$(have_libfuzzer); then
+        echo "run.sh fuzz: cannot fuzz: $why" >&2
+        exit 1
+    fi
+    fuzz_build
+    harnesses=(args objects policy catalog cluster numbers)
+    each=$(( seconds / ${#harnesses[@]} ))
+    [ "$each" -ge 1 ] || each=1
+    mkdir -p build-fuzz/artifacts
+    for h in "${harnesses[@]}"; do
+        # The first directory receives new inputs; the repository's corpus only seeds.
+        mkdir -p "build-fuzz/corpus/$h"
+        dict=()
+        [ -f "tests/fuzz/$h.dict" ] && dict=(-dict="tests/fuzz/$h.dict")
+        echo "== fuzz_$h for ${each}s"
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            "build-fuzz/fuzz_$h" -max_total_time="$each" -print_final_stats=1 \
+            -artifact_prefix="build-fuzz/artifacts/$h-" "${dict[@]}" \
+            "build-fuzz/corpus/$h" "tests/fuzz/corpus/$h"
+    done
     ;;
 bench)
     build build-bench -DCMAKE_BUILD_TYPE=Release -DAF_TESTS=OFF
     for b in build-bench/bench_*; do [ -x "$b" ] && "$b"; done
     ;;
 *)
-    echo "usage: ./run.sh [demo|test|bench]" >&2
+    echo "usage: ./run.sh [demo|test|bench|fuzz [SECONDS]]" >&2
     exit 2
     ;;
 esac

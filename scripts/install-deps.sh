@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs what accelfit needs to build and test on Debian/Ubuntu (apt-get).
 # Does nothing when everything is already there.
+#   scripts/install-deps.sh        what building and testing need
+#   scripts/install-deps.sh fuzz   also clang and libFuzzer, for ./run.sh fuzz
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libwebsockets-dev libjansson-dev libcurl4-openssl-dev
       libyaml-dev libssl-dev check python3 openssl curl ca-certificates)
+if [ "${1:-}" = fuzz ]; then
+    pkgs+=(clang libclang-rt-dev)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -567,7 +567,7 @@ static const struct {
      "kubernetes.io/instance-type\":\"p4d.24xlarge\"}},\"status\":{\"allocatable\":{\"cpu\":"
      "\"96\",\"memory\":\"1152Gi\",\"nvidia.com/gpu\":\"8\"}}}"},
     {"1: one\n2.5: two\n", "{\"1\":\"one\",\"2.5\":\"two\"}"},
-    {"x: 123456789012345678901234567890\n", "{\"x\":123456789012345678901234567890}"},
+    {"x: 123456789012345678901234567890\n", "{\"x\":1.2345678901234568e+29}"},
     {"", "null"},
     {"# only a comment\n", "null"},
     {"--- 42\n", "42"},
@@ -635,6 +635,311 @@ START_TEST(test_yaml_to_json_respects_the_buffer_cap)
 }
 END_TEST
 
+/*
+ * "Billion laughs": nine levels of ten aliases, under 500 bytes of YAML, would expand
+ * to 10^9 strings. The conversion counts alias expansions and stops, with the
+ * position and the limit, long before memory runs out, even with no cap on `out`.
+ */
+static const char billion_laughs[] =
+    "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+    "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+    "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+    "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+    "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+    "h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+    "i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
+
+START_TEST(test_yaml_to_json_stops_billion_laughs)
+{
+    struct af_buf out = AF_BUF_INIT(0);
+    struct af_error err;
+    char msg[800];
+    uint64_t t0 = af_now_ns();
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_yaml_to_json("laughs.yaml", billion_laughs, strlen(billion_laughs), &out, &err);
+    ck_assert_int_eq(rc, AF_ETOOBIG);
+    ck_assert_uint_eq(out.len, 0);
+    ck_assert_msg(af_now_ns() - t0 < 2000000000ull, "took %.1f s",
+                  (double)(af_now_ns() - t0) / 1e9);
+    af_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(strstr(msg, "laughs.yaml:") && err.line > 0 && err.column > 0 &&
+                      strstr(msg, "alias expansions"),
+                  "got '%s'", msg);
+    af_buf_release(&out);
+}
+END_TEST
+
+/* Aliases under the expansion limit can still make the JSON far bigger than the YAML:
+ * the output has a limit of its own, also with no cap on `out`. */
+START_TEST(test_yaml_to_json_caps_alias_output)
+{
+    struct af_buf yaml = AF_BUF_INIT(0), out = AF_BUF_INIT(0);
+    struct af_error err;
+    char msg[800];
+    int rc;
+
+    /* A 64 KiB string, then 5000 aliases of it: 320 MiB of JSON from 100 KiB of YAML. */
+    ck_assert_int_eq(af_buf_puts(&yaml, "s: &s \""), 0);
+    for (int i = 0; i < 65536; i++)
+        ck_assert_int_eq(af_buf_add(&yaml, "x", 1), 0);
+    ck_assert_int_eq(af_buf_puts(&yaml, "\"\nt: ["), 0);
+    for (int i = 0; i < 5000; i++)
+        ck_assert_int_eq(af_buf_puts(&yaml, i ? ", *s" : "*s"), 0);
+    ck_assert_int_eq(af_buf_puts(&yaml, "]\n"), 0);
+
+    memset(&err, 0, sizeof(err));
+    rc = af_yaml_to_json("big.yaml", yaml.buf, yaml.len, &out, &err);
+    ck_assert_int_eq(rc, AF_ETOOBIG);
+    ck_assert_uint_eq(out.len, 0);
+    af_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(strstr(msg, "big.yaml:") && err.line > 0 && strstr(msg, "JSON output"),
+                  "got '%s'", msg);
+    af_buf_release(&yaml);
+    af_buf_release(&out);
+}
+END_TEST
+
+/* Few aliases, each copying a big subtree: the nodes copied are capped too (each
+ * becomes a json_t when the cluster file is decoded). */
+START_TEST(test_yaml_to_json_caps_nodes_copied_by_aliases)
+{
+    struct af_buf yaml = AF_BUF_INIT(0), out = AF_BUF_INIT(0);
+    struct af_error err;
+    char msg[800];
+    int rc;
+
+    /* A list of 1000 scalars, then 300 aliases of it: 300,000 nodes from 3 KiB. */
+    ck_assert_int_eq(af_buf_puts(&yaml, "s: &s ["), 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_int_eq(af_buf_puts(&yaml, i ? ",a" : "a"), 0);
+    ck_assert_int_eq(af_buf_puts(&yaml, "]\nt: ["), 0);
+    for (int i = 0; i < 300; i++)
+        ck_assert_int_eq(af_buf_puts(&yaml, i ? ", *s" : "*s"), 0);
+    ck_assert_int_eq(af_buf_puts(&yaml, "]\n"), 0);
+
+    memset(&err, 0, sizeof(err));
+    rc = af_yaml_to_json("wide.yaml", yaml.buf, yaml.len, &out, &err);
+    ck_assert_int_eq(rc, AF_ETOOBIG);
+    ck_assert_uint_eq(out.len, 0);
+    af_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(strstr(msg, "wide.yaml:") && err.line > 0 && strstr(msg, "nodes"),
+                  "got '%s'", msg);
+    af_buf_release(&yaml);
+    af_buf_release(&out);
+}
+END_TEST
+
+/*
+ * Numbers that jansson (as the cluster decoder loads JSON) cannot read: an integer past
+ * int64 becomes a float, as Kubernetes' YAML reader makes it; a number past double is
+ * a string, as the YAML reader leaves it. Either way the output reads back, so one
+ * odd number cannot fail a whole cluster file with a position in text nobody wrote.
+ */
+static const struct {
+    const char *yaml;
+    const char *json;
+} y2j_numbers[] = {
+    {"x: 123456789012345678901234567890\n", "{\"x\":1.2345678901234568e+29}"},
+    {"x: -9223372036854775809\n", "{\"x\":-9.223372036854776e+18}"},
+    {"x: 9223372036854775807\n", "{\"x\":9223372036854775807}"},
+    {"x: -9223372036854775808\n", "{\"x\":-9223372036854775808}"},
+    {"x: 1e400\n", "{\"x\":\"1e400\"}"},
+    {"x: -1.5e999\n", "{\"x\":\"-1.5e999\"}"},
+    {"x: 1e-400\n", "{\"x\":1e-400}"},
+    {"x: 2.5E+3\n", "{\"x\":2.5E+3}"},
+};
+
+START_TEST(test_yaml_to_json_numbers_read_back)
+{
+    struct af_buf out = AF_BUF_INIT(0);
+    struct af_error err;
+    json_error_t jerr;
+    json_t *j;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_yaml_to_json("t.yaml", y2j_numbers[_i].yaml, strlen(y2j_numbers[_i].yaml),
+                                  &out, &err) == 0,
+                  "case %d: %s", _i, err.text);
+    ck_assert_str_eq(out.buf, y2j_numbers[_i].json);
+    j = json_loadb(out.buf, out.len, 0, &jerr);
+    ck_assert_msg(j != NULL, "case %d: jansson cannot read %s: %s", _i, out.buf, jerr.text);
+    json_decref(j);
+    af_buf_release(&out);
+}
+END_TEST
+
+/*
+ * Large policies: the duplicate-key check of every mapping and the
+ * duplicate-rule-name check used to compare every pair (a 100,000-key mapping
+ * took minutes). These check the results at that size, not the time: the
+ * benchmark for that is bench/bench_policy.c.
+ */
+#define BIG_RULES 20000
+#define BIG_KEYS 100000
+
+/* Appends `n` rules, rule-00000 ... (4 lines each; rule i starts on line
+ * first_line + 4 i), naming rule `dup_of`'s name again as the last one when
+ * `dup_of` >= 0. */
+static void big_rules(struct af_buf *b, int n, int dup_of)
+{
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(af_buf_printf(b,
+                                       "  - name: rule-%05d\n"
+                                       "    match: {workload: [inference], min_params: %d}\n"
+                                       "    tiers: [nvidia-a10g, nvidia-l4]\n"
+                                       "    reason: generated rule %d\n",
+                                       i == n - 1 && dup_of >= 0 ? dup_of : i, i + 1, i),
+                         0);
+}
+
+/* A rule whose match mapping has BIG_KEYS keys k000000 ...; key `dup_at`
+ * (when >= 0) repeats key `dup_of`. The first key is on line first_line + 4. */
+static void big_mapping_rule(struct af_buf *b, int dup_at, int dup_of)
+{
+    ck_assert_int_eq(af_buf_puts(b, "  - name: big\n    tiers: [cpu]\n    reason: x\n    match:\n"),
+                     0);
+    for (int k = 0; k < BIG_KEYS; k++)
+        ck_assert_int_eq(af_buf_printf(b, "      k%06d: 1\n", k == dup_at ? dup_of : k), 0);
+}
+
+static int load_big(const struct af_buf *b, struct af_policy **p, struct af_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    return af_policy_load_mem(p, "big.yaml", b->buf, b->len, err);
+}
+
+START_TEST(test_policy_with_20000_rules_loads)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    struct af_policy *p = NULL;
+    struct af_error err;
+    char name[32];
+
+    ck_assert_int_eq(af_buf_puts(&b, POL_HEAD "rules:\n"), 0);
+    big_rules(&b, BIG_RULES, -1);
+    ck_assert_msg(load_big(&b, &p, &err) == 0, "%s:%d:%d: %s", err.file, err.line, err.column,
+                  err.text);
+    ck_assert_uint_eq(p->n_rules, BIG_RULES);
+    for (int i = 0; i < BIG_RULES; i += 4999) {
+        snprintf(name, sizeof(name), "rule-%05d", i);
+        ck_assert_str_eq(p->rules[i].name, name);
+        ck_assert_int_eq(p->rules[i].line, 4 + 4 * i);
+        ck_assert_double_eq(p->rules[i].min_params, i + 1);
+    }
+    af_policy_free(p);
+    af_buf_release(&b);
+}
+END_TEST
+
+/* The last of 20,000 rules repeats a name: the error points at the repeat and
+ * names the line of the first rule with that name. */
+static const struct {
+    int dup_of;
+    const char *text;
+} big_dup_rules[] = {
+    {0, "duplicate rule name 'rule-00000' (first at line 4)"},
+    {12345, "duplicate rule name 'rule-12345' (first at line 49384)"},
+    {BIG_RULES - 2, "duplicate rule name 'rule-19998' (first at line 79996)"},
+};
+
+START_TEST(test_policy_with_20000_rules_finds_a_repeated_name)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    struct af_policy *p = (struct af_policy *)1;
+    struct af_error err;
+    int rc;
+
+    ck_assert_int_eq(af_buf_puts(&b, POL_HEAD "rules:\n"), 0);
+    big_rules(&b, BIG_RULES, big_dup_rules[_i].dup_of);
+    rc = load_big(&b, &p, &err);
+    ck_assert_int_eq(rc, AF_EINVAL);
+    ck_assert_ptr_null(p);
+    ck_assert_str_eq(err.file, "big.yaml");
+    ck_assert_str_eq(err.text, big_dup_rules[_i].text);
+    ck_assert_int_eq(err.line, 4 + 4 * (BIG_RULES - 1));
+    ck_assert_int_eq(err.column, 11);
+    af_buf_release(&b);
+}
+END_TEST
+
+/* 20,000 rules, then one whose match has 100,000 keys. No policy mapping takes
+ * free-form keys, so with no repeat the first key is reported as unknown (after
+ * every key was checked for repeats); with one repeat, the repeat is reported
+ * at its own line and column. */
+static const struct {
+    int dup_at, dup_of;
+    int key_line; /* the line of key `dup_at` (or of the first key), from the big rule */
+    const char *text;
+} big_dup_keys[] = {
+    {-1, 0, 0,
+     "unknown key 'k000000' in match (known: workload, objective, framework, neuron_ready, "
+     "min_params, max_params, max_latency_slo_ms)"},
+    {1, 0, 1, "duplicate key 'k000000'"},
+    {BIG_KEYS - 1, 50000, BIG_KEYS - 1, "duplicate key 'k050000'"},
+    {60000, 59999, 60000, "duplicate key 'k059999'"},
+};
+
+START_TEST(test_policy_mapping_with_100000_keys)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    struct af_policy *p = (struct af_policy *)1;
+    struct af_error err;
+    int rc, first_key_line = 4 + 4 * BIG_RULES + 4;
+
+    ck_assert_int_eq(af_buf_puts(&b, POL_HEAD "rules:\n"), 0);
+    big_rules(&b, BIG_RULES, -1);
+    big_mapping_rule(&b, big_dup_keys[_i].dup_at, big_dup_keys[_i].dup_of);
+    rc = load_big(&b, &p, &err);
+    ck_assert_int_eq(rc, AF_EINVAL);
+    ck_assert_ptr_null(p);
+    ck_assert_str_eq(err.text, big_dup_keys[_i].text);
+    ck_assert_int_eq(err.line, first_key_line + big_dup_keys[_i].key_line);
+    ck_assert_int_eq(err.column, 7);
+    af_buf_release(&b);
+}
+END_TEST
+
+/* Past a few keys the repeat check uses a hash table; the first problem in
+ * key order still wins, whether a key that is not a scalar or a repeat. */
+static const struct {
+    const char *yaml;
+    int line, column;
+    const char *text;
+} wide_mapping_errors[] = {
+    {POL_HEAD POL_RULE("{}", "[cpu]") "scoring:\n"
+              "  a: 1\n  b: 1\n  c: 1\n  d: 1\n  e: 1\n  f: 1\n  g: 1\n  h: 1\n  i: 1\n"
+              "  ? [x]\n  : 1\n  a: 2\n",
+     18, 5, "mapping keys must be scalars"},
+    {POL_HEAD POL_RULE("{}", "[cpu]") "scoring:\n"
+              "  a: 1\n  b: 1\n  c: 1\n  d: 1\n  e: 1\n  f: 1\n  g: 1\n  h: 1\n  i: 1\n"
+              "  a: 2\n  ? [x]\n  : 1\n",
+     18, 3, "duplicate key 'a'"},
+    {POL_HEAD POL_RULE("{}", "[cpu]") "scoring:\n"
+              "  a: 1\n  b: 1\n  c: 1\n  d: 1\n  e: 1\n  f: 1\n  g: 1\n  h: 1\n  i: 1\n",
+     9, 3, "unknown key 'a' in scoring"},
+};
+
+START_TEST(test_policy_wide_mapping_reports_the_first_problem)
+{
+    struct af_policy *p = (struct af_policy *)1;
+    struct af_error err;
+    const char *y = wide_mapping_errors[_i].yaml;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_lt(af_policy_load_mem(&p, "policy.yaml", y, strlen(y), &err), 0);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(err.text, wide_mapping_errors[_i].text), "case %d: got '%s'", _i,
+                  err.text);
+    ck_assert_msg(err.line == wide_mapping_errors[_i].line &&
+                      err.column == wide_mapping_errors[_i].column,
+                  "case %d: got %d:%d '%s'", _i, err.line, err.column, err.text);
+}
+END_TEST
+
 static Suite *af_config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -659,6 +964,13 @@ static Suite *af_config_suite(void)
                         (int)AF_ARRAY_SIZE(bad_policies));
     tcase_add_test(tc, test_config_rejects_family_missing_from_catalog);
     tcase_add_test(tc, test_holder_swaps_while_readers_keep_the_old_config);
+    tcase_add_test(tc, test_policy_with_20000_rules_loads);
+    tcase_add_loop_test(tc, test_policy_with_20000_rules_finds_a_repeated_name, 0,
+                        (int)AF_ARRAY_SIZE(big_dup_rules));
+    tcase_add_loop_test(tc, test_policy_mapping_with_100000_keys, 0,
+                        (int)AF_ARRAY_SIZE(big_dup_keys));
+    tcase_add_loop_test(tc, test_policy_wide_mapping_reports_the_first_problem, 0,
+                        (int)AF_ARRAY_SIZE(wide_mapping_errors));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("yaml_to_json");
@@ -666,6 +978,11 @@ static Suite *af_config_suite(void)
     tcase_add_loop_test(tc, test_yaml_to_json_errors_have_positions, 0,
                         (int)AF_ARRAY_SIZE(y2j_errors));
     tcase_add_test(tc, test_yaml_to_json_respects_the_buffer_cap);
+    tcase_add_test(tc, test_yaml_to_json_stops_billion_laughs);
+    tcase_add_test(tc, test_yaml_to_json_caps_alias_output);
+    tcase_add_test(tc, test_yaml_to_json_caps_nodes_copied_by_aliases);
+    tcase_add_loop_test(tc, test_yaml_to_json_numbers_read_back, 0,
+                        (int)AF_ARRAY_SIZE(y2j_numbers));
     suite_add_tcase(s, tc);
     return s;
 }

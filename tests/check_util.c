@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util: bounded buffers, quantities, model-size counts, error formatting. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "accelfit/model.h"
@@ -104,6 +106,202 @@ START_TEST(test_class_from_accelerator_names)
 }
 END_TEST
 
+/*
+ * The Kubernetes resource.Quantity grammar, exactly: a sign, digits with an optional
+ * fraction, and one suffix (binary SI, decimal SI or an e/E exponent). Sub-unit values
+ * round up, away from zero, as Quantity.Value() and MilliValue() do; anything else
+ * (hex, inf, nan, blanks, junk, a value past int64 after its suffix) is refused.
+ */
+static const struct {
+    const char *in;
+    int64_t scale;
+    int64_t want;
+    int ok;
+} kube_quantity_cases[] = {
+    {"1Ei", 1, 1152921504606846976LL, 1},
+    {"7Ei", 1, 8070450532247928832LL, 1},
+    {"8Ei", 1, 0, 0},
+    {"1E", 1, 1000000000000000000LL, 1},
+    {"9223372036854775807", 1, INT64_MAX, 1},
+    {"9223372036854775808", 1, 0, 0},
+    {"9223372036854775807m", 1000, INT64_MAX, 1},
+    {"9223372036854775.807", 1000, INT64_MAX, 1},
+    {"9223372036854775.808", 1000, 0, 0},
+    {"-9223372036854775807", 1, -INT64_MAX, 1},
+    {"1e18", 1, 1000000000000000000LL, 1},
+    {"1e19", 1, 0, 0},
+    {"1e300", 1, 0, 0},
+    {"1n", 1000, 1, 1},
+    {"1n", 1, 1, 1},
+    {"1u", 1000, 1, 1},
+    {"1000000n", 1000, 1, 1},
+    {"1000001n", 1000, 2, 1},
+    {"1.0000001", 1, 2, 1},
+    {"0.000000000000000000000000000001", 1, 1, 1},
+    {"1e-40", 1000, 1, 1},
+    {"0.5Ki", 1, 512, 1},
+    {"1.5Ki", 1, 1536, 1},
+    {"0.001Ki", 1, 2, 1},
+    {"0.0009765625Ki", 1, 1, 1},
+    {"-1m", 1, -1, 1},
+    {"-0", 1, 0, 1},
+    {"+5", 1, 5, 1},
+    {".5", 1000, 500, 1},
+    {"5.", 1000, 5000, 1},
+    {"0e999999", 1, 0, 1},
+    {"0.1", 1, 1, 1},
+    {"1e-3", 1000, 1, 1},
+    {"1e+3", 1, 1000, 1},
+    {"1E3", 1, 1000, 1},
+    {"000001.500", 1000, 1500, 1},
+    {"0x10", 1, 0, 0},
+    {"0X1p3", 1, 0, 0},
+    {"inf", 1, 0, 0},
+    {"Infinity", 1, 0, 0},
+    {"nan", 1, 0, 0},
+    {".", 1, 0, 0},
+    {"+", 1, 0, 0},
+    {"-", 1, 0, 0},
+    {"1e", 1, 0, 0},
+    {"1ee3", 1, 0, 0},
+    {"1e3Ki", 1, 0, 0},
+    {"1Ki1", 1, 0, 0},
+    {"1K", 1, 0, 0},
+    {"1.5.5", 1, 0, 0},
+    {" 1", 1, 0, 0},
+    {"1 ", 1, 0, 0},
+    {"1Gi ", 1, 0, 0},
+    {"1_000", 1, 0, 0},
+    {"--1", 1, 0, 0},
+    {"1e1.5", 1, 0, 0},
+};
+
+START_TEST(test_quantity_follows_the_kubernetes_grammar)
+{
+    int64_t v = -12345;
+    int rc = af_parse_quantity(kube_quantity_cases[_i].in, kube_quantity_cases[_i].scale, &v);
+
+    if (kube_quantity_cases[_i].ok) {
+        ck_assert_msg(rc == 0, "'%s' refused", kube_quantity_cases[_i].in);
+        ck_assert_msg(v == kube_quantity_cases[_i].want, "'%s' x %lld: got %lld, want %lld",
+                      kube_quantity_cases[_i].in, (long long)kube_quantity_cases[_i].scale,
+                      (long long)v, (long long)kube_quantity_cases[_i].want);
+    } else {
+        ck_assert_msg(rc == AF_EINVAL, "'%s' accepted as %lld", kube_quantity_cases[_i].in,
+                      (long long)v);
+        ck_assert_msg(v == -12345, "'%s': *out written on failure", kube_quantity_cases[_i].in);
+    }
+}
+END_TEST
+
+/* Model sizes: a plain decimal, an e-exponent or one k/M/B/G/T suffix; the value must fit
+ * int64 after the suffix. */
+static const struct {
+    const char *in;
+    double want;
+    int ok;
+} strict_count_cases[] = {
+    {"1.5B", 1.5e9, 1},  {"7B", 7e9, 1},        {"13e9", 13e9, 1},     {"350M", 350e6, 1},
+    {"1.5k", 1500, 1},   {"2K", 2000, 1},       {"1T", 1e12, 1},       {".5B", 0.5e9, 1},
+    {"9e18", 9e18, 1},   {"0", 0, 1},           {"1e300B", 0, 0},      {"1e300", 0, 0},
+    {"1e19", 0, 0},      {"10000000T", 0, 0},   {"0x10", 0, 0},        {"0x1p3", 0, 0},
+    {"inf", 0, 0},       {"infB", 0, 0},        {"nan", 0, 0},         {"NaN", 0, 0},
+    {" 7B", 0, 0},       {"7B ", 0, 0},         {"7 B", 0, 0},         {"+7B", 0, 0},
+    {"1e3B", 0, 0},      {"1e", 0, 0},          {".", 0, 0},           {"7Bi", 0, 0},
+    {"7Q", 0, 0},        {"1,5B", 0, 0},        {"1e400", 0, 0},       {"-0", 0, 0},
+};
+
+START_TEST(test_count_refuses_what_is_not_a_model_size)
+{
+    double v = -1;
+    int rc = af_parse_count(strict_count_cases[_i].in, &v);
+
+    if (strict_count_cases[_i].ok) {
+        ck_assert_msg(rc == 0, "'%s' refused", strict_count_cases[_i].in);
+        ck_assert_double_eq_tol(v, strict_count_cases[_i].want, 1);
+    } else {
+        ck_assert_msg(rc == AF_EINVAL, "'%s' accepted as %g", strict_count_cases[_i].in, v);
+        ck_assert_msg(v == -1, "'%s': *out written on failure", strict_count_cases[_i].in);
+    }
+}
+END_TEST
+
+/* Plain decimals (prices and the like): no hex, no inf or nan, range-checked. */
+static const struct {
+    const char *in;
+    double min, max, want;
+    int ok;
+} decimal_cases[] = {
+    {"32.77", 0, 1e6, 32.77, 1}, {"0.5", 0, 1e6, 0.5, 1},     {"0", 0, 1e6, 0, 1},
+    {"1e3", 0, 1e6, 1000, 1},    {"2.5E-1", 0, 1e6, 0.25, 1}, {".5", 0, 1e6, 0.5, 1},
+    {"5.", 0, 1e6, 5, 1},        {"-1", -5, 5, -1, 1},        {"+1", -5, 5, 1, 1},
+    {"1000000", 0, 1e6, 1e6, 1}, {"1000000.01", 0, 1e6, 0, 0}, {"-1", 0, 1e6, 0, 0},
+    {"0x10", 0, 1e6, 0, 0},      {"0x1p3", 0, 1e6, 0, 0},     {"inf", 0, INFINITY, 0, 0},
+    {"nan", 0, 1e6, 0, 0},       {"", 0, 1e6, 0, 0},          {" 1", 0, 1e6, 0, 0},
+    {"1 ", 0, 1e6, 0, 0},        {"1.2.3", 0, 1e6, 0, 0},     {"1e", 0, 1e6, 0, 0},
+    {"1e999", 0, INFINITY, 0, 0}, {"$5", 0, 1e6, 0, 0},       {"5k", 0, 1e6, 0, 0},
+    {".", 0, 1e6, 0, 0},         {"-", -5, 5, 0, 0},
+};
+
+START_TEST(test_decimal_is_plain_and_in_range)
+{
+    double v = -42;
+    int rc = af_parse_decimal(decimal_cases[_i].in, decimal_cases[_i].min, decimal_cases[_i].max,
+                              &v);
+
+    if (decimal_cases[_i].ok) {
+        ck_assert_msg(rc == 0, "'%s' refused", decimal_cases[_i].in);
+        ck_assert_double_eq_tol(v, decimal_cases[_i].want, 1e-9);
+    } else {
+        ck_assert_msg(rc == AF_EINVAL, "'%s' accepted as %g", decimal_cases[_i].in, v);
+        ck_assert_msg(v == -42, "'%s': *out written on failure", decimal_cases[_i].in);
+    }
+}
+END_TEST
+
+/* `1e300B` used to become inf, which --output json printed as the non-JSON word inf. */
+START_TEST(test_recommend_refuses_an_overflowing_model_size)
+{
+    const char *argv[] = {"accelfit", "recommend", "--workload", "training", "--model-params",
+                          "1e300B", "--output", "json", NULL};
+    char *out = NULL, *err = NULL;
+    int rc = af_test_exec(argv, NULL, &out, &err);
+
+    ck_assert_int_ne(rc, 0);
+    ck_assert_msg(!strstr(out, "inf"), "stdout: %s", out);
+    ck_assert_msg(strstr(err, "'1e300B'"), "stderr does not name the value: %s", err);
+    free(out);
+    free(err);
+}
+END_TEST
+
+/* Integers as flags and annotations give them: strtoll's leading blanks are not part of
+ * one ("latency-slo-ms: ' 5'" is malformed, as the other parsers say). */
+static const struct {
+    const char *in;
+    int64_t want;
+    int ok;
+} int64_cases[] = {
+    {"5", 5, 1},   {"-5", -5, 1}, {"+5", 5, 1},  {"007", 7, 1}, {" 5", 0, 0},
+    {"\t5", 0, 0}, {"\n5", 0, 0}, {"5 ", 0, 0},  {"0x10", 0, 0}, {"", 0, 0},
+    {"-", 0, 0},   {"+ 5", 0, 0}, {"99999999999999999999", 0, 0},
+};
+
+START_TEST(test_int64_refuses_blanks)
+{
+    int64_t v = -1;
+    int rc = af_parse_int64(int64_cases[_i].in, -100, 100, &v);
+
+    if (int64_cases[_i].ok) {
+        ck_assert_msg(rc == 0, "'%s' refused", int64_cases[_i].in);
+        ck_assert_int_eq(v, int64_cases[_i].want);
+    } else {
+        ck_assert_msg(rc == AF_EINVAL, "'%s' accepted as %lld", int64_cases[_i].in,
+                      (long long)v);
+    }
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -115,6 +313,13 @@ static Suite *af_util_suite(void)
     tcase_add_test(tc, test_buf_json_string_escapes_control_bytes);
     tcase_add_test(tc, test_error_format_names_file_line_column);
     tcase_add_test(tc, test_class_from_accelerator_names);
+    tcase_add_loop_test(tc, test_quantity_follows_the_kubernetes_grammar, 0,
+                        AF_ARRAY_SIZE(kube_quantity_cases));
+    tcase_add_loop_test(tc, test_count_refuses_what_is_not_a_model_size, 0,
+                        AF_ARRAY_SIZE(strict_count_cases));
+    tcase_add_loop_test(tc, test_decimal_is_plain_and_in_range, 0, AF_ARRAY_SIZE(decimal_cases));
+    tcase_add_test(tc, test_recommend_refuses_an_overflowing_model_size);
+    tcase_add_loop_test(tc, test_int64_refuses_blanks, 0, AF_ARRAY_SIZE(int64_cases));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -132,11 +132,27 @@ void af_arena_release(struct af_arena *a);
 
 /* ---- parsing helpers ------------------------------------------------------ */
 
-/* Parses "70B", "350M", "13e9", "7000000000", "1.5k". Returns 0 or AF_EINVAL. */
+/*
+ * The number parsers take the whole string and accept only their grammar: no
+ * blanks, no hex, no "inf" or "nan", nothing after the number. Each returns 0
+ * with *out set, or AF_EINVAL leaving *out alone; callers put the rejected
+ * text in their own message ("cannot parse model size '1e300B'").
+ */
+
+/* A model size: a plain decimal ("7000000000", "1.5"), an exponent ("13e9") or
+ * one suffix k/K, m/M (10^6), b/B, g/G (10^9), t/T ("70B", "350M", "1.5k"),
+ * unsigned, below 2^63 once the suffix is applied. */
 int af_parse_count(const char *s, double *out) AF_MUST_CHECK;
-/* Parses a Kubernetes quantity ("500m", "16Gi", "1", "2e3") scaled by `scale`
- * (1000 for milli-units of cpu, 1 for bytes and counts), rounded up. */
+/* A Kubernetes resource.Quantity ("500m", "16Gi", "1", "2e3", "1Ei", "1n")
+ * times `scale`, a power of ten (1000 for milli-units of cpu, 1 for bytes and
+ * counts), rounded up away from zero as Quantity.Value()/MilliValue() do; the
+ * result must fit int64 (its magnitude at most INT64_MAX). */
 int af_parse_quantity(const char *s, int64_t scale, int64_t *out) AF_MUST_CHECK;
+/* A plain decimal ("32.77", "-0.5", "1e3", ".5") within [min, max]. For prices
+ * and other values strtod would read too generously. */
+int af_parse_decimal(const char *s, double min, double max, double *out) AF_MUST_CHECK;
+/* True when `s` is a number exactly as JSON spells it (-?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?). */
+bool af_is_json_number(const char *s);
 /* Strict decimal integer with range check. */
 int af_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out) AF_MUST_CHECK;
 

@@ -21,4 +21,16 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
 int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
                    struct af_error *err);
 
+/*
+ * The two halves of af_codec_decode_args, apart for tests and the fuzz harness
+ * (tests/fuzz/fuzz_args.c), which check that the fast path accepts only what jansson
+ * does and decodes it as the general path would. af__codec_args_fast returns 1 with
+ * *out set when it decoded the body, 0 when it declined (the general path decides);
+ * af__codec_args_general is af_codec_decode_args without the fast path.
+ */
+struct af_ext_args;
+int af__codec_args_fast(const char *body, size_t len, struct af_ext_args **out);
+int af__codec_args_general(const struct af_config *cfg, const char *body, size_t len,
+                           struct af_ext_args **out, struct af_error *err);
+
 #endif

@@ -20,12 +20,69 @@
 
 #define MAX_DEPTH 128
 
+/*
+ * Aliases make YAML a compression format: nine levels of ten aliases ("billion
+ * laughs") are 500 bytes that expand to 10^9 strings. `kubectl get -o yaml`
+ * writes no aliases and a hand-written cluster file needs a few, so three
+ * things are capped, whatever cap the caller's buffer has: the aliases followed
+ * (nested ones each time their parent is expanded), the nodes written because
+ * of an alias (each becomes a json_t later, some 100 bytes apiece), and the
+ * JSON written. Without aliases the JSON is at most about 5 times the YAML
+ * ({a, b} becomes {"a":null,"b":null}), so only aliases can reach that limit.
+ */
+#define MAX_ALIAS_EXPANSIONS 10000
+#define MAX_ALIAS_NODES 200000
+#define MAX_OUTPUT_FLOOR ((size_t)64 << 20)   /* 64 MiB, plus: */
+#define MAX_OUTPUT_PER_INPUT_BYTE 8
+
 struct conv {
     yaml_document_t *doc;
     const char *name;
     struct af_error *err;
     struct af_buf *out;
+    /* For each node, the slot (a sequence item or a mapping pair's key or value) that
+     * first led to it: its definition. Reaching it through another slot is an alias. */
+    const void **home;
+    size_t aliases;            /* aliases followed */
+    size_t copies;             /* nodes written because of an alias */
 };
+
+/* The document-wide output limit for `len` bytes of YAML, within the caller's `cap`. */
+static size_t output_limit(size_t len, size_t cap)
+{
+    size_t limit = SIZE_MAX;
+
+    if (len <= (SIZE_MAX - MAX_OUTPUT_FLOOR) / MAX_OUTPUT_PER_INPUT_BYTE)
+        limit = MAX_OUTPUT_FLOOR + MAX_OUTPUT_PER_INPUT_BYTE * len;
+    return cap && cap < limit ? cap : limit;
+}
+
+/*
+ * Accounts for writing `n`, reached through `slot`. *copy is true on entry when an
+ * ancestor was reached through an alias, and is set when `n` itself is.
+ */
+static int follow(struct conv *cv, const yaml_node_t *n, const void *slot, bool *copy)
+{
+    size_t i = (size_t)(n - cv->doc->nodes.start);
+    int line = (int)n->start_mark.line + 1, column = (int)n->start_mark.column + 1;
+
+    if (!cv->home[i]) {
+        cv->home[i] = slot;
+    } else if (cv->home[i] != slot) {
+        *copy = true;
+        if (++cv->aliases > MAX_ALIAS_EXPANSIONS)
+            return af_error_set(cv->err, AF_ETOOBIG, cv->name, line, column,
+                                "more than %d alias expansions, the limit (it stops "
+                                "\"billion laughs\" documents); this anchor was being expanded",
+                                MAX_ALIAS_EXPANSIONS);
+    }
+    if (*copy && ++cv->copies > MAX_ALIAS_NODES)
+        return af_error_set(cv->err, AF_ETOOBIG, cv->name, line, column,
+                            "aliases copy more than %d nodes, the limit (it stops \"billion "
+                            "laughs\" documents); this node was being copied",
+                            MAX_ALIAS_NODES);
+    return 0;
+}
 
 static bool all_digits(const char *s)
 {
@@ -35,37 +92,6 @@ static bool all_digits(const char *s)
         if (*s < '0' || *s > '9')
             return false;
     return true;
-}
-
-/* A number exactly as JSON spells it: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)? */
-static bool json_number(const char *s)
-{
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (*s >= '0' && *s <= '9')
-            s++;
-    else
-        return false;
-    if (*s == '.') {
-        s++;
-        if (*s < '0' || *s > '9')
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (*s < '0' || *s > '9')
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    return !*s;
 }
 
 /* A YAML 1.2 core-schema float or decimal int: [-+]?(.d+|d+(.d*)?)([eE][-+]?d+)? */
@@ -115,29 +141,63 @@ static int put_double(struct af_buf *b, double v)
 static int put_string(struct af_buf *b, const unsigned char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
+    size_t run = 0;   /* start of the bytes not yet written, which need no escape */
     int rc = af_buf_add(b, "\"", 1);
 
     for (size_t i = 0; !rc && i < len; i++) {
         unsigned char c = s[i];
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            rc = af_buf_add(b, esc, 2);
-        } else if (c == '\n') {
-            rc = af_buf_add(b, "\\n", 2);
-        } else if (c == '\t') {
-            rc = af_buf_add(b, "\\t", 2);
-        } else if (c == '\r') {
-            rc = af_buf_add(b, "\\r", 2);
-        } else if (c < 0x20) {
-            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            rc = af_buf_add(b, esc, 6);
-        } else {
-            rc = af_buf_add(b, &c, 1);
+        char esc[6] = {'\\', (char)c};
+        size_t n = 2;
+
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (c == '\n')
+            esc[1] = 'n';
+        else if (c == '\t')
+            esc[1] = 't';
+        else if (c == '\r')
+            esc[1] = 'r';
+        else if (c < 0x20) {
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
         }
+        /* A run at a time: aliases can make this write tens of MiB. */
+        rc = af_buf_add(b, s + run, i - run);
+        if (!rc)
+            rc = af_buf_add(b, esc, n);
+        run = i + 1;
     }
+    if (!rc)
+        rc = af_buf_add(b, s + run, len - run);
     if (!rc)
         rc = af_buf_add(b, "\"", 1);
     return rc;
+}
+
+/*
+ * A scalar spelled as a JSON number, in a form jansson reads back (the cluster decoder
+ * loads this JSON): an integer past int64 becomes a float, as Kubernetes' YAML reader
+ * (go-yaml) makes it, and a number past double stays a string, as go-yaml leaves it.
+ * Otherwise one such number would fail the whole file at a position in JSON nobody wrote.
+ */
+static int put_af_is_json_number(struct conv *cv, const yaml_node_t *n, const char *s)
+{
+    bool integer = !strpbrk(s, ".eE");
+    double v;
+
+    errno = 0;
+    if (integer) {
+        (void)strtoll(s, NULL, 10);
+        if (errno != ERANGE)
+            return af_buf_puts(cv->out, s);   /* fits json_int_t */
+        errno = 0;
+    }
+    v = strtod(s, NULL);
+    if (!isfinite(v))
+        return put_string(cv->out, n->data.scalar.value, n->data.scalar.length);
+    return integer ? put_double(cv->out, v) : af_buf_puts(cv->out, s);
 }
 
 static int put_scalar(struct conv *cv, const yaml_node_t *n)
@@ -158,8 +218,8 @@ static int put_scalar(struct conv *cv, const yaml_node_t *n)
         return af_buf_puts(cv->out, "true");
     if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE"))
         return af_buf_puts(cv->out, "false");
-    if (json_number(s))
-        return af_buf_puts(cv->out, s);
+    if (af_is_json_number(s))
+        return put_af_is_json_number(cv, n, s);
     if (yaml_number(s)) {
         /* "+1", "1.", ".5", "1e3" without a mantissa dot: normalize for JSON.
          * Leading zeros ("0755") mean octal to some YAML readers and decimal
@@ -175,10 +235,14 @@ static int put_scalar(struct conv *cv, const yaml_node_t *n)
     return put_string(cv->out, n->data.scalar.value, len);
 }
 
-static int put_node(struct conv *cv, const yaml_node_t *n, int depth)
+/* `n`, reached through `slot`; `copy`: an ancestor was reached through an alias. */
+static int put_node(struct conv *cv, const yaml_node_t *n, const void *slot, bool copy,
+                    int depth)
 {
-    int rc = 0;
+    int rc = follow(cv, n, slot, &copy);
 
+    if (rc)
+        return rc;
     if (depth > MAX_DEPTH)
         return af_error_set(cv->err, AF_ETOOBIG, cv->name, (int)n->start_mark.line + 1,
                             (int)n->start_mark.column + 1,
@@ -195,7 +259,7 @@ static int put_node(struct conv *cv, const yaml_node_t *n, int depth)
             if (it != n->data.sequence.items.start)
                 rc = af_buf_add(cv->out, ",", 1);
             if (!rc)
-                rc = put_node(cv, yaml_document_get_node(cv->doc, *it), depth + 1);
+                rc = put_node(cv, yaml_document_get_node(cv->doc, *it), it, copy, depth + 1);
         }
         if (!rc)
             rc = af_buf_add(cv->out, "]", 1);
@@ -213,11 +277,17 @@ static int put_node(struct conv *cv, const yaml_node_t *n, int depth)
                 return af_error_set(cv->err, AF_EPARSE, cv->name, (int)k->start_mark.line + 1,
                                     (int)k->start_mark.column + 1,
                                     "mapping keys must be scalars to become JSON");
-            rc = put_string(cv->out, k->data.scalar.value, k->data.scalar.length);
+            {
+                bool key_copy = copy;
+                rc = follow(cv, k, &p->key, &key_copy);
+            }
+            if (!rc)
+                rc = put_string(cv->out, k->data.scalar.value, k->data.scalar.length);
             if (!rc)
                 rc = af_buf_add(cv->out, ":", 1);
             if (!rc)
-                rc = put_node(cv, yaml_document_get_node(cv->doc, p->value), depth + 1);
+                rc = put_node(cv, yaml_document_get_node(cv->doc, p->value), &p->value,
+                              copy, depth + 1);
         }
         if (!rc)
             rc = af_buf_add(cv->out, "}", 1);
@@ -227,14 +297,18 @@ static int put_node(struct conv *cv, const yaml_node_t *n, int depth)
         break;
     }
     if (rc == AF_ETOOBIG && cv->err && !cv->err->text[0])
-        af_error_set(cv->err, rc, cv->name, 0, 0, "JSON output exceeds %zu bytes", cv->out->cap);
+        af_error_set(cv->err, rc, cv->name, (int)n->start_mark.line + 1,
+                     (int)n->start_mark.column + 1,
+                     "JSON output would exceed %zu bytes, the limit (the caller's, or %zu MiB "
+                     "plus %d bytes per byte of YAML, which only aliases can reach)",
+                     cv->out->cap, MAX_OUTPUT_FLOOR >> 20, MAX_OUTPUT_PER_INPUT_BYTE);
     return rc;
 }
 
 int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_buf *out,
                     struct af_error *err)
 {
-    struct af_buf items = AF_BUF_INIT(out->cap);
+    struct af_buf items = AF_BUF_INIT(output_limit(len, out->cap));
     yaml_parser_t parser;
     yaml_document_t doc;
     size_t n_docs = 0;
@@ -246,7 +320,8 @@ int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_bu
         return af_error_set(err, AF_EPARSE, name, 0, 0, "cannot initialize the YAML parser");
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
     for (;;) {
-        struct conv cv = {&doc, name, err, &items};
+        static const char root_slot;   /* the slot that leads to each document's root */
+        struct conv cv = {&doc, name, err, &items, NULL, 0, 0};
         yaml_node_t *root;
 
         if (!yaml_parser_load(&parser, &doc)) {
@@ -262,10 +337,12 @@ int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_bu
             yaml_document_delete(&doc);
             break;
         }
+        cv.home = af_xcalloc((size_t)(doc.nodes.top - doc.nodes.start), sizeof(*cv.home));
         if (n_docs)
             rc = af_buf_add(&items, ",", 1);
         if (!rc)
-            rc = put_node(&cv, root, 0);
+            rc = put_node(&cv, root, &root_slot, false, 0);
+        af_free(cv.home);
         yaml_document_delete(&doc);
         if (rc)
             goto out;

@@ -81,20 +81,10 @@ static bool is_spot(const struct af_kv *labels, size_t n_labels)
     return (k && !strcasecmp(k, "spot")) || (e && !strcasecmp(e, "spot"));
 }
 
-/* A decimal price such as "32.77" or "0.5"; false when malformed or negative.
- * Plain decimal only: strtod alone would take "0x10", "inf" and "nan". */
+/* A decimal price such as "32.77" or "0.5"; false when malformed, negative or absurd. */
 static bool parse_price(const char *s, double *out)
 {
-    char *end;
-    double v;
-
-    if (!s || !*s || strspn(s, "0123456789.eE+-") != strlen(s) || !isdigit((unsigned char)s[0]))
-        return false;
-    v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v) || v < 0 || v > 1e6)
-        return false;
-    *out = v;
-    return true;
+    return s && af_parse_decimal(s, 0, 1e6, out) == 0;
 }
 
 /* A label holding a whole number of MiB ("23028"); 0 when absent or malformed. */

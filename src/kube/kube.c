@@ -246,6 +246,24 @@ static void creds_clear(struct creds *c)
     memset(c, 0, sizeof(*c));
 }
 
+/*
+ * A string field of an ExecCredential's status, or NULL. A value holding "\u0000" is
+ * NULL too, and logged: a token or key cut short at the NUL would be sent as a different
+ * credential than the plugin meant.
+ */
+static const char *cred_field(json_t *status, const char *name, const char *command)
+{
+    json_t *v = json_object_get(status, name);
+    const char *s = json_string_value(v);
+
+    if (s && strlen(s) != json_string_length(v)) {
+        AF_LOG(AF_LOG_ERROR, "exec credential field holds \\u0000 (NUL); ignored", "command",
+               command, "field", name, NULL);
+        return NULL;
+    }
+    return s;
+}
+
 /* Runs the exec plugin; fills the exec_* fields. Called with cred_lock held. */
 static int run_exec_plugin(struct af_kube *k)
 {
@@ -343,13 +361,20 @@ static int run_exec_plugin(struct af_kube *k)
         AF_LOG(AF_LOG_ERROR, "exec credential plugin failed", "command", e->command, NULL);
     } else {
         json_error_t jerr;
-        json_t *root = json_loadb(out.buf ? out.buf : "", out.len, 0, &jerr);
+        /* JSON_ALLOW_NUL: a "\u0000" in a field we do not read must not void the
+         * credential; the fields we do read are refused one by one (cred_field). */
+        json_t *root = json_loadb(out.buf ? out.buf : "", out.len, JSON_ALLOW_NUL, &jerr);
         json_t *st = json_object_get(root, "status");
-        const char *tok = json_string_value(json_object_get(st, "token"));
-        const char *cert = json_string_value(json_object_get(st, "clientCertificateData"));
-        const char *key = json_string_value(json_object_get(st, "clientKeyData"));
-        const char *exp = json_string_value(json_object_get(st, "expirationTimestamp"));
-        if (!st || (!tok && !(cert && key))) {
+        const char *tok = cred_field(st, "token", e->command);
+        const char *cert = cred_field(st, "clientCertificateData", e->command);
+        const char *key = cred_field(st, "clientKeyData", e->command);
+        const char *exp = cred_field(st, "expirationTimestamp", e->command);
+        if (!root) {
+            char where[64];
+            snprintf(where, sizeof(where), "line %d column %d", jerr.line, jerr.column);
+            AF_LOG(AF_LOG_ERROR, "exec credential plugin printed no JSON", "command",
+                   e->command, "error", jerr.text, "at", where, NULL);
+        } else if (!st || (!tok && !(cert && key))) {
             AF_LOG(AF_LOG_ERROR, "exec credential plugin printed no usable ExecCredential",
                    "command", e->command, NULL);
         } else {

@@ -59,36 +59,6 @@ static bool needs_quotes(const char *s)
     return false;
 }
 
-/* The strict JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static bool json_number(const char *s)
-{
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (*s >= '0' && *s <= '9')
-            s++;
-    else
-        return false;
-    if (*s == '.') {
-        if (!(*++s >= '0' && *s <= '9'))
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return false;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    return *s == '\0';
-}
-
 /*
  * In JSON logs a value that is a number or a boolean is written as one ("status":200,
  * "not_ready":false), so log pipelines can compare and sum it. Names and identifiers stay strings even when they
@@ -105,7 +75,7 @@ static bool log_as_is(const char *key, const char *v)
     for (size_t i = 0; i < sizeof(opaque) / sizeof(opaque[0]); i++)
         if (!strcmp(key, opaque[i]))
             return false;
-    return json_number(v) || !strcmp(v, "true") || !strcmp(v, "false");
+    return af_is_json_number(v) || !strcmp(v, "true") || !strcmp(v, "false");
 }
 
 void af__log(int level, const char *msg, ...)

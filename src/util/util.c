@@ -372,44 +372,155 @@ void af_arena_release(struct af_arena *a)
 
 /* ---- parsing helpers ------------------------------------------------------ */
 
-int af_parse_count(const char *s, double *out)
+/*
+ * The number grammar the three parsers below share, so that none of them goes
+ * through strtod's wider one (hex, "inf", "nan", leading blanks, the locale's
+ * decimal point): digits with an optional fraction, at least one digit in all
+ * ("5", "5.", ".5", "5.25"), optionally after a sign.
+ */
+struct mantissa {
+    bool neg;
+    const char *ip;            /* integer digits */
+    size_t n_ip;
+    const char *fp;            /* fraction digits */
+    size_t n_fp;
+    const char *end;           /* the first byte after the mantissa */
+};
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Digit i of the mantissa's digits taken as one string, integer part then fraction. */
+static char mantissa_digit(const struct mantissa *m, size_t i)
+{
+    return i < m->n_ip ? m->ip[i] : m->fp[i - m->n_ip];
+}
+
+static bool scan_mantissa(const char *s, bool sign, struct mantissa *m)
+{
+    const char *p = s;
+
+    m->neg = false;
+    if (sign && (*p == '+' || *p == '-'))
+        m->neg = *p++ == '-';
+    m->ip = p;
+    while (is_digit(*p))
+        p++;
+    m->n_ip = (size_t)(p - m->ip);
+    m->fp = p;
+    m->n_fp = 0;
+    if (*p == '.') {
+        m->fp = ++p;
+        while (is_digit(*p))
+            p++;
+        m->n_fp = (size_t)(p - m->fp);
+    }
+    m->end = p;
+    return m->n_ip + m->n_fp > 0;
+}
+
+/*
+ * An exponent "e3", "E-2", "e+10" at p, running to the end of the string. Its
+ * value saturates at +-EXP_SATURATE: far beyond any exponent that can matter,
+ * so that "1e99999999999999999999" is refused as too big, not as malformed.
+ */
+#define EXP_SATURATE 100000
+
+static bool scan_exponent(const char *p, long *out)
+{
+    bool neg = false;
+    long e = 0;
+
+    if (*p != 'e' && *p != 'E')
+        return false;
+    p++;
+    if (*p == '+' || *p == '-')
+        neg = *p++ == '-';
+    if (!is_digit(*p))
+        return false;
+    for (; is_digit(*p); p++)
+        if (e < EXP_SATURATE)
+            e = e * 10 + (*p - '0');
+    if (*p)
+        return false;
+    *out = neg ? -e : e;
+    return true;
+}
+
+/* strtod on text already checked against the grammar above, which strtod reads the same
+ * way; the check of `end` guards that assumption. */
+static bool checked_strtod(const char *s, const char *want_end, double *out)
 {
     char *end;
-    double v, mult = 1;
+    double v = strtod(s, &end);
 
-    if (!s || !*s)
+    if (end != want_end || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+int af_parse_count(const char *s, double *out)
+{
+    static const struct {
+        char suffix;
+        double mult;
+    } sfx[] = {
+        {'k', 1e3},  {'K', 1e3},  {'m', 1e6},  {'M', 1e6},  {'b', 1e9},
+        {'B', 1e9},  {'g', 1e9},  {'G', 1e9},  {'t', 1e12}, {'T', 1e12},
+    };
+    struct mantissa m;
+    const char *num_end;
+    double v, mult = 1;
+    long e;
+
+    if (!s || !scan_mantissa(s, false, &m))
         return AF_EINVAL;
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || errno == ERANGE || !isfinite(v) || v < 0)
-        return AF_EINVAL;
-    if (*end) {
-        switch (*end) {
-        case 'k':
-        case 'K':
-            mult = 1e3;
-            break;
-        case 'm':
-        case 'M':
-            mult = 1e6;
-            break;
-        case 'b':
-        case 'B':
-        case 'g':
-        case 'G':
-            mult = 1e9;
-            break;
-        case 't':
-        case 'T':
-            mult = 1e12;
-            break;
-        default:
+    num_end = m.end;
+    if (*m.end == 'e' || *m.end == 'E') {
+        /* "13e9": an exponent, then nothing (no "1e3B"). */
+        if (!scan_exponent(m.end, &e))
             return AF_EINVAL;
-        }
-        if (end[1])
+        num_end = m.end + strlen(m.end);
+    } else if (*m.end) {
+        size_t i;
+        for (i = 0; i < AF_ARRAY_SIZE(sfx); i++)
+            if (*m.end == sfx[i].suffix)
+                break;
+        if (i == AF_ARRAY_SIZE(sfx) || m.end[1])
             return AF_EINVAL;
+        mult = sfx[i].mult;
     }
-    *out = v * mult;
+    if (!checked_strtod(s, num_end, &v))
+        return AF_EINVAL;
+    /* The suffix last: "1e300B" is past int64 only once the B is applied. 2^63 is exact. */
+    v *= mult;
+    if (!(v < 9223372036854775808.0))
+        return AF_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int af_parse_decimal(const char *s, double min, double max, double *out)
+{
+    struct mantissa m;
+    const char *num_end;
+    double v;
+    long e;
+
+    if (!s || !scan_mantissa(s, true, &m))
+        return AF_EINVAL;
+    num_end = m.end;
+    if (*m.end) {
+        if (!scan_exponent(m.end, &e))
+            return AF_EINVAL;
+        num_end = m.end + strlen(m.end);
+    }
+    if (!checked_strtod(s, num_end, &v) || !(v >= min && v <= max))
+        return AF_EINVAL;
+    *out = v;
     return 0;
 }
 
@@ -418,7 +529,8 @@ int af_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
     char *end;
     long long v;
 
-    if (!s || !*s)
+    /* strtoll would skip leading blanks; the grammar is a sign and digits only. */
+    if (!s || !is_digit(s[*s == '+' || *s == '-']))
         return AF_EINVAL;
     errno = 0;
     v = strtoll(s, &end, 10);
@@ -429,67 +541,133 @@ int af_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
 }
 
 /*
- * Kubernetes quantities: a signed decimal number with an optional suffix,
- * binary (Ki Mi Gi Ti Pi Ei), decimal (n u m "" k M G T P E) or an exponent
- * (e3, E-2). Computed in long double and rounded up, as the scheduler rounds
- * requests up to whole milli-units.
+ * Kubernetes quantities, exactly as resource.Quantity reads them
+ * (k8s.io/apimachinery/pkg/api/resource/quantity.go): a sign, digits with an
+ * optional fraction, and one suffix: binary SI (Ki Mi Gi Ti Pi Ei), decimal SI
+ * (n u m "" k M G T P E) or a decimal exponent (e3, E-2). "1E" is exa, "1e" is
+ * nothing.
+ *
+ * The value times `scale` is rounded up, away from zero, as Value() and
+ * MilliValue() round: "1n" of cpu is 1 millicore, 0.001Ki is 2 bytes. Floating
+ * point cannot promise that (1n x 1000 is 1e-6, which a tolerance must either
+ * round to 0 or mistake for noise), so the arithmetic is done exactly on the
+ * decimal digits: the mantissa is laid out in a fixed window of digit
+ * positions, doubled once per power of two of a binary suffix, and the integer
+ * part read back with an overflow check.
+ *
+ * Digits below the window's last position only decide whether there is a
+ * fraction: with Q_FRAC >= 60 (the largest binary exponent, Ei), such a tail
+ * times 2^k is less than one step of the window's fraction times 2^k, so it
+ * cannot carry into the integer part, and the result is floor + 1 either way.
  */
+#define Q_INT 40    /* integer positions: below 10^19 (else refused) times 2^60 < 10^38 */
+#define Q_FRAC 80   /* fraction positions, >= 60 */
+
+struct qsuffix {
+    const char *text;
+    int exp10;
+    int exp2;
+};
+
+static const struct qsuffix qsuffixes[] = {
+    {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60},
+    {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},  {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},
+    {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},
+};
+
+/* The suffix at p (possibly empty) as a power of ten and a power of two. */
+static bool quantity_suffix(const char *p, long *exp10, int *exp2)
+{
+    *exp10 = 0;
+    *exp2 = 0;
+    if (!*p)
+        return true;
+    /* The tables first, as Kubernetes looks: "E" and "Ei" are suffixes, and only then
+     * is "e"/"E" followed by more an exponent. */
+    for (size_t i = 0; i < AF_ARRAY_SIZE(qsuffixes); i++) {
+        if (!strcmp(p, qsuffixes[i].text)) {
+            *exp10 = qsuffixes[i].exp10;
+            *exp2 = qsuffixes[i].exp2;
+            return true;
+        }
+    }
+    return (*p == 'e' || *p == 'E') && p[1] && scan_exponent(p, exp10);
+}
+
+/* The power of ten `scale` is (1 -> 0, 1000 -> 3); -1 when it is not one. */
+static int scale_exp10(int64_t scale)
+{
+    int e = 0;
+
+    while (scale > 1 && scale % 10 == 0) {
+        scale /= 10;
+        e++;
+    }
+    return scale == 1 ? e : -1;
+}
+
 int af_parse_quantity(const char *s, int64_t scale, int64_t *out)
 {
-    const char *p = s;
-    long double num = 0, frac = 0.1L, mult = 1;
-    bool digits = false, neg = false;
+    unsigned char dig[Q_INT + Q_FRAC] = {0};   /* dig[i] is the digit at 10^(Q_INT-1-i) */
+    struct mantissa m;
+    bool sticky = false, frac = false;
+    long exp10, last;
+    int exp2, sc = scale_exp10(scale);
+    size_t nd, first, lastd;
+    uint64_t v = 0;
 
-    if (!s || !*s)
+    af_assert(sc >= 0);
+    if (!s || !scan_mantissa(s, true, &m) || !quantity_suffix(m.end, &exp10, &exp2))
         return AF_EINVAL;
-    if (*p == '+' || *p == '-')
-        neg = (*p++ == '-');
-    while (*p >= '0' && *p <= '9')
-        num = num * 10 + (*p++ - '0'), digits = true;
-    if (*p == '.') {
-        p++;
-        while (*p >= '0' && *p <= '9')
-            num += (*p++ - '0') * frac, frac /= 10, digits = true;
+
+    /* The digits as one string ip.fp: find the significant ones. */
+    nd = m.n_ip + m.n_fp;
+    for (first = 0; first < nd && mantissa_digit(&m, first) == '0'; first++)
+        ;
+    if (first == nd) {
+        *out = 0;   /* zero, whatever its exponent */
+        return 0;
     }
-    if (!digits)
-        return AF_EINVAL;
-    if (*p == 'e' || *p == 'E') {
-        char *end;
-        long e;
-        errno = 0;
-        e = strtol(p + 1, &end, 10);
-        if (end == p + 1 || *end || errno || e > 30 || e < -30)
+    for (lastd = nd - 1; mantissa_digit(&m, lastd) == '0'; lastd--)
+        ;
+    /* The position (power of ten) of the last significant digit, and of the first. */
+    last = exp10 + sc - (long)m.n_fp + (long)(nd - 1 - lastd);
+    if (last + (long)(lastd - first) >= 19)
+        return AF_EINVAL;   /* at least 10^19, past INT64_MAX before any binary suffix */
+    for (size_t i = first; i <= lastd; i++) {
+        long pos = last + (long)(lastd - i);
+        if (pos < -Q_FRAC)
+            sticky |= mantissa_digit(&m, i) != '0';
+        else
+            dig[Q_INT - 1 - pos] = (unsigned char)(mantissa_digit(&m, i) - '0');
+    }
+
+    /* Times 2^exp2, up to 2^20 a pass so that digit * 2^20 + carry fits easily. */
+    while (exp2 > 0) {
+        int k = exp2 < 20 ? exp2 : 20;
+        uint32_t carry = 0;
+        for (size_t i = sizeof(dig); i-- > 0;) {
+            uint32_t t = ((uint32_t)dig[i] << k) + carry;
+            dig[i] = (unsigned char)(t % 10);
+            carry = t / 10;
+        }
+        af_assert(carry == 0);
+        exp2 -= k;
+    }
+
+    for (size_t i = 0; i < Q_INT; i++) {
+        if (v > ((uint64_t)INT64_MAX - dig[i]) / 10)
             return AF_EINVAL;
-        mult = powl(10, (long double)e);
-    } else if (*p) {
-        static const struct {
-            const char *suffix;
-            long double mult;
-        } sfx[] = {
-            {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L},
-            {"Ti", 1099511627776.0L}, {"Pi", 1125899906842624.0L},
-            {"Ei", 1152921504606846976.0L}, {"n", 1e-9L}, {"u", 1e-6L}, {"m", 1e-3L},
-            {"k", 1e3L}, {"M", 1e6L}, {"G", 1e9L}, {"T", 1e12L}, {"P", 1e15L}, {"E", 1e18L},
-        };
-        size_t i;
-        for (i = 0; i < AF_ARRAY_SIZE(sfx); i++)
-            if (!strcmp(p, sfx[i].suffix))
-                break;
-        if (i == AF_ARRAY_SIZE(sfx))
+        v = v * 10 + dig[i];
+    }
+    for (size_t i = Q_INT; i < sizeof(dig) && !frac; i++)
+        frac = dig[i] != 0;
+    if (frac || sticky) {
+        if (v == (uint64_t)INT64_MAX)
             return AF_EINVAL;
-        mult = sfx[i].mult;
+        v++;
     }
-    num = num * mult * (long double)scale;
-    if (num > (long double)INT64_MAX / 2)
-        return AF_EINVAL;
-    /* Round up, tolerating the binary representation of decimal fractions. */
-    {
-        long double fl = floorl(num);
-        int64_t v = (int64_t)fl;
-        if (num - fl > 1e-6L)
-            v++;
-        *out = neg ? -v : v;
-    }
+    *out = m.neg ? -(int64_t)v : (int64_t)v;
     return 0;
 }
 
@@ -513,4 +691,35 @@ void af__assert_fail(const char *expr, const char *file, int line)
 {
     fprintf(stderr, "fatal: assertion failed: %s (%s:%d)\n", expr, file, line);
     abort();
+}
+
+/* A number exactly as JSON spells it: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)? */
+bool af_is_json_number(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (*s >= '0' && *s <= '9')
+            s++;
+    else
+        return false;
+    if (*s == '.') {
+        s++;
+        if (*s < '0' || *s > '9')
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (*s < '0' || *s > '9')
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return !*s;
 }
