@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "accelfit/model.h"
+#include "accelfit/rollout.h"
 #include "accelfit/util.h"
 
 /* ---- policy ------------------------------------------------------------------ */
@@ -45,7 +46,7 @@ struct af_rule {
      * (the default) they are preferences, and every other class the pod's requests and
      * physics allow is a last tier, so no pod waits while a node that fits sits idle. */
     bool strict;
-    char *reason;              /* why, in the source documents' words */
+    char *reason;              /* why, in plain words (docs/decision-framework.md) */
     int line;                  /* where the rule starts in its file */
 };
 
@@ -78,6 +79,11 @@ struct af_policy {
 
     /* Prices. */
     double default_spot_discount_pct;        /* when the catalog has none */
+
+    /* Rollouts (accelfit/rollout.h), in file order: a pod belongs to the first that
+     * matches it. */
+    struct af_rollout *rollouts;
+    size_t n_rollouts;
 };
 
 /* ---- loading ------------------------------------------------------------------ */

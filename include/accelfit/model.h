@@ -307,14 +307,26 @@ struct af_pod_info {
     char *owner_name;
     bool terminal;             /* phase Succeeded or Failed */
     bool system;               /* DaemonSet pod or mirror (static) pod: does not make a node busy */
+    /* Rollouts (accelfit/rollout.h) steer only pods labelled accelfit.io/managed: "true";
+     * for those the cache keeps what selectors and the brake read. */
+    bool managed;
+    char *labels;              /* managed pods: "key\0value\0...\0\0", else NULL */
+    char *job_name;            /* controller Job, or label scheduling.x-k8s.io/pod-group */
+    char *rollout_side;        /* annotation accelfit.io/rollout-side, NULL when absent */
+    bool ready;                /* condition Ready is True */
+    bool failed;               /* phase Failed */
+    int restarts;              /* restarts summed over container statuses */
+    double started_unix;       /* status.startTime, 0 when unknown */
     struct af_mig_profile mig; /* the MIG profile requested, when requests.v[AF_RES_MIG] > 0 */
     struct af_pod_annotations ann;
-    struct af_resources requests;  /* effective requests (extender-protocol.md §3) */
+    struct af_resources requests;  /* effective requests (docs/extender-protocol.md §3) */
 };
 
 struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls UNKNOWN */
 struct af_node_info *af_node_info_ref(struct af_node_info *n);
 void af_node_info_unref(struct af_node_info *n);       /* NULL is fine */
+/* The value of a label of a managed pod (NULL when absent or not kept). */
+const char *af_pod_label(const struct af_pod_info *p, const char *key);
 struct af_pod_info *af_pod_info_new(void);
 struct af_pod_info *af_pod_info_ref(struct af_pod_info *p);
 void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */

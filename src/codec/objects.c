@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "accelfit/codec.h"
 #include "accelfit/decide.h"
@@ -399,6 +400,73 @@ static const struct {
     {"accelfit.io/instances", offsetof(struct af_pod_annotations, instances)},
 };
 
+/* "key\0value\0...\0\0" of a label map; NULL for none. */
+static char *packed_labels(json_t *labels)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    const char *key;
+    json_t *v;
+    char buf[SCALAR_MAX];
+
+    if (!json_is_object(labels) || !json_object_size(labels))
+        return NULL;
+    json_object_foreach(labels, key, v) {
+        const char *text = scalar_text(v, buf, sizeof(buf));
+        if (!text)
+            continue;
+        if (af_buf_add(&b, key, strlen(key) + 1) || af_buf_add(&b, text, strlen(text) + 1))
+            af_assert(!"unbounded buffer refused output");
+    }
+    if (af_buf_add(&b, "", 1))
+        af_assert(!"unbounded buffer refused output");
+    return af_buf_detach(&b, NULL);
+}
+
+/*
+ * What rollouts read, kept only for pods that opt in (label accelfit.io/managed:
+ * "true"), so the cache does not carry every pod's labels: the labels (selectors),
+ * the unit (controller Job or pod group), the side the webhook chose, and the status
+ * the brake watches.
+ */
+static void pod_rollout_fields(json_t *meta, json_t *status, struct af_pod_info *p)
+{
+    json_t *labels = get(meta, "labels"), *conds, *cs;
+    const char *managed = get_str(labels, "accelfit.io/managed"), *group, *start;
+    size_t i;
+    json_t *c;
+
+    if (!managed || strcmp(managed, "true"))
+        return;
+    p->managed = true;
+    p->labels = packed_labels(labels);
+    if (p->owner_kind && !strcmp(p->owner_kind, "Job") && p->owner_name)
+        p->job_name = af_xstrdup(p->owner_name);
+    else if ((group = get_str(labels, "scheduling.x-k8s.io/pod-group")) != NULL && *group)
+        p->job_name = af_xasprintf("PodGroup/%s", group);
+    p->rollout_side = dup_scalar(get(meta, "annotations"), "accelfit.io/rollout-side");
+    p->failed = p->terminal && !strcmp(get_str(status, "phase") ? get_str(status, "phase") : "",
+                                       "Failed");
+    conds = get(status, "conditions");
+    json_array_foreach(json_is_array(conds) ? conds : NULL, i, c) {
+        const char *type = get_str(c, "type"), *st = get_str(c, "status");
+        if (type && st && !strcmp(type, "Ready"))
+            p->ready = !strcmp(st, "True");
+    }
+    cs = get(status, "containerStatuses");
+    json_array_foreach(json_is_array(cs) ? cs : NULL, i, c) {
+        json_t *n = get(c, "restartCount");
+        if (json_is_integer(n) && json_integer_value(n) > 0 && json_integer_value(n) < 1000000)
+            p->restarts += (int)json_integer_value(n);
+    }
+    start = get_str(status, "startTime");
+    if (start) {
+        struct tm tm;
+        memset(&tm, 0, sizeof(tm));
+        if (strptime(start, "%Y-%m-%dT%H:%M:%SZ", &tm))
+            p->started_unix = (double)timegm(&tm);
+    }
+}
+
 /* The MIG profile the pod's containers name first ("nvidia.com/mig-1g.5gb"). */
 static void pod_mig_profile(json_t *spec, struct af_pod_info *p)
 {
@@ -527,6 +595,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     }
     if (p->requests.v[AF_RES_MIG] > 0)
         pod_mig_profile(spec, p);
+    pod_rollout_fields(meta, get(obj, "status"), p);
     phase = get_str(get(obj, "status"), "phase");
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
     *out = p;

@@ -487,6 +487,17 @@ void af_node_info_unref(struct af_node_info *n)
     free(n);
 }
 
+const char *af_pod_label(const struct af_pod_info *p, const char *key)
+{
+    for (const char *k = p ? p->labels : NULL; k && *k;) {
+        const char *v = k + strlen(k) + 1;
+        if (!strcmp(k, key))
+            return v;
+        k = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
 struct af_pod_info *af_pod_info_new(void)
 {
     struct af_pod_info *p = af_xcalloc(1, sizeof(*p));
@@ -519,6 +530,9 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->ann.framework);
     free(p->ann.neuron_ready);
     free(p->ann.precision);
+    free(p->labels);
+    free(p->job_name);
+    free(p->rollout_side);
     free(p->ann.neuron_core_version);
     free(p->ann.instances);
     free(p);

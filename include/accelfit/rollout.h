@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rollout: moving a workload from one hardware class to another a share at a
+ * time — A10G to L4 with the same pods (a placement rollout), or GPU to
+ * Inferentia/Trainium with a rewritten pod (a variant rollout, applied by the
+ * mutating admission webhook).
+ *
+ *   policy       rollouts: entries (selector, source and target classes, share
+ *                or stages, fallback, variants, brake), loaded by src/config
+ *   membership   a pod belongs to the first rollout whose selector matches it;
+ *                its *unit* is its Job (or pod group) when it has one, else itself:
+ *                every pod of one unit gets the same variant and the same side
+ *   steering     each new unit goes to the side (target or source) furthest below
+ *                its share, counting the units the cache shows plus the units
+ *                decided and not yet seen; deterministic
+ *   fallback     a unit sent to the target when no target node has room takes
+ *                the source (counted, said in the reason) unless fallback: wait
+ *   brake        target pods not Ready for too long, restarting, or Failed halt
+ *                the rollout: no new units to the target until acknowledged or
+ *                the policy changes; nothing is ever evicted
+ *
+ * The decision functions here are pure (no I/O, no clock: `now` is passed in).
+ */
+#ifndef AF_ROLLOUT_H
+#define AF_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accelfit/model.h"
+
+/* ---- policy ------------------------------------------------------------------------------- */
+
+/* An owned key/value pair (labels, env, images by container). */
+struct af_pair {
+    char *key;
+    char *value;
+};
+
+struct af_toleration {
+    char *key;                 /* may be NULL (matches every key with operator Exists) */
+    char *op;                  /* "Exists" or "Equal" */
+    char *value;               /* may be NULL */
+    char *effect;              /* "NoSchedule", "PreferNoSchedule", "NoExecute" or NULL */
+};
+
+/*
+ * How a pod is rewritten for the target side of a variant rollout. Resources
+ * replace the source's accelerator resources in every container that requests
+ * one (requests and limits both, equal, as the API server requires of extended
+ * resources); images are by container name ("*" for every container).
+ */
+struct af_variant {
+    struct af_pair *images;
+    size_t n_images;
+    struct af_pair *resources;     /* "aws.amazon.com/neuron" -> "1" */
+    size_t n_resources;
+    struct af_pair *env;           /* added (or replaced) in every rewritten container */
+    size_t n_env;
+    struct af_toleration *tolerations;   /* added to the pod */
+    size_t n_tolerations;
+    struct af_pair *annotations;   /* added to the pod (accelfit.io/neuron-ready: "true") */
+    size_t n_annotations;
+};
+
+struct af_rollout_stage {
+    double share;              /* 0..1 */
+    double start_unix;         /* the stage begins at this time (0: right after the previous) */
+    double min_duration_s;     /* it lasts at least this long before the next may begin */
+};
+
+enum af_rollout_fallback {
+    AF_FALLBACK_SOURCE = 0,    /* target full: the unit takes the source, counted */
+    AF_FALLBACK_WAIT,          /* target full: the unit waits for target room */
+};
+
+struct af_rollout {
+    char *name;
+    int line;                  /* where it starts in the policy file */
+    /* selector: every field that is set must hold */
+    char *ns;                  /* namespace, NULL = any */
+    struct af_pair *match_labels;
+    size_t n_match_labels;
+    char *owner_kind;          /* "Deployment", "StatefulSet", "ReplicaSet", "Job", NULL = any */
+    char *owner_name;
+    /* the two sides, as sets of classes (bit (1u << class)) */
+    uint32_t source;
+    uint32_t target;
+    /* share of units on the target: stages when n_stages > 0, else `share` */
+    double share;
+    struct af_rollout_stage *stages;
+    size_t n_stages;
+    enum af_rollout_fallback fallback;
+    struct af_variant *variant;    /* NULL: placement rollout (same pod on both sides) */
+    /* the brake; 0 disables a condition */
+    int brake_not_ready_s;         /* a target pod not Ready this long after it started */
+    int brake_restarts;            /* a target pod's containers restarted this often */
+    bool brake_on_failed;          /* a target pod ended Failed */
+};
+
+/* ---- membership and steering (pure) ------------------------------------------------------- */
+
+/*
+ * Only pods that opt in take part in rollouts: label accelfit.io/managed: "true"
+ * (the same label the webhook's objectSelector sends). The cache keeps the labels
+ * of those pods (struct af_pod_info.labels) and their status, for selectors and the
+ * brake, and lists them in the snapshot (af_snapshot.managed), Failed ones included.
+ */
+#define AF_MANAGED_LABEL "accelfit.io/managed"
+/* Annotations the webhook (or, for placement rollouts, nobody: the node's class tells)
+ * puts on a pod whose side it decided. */
+#define AF_ROLLOUT_ANNOTATION "accelfit.io/rollout"            /* the rollout's name */
+#define AF_ROLLOUT_SIDE_ANNOTATION "accelfit.io/rollout-side"  /* "target" or "source" */
+
+enum af_rollout_side { AF_SIDE_NONE = 0, AF_SIDE_SOURCE, AF_SIDE_TARGET };
+
+const char *af_rollout_side_name(enum af_rollout_side s);   /* "none", "source", "target" */
+
+struct af_policy;
+struct af_pod_info;
+
+/* The rollout a pod belongs to: an index into pol->rollouts, or -1. Pure. */
+int af_rollout_match(const struct af_policy *pol, const struct af_pod_info *pod);
+
+/* The pod's unit: "Job/NAME" (all pods of one Job, indexed or not), "PodGroup/NAME"
+ * (label scheduling.x-k8s.io/pod-group), else "Pod/NAME". Pure. */
+void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n);
+
+/* The target share at `now` for a rollout that began at `began_unix` (stages advance
+ * by start time and minimum duration); *stage gets the stage index (-1 without
+ * stages). Pure. */
+double af_rollout_share(const struct af_rollout *r, double began_unix, double now, int *stage);
+
+/* Units per side, as counted for one decision. */
+struct af_rollout_count {
+    int target;                /* units on (or decided for) the target side */
+    int source;
+    int fallbacks;             /* target-decided units that took the source for lack of room */
+};
+
+/*
+ * The side for a new unit: the target when its share after adding the unit stays
+ * closest to `share` (ties go to the source, so a 0.25 rollout over four units
+ * sends exactly one to the target). Deterministic. Pure.
+ */
+enum af_rollout_side af_rollout_choose(double share, const struct af_rollout_count *c);
+
+#endif
