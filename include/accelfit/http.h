@@ -36,6 +36,7 @@ struct af_service {
     struct af_metrics *metrics;
     enum af_not_ready_mode when_not_ready;
     uint64_t max_staleness_ns;
+    struct af_rollouts *rollouts;     /* may be NULL: rollouts are not steered */
 };
 
 enum af_verb {
