@@ -71,7 +71,7 @@ static const struct {
     {{{"accelerator", "nvidia-a100"}, {"hardware-type", "nvidia-gpu"}}, 8, 0,
      AF_CLASS_NVIDIA_A100, "accelerator"},
     {{{"hardware-type", "aws-trainium"}}, 0, 16, AF_CLASS_TRAINIUM1, "hardware-type"},
-    /* The source documents label their inf2 node groups aws-inferentia. */
+    /* AWS's example node groups label inf2 nodes aws-inferentia (docs/decision-framework.md). */
     {{{"accelerator", "aws-inferentia"}}, 0, 1, AF_CLASS_INFERENTIA2, "accelerator"},
     {{{"hardware-type", "aws-inferentia"}, {"karpenter.k8s.aws/instance-family", "inf1"}}, 0, 1,
      AF_CLASS_INFERENTIA1, "hardware-type"},

@@ -320,7 +320,7 @@ START_TEST(test_fallback_chain_of_neuron_inference)
                                           AF_CLASS_NVIDIA_A10G, AF_CLASS_NVIDIA_A100};
     static struct af_selection s;
 
-    /* design.md's example chain: inferentia2 -> trainium1 -> nvidia-a10g -> nvidia-a100. */
+    /* docs/policy.md's example chain: inferentia2 -> trainium1 -> nvidia-a10g -> nvidia-a100. */
     select_for(&s, AF_WORKLOAD_INFERENCE, 13e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_TENSORFLOW, true,
                false);
     ck_assert_uint_eq(s.n_tiers, AF_ARRAY_SIZE(chain));

@@ -59,7 +59,7 @@ struct af_container_req {
 };
 
 /*
- * The scheduler's effective request (extender-protocol.md §3): sum of app
+ * The scheduler's effective request (docs/extender-protocol.md §3): sum of app
  * containers and sidecars, max with each init container's usage (its request
  * plus the sidecars started before it), plus overhead (may be NULL).
  * Cannot fail.

@@ -470,7 +470,8 @@ static int load_rule(struct af__ydoc *d, yaml_node_t *n, struct af_rule *r)
 
 static int load_rules(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p)
 {
-    size_t n_items;
+    struct af__strset names;
+    size_t n_items, first;
     int rc = af__ynode_expect(d, list, YAML_SEQUENCE_NODE, "rules");
 
     if (rc)
@@ -479,19 +480,23 @@ static int load_rules(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p
     if (!n_items)
         return af__ydoc_err(d, list, AF_EINVAL, "'rules' must list at least one rule");
     p->rules = af_xcalloc(n_items, sizeof(p->rules[0]));
+    /* Rule name -> index of the first rule with it; names are borrowed from p->rules. */
+    af__strset_init(&names, n_items);
     for (size_t i = 0; i < n_items; i++) {
         yaml_node_t *e = af__ydoc_node(d, list->data.sequence.items.start[i]);
         p->n_rules++;
         rc = load_rule(d, e, &p->rules[i]);
         if (rc)
-            return rc;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(p->rules[j].name, p->rules[i].name))
-                return af__ydoc_err(d, af__ymap_get(d, e, "name"), AF_EINVAL,
-                                    "duplicate rule name '%s' (first at line %d)", p->rules[i].name,
-                                    p->rules[j].line);
+            break;
+        if (!af__strset_add(&names, p->rules[i].name, i, &first)) {
+            rc = af__ydoc_err(d, af__ymap_get(d, e, "name"), AF_EINVAL,
+                              "duplicate rule name '%s' (first at line %d)", p->rules[i].name,
+                              p->rules[first].line);
+            break;
+        }
     }
-    return 0;
+    af__strset_release(&names);
+    return rc;
 }
 
 static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,22 +194,123 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, b
     return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what, kind_name(n));
 }
 
-int af__ymap_check_dups(struct af__ydoc *d, const yaml_node_t *map)
+/* FNV-1a: a policy is written by its operator, not by an attacker, so a
+ * fixed, simple hash is enough to keep probe sequences short. */
+static size_t str_hash(const char *s)
 {
-    const yaml_node_pair_t *a, *b;
+    uint64_t h = 14695981039346656037ull;
 
-    for (a = map->data.mapping.pairs.start; a < map->data.mapping.pairs.top; a++) {
-        const yaml_node_t *ka = af__ydoc_node(d, a->key);
-        const char *sa = af__ynode_str(ka);
-        if (!sa)
-            return af__ydoc_err(d, ka, AF_ETYPE, "mapping keys must be scalars");
-        for (b = map->data.mapping.pairs.start; b < a; b++) {
-            const char *sb = af__ynode_str(af__ydoc_node(d, b->key));
-            if (sb && !strcmp(sa, sb))
-                return af__ydoc_err(d, ka, AF_EINVAL, "duplicate key '%s'", sa);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return (size_t)(h ^ (h >> 32));
+}
+
+void af__strset_init(struct af__strset *s, size_t expected)
+{
+    size_t cap = 16;
+
+    while (cap / 2 < expected)
+        cap *= 2;
+    s->keys = af_xcalloc(cap, sizeof(s->keys[0]));
+    s->vals = af_xcalloc(cap, sizeof(s->vals[0]));
+    s->mask = cap - 1;
+    s->n = 0;
+}
+
+void af__strset_release(struct af__strset *s)
+{
+    af_free(s->keys);
+    af_free(s->vals);
+    memset(s, 0, sizeof(*s));
+}
+
+/* Slot of `key`, or of the empty slot where it would go. */
+static size_t strset_slot(const struct af__strset *s, const char *key)
+{
+    size_t i = str_hash(key) & s->mask;
+
+    while (s->keys[i] && strcmp(s->keys[i], key))
+        i = (i + 1) & s->mask;
+    return i;
+}
+
+static void strset_grow(struct af__strset *s)
+{
+    struct af__strset bigger;
+    size_t old_cap = s->mask + 1;
+
+    af__strset_init(&bigger, old_cap);   /* twice the slots: half full after the move */
+    for (size_t i = 0; i < old_cap; i++) {
+        if (s->keys[i]) {
+            size_t j = strset_slot(&bigger, s->keys[i]);
+            bigger.keys[j] = s->keys[i];
+            bigger.vals[j] = s->vals[i];
+            bigger.n++;
         }
     }
-    return 0;
+    af__strset_release(s);
+    *s = bigger;
+}
+
+bool af__strset_add(struct af__strset *s, const char *key, size_t val, size_t *prev)
+{
+    size_t i = strset_slot(s, key);
+
+    if (s->keys[i]) {
+        if (prev)
+            *prev = s->vals[i];
+        return false;
+    }
+    if ((s->n + 1) * 2 > s->mask + 1) {
+        strset_grow(s);
+        i = strset_slot(s, key);
+    }
+    s->keys[i] = key;
+    s->vals[i] = val;
+    s->n++;
+    return true;
+}
+
+/* Mappings this small are checked pair by pair, without a table. */
+#define DUPS_SMALL 8
+
+int af__ymap_check_dups(struct af__ydoc *d, const yaml_node_t *map)
+{
+    const yaml_node_pair_t *start = map->data.mapping.pairs.start;
+    const yaml_node_pair_t *top = map->data.mapping.pairs.top;
+    const yaml_node_pair_t *a, *b;
+    struct af__strset seen;
+    int rc = 0;
+
+    if (top - start <= DUPS_SMALL) {
+        for (a = start; a < top; a++) {
+            const yaml_node_t *ka = af__ydoc_node(d, a->key);
+            const char *sa = af__ynode_str(ka);
+            if (!sa)
+                return af__ydoc_err(d, ka, AF_ETYPE, "mapping keys must be scalars");
+            for (b = start; b < a; b++)
+                if (!strcmp(sa, af__ynode_str(af__ydoc_node(d, b->key))))
+                    return af__ydoc_err(d, ka, AF_EINVAL, "duplicate key '%s'", sa);
+        }
+        return 0;
+    }
+    af__strset_init(&seen, (size_t)(top - start));
+    for (a = start; a < top; a++) {
+        const yaml_node_t *ka = af__ydoc_node(d, a->key);
+        const char *sa = af__ynode_str(ka);
+        if (!sa) {
+            rc = af__ydoc_err(d, ka, AF_ETYPE, "mapping keys must be scalars");
+            break;
+        }
+        if (!af__strset_add(&seen, sa, 0, NULL)) {
+            rc = af__ydoc_err(d, ka, AF_EINVAL, "duplicate key '%s'", sa);
+            break;
+        }
+    }
+    af__strset_release(&seen);
+    return rc;
 }
 
 int af__ymap_check_keys(struct af__ydoc *d, const yaml_node_t *map, const char *where,

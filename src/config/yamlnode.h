@@ -69,7 +69,31 @@ int af__ymap_check_keys(struct af__ydoc *d, const yaml_node_t *map, const char *
                         const char *const *known) AF_MUST_CHECK;
 /* Value node of `key` in mapping `map`, or NULL. Borrowed. */
 yaml_node_t *af__ymap_get(struct af__ydoc *d, const yaml_node_t *map, const char *key);
-/* Fails with "duplicate key" when a mapping repeats a key. */
+/* Fails with "duplicate key" at the second occurrence when a mapping repeats
+ * a key, and with "mapping keys must be scalars" at the first key that is not
+ * a scalar (whichever comes first). Linear in the number of keys. */
 int af__ymap_check_dups(struct af__ydoc *d, const yaml_node_t *map) AF_MUST_CHECK;
+
+/*
+ * A set of C strings, each with a value (an index, say), so a loader can find
+ * a repeated name in one pass instead of comparing every pair: open
+ * addressing with linear probing, kept at most half full, grown by doubling.
+ * The strings are borrowed and must outlive the set; they are compared with
+ * strcmp. Allocation aborts on out-of-memory, so nothing here can fail.
+ */
+struct af__strset {
+    const char **keys; /* `mask + 1` slots, NULL when empty */
+    size_t *vals;
+    size_t mask;
+    size_t n;
+};
+
+/* Sizes the set for `expected` strings (it grows past that if needed). */
+void af__strset_init(struct af__strset *s, size_t expected);
+void af__strset_release(struct af__strset *s);
+/* Adds `key` with `val` and returns true; when `key` is already in the set,
+ * leaves the set alone, stores the value it was added with in *prev (may be
+ * NULL) and returns false. Cannot fail. */
+bool af__strset_add(struct af__strset *s, const char *key, size_t val, size_t *prev);
 
 #endif

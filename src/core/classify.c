@@ -40,7 +40,7 @@ static const char *const accel_labels[] = {
  * "inferentia" and "trainium" without a generation say too little: Karpenter
  * labels inf1 and inf2 alike. The instance family (Karpenter's or EKS's
  * label, or the prefix of an instance type the catalog lacks) settles the
- * generation. Failing that, the source documents' own labels (`accelerator`,
+ * generation. Failing that, the labels of AWS's example node groups (`accelerator`,
  * `hardware-type`: aws-inferentia) are read as they use them, on inf2 node
  * groups.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The effective request of a pod, computed the way kube-scheduler does it
- * (component-helpers PodRequests; extender-protocol.md §3): app containers
+ * (component-helpers PodRequests; docs/extender-protocol.md §3): app containers
  * and sidecars add up, each plain init container runs alone next to the
  * sidecars started before it, the pod needs the larger of the two, and the
  * runtime overhead comes on top. Sums saturate rather than overflow.
