@@ -610,7 +610,7 @@ static const struct {
       {AF_VERDICT_PASS, "tier 3 (other NeuronCore generations: trainium2)"},
       {AF_VERDICT_PASS, "tier 3 (other NeuronCore generations: inferentia1)"}},
      1,
-     true,
+     false,
      false},
     {"GPU pod on a Neuron node, an unknown node and a GPU node of unknown model",
      {.gpu = 1},
@@ -624,7 +624,7 @@ static const struct {
       {AF_VERDICT_PASS, "(any other NVIDIA GPU class)"},
       {AF_VERDICT_PASS, "tier 5 (nvidia-a100)"}},
      4,
-     true,
+     false,
      false},
     {"a rule's tiers are preferences: classes it does not name come last",
      {.gpu = 1, .workload = "inference"},
@@ -654,7 +654,7 @@ static const struct {
      {{"p3-a", AF_CLASS_NVIDIA_V100, .gpu = 1, .npods = 1, .price = 3}},
      {{AF_VERDICT_PASS, "(any other NVIDIA GPU class: nvidia-v100)"}},
      5,
-     true,
+     false,
      true},
 };
 

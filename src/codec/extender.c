@@ -616,7 +616,7 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
  * not stand for another node, so the request is refused, saying why. The fast path
  * accepts only bodies that this accepts.
  */
-static int load_request(const char *body, size_t len, json_t **out, struct af_error *err)
+int af__codec_load_request(const char *body, size_t len, json_t **out, struct af_error *err)
 {
     json_error_t jerr;
     const char *what;
@@ -660,7 +660,7 @@ int af__codec_args_general(const struct af_config *cfg, const char *body, size_t
 
     *out = NULL;
     a = af_xcalloc(1, sizeof(*a));
-    rc = load_request(body, len, &a->root, err);
+    rc = af__codec_load_request(body, len, &a->root, err);
     if (rc)
         goto fail;
     if (!json_is_object(a->root)) {

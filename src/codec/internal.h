@@ -17,6 +17,10 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
                              struct af_node_info **out, struct af_error *err);
 int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
                             struct af_error *err);
+/* A request body (ExtenderArgs, preemption, /recommend, AdmissionReview): like
+ * af__codec_load, but "\u0000" anywhere is refused with a message saying so, since a
+ * name a C string would cut short must not stand for another. */
+int af__codec_load_request(const char *body, size_t len, json_t **out, struct af_error *err);
 /* Parses `text` with jansson; on failure `err` says "<what> is not JSON: ... at line L column C". */
 int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
                    struct af_error *err);

@@ -192,7 +192,7 @@ int af_codec_decode_preempt_args(const char *body, size_t len, struct af_preempt
     int rc;
 
     *out = NULL;
-    rc = af__codec_load(body, len, "request body", &root, err);
+    rc = af__codec_load_request(body, len, &root, err);
     if (rc)
         goto fail;
     if (!json_is_object(root)) {

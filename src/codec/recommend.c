@@ -139,7 +139,7 @@ int af_codec_decode_params(const char *body, size_t len, af_param_cb cb, void *u
     const char *key;
     int rc;
 
-    rc = af__codec_load(body, len, "request body", &root, err);
+    rc = af__codec_load_request(body, len, &root, err);
     if (rc)
         return rc;
     if (!json_is_object(root)) {

@@ -390,7 +390,8 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
             sum->failed++;
     }
     sum->best_tier = best;
-    sum->fallback = best > 0;
+    /* Only a pod that states its workload falls back: for the others tiers only rank. */
+    sum->fallback = best > 0 && plan->stated;
 }
 
 /* ---- prioritize ----------------------------------------------------------------------------- */
