@@ -141,6 +141,47 @@ START_TEST(test_json_logs_write_numbers_as_numbers)
 }
 END_TEST
 
+/* The routes added for the recommender, rollouts and the webhook answer over HTTP. */
+START_TEST(test_recommend_rollouts_and_mutate_routes)
+{
+    const char *const args[] = {"--demo", NULL};
+    const char *const argv[] = {"accelfit", "recommend", "--workload", "classical-ml",
+                                "--output", "json", NULL};
+    struct af_test_server s;
+    struct af_test_resp r;
+    CURL *c = curl_easy_init();
+    char url[256], *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    af_test_server_start(&s, args, false, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/recommend?workload=classical-ml", s.base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, out);
+    af_test_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/recommend", s.base);
+    ck_assert_int_eq(af_test_http(c, "POST", url, "{\"workload\":\"classical-ml\"}", 27, NULL, &r),
+                     CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, out);
+    af_test_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/rollouts", s.base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(strstr(r.body, "\"rollouts\"") != NULL);
+    af_test_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/mutate?timeout=5s", s.base);
+    ck_assert_int_eq(af_test_http(c, "POST", url, "{}", 2, NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert(strstr(r.body, "AdmissionReview") != NULL);
+    af_test_resp_free(&r);
+    af_test_server_stop(&s);
+    curl_easy_cleanup(c);
+    free(out);
+    free(err);
+}
+END_TEST
+
 static void count_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
 {
     size_t *n = ud;
@@ -203,6 +244,7 @@ Suite *af_odd_objects_suite(void)
     tcase_add_test(tc, test_nul_in_one_object_does_not_fail_a_list_page);
     tcase_add_test(tc, test_odd_cluster_file_is_loaded_and_reported);
     tcase_add_test(tc, test_json_logs_write_numbers_as_numbers);
+    tcase_add_test(tc, test_recommend_rollouts_and_mutate_routes);
     suite_add_tcase(s, tc);
     return s;
 }

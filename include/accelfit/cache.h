@@ -27,6 +27,11 @@ struct af_snapshot {
     struct af_node_view *nodes;        /* sorted by name; each info holds a ref */
     size_t n_pods;
     struct af_pod_info **pods;         /* non-terminal pods, each holds a ref */
+    /* Pods labelled accelfit.io/managed (rollouts), terminal ones included (the brake
+     * reads Failed pods); each holds a ref; in no particular order. The cache keeps them
+     * apart as they come and go, so listing them costs O(managed), not O(pods). */
+    size_t n_managed;
+    struct af_pod_info **managed;
     /* hash indexes (open addressing, power-of-two sizes) */
     uint32_t *node_index;
     size_t node_index_size;
@@ -48,7 +53,8 @@ struct af_cache;
 struct af_cache *af_cache_new(void);
 void af_cache_free(struct af_cache *c);            /* NULL is fine */
 
-/* Each steals the caller's reference. A terminal pod is removed. */
+/* Each steals the caller's reference. A terminal pod is removed (a managed one stays
+ * listed in af_snapshot.managed until it is deleted). */
 void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n);
 void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p);
 void af_cache_delete_node(struct af_cache *c, const char *name);
@@ -64,6 +70,7 @@ void af_cache_set_synced(struct af_cache *c, bool synced);
 
 size_t af_cache_node_count(const struct af_cache *c);
 size_t af_cache_pod_count(const struct af_cache *c);
+size_t af_cache_managed_count(const struct af_cache *c);   /* managed pods, terminal included */
 
 /* Builds a new snapshot of the current state (refcnt 1). Cannot fail. */
 struct af_snapshot *af_cache_snapshot(struct af_cache *c);

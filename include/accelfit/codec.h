@@ -164,4 +164,92 @@ typedef int (*af_param_cb)(void *ud, const char *key, const char *value);
 int af_codec_decode_params(const char *body, size_t len, af_param_cb cb, void *ud,
                            struct af_error *err) AF_MUST_CHECK;
 
+/* ---- admission (the mutating webhook for variant rollouts) ---------------------------------- */
+
+/*
+ * A decoded AdmissionReview (admission.k8s.io/v1) request. Opaque: it keeps the Pod object
+ * exactly as received, which every patch is built from and checked against.
+ */
+struct af_admission;
+
+/*
+ * Decodes an AdmissionReview request body: strict about what it is (kind AdmissionReview,
+ * apiVersion admission.k8s.io/v1, request.uid, request.object a v1 Pod, request.namespace or
+ * the Pod's own, a name or generateName), lenient about fields it does not read. Returns
+ *   0                with *out set (free it with af_admission_free);
+ *   AF_EUNSUPPORTED  a well-formed review that is not a Pod CREATE (another kind, resource,
+ *                    operation, or a subresource): *out is still set, holding the uid only
+ *                    (af_admission_pod is NULL), so that it can be answered allowed;
+ *   AF_EPARSE, AF_ETYPE, AF_EINVAL  not such a review; *out is NULL.
+ * `err` says what, naming the field ("request.uid: missing").
+ */
+int af_codec_decode_admission(const char *body, size_t len, struct af_admission **out,
+                              struct af_error *err) AF_MUST_CHECK;
+void af_admission_free(struct af_admission *a);                  /* NULL is fine */
+
+const char *af_admission_uid(const struct af_admission *a);      /* borrowed */
+bool af_admission_dry_run(const struct af_admission *a);         /* request.dryRun */
+/*
+ * The Pod (borrowed; NULL for AF_EUNSUPPORTED). Its namespace is request.namespace when the
+ * object names none. A generateName pod has no name until after admission: its name is ""
+ * (rollout_state's anonymous unit, one of its own unless it has a Job or pod group), and
+ * af_admission_generate_name gives the prefix (NULL for a pod with a name).
+ */
+const struct af_pod_info *af_admission_pod(const struct af_admission *a);
+const char *af_admission_generate_name(const struct af_admission *a);   /* borrowed */
+
+/* Warnings for the AdmissionReview response (kubectl prints them): short lines. */
+#define AF_WARNINGS_MAX 8
+#define AF_WARNING_LEN 256
+struct af_warnings {
+    size_t n;
+    char text[AF_WARNINGS_MAX][AF_WARNING_LEN];
+};
+/* Adds one (cut to AF_WARNING_LEN; dropped beyond AF_WARNINGS_MAX). Cannot fail. */
+void af_warnings_add(struct af_warnings *w, const char *fmt, ...) AF_PRINTF(2, 3);
+
+/* How to change the pod. */
+struct af_mutation {
+    const char *rollout;               /* its name: annotation accelfit.io/rollout */
+    enum af_rollout_side side;         /* SOURCE or TARGET: annotation accelfit.io/rollout-side */
+    const struct af_variant *variant;  /* rewrite with it (the target of a variant rollout), or
+                                        * NULL: the two annotations only */
+    uint32_t source;                   /* the rollout's source classes: the accelerator
+                                        * resources of their kinds are what the variant replaces */
+};
+
+/*
+ * Builds the JSONPatch (RFC 6902) that applies `m` to the Pod as received. With a variant,
+ * every container and init container that requests a source accelerator resource gets the
+ * variant's resources instead, in requests and limits alike (the source's keys removed), and
+ * the variant's env (added, or replacing a variable of the same name); images go by container
+ * name, "*" standing for every container and every rewritten init container; tolerations
+ * not already there are appended. Annotations (the variant's, then accelfit.io/rollout and
+ * accelfit.io/rollout-side) are set. Missing parents are created with one `add`, and keys
+ * are escaped (~0, ~1).
+ *
+ * The patch is then applied to a copy of the object and the result checked as the API
+ * server would (extended resources in limits and equal in requests, no source accelerator
+ * left in a rewritten container, every image, env, toleration and annotation in place).
+ * Returns 0 with the patch (a JSON array) appended to `patch`, or nothing appended when
+ * nothing changes, and `requests` (may be NULL) set to the effective requests of the
+ * patched pod (what rollout_state's room check wants for the target side); AF_EINVAL when
+ * the pod cannot be changed safely (a variant with a resource accelfit does not know, no
+ * container requesting a source accelerator, an image for a container the pod lacks...):
+ * nothing appended and one warning in `w` saying why; AF_ETOOBIG when `patch` is full
+ * (nothing appended). Notes on what a rewrite kept (a nodeSelector) go to `w` too.
+ */
+int af_codec_admission_patch(const struct af_admission *a, const struct af_mutation *m,
+                             struct af_buf *patch, struct af_resources *requests,
+                             struct af_warnings *w) AF_MUST_CHECK;
+
+/*
+ * Appends the AdmissionReview response: apiVersion admission.k8s.io/v1, kind
+ * AdmissionReview, response.uid = `uid`, allowed true, and when `patch_len` > 0 patchType
+ * JSONPatch with the patch in base64; `w` (may be NULL) as response.warnings. Returns 0, or
+ * AF_ETOOBIG with nothing appended.
+ */
+int af_codec_encode_admission(const char *uid, const char *patch, size_t patch_len,
+                              const struct af_warnings *w, struct af_buf *out) AF_MUST_CHECK;
+
 #endif

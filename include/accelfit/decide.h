@@ -77,7 +77,8 @@ void af_effective_requests(const struct af_container_req *containers, size_t n_c
  * (filter refuses): the requests (`requested`, `devices`), physics (`need_gib`
  * against the devices the pod gets on a node, times `instances`), stated intent
  * (`stated`: the workload is annotated, so tiered fallback applies; a stated
- * NeuronCore generation) and explicit policy (a strict rule, filter.cpu_backfill).
+ * NeuronCore generation) and explicit policy (a strict rule, filter.cpu_backfill, a
+ * rollout's restriction to one side's classes: af_plan_restrict).
  * Guesses rank (prioritize orders): an inferred workload, the rule's tiers for it.
  */
 struct af_plan {
@@ -99,11 +100,24 @@ struct af_plan {
     int other_of[AF_CLASS__COUNT];             /* class -> added tier for the rest of it, -1 if none */
     int unknown_tier;                          /* tier of a node of the requested kind whose model is unknown */
     bool backfill;                             /* last tier is the CPU-backfill tier */
+    /* An explicit restriction (af_plan_restrict): only these classes may be used. */
+    bool restricted;
+    uint32_t allowed;                          /* bit (1u << class) */
+    char restrict_why[AF_REASON_MAX];          /* why, quoted in the refusal */
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */
 void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
                  const struct af_pod_info *pod, struct af_plan *out);
+
+/*
+ * Restricts the plan to the classes in `classes` (bit 1u << class) as explicit policy:
+ * a rollout steering the pod's unit to one side. af_plan_node_tier then gives -1 for a
+ * node of any other class (or of an unknown class), so filter refuses it
+ * FailedAndUnresolvable with `why` and the node's class, and prioritize scores it 0.
+ * A second call narrows further (the intersection; the last `why` is kept). Cannot fail.
+ */
+void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why);
 
 /* The tier of `node` for this plan (index into plan->sel.tiers), -1 when none. */
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node);

@@ -7,7 +7,8 @@
  *            Thin; tests and benchmarks call it directly.
  *   metrics  counters and histograms, rendered as Prometheus text.
  *   server   libwebsockets: HTTP/1.1 keep-alive (and h2 over TLS), body cap,
- *            read timeout, TLS with optional client certificates.
+ *            read timeout, TLS with optional client certificates (reloaded
+ *            when the files change), an optional plain-HTTP health listener.
  */
 #ifndef AF_HTTP_H
 #define AF_HTTP_H
@@ -22,7 +23,7 @@ struct af_kube;
 struct af_metrics;
 
 enum af_not_ready_mode {
-    AF_NOT_READY_REJECT = 0,   /* every candidate in FailedNodes: "accelfit cache not synced" */
+    AF_NOT_READY_REJECT = 0,   /* every candidate in FailedNodes: "accelfit: <why not ready>" */
     AF_NOT_READY_ERROR,        /* filter answers Error */
     AF_NOT_READY_ALLOW_ALL,    /* every candidate passes */
 };
@@ -81,6 +82,18 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
  */
 int af_service_recommend(struct af_service *svc, const char *query, const char *body, size_t len,
                          struct af_buf *out);
+/*
+ * GET /rollouts: the state of every rollout of the policy (af_rollouts_render). 200;
+ * 503 with {"error": ...} when svc->rollouts is NULL; 500 when the body is too large.
+ */
+int af_service_rollouts(struct af_service *svc, struct af_buf *out);
+/*
+ * POST /rollouts/NAME/ack: acknowledges the brake of rollout NAME (af_rollouts_ack), so
+ * new units may go to the target again. 200 with {"rollout","acknowledged":true,
+ * "was_halted","halt_reason"}; 404 when the policy has no rollout NAME; 503 when
+ * svc->rollouts is NULL.
+ */
+int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_buf *out);
 /* Ready: synced and not stale. `why` gets a short reason when not. */
 bool af_service_ready(struct af_service *svc, const char **why);
 
@@ -102,10 +115,19 @@ struct af_http_options {
     const char *url_prefix;        /* e.g. "/sched"; NULL or "" for none */
     size_t max_body;               /* 413 beyond; default 16 MiB */
     int read_timeout_s;            /* slow clients are dropped; default 10 */
-    const char *tls_cert_file;
+    const char *tls_cert_file;     /* reloaded when it changes on disk */
     const char *tls_key_file;
     const char *client_ca_file;    /* require and verify client certificates */
+    const char *health_listen;     /* NULL, or a second, plain-HTTP listener serving only
+                                    * /healthz, /readyz and /metrics (kubelet, Prometheus) */
+    char *error;                   /* NULL, or where af_http_run writes one line saying why
+                                    * it failed (which address, which file) */
+    size_t error_len;
 };
+
+/* Longest request target (path and query) and header value accepted: 414 and 431 beyond. */
+#define AF_HTTP_MAX_URI 8192
+#define AF_HTTP_MAX_FIELD 8192
 
 /*
  * "127.0.0.1:8888", "[::1]:8888", ":8888" (every interface), "localhost:8888":
@@ -114,8 +136,37 @@ struct af_http_options {
 int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port,
                          bool *v6) AF_MUST_CHECK;
 
-/* Runs until *stop becomes non-zero. Returns 0 or a negative AF_E* (bind failure...). */
+/*
+ * Loads the TLS files of `opt` as the server will (certificate chain, private
+ * key, client CA) and checks that the key matches the certificate. Returns 0
+ * (also when TLS is off), or AF_EINVAL with one line in `why` naming the flag,
+ * the file and the problem.
+ */
+int af_http_check_tls(const struct af_http_options *opt, char *why, size_t whylen) AF_MUST_CHECK;
+
+/*
+ * Runs until *stop becomes non-zero. Returns 0, AF_EINVAL for a configuration
+ * the server cannot use (bad TLS files, an address in use or not local: see
+ * opt->error), or another negative AF_E*.
+ */
 int af_http_run(const struct af_http_options *opt, struct af_service *svc,
                 volatile sig_atomic_t *stop) AF_MUST_CHECK;
+
+/* ---- admission webhook (src/http/mutate.c) ---------------------------------------------- */
+
+/*
+ * POST /mutate: the mutating admission webhook (manifests/webhook.yaml). `body` is an
+ * AdmissionReview (admission.k8s.io/v1) for a Pod CREATE. The pod's rollout and side come
+ * from svc->rollouts (af_rollouts_decide); the target side of a variant rollout is patched
+ * with the variant, the source side and placement rollouts get only the annotations
+ * accelfit.io/rollout and accelfit.io/rollout-side. A dry run is decided and patched the
+ * same way without anything remembered. A pod in no rollout, no rollout state, a cache not
+ * ready, a pod the variant cannot be applied to, or any failure is answered allowed with
+ * no patch (with a warning where a person should know).
+ * Returns 200 with the AdmissionReview response in `out`, or 400 with {"error": ...} for a
+ * body that is not an AdmissionReview (the API server then applies the failure policy).
+ * A review that is not a Pod CREATE is answered allowed, unchanged. Cannot fail otherwise.
+ */
+int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out);
 
 #endif

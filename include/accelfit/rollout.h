@@ -45,6 +45,13 @@ struct af_toleration {
     char *effect;              /* "NoSchedule", "PreferNoSchedule", "NoExecute" or NULL */
 };
 
+/* A place in the policy file (1-based line and column; 0 when not from a file), kept
+ * for the checks that need the catalog and so run after loading. */
+struct af_src_pos {
+    int line;
+    int column;
+};
+
 /*
  * How a pod is rewritten for the target side of a variant rollout. Resources
  * replace the source's accelerator resources in every container that requests
@@ -62,6 +69,9 @@ struct af_variant {
     size_t n_tolerations;
     struct af_pair *annotations;   /* added to the pod (accelfit.io/neuron-ready: "true") */
     size_t n_annotations;
+    /* Where each resource amount is written (n_resources entries), for the catalog check
+     * (a variant must fit an instance of a target class). NULL when not from a file. */
+    struct af_src_pos *resource_pos;
 };
 
 struct af_rollout_stage {
@@ -128,9 +138,13 @@ int af_rollout_match(const struct af_policy *pol, const struct af_pod_info *pod)
 void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n);
 
 /* The target share at `now` for a rollout that began at `began_unix` (stages advance
- * by start time and minimum duration); *stage gets the stage index (-1 without
- * stages). Pure. */
+ * by start time and minimum duration); *stage (may be NULL) gets the 0-based stage
+ * index: -1 without stages, and also before the first stage begins (share 0 then). Pure. */
 double af_rollout_share(const struct af_rollout *r, double began_unix, double now, int *stage);
+/* When stage `stage` begins (or began) for a rollout that began at `began_unix`: the first
+ * at max(began, its start), each next one at max(previous + the previous stage's
+ * min_duration_s, its start). 0 without stages or for an index out of range. Pure. */
+double af_rollout_stage_start(const struct af_rollout *r, double began_unix, int stage);
 
 /* Units per side, as counted for one decision. */
 struct af_rollout_count {

@@ -2,12 +2,30 @@
 /*
  * rollout_state: what a running accelfit remembers about rollouts between
  * requests — units decided and not yet seen in the cache, when each rollout
- * (and stage) began, and which rollouts the brake has halted and why. The API
+ * began (each stage's start follows from it: af_rollout_stage_start), and which
+ * rollouts the brake has halted and why. The API
  * server stays the shared state: every count is taken from the cache (pods
  * annotated with the side they were given, or bound to a node of a side's
  * class); this memory only covers the seconds before the cache catches up.
  *
- * Thread-safe: the HTTP workers call it concurrently.
+ * Thread-safe: the HTTP workers call it concurrently (one mutex). What it
+ * derives from a snapshot (units per side, target pods, target nodes) is
+ * computed once per snapshot and policy and kept, with a reference on both,
+ * until the next one comes.
+ *
+ * The brake, evaluated at each decision and status: a target pod (its unit on
+ * the target side) halts the rollout when it ended Failed, when its containers
+ * restarted brake_restarts times or more, or when it has not been Ready for
+ * brake_not_ready_s: counted from when this process saw it turn NotReady after
+ * seeing it Ready, else from its start (so a long-running pod's readiness blip
+ * is not ten minutes of failure, and a pod that never became Ready is caught).
+ * A halt lasts until af_rollouts_ack or a change of the rollout in the policy.
+ *
+ * A rollout begins when this process first sees it; a change to its fields in
+ * the policy (a hash of them) begins it again: stages from the first, the brake
+ * released and the target pods failing at that moment forgiven. Nothing of this
+ * is persisted: a restarted accelfit begins every rollout again (the safe
+ * direction: a stage's `after` is a minimum; `start` times are absolute).
  */
 #ifndef AF_ROLLOUT_STATE_H
 #define AF_ROLLOUT_STATE_H
@@ -37,16 +55,92 @@ struct af_rollout_decision {
 /*
  * Decides the side of the pod's unit, or recalls the side already given to it (an
  * annotation on the pod, a unit-mate in the cache, or a decision not yet seen).
- * `now` is the wall clock in seconds. Cannot fail.
+ * `now` is the wall clock in seconds; `snap` may be NULL (nothing counted). A pod
+ * that is in no rollout (not managed, or no selector matches) gets rollout -1 and
+ * nothing is remembered. Cannot fail.
+ *
+ * How it counts: for each managed pod of the rollout in the snapshot, its unit's side
+ * is its accelfit.io/rollout-side annotation, else the side whose classes hold the
+ * class of the node it is bound to, else (pending and unannotated) this process's own
+ * decision; units are counted, not pods (a unit with pods on both sides counts on the
+ * target). A terminal pod counts only as part of a Job or pod group (a finished Job
+ * still took its share; a Deployment's Failed replica is replaced by a new unit).
+ *
+ * A decision is remembered until the cache shows the unit with a side, or until it
+ * has gone unused for AF_ROLLOUT_PENDING_TTL_S. A recalled decision for the target
+ * whose unit is not on the target yet is made again when the brake is on, or when the
+ * target has no room and the rollout falls back to the source.
+ *
+ * A pod without a name (at admission, under generateName) is an anonymous unit of
+ * its own: pass NULL or "" as its name, never the generateName prefix. Its decision is
+ * counted until a unit of that rollout and side the cache had not shown before
+ * appears (its pod, named by then), or the TTL.
+ *
+ * Room, for the fallback: some node of a target class in the snapshot, not cordoned,
+ * with room for the requests in allocatable - used (and a free pod slot).
  */
 void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,
                         const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
                         struct af_rollout_decision *out);
 
-/* Acknowledges the brake of rollout `name`: new units may go to the target again. */
+enum af_rollouts_flags {
+    AF_ROLLOUTS_PEEK = 1 << 0,   /* decide without remembering anything (/explain) */
+};
+
+#define AF_ROLLOUT_PENDING_TTL_S 300.0
+
+/*
+ * af_rollouts_decide with the requests the pod will have on the target side, for the
+ * room check: a variant rollout's rewritten requests (NULL: for a placement rollout the
+ * pod's own; for a variant rollout the pod's requests with its accelerator resources
+ * replaced by the variant's, as if one container requested an accelerator). `flags`:
+ * af_rollouts_flags. Cannot fail.
+ */
+void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
+                           const struct af_snapshot *snap, const struct af_pod_info *pod,
+                           const struct af_resources *target_requests, double now, unsigned flags,
+                           struct af_rollout_decision *out);
+
+/*
+ * Acknowledges the brake of rollout `name`: new units may go to the target again. The
+ * target pods that were failing when the brake was last evaluated are forgiven (they
+ * halt the rollout again only if they restart `brake_restarts` more times); a pod that
+ * starts failing later halts it again. Acknowledgments live in memory: a restarted
+ * accelfit halts again on pods that are still failing. Returns 0 (also when the rollout
+ * is not halted), or AF_ENOENT when no decision or render has seen a rollout of that name.
+ */
 int af_rollouts_ack(struct af_rollouts *rs, const char *name) AF_MUST_CHECK;
 
-/* GET /rollouts: every rollout's state as JSON (appended to `out`). */
+/* One rollout's state, as /rollouts and /metrics show it. */
+struct af_rollout_status {
+    double share;                      /* target share in force */
+    int stage;                         /* 0-based; -1 without stages or before the first */
+    double stage_began;                /* unix seconds; 0 when stage is -1 */
+    double achieved;                   /* target / (target + source); 0 without units */
+    int target, source;                /* units counted, as a decision counts them */
+    int pending;                       /* of those, decided here and not yet in the cache */
+    uint64_t fallbacks;                /* units this process sent to the source for lack of
+                                        * target room (since it started) */
+    bool halted;
+    char halt_reason[AF_REASON_MAX];   /* "" when not halted */
+    double began;                      /* unix seconds */
+};
+
+/*
+ * The state of rollout `i` of cfg->policy (evaluating the brake at `now`, as a decision
+ * would). `snap` may be NULL. Cannot fail.
+ */
+void af_rollouts_status(struct af_rollouts *rs, const struct af_config *cfg,
+                        const struct af_snapshot *snap, double now, size_t i,
+                        struct af_rollout_status *out);
+
+/*
+ * GET /rollouts: every rollout's state as JSON (appended to `out`):
+ * {"rollouts":[{"name","kind":"placement"|"variant","selector":{...},"source":[classes],
+ * "target":[classes],"fallback","share":{"target","achieved","stage","stage_began"},
+ * "units":{"target","source","pending"},"fallbacks","halted","halt_reason","began",
+ * "brake":{...}}]}. Times are RFC 3339 (UTC). Returns 0 or AF_ETOOBIG (out's cap).
+ */
 int af_rollouts_render(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, double now, struct af_buf *out) AF_MUST_CHECK;
 

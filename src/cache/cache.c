@@ -15,6 +15,11 @@
  * sorted order is cached and only recomputed when the node set changes) and
  * the pod pointer array, taking one reference per record, and builds its own
  * hash indexes from the hashes stored in the slots: O(nodes log nodes + pods).
+ *
+ * Pods labelled accelfit.io/managed (rollouts) are also kept in a second table
+ * of the same shape, terminal ones included (the brake reads Failed pods,
+ * which the main table drops), so a snapshot lists them in O(managed pods)
+ * and a request never scans every pod to find them.
  */
 #include "accelfit/cache.h"
 
@@ -156,16 +161,22 @@ struct pod_slot {
     uint32_t mark;
 };
 
+/* Pods by namespace and name: a dense array (swap-remove) and its index. */
+struct pod_table {
+    struct af_pod_info **pods;    /* dense, parallel to meta; each holds a ref */
+    struct pod_slot *meta;
+    size_t n, cap;
+    struct index ix;
+};
+
 struct af_cache {                 /* watch thread only */
     struct node_slot *nodes;
     size_t n_nodes, cap_nodes;
     struct index node_ix;
     size_t n_node_infos;          /* slots with a record */
 
-    struct af_pod_info **pods;    /* dense, parallel to pod_meta */
-    struct pod_slot *pod_meta;
-    size_t n_pods, cap_pods;
-    struct index pod_ix;
+    struct pod_table pods;        /* non-terminal pods: usage, lookups */
+    struct pod_table managed;     /* pods labelled accelfit.io/managed, terminal ones too */
 
     uint32_t epoch[2];            /* resync marks per kind */
     bool resyncing[2];
@@ -198,15 +209,15 @@ static uint32_t node_h(const void *ctx, uint32_t slot)
 
 static bool pod_eq(const void *ctx, uint32_t slot, const void *key)
 {
-    const struct af_cache *c = ctx;
+    const struct pod_table *t = ctx;
     const struct pod_key *k = key;
-    const struct af_pod_info *p = c->pods[slot];
+    const struct af_pod_info *p = t->pods[slot];
     return streq(p->name, k->name) && streq(p->ns, k->ns);
 }
 
 static uint32_t pod_h(const void *ctx, uint32_t slot)
 {
-    return ((const struct af_cache *)ctx)->pod_meta[slot].hash;
+    return ((const struct pod_table *)ctx)->meta[slot].hash;
 }
 
 struct af_cache *af_cache_new(void)
@@ -215,8 +226,18 @@ struct af_cache *af_cache_new(void)
     c->epoch[0] = c->epoch[1] = 1;
     c->sorted_dirty = true;
     idx_rebuild(&c->node_ix, 8, c, node_h, 0);
-    idx_rebuild(&c->pod_ix, 8, c, pod_h, 0);
+    idx_rebuild(&c->pods.ix, 8, &c->pods, pod_h, 0);
+    idx_rebuild(&c->managed.ix, 8, &c->managed, pod_h, 0);
     return c;
+}
+
+static void table_release(struct pod_table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        af_pod_info_unref(t->pods[i]);
+    free(t->pods);
+    free(t->meta);
+    free(t->ix.t);
 }
 
 void af_cache_free(struct af_cache *c)
@@ -227,13 +248,10 @@ void af_cache_free(struct af_cache *c)
         free(c->nodes[i].name);
         af_node_info_unref(c->nodes[i].info);
     }
-    for (size_t i = 0; i < c->n_pods; i++)
-        af_pod_info_unref(c->pods[i]);
+    table_release(&c->pods);
+    table_release(&c->managed);
     free(c->nodes);
-    free(c->pods);
-    free(c->pod_meta);
     free(c->node_ix.t);
-    free(c->pod_ix.t);
     free(c->sorted);
     free(c);
 }
@@ -346,37 +364,88 @@ static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sig
         node_slot_maybe_gc(c, s);
 }
 
-static long pod_lookup(const struct af_cache *c, const char *ns, const char *name, uint32_t h,
-                       size_t *posp)
+static long table_lookup(const struct pod_table *t, const char *ns, const char *name, uint32_t h,
+                         size_t *posp)
 {
     struct pod_key k = {ns, name};
-    size_t pos = idx_find(&c->pod_ix, h, c, pod_eq, &k);
+    size_t pos = idx_find(&t->ix, h, t, pod_eq, &k);
     if (posp)
         *posp = pos;
-    return pos == (size_t)-1 ? -1 : (long)(c->pod_ix.t[pos] - 1);
+    return pos == (size_t)-1 ? -1 : (long)(t->ix.t[pos] - 1);
+}
+
+/* Removes the pod in `slot` (index entry at `pos`) and returns its reference. */
+static struct af_pod_info *table_take(struct pod_table *t, uint32_t slot, size_t pos)
+{
+    struct af_pod_info *p = t->pods[slot];
+    uint32_t last = (uint32_t)(t->n - 1);
+
+    idx_remove_at(&t->ix, pos, t, pod_h);
+    if (slot != last) {
+        size_t lpos = idx_find_slot(&t->ix, t->meta[last].hash, last);
+        t->pods[slot] = t->pods[last];
+        t->meta[slot] = t->meta[last];
+        t->ix.t[lpos] = slot + 1;
+    }
+    t->n--;
+    return p;
+}
+
+/* Appends `p` (steals the reference), known to be absent. */
+static void table_append(struct pod_table *t, struct af_pod_info *p, uint32_t h, uint32_t mark)
+{
+    size_t cap = t->cap;
+
+    if ((t->ix.count + 1) * 2 > t->ix.size)
+        idx_rebuild(&t->ix, t->n + 1, t, pod_h, t->n);
+    AF_GROW(t->pods, t->cap, t->n + 1);
+    if (t->cap != cap)
+        t->meta = af_xrealloc(t->meta, t->cap * sizeof(*t->meta));
+    t->pods[t->n] = p;
+    t->meta[t->n].hash = h;
+    t->meta[t->n].mark = mark;
+    idx_insert(&t->ix, h, (uint32_t)t->n);
+    t->n++;
 }
 
 static void pod_slot_remove(struct af_cache *c, uint32_t slot, size_t pos)
 {
-    idx_remove_at(&c->pod_ix, pos, c, pod_h);
-    pod_account(c, c->pods[slot], -1);
-    af_pod_info_unref(c->pods[slot]);
-    uint32_t last = (uint32_t)(c->n_pods - 1);
-    if (slot != last) {
-        size_t lpos = idx_find_slot(&c->pod_ix, c->pod_meta[last].hash, last);
-        c->pods[slot] = c->pods[last];
-        c->pod_meta[slot] = c->pod_meta[last];
-        c->pod_ix.t[lpos] = slot + 1;
+    struct af_pod_info *p = table_take(&c->pods, slot, pos);
+
+    pod_account(c, p, -1);
+    af_pod_info_unref(p);
+}
+
+/* The managed table follows every upsert: `p` (borrowed) replaces the entry of its name,
+ * or removes it when `p` is no longer managed or is NULL (deleted). */
+static void managed_set(struct af_cache *c, const char *ns, const char *name, uint32_t h,
+                        struct af_pod_info *p)
+{
+    size_t pos;
+    long s = table_lookup(&c->managed, ns, name, h, &pos);
+
+    if (p && p->managed) {
+        af_pod_info_ref(p);
+        if (s >= 0) {
+            af_pod_info_unref(c->managed.pods[s]);
+            c->managed.pods[s] = p;
+            c->managed.meta[s].mark = c->epoch[AF_KIND_POD];
+        } else {
+            table_append(&c->managed, p, h, c->epoch[AF_KIND_POD]);
+        }
+    } else if (s >= 0) {
+        af_pod_info_unref(table_take(&c->managed, (uint32_t)s, pos));
     }
-    c->n_pods--;
 }
 
 void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name)
 {
     size_t pos;
-    long s = pod_lookup(c, ns, name, hash_pod(ns, name), &pos);
+    uint32_t h = hash_pod(ns, name);
+    long s = table_lookup(&c->pods, ns, name, h, &pos);
     if (s >= 0)
         pod_slot_remove(c, (uint32_t)s, pos);
+    managed_set(c, ns, name, h, NULL);
 }
 
 void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
@@ -389,7 +458,8 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
     }
     uint32_t h = hash_pod(p->ns, p->name);
     size_t pos;
-    long s = pod_lookup(c, p->ns, p->name, h, &pos);
+    long s = table_lookup(&c->pods, p->ns, p->name, h, &pos);
+    managed_set(c, p->ns, p->name, h, p);
     if (p->terminal) {
         if (s >= 0)
             pod_slot_remove(c, (uint32_t)s, pos);
@@ -397,27 +467,17 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
         return;
     }
     if (s >= 0) {
-        struct af_pod_info *old = c->pods[s];
+        struct af_pod_info *old = c->pods.pods[s];
         /* Account the new state first so a phantom node slot is not dropped
          * and recreated when the pod stays on the same node. */
         pod_account(c, p, +1);
         pod_account(c, old, -1);
         af_pod_info_unref(old);
-        c->pods[s] = p;
-        c->pod_meta[s].mark = c->epoch[AF_KIND_POD];
+        c->pods.pods[s] = p;
+        c->pods.meta[s].mark = c->epoch[AF_KIND_POD];
         return;
     }
-    if ((c->pod_ix.count + 1) * 2 > c->pod_ix.size)
-        idx_rebuild(&c->pod_ix, c->n_pods + 1, c, pod_h, c->n_pods);
-    size_t cap = c->cap_pods;
-    AF_GROW(c->pods, c->cap_pods, c->n_pods + 1);
-    if (c->cap_pods != cap)
-        c->pod_meta = af_xrealloc(c->pod_meta, c->cap_pods * sizeof(*c->pod_meta));
-    c->pods[c->n_pods] = p;
-    c->pod_meta[c->n_pods].hash = h;
-    c->pod_meta[c->n_pods].mark = c->epoch[AF_KIND_POD];
-    idx_insert(&c->pod_ix, h, (uint32_t)c->n_pods);
-    c->n_pods++;
+    table_append(&c->pods, p, h, c->epoch[AF_KIND_POD]);
     pod_account(c, p, +1);
 }
 
@@ -438,10 +498,16 @@ void af_cache_end_resync(struct af_cache *c, enum af_kind kind)
         return;
     c->resyncing[kind] = false;
     if (kind == AF_KIND_POD) {
-        for (size_t i = c->n_pods; i-- > 0;) {
-            if (i < c->n_pods && c->pod_meta[i].mark != e) {
-                size_t pos = idx_find_slot(&c->pod_ix, c->pod_meta[i].hash, (uint32_t)i);
+        for (size_t i = c->pods.n; i-- > 0;) {
+            if (i < c->pods.n && c->pods.meta[i].mark != e) {
+                size_t pos = idx_find_slot(&c->pods.ix, c->pods.meta[i].hash, (uint32_t)i);
                 pod_slot_remove(c, (uint32_t)i, pos);
+            }
+        }
+        for (size_t i = c->managed.n; i-- > 0;) {
+            if (i < c->managed.n && c->managed.meta[i].mark != e) {
+                size_t pos = idx_find_slot(&c->managed.ix, c->managed.meta[i].hash, (uint32_t)i);
+                af_pod_info_unref(table_take(&c->managed, (uint32_t)i, pos));
             }
         }
     } else {
@@ -467,7 +533,12 @@ size_t af_cache_node_count(const struct af_cache *c)
 
 size_t af_cache_pod_count(const struct af_cache *c)
 {
-    return c->n_pods;
+    return c->pods.n;
+}
+
+size_t af_cache_managed_count(const struct af_cache *c)
+{
+    return c->managed.n;
 }
 
 /* ---- snapshots ------------------------------------------------------------------------------ */
@@ -529,17 +600,22 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         s->node_index[pos] = (uint32_t)i + 1;
     }
 
-    s->n_pods = c->n_pods;
+    s->n_pods = c->pods.n;
     s->pods = af_xmalloc((s->n_pods + 1) * sizeof(*s->pods));
     s->pod_index_size = pow2_for(s->n_pods);
     s->pod_index = af_xcalloc(s->pod_index_size, sizeof(uint32_t));
     for (size_t i = 0; i < s->n_pods; i++) {
-        s->pods[i] = af_pod_info_ref(c->pods[i]);
-        size_t pos = c->pod_meta[i].hash & (s->pod_index_size - 1);
+        s->pods[i] = af_pod_info_ref(c->pods.pods[i]);
+        size_t pos = c->pods.meta[i].hash & (s->pod_index_size - 1);
         while (s->pod_index[pos])
             pos = (pos + 1) & (s->pod_index_size - 1);
         s->pod_index[pos] = (uint32_t)i + 1;
     }
+
+    s->n_managed = c->managed.n;
+    s->managed = af_xmalloc((s->n_managed + 1) * sizeof(*s->managed));
+    for (size_t i = 0; i < s->n_managed; i++)
+        s->managed[i] = af_pod_info_ref(c->managed.pods[i]);
     return s;
 }
 
@@ -588,8 +664,11 @@ void af_snapshot_unref(struct af_snapshot *s)
         af_node_info_unref((struct af_node_info *)s->nodes[i].info);
     for (size_t i = 0; i < s->n_pods; i++)
         af_pod_info_unref(s->pods[i]);
+    for (size_t i = 0; i < s->n_managed; i++)
+        af_pod_info_unref(s->managed[i]);
     free(s->nodes);
     free(s->pods);
+    free(s->managed);
     free(s->node_index);
     free(s->pod_index);
     free(s);

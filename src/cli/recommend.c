@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
@@ -53,7 +54,7 @@ static const char check_usage[] =
     "usage: accelfit check-policy [--policy FILE] [--catalog FILE]\n"
     "\n"
     "Loads and validates a policy against a catalog (the built-in ones by default) and\n"
-    "prints what it holds: rules, instance types, weights. On an error prints\n"
+    "prints what it holds: rules, instance types, weights, rollouts. On an error prints\n"
     "FILE:LINE:COLUMN: message and exits with status 2.\n"
     "\n"
     "options:\n"
@@ -343,6 +344,149 @@ static void describe_match(const struct af_rule *r, struct af_buf *b)
 #undef SEP
 }
 
+/* Appends a duration the way policies write it: "10m", "1d", "1h30m". */
+static void put_duration(struct af_buf *b, double secs)
+{
+    static const struct {
+        int s;
+        char u;
+    } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+    long long left = (long long)secs;
+
+    if (left <= 0) {
+        put(b, "0s");
+        return;
+    }
+    /* Days only from two on, so 24h and 36h read as written. */
+    for (size_t i = (left >= 2 * 86400 && left % 86400 == 0) ? 0 : 1; i < AF_ARRAY_SIZE(units); i++)
+        if (left >= units[i].s) {
+            outf(b, "%lld%c", left / units[i].s, units[i].u);
+            left %= units[i].s;
+        }
+}
+
+/* Appends a time in RFC 3339, UTC. */
+static void put_time(struct af_buf *b, double t)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    char s[64];
+
+    if (!gmtime_r(&tt, &tm) || !strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(s, sizeof(s), "@%.0f", t);
+    put(b, s);
+}
+
+/* Appends "k=v, k=v". */
+static void put_pairs(struct af_buf *b, const struct af_pair *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        outf(b, "%s%s=%s", i ? ", " : "", p[i].key, p[i].value);
+}
+
+static void put_classes(struct af_buf *b, uint32_t mask)
+{
+    for (int c = 0, n = 0; c < AF_CLASS__COUNT; c++)
+        if (mask & (1u << c))
+            outf(b, "%s%s", n++ ? ", " : "", af_class_name((enum af_class)c));
+}
+
+/* The rollout as check-policy shows it: one line per part, under its name. */
+static void describe_rollout(size_t i, const struct af_rollout *r, struct af_buf *b)
+{
+    const struct af_variant *v = r->variant;
+
+    outf(b, "  %3zu %-32s line %d\n", i + 1, r->name, r->line);
+    put(b, "        selector  ");
+    if (!r->ns && !r->n_match_labels && !r->owner_kind)
+        put(b, "every managed pod");
+    else {
+        outf(b, "namespace %s", r->ns ? r->ns : "any");
+        if (r->n_match_labels) {
+            put(b, ", labels ");
+            put_pairs(b, r->match_labels, r->n_match_labels);
+        }
+        if (r->owner_kind)
+            outf(b, ", owner %s%s%s", r->owner_kind, r->owner_name ? "/" : "",
+                 r->owner_name ? r->owner_name : "");
+    }
+    put(b, " (pods labelled " AF_MANAGED_LABEL "=true)\n        classes   ");
+    put_classes(b, r->source);
+    put(b, " -> ");
+    put_classes(b, r->target);
+    put(b, "\n        share     ");
+    if (!r->n_stages)
+        outf(b, "%g%% of units on the target", r->share * 100);
+    for (size_t s = 0; s < r->n_stages; s++) {
+        const struct af_rollout_stage *st = &r->stages[s];
+        bool after = s && r->stages[s - 1].min_duration_s > 0;
+        outf(b, "%s%g%%", s ? " -> " : "stages ", st->share * 100);
+        if (after || st->start_unix > 0) {
+            put(b, " (");
+            if (after) {
+                put(b, "after ");
+                put_duration(b, r->stages[s - 1].min_duration_s);
+            }
+            if (st->start_unix > 0) {
+                put(b, after ? ", from " : "from ");
+                put_time(b, st->start_unix);
+            }
+            put(b, ")");
+        }
+    }
+    outf(b, "\n        fallback  %s\n",
+         r->fallback == AF_FALLBACK_WAIT
+             ? "wait (a unit the target has no room for waits for target room)"
+             : "source (a unit the target has no room for takes the source, counted)");
+    if (!v) {
+        put(b, "        placement the same pod on both sides\n");
+    } else {
+        put(b, "        variant   resources ");
+        put_pairs(b, v->resources, v->n_resources);
+        if (v->n_images) {
+            put(b, "\n                  images ");
+            put_pairs(b, v->images, v->n_images);
+        }
+        if (v->n_env) {
+            put(b, "\n                  env ");
+            put_pairs(b, v->env, v->n_env);
+        }
+        if (v->n_tolerations) {
+            put(b, "\n                  tolerations ");
+            for (size_t t = 0; t < v->n_tolerations; t++) {
+                const struct af_toleration *to = &v->tolerations[t];
+                outf(b, "%s%s %s%s%s%s%s", t ? "; " : "", to->key ? to->key : "(every key)",
+                     to->op, to->value ? " " : "", to->value ? to->value : "",
+                     to->effect ? " " : "", to->effect ? to->effect : "");
+            }
+        }
+        if (v->n_annotations) {
+            put(b, "\n                  annotations ");
+            put_pairs(b, v->annotations, v->n_annotations);
+        }
+        put(b, "\n");
+    }
+    put(b, "        brake     ");
+    if (!r->brake_not_ready_s && !r->brake_restarts && !r->brake_on_failed)
+        put(b, "off");
+    else {
+        int n = 0;
+        put(b, "a target pod ");
+        if (r->brake_not_ready_s) {
+            put(b, "not Ready for ");
+            put_duration(b, r->brake_not_ready_s);
+            n++;
+        }
+        if (r->brake_restarts)
+            outf(b, "%srestarted %d time%s", n++ ? ", " : "", r->brake_restarts,
+                 r->brake_restarts == 1 ? "" : "s");
+        if (r->brake_on_failed)
+            outf(b, "%sFailed", n++ ? " or " : "");
+        put(b, " halts new target units");
+    }
+    put(b, "\n");
+}
+
 int af_cmd_check_policy(int argc, char **argv)
 {
     const char *cmd = "check-policy";
@@ -408,6 +552,12 @@ int af_cmd_check_policy(int argc, char **argv)
         }
         put(&b, "\n");
     }
+    if (!pol->n_rollouts)
+        put(&b, "  rollouts: none\n");
+    else
+        put(&b, "  rollouts (docs/rollouts.md):\n");
+    for (size_t i = 0; i < pol->n_rollouts; i++)
+        describe_rollout(i, &pol->rollouts[i], &b);
 
     /* Every workload should have an answer when nothing but its kind is known. */
     sel = af_xmalloc(sizeof(*sel));

@@ -16,6 +16,7 @@
 #include "accelfit/config.h"
 #include "accelfit/http.h"
 #include "accelfit/kube.h"
+#include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
 
@@ -24,9 +25,9 @@
 static const char usage[] =
     "usage: accelfit serve [options] (--cluster FILE | --demo | --kubeconfig FILE | --in-cluster)\n"
     "\n"
-    "Runs the kube-scheduler extender over HTTP: POST /filter, /prioritize and\n"
-    "/explain (also under --url-prefix), GET /healthz, /readyz, /metrics and\n"
-    "/explain?pod=NAMESPACE/NAME.\n"
+    "Runs the kube-scheduler extender over HTTP: POST /filter, /prioritize, /preempt\n"
+    "and /explain (also under --url-prefix), GET or HEAD /healthz, /readyz, /metrics\n"
+    "and /explain?pod=NAMESPACE/NAME.\n"
     "\n"
     "cluster source (exactly one):\n"
     "  --cluster FILE          serve a static cluster: a JSON or YAML List of Nodes and Pods\n"
@@ -39,6 +40,9 @@ static const char usage[] =
     "options:\n"
     "  --listen ADDR:PORT      address to listen on: 127.0.0.1:8888, [::1]:8888, :8888\n"
     "                          (default :8888, every interface)\n"
+    "  --health-listen ADDR:PORT  also serve /healthz, /readyz and /metrics (only those)\n"
+    "                          over plain HTTP on this address, e.g. for kubelet probes\n"
+    "                          and Prometheus when --client-ca-file locks --listen\n"
     "  --url-prefix P          also serve the verbs under P (kube-scheduler calls\n"
     "                          urlPrefix + \"/\" + verb), e.g. /accelfit\n"
     "  --policy FILE           policy YAML (default: the embedded policies/default.yaml)\n"
@@ -48,8 +52,11 @@ static const char usage[] =
     "                          after its headers (default 10)\n"
     "  --tls-cert-file F       serve HTTPS with this certificate (PEM; needs the key too);\n"
     "                          ALPN selects http/1.1 (clients offering h2 get HTTP/1.1)\n"
-    "  --tls-private-key-file F  private key of --tls-cert-file (PEM)\n"
+    "  --tls-private-key-file F  private key of --tls-cert-file (PEM, unencrypted)\n"
     "  --client-ca-file F      require client certificates signed by this CA (PEM)\n"
+    "                          The three files are checked every 2 s and reloaded when\n"
+    "                          they change (new connections get the new certificate);\n"
+    "                          a set that cannot be used is logged and the old one kept.\n"
     "  --when-not-ready MODE   filter answer while the cache is not synced or stale:\n"
     "                          reject (default: every candidate in FailedNodes, so the pod is\n"
     "                          retried on the next cluster event), error (answer Error: the\n"
@@ -65,11 +72,12 @@ static const char usage[] =
     "  curl -s -XPOST 127.0.0.1:8888/filter -d @tests/fixtures/kube-scheduler/filter-nodecache-true.json\n"
     "  accelfit serve --cluster cluster.yaml --listen :8888 --url-prefix /accelfit --log-level debug\n"
     "  accelfit serve --in-cluster --listen :8443 --tls-cert-file tls.crt \\\n"
-    "      --tls-private-key-file tls.key --policy /etc/accelfit/policy.yaml\n"
+    "      --tls-private-key-file tls.key --client-ca-file ca.crt --health-listen :8080\n"
     "  accelfit serve --kubeconfig ~/.kube/config --context prod --when-not-ready reject\n"
     "\n"
-    "exit status: 0 after SIGINT/SIGTERM, 1 when serving fails (cannot listen, cannot\n"
-    "reach the cluster), 2 on bad flags or bad input files.\n";
+    "exit status: 0 after SIGINT/SIGTERM, 1 when serving fails (cannot reach the\n"
+    "cluster), 2 on bad flags, bad input or TLS files, or an address that cannot be\n"
+    "listened on (in use, not local).\n";
 
 static volatile sig_atomic_t stop_flag;
 
@@ -145,7 +153,8 @@ static int parse_seconds(const char *s, int64_t min, int64_t max, int64_t *out)
 static int parse_args(int argc, char **argv, struct serve_opts *o)
 {
     static const char *value_flags[] = {
-        "--listen",         "--url-prefix",           "--policy",         "--catalog",
+        "--listen",         "--health-listen",        "--url-prefix",     "--policy",
+        "--catalog",
         "--cluster",        "--kubeconfig",           "--context",        "--max-body",
         "--read-timeout",   "--tls-cert-file",        "--tls-private-key-file",
         "--client-ca-file", "--when-not-ready",       "--max-staleness",  "--log-level",
@@ -187,6 +196,14 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
                 return bad("--listen must be ADDR:PORT with a numeric address, [IPv6]:PORT or "
                            ":PORT: '%s'", v);
             o->http.listen = v;
+        } else if (!strcmp(flag, "--health-listen")) {
+            char host[128];
+            int port;
+            bool v6;
+            if (af_http_parse_listen(v, host, sizeof(host), &port, &v6) != 0)
+                return bad("--health-listen must be ADDR:PORT with a numeric address, "
+                           "[IPv6]:PORT or :PORT: '%s'", v);
+            o->http.health_listen = v;
         } else if (!strcmp(flag, "--url-prefix")) {
             if (*v && v[0] != '/')
                 return bad("--url-prefix must start with '/': '%s'", v);
@@ -255,6 +272,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         return bad("%s", "--tls-cert-file and --tls-private-key-file go together");
     if (o->http.client_ca_file && !o->http.tls_cert_file)
         return bad("%s", "--client-ca-file needs --tls-cert-file and --tls-private-key-file");
+    if (o->http.health_listen && !strcmp(o->http.health_listen, o->http.listen))
+        return bad("--health-listen must differ from --listen: '%s'", o->http.listen);
     return 0;
 }
 
@@ -364,6 +383,7 @@ int af_cmd_serve(int argc, char **argv)
     struct af_kube *kube = NULL;
     struct af_error err;
     struct sigaction sa;
+    char why[600];
     int rc;
 
     memset(&o, 0, sizeof(o));
@@ -377,6 +397,11 @@ int af_cmd_serve(int argc, char **argv)
         return 0;   /* --help */
     if (rc != 0)
         return rc;
+    /* Unusable TLS files are a configuration error like any other: one line, before any work. */
+    if (af_http_check_tls(&o.http, why, sizeof(why)) != 0) {
+        fprintf(stderr, "accelfit serve: %s\n", why);
+        return 2;
+    }
 
     memset(&err, 0, sizeof(err));
     rc = af_config_load(&cfg, o.catalog, o.policy, &err);
@@ -394,6 +419,7 @@ int af_cmd_serve(int argc, char **argv)
     svc.config = &holder;
     svc.pub = &pub;
     svc.metrics = af_metrics_new();
+    svc.rollouts = af_rollouts_new();   /* decisions not yet seen, the brake */
     svc.when_not_ready = o.when_not_ready;
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
@@ -416,15 +442,22 @@ int af_cmd_serve(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    why[0] = '\0';
+    o.http.error = why;
+    o.http.error_len = sizeof(why);
     rc = af_http_run(&o.http, &svc, &stop_flag);
     alarm(0);
     if (rc != 0) {
-        fprintf(stderr, "accelfit serve: cannot serve on '%s': %s\n", o.http.listen,
-                af_strerror(rc));
+        if (why[0])
+            fprintf(stderr, "accelfit serve: %s\n", why);
+        else
+            fprintf(stderr, "accelfit serve: cannot serve on '%s': %s\n", o.http.listen,
+                    af_strerror(rc));
         rc = rc == AF_EINVAL ? 2 : 1;
     }
 out:
     af_kube_stop(kube);
+    af_rollouts_free(svc.rollouts);
     af_metrics_free(svc.metrics);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);

@@ -595,9 +595,9 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     }
     if (p->requests.v[AF_RES_MIG] > 0)
         pod_mig_profile(spec, p);
-    pod_rollout_fields(meta, get(obj, "status"), p);
     phase = get_str(get(obj, "status"), "phase");
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+    pod_rollout_fields(meta, get(obj, "status"), p);   /* reads p->terminal */
     *out = p;
     return 0;
 }

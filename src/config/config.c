@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accelfit/config.h"
+#include "config/rollout.h"
 
 /* Every family a tier names must exist in the catalog with the tier's class;
  * otherwise the tier could never be sized and the typo would go unnoticed. */
@@ -60,6 +61,8 @@ int af_config_load(struct af_config **out, const char *catalog_path, const char 
     if (rc)
         goto fail_policy;
     rc = check_families(pol, cat, err);
+    if (!rc)
+        rc = af__rollouts_check_catalog(pol, cat, err);   /* variants fit a target instance */
     if (rc)
         goto fail_check;
 

@@ -13,10 +13,11 @@
 
 #include "accelfit/config.h"
 #include "accelfit/select.h"
+#include "config/rollout.h"
 #include "config/yamlnode.h"
 
-static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron", "scoring",
-                                       "filter",     "prices", "rules",  NULL};
+static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
+                                       "filter",     "prices", "rules",  "rollouts", NULL};
 static const char *const memory_keys[] = {"bytes_per_param",
                                           "inference_precision",
                                           "training_precision",
@@ -54,6 +55,7 @@ void af_policy_free(struct af_policy *p)
     for (size_t i = 0; i < p->n_rules; i++)
         rule_release(&p->rules[i]);
     af_free(p->rules);
+    af__rollouts_free(p->rollouts, p->n_rollouts);
     af_free(p->source);
     af_free(p);
 }
@@ -645,6 +647,12 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     rc = load_rules(d, v, p);
     if (rc)
         return rc;
+    v = af__ymap_get(d, root, "rollouts");   /* src/config/rollout.c, docs/rollouts.md */
+    if (v) {
+        rc = af__rollouts_load(d, v, p);
+        if (rc)
+            return rc;
+    }
 
     sum = p->w_tier + p->w_util + p->w_cost;
     p->w_tier /= sum;

@@ -4,9 +4,9 @@
  * node for one pod, from the pod's plan (its usable tiers) and the cached
  * allocation of each node.
  *
- * Filter has two hard rules. The node's class must be one of the plan's tiers
- * (else FailedAndUnresolvable: no preemption makes an A10G node a Trainium
- * node). And tiered fallback: the best tier that has room on some candidate
+ * Filter has two hard rules. The node's class must be one of the plan's tiers,
+ * within the plan's explicit restriction if it has one (else
+ * FailedAndUnresolvable: no preemption makes an A10G node a Trainium node). And tiered fallback: the best tier that has room on some candidate
  * wins; better tiers without room and worse tiers are rejected in FailedNodes,
  * naming the node that made the difference. Prioritize blends the tier, the
  * node's utilization after placement (bin-pack or spread) and the marginal
@@ -76,6 +76,12 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
                  "NeuronCore-v%d (accelfit.io/neuron-core-version) and runs only there",
                  af_class_name(node->cls), af_class_neuron_core_version(node->cls),
                  plan->neuron_gen);
+        return;
+    }
+    if (plan->restricted && (node->cls <= AF_CLASS_UNKNOWN || node->cls >= AF_CLASS__COUNT ||
+                             !(plan->allowed & (1u << node->cls)))) {
+        /* explicit policy (af_plan_restrict): a rollout steers the pod's unit elsewhere */
+        snprintf(out, n, "%.180s; this node is %s", plan->restrict_why, af_class_name(node->cls));
         return;
     }
     tier_list(plan, list, sizeof(list));

@@ -9,7 +9,10 @@
  * filter cannot change requests: a pod asking for nvidia.com/gpu only ever
  * runs on NVIDIA classes, a Neuron pod on Neuron classes (of its stated
  * NeuronCore generation, when it states one), a CPU-only pod on CPU nodes
- * (and on accelerator nodes last when the policy allows backfill).
+ * (and on accelerator nodes last when the policy allows backfill). A caller
+ * may then restrict the plan to some classes as explicit policy
+ * (af_plan_restrict: a rollout steering the pod's unit to one side); nodes of
+ * other classes then have no tier.
  *
  * Pure: no I/O, no allocation; the plan has a fixed size.
  */
@@ -378,11 +381,27 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
     af_selection_label(sel);
 }
 
+void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why)
+{
+    plan->allowed = plan->restricted ? plan->allowed & classes : classes;
+    plan->restricted = true;
+    snprintf(plan->restrict_why, sizeof(plan->restrict_why), "%s", why ? why : "");
+}
+
+/* Outside an explicit restriction (af_plan_restrict); an unknown class is outside any. */
+static bool excluded(const struct af_plan *plan, enum af_class c)
+{
+    return plan->restricted &&
+           (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT || !(plan->allowed & (1u << c)));
+}
+
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node)
 {
     enum af_class c = node->cls;
     int t;
 
+    if (excluded(plan, c))
+        return -1;
     if (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT) {
         /* An accelerator of unknown model: the pods that request its kind may use it,
          * last; so may backfilled CPU-only pods. */

@@ -4,13 +4,18 @@
  * thread never takes a lock to count, and rendered as Prometheus text
  * exposition format 0.0.4 on GET /metrics. Node counts by class come from the
  * current snapshot and the cache gauges from the shared af_cache_status, both
- * read at render time.
+ * read at render time, and so does the state of each rollout of the policy
+ * (accelfit_rollout_*, labelled by rollout name: as many series as the policy
+ * has rollouts, so the label set stays bounded).
  */
 #include "accelfit/http.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "accelfit/rollout_state.h"
 
 /* Histogram upper bounds in seconds, 50 us to 5 s. */
 static const double bucket_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
@@ -18,9 +23,15 @@ static const double bucket_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.00
                                    0.5,     1.0,    2.5,     5.0};
 #define N_BUCKETS (sizeof(bucket_le) / sizeof(bucket_le[0]))
 
-/* Status codes counted by name; anything else lands in "other". */
-static const int known_codes[] = {200, 400, 404, 405, 408, 413, 500, 503};
-#define N_CODES (sizeof(known_codes) / sizeof(known_codes[0]) + 1)
+/*
+ * Every status code 100..599 is counted under its own label (a 411 for a
+ * chunked body, a 414, a 431 are as telling as a 400); a slot per code costs
+ * 4 KiB per verb. Anything outside that range would be a bug: "other".
+ */
+#define CODE_MIN 100
+#define CODE_MAX 599
+#define N_CODES (CODE_MAX - CODE_MIN + 2)   /* the last slot is "other" */
+#define CODE_OTHER (N_CODES - 1)
 
 static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explain", "preempt"};
 
@@ -55,10 +66,9 @@ void af_metrics_free(struct af_metrics *m)
 
 static size_t code_index(int status)
 {
-    for (size_t i = 0; i < N_CODES - 1; i++)
-        if (known_codes[i] == status)
-            return i;
-    return N_CODES - 1;
+    if (status < CODE_MIN || status > CODE_MAX)
+        return CODE_OTHER;
+    return (size_t)(status - CODE_MIN);
 }
 
 void af_metrics_observe_request(struct af_metrics *m, enum af_verb verb, int status, uint64_t ns)
@@ -123,12 +133,13 @@ static int render_requests(struct af_metrics *m, struct af_buf *o)
         for (size_t c = 0; c < N_CODES && !rc; c++) {
             uint64_t n = ld(&m->requests[v][c]);
             char code[16];
-            if (!n && c != 0)
+            /* code="200" always, so every verb has a series from the start */
+            if (!n && c != code_index(200))
                 continue;
-            if (c == N_CODES - 1)
+            if (c == CODE_OTHER)
                 snprintf(code, sizeof(code), "other");
             else
-                snprintf(code, sizeof(code), "%d", known_codes[c]);
+                snprintf(code, sizeof(code), "%d", (int)c + CODE_MIN);
             rc = af_buf_printf(o, "accelfit_requests_total{verb=\"%s\",code=\"%s\"} %llu\n",
                                verb_names[v], code, (unsigned long long)n);
         }
@@ -259,6 +270,102 @@ static int render_cluster(struct af_service *svc, struct af_buf *o)
     return rc;
 }
 
+/* A label value in the text format: backslash, double quote and newline escaped. */
+static int label_value(struct af_buf *o, const char *s)
+{
+    int rc = 0;
+
+    for (; *s && !rc; s++) {
+        if (*s == '\\' || *s == '"')
+            rc = af_buf_printf(o, "\\%c", *s);
+        else if (*s == '\n')
+            rc = af_buf_puts(o, "\\n");
+        else
+            rc = af_buf_add(o, s, 1);
+    }
+    return rc;
+}
+
+static int rollout_row(struct af_buf *o, const char *metric, const char *name, const char *side,
+                       double v)
+{
+    int rc = af_buf_printf(o, "%s{rollout=\"", metric);
+
+    if (!rc)
+        rc = label_value(o, name);
+    if (!rc && side)
+        rc = af_buf_printf(o, "\",side=\"%s", side);
+    if (!rc)
+        rc = af_buf_printf(o, "\"} %.6g\n", isfinite(v) ? v : 0.0);
+    return rc;
+}
+
+/* The state of every rollout of the policy (none without svc->rollouts). */
+static int render_rollouts(struct af_service *svc, struct af_buf *o)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } metric[] = {
+        {"accelfit_rollout_target_share", "gauge",
+         "Share of units the rollout wants on its target now."},
+        {"accelfit_rollout_achieved_share", "gauge",
+         "Share of the rollout's units on its target (cache, plus decided and not yet seen)."},
+        {"accelfit_rollout_units", "gauge", "Units of the rollout by side (target, source)."},
+        {"accelfit_rollout_fallbacks_total", "counter",
+         "Units sent to the source because no target node had room."},
+        {"accelfit_rollout_halted", "gauge", "1 while the rollout's brake halts new target units."},
+    };
+    struct af_config *cfg;
+    struct af_snapshot *snap;
+    struct af_rollout_status *st;
+    size_t n;
+    double now;
+    int rc = 0;
+
+    if (!svc || !svc->rollouts || !svc->config)
+        return 0;
+    cfg = af_config_holder_get(svc->config);
+    n = cfg && cfg->policy ? cfg->policy->n_rollouts : 0;
+    if (!n) {
+        af_config_unref(cfg);
+        return 0;
+    }
+    snap = af_publisher_acquire(svc->pub);
+    now = af_wall_time();
+    st = af_xcalloc(n, sizeof(*st));
+    for (size_t i = 0; i < n; i++)
+        af_rollouts_status(svc->rollouts, cfg, snap, now, i, &st[i]);
+    for (size_t k = 0; k < AF_ARRAY_SIZE(metric) && !rc; k++) {
+        rc = header(o, metric[k].name, metric[k].type, metric[k].help);
+        for (size_t i = 0; i < n && !rc; i++) {
+            const char *name = cfg->policy->rollouts[i].name;
+            switch (k) {
+            case 0:
+                rc = rollout_row(o, metric[k].name, name, NULL, st[i].share);
+                break;
+            case 1:
+                rc = rollout_row(o, metric[k].name, name, NULL, st[i].achieved);
+                break;
+            case 2:
+                rc = rollout_row(o, metric[k].name, name, "target", st[i].target);
+                if (!rc)
+                    rc = rollout_row(o, metric[k].name, name, "source", st[i].source);
+                break;
+            case 3:
+                rc = rollout_row(o, metric[k].name, name, NULL, (double)st[i].fallbacks);
+                break;
+            default:
+                rc = rollout_row(o, metric[k].name, name, NULL, st[i].halted ? 1 : 0);
+                break;
+            }
+        }
+    }
+    af_free(st);
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+    return rc;
+}
+
 int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_buf *out)
 {
     int rc = 0;
@@ -269,6 +376,8 @@ int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_bu
         rc = render_decisions(m, out);
     if (!rc)
         rc = render_cluster(svc, out);
+    if (!rc)
+        rc = render_rollouts(svc, out);
     if (m && !rc) {
         rc = header(out, "accelfit_process_uptime_seconds", "gauge",
                     "Seconds since the process started serving.");

@@ -6,9 +6,12 @@
  * arena, hands them to the decision core (af_plan_pod, af_filter,
  * af_prioritize) and encodes what it says. No decision logic lives here; what
  * this file adds is readiness (the when-not-ready modes), metrics, Kubernetes
- * Events, the preempt verb's reading of filter verdicts and the /explain
- * rendering. The server and the benchmarks call it directly, so it has no
- * idea which connection a request came from.
+ * Events, the preempt verb's reading of filter verdicts, the /explain
+ * rendering, and rollout steering: a pod of a placement rollout has its plan
+ * restricted to the classes of the side its unit was given (rollouts.c
+ * decides; af_plan_restrict makes it explicit policy for filter). The
+ * server and the benchmarks call it directly, so it has no idea which
+ * connection a request came from.
  */
 #include "accelfit/http.h"
 
@@ -19,6 +22,7 @@
 #include "accelfit/codec.h"
 #include "accelfit/decide.h"
 #include "accelfit/kube.h"
+#include "accelfit/rollout_state.h"
 
 
 /* What /explain cannot see; kube-scheduler applies these before it calls the extender. */
@@ -189,6 +193,58 @@ static const char *accel_kind_name(enum af_accel_kind k)
 static void set_reason(struct af_node_decision *d, const char *reason)
 {
     snprintf(d->reason, sizeof(d->reason), "%s", reason);
+}
+
+/* ---- rollout steering ----------------------------------------------------------------------- */
+
+/*
+ * The rollout decision for `pod` (rd->rollout -1 when it is in none) and, for a
+ * placement rollout, the plan restricted to the classes of its unit's side. A variant
+ * rollout is decided by the admission webhook, which rewrote the pod for its side:
+ * its requests already pick the side, so the plan is left alone and the decision is
+ * only read (an unannotated pod runs as written and is not decided here).
+ */
+static void steer(struct af_service *svc, const struct af_config *cfg,
+                  const struct af_snapshot *snap, const struct af_pod_info *pod, unsigned flags,
+                  struct af_plan *plan, struct af_rollout_decision *rd)
+{
+    const struct af_rollout *r;
+    char why[AF_REASON_MAX], cls[200];
+    int i;
+
+    memset(rd, 0, sizeof(*rd));
+    rd->rollout = -1;
+    if (!svc->rollouts || !pod || !pod->managed || !cfg->policy || !cfg->policy->n_rollouts)
+        return;
+    i = af_rollout_match(cfg->policy, pod);
+    if (i < 0)
+        return;
+    r = &cfg->policy->rollouts[i];
+    if (r->variant && !pod->rollout_side) {
+        rd->rollout = i;
+        af_rollout_unit(pod, rd->unit, sizeof(rd->unit));
+        snprintf(rd->reason, sizeof(rd->reason),
+                 "variant rollout %.63s: the pod carries no accelfit.io/rollout-side annotation "
+                 "(the webhook did not rewrite it): it runs as written",
+                 r->name);
+        return;
+    }
+    af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, NULL, af_wall_time(),
+                          r->variant ? flags | AF_ROLLOUTS_PEEK : flags, rd);
+    if (rd->rollout < 0 || r->variant || rd->side == AF_SIDE_NONE)
+        return;
+    {
+        uint32_t mask = rd->side == AF_SIDE_TARGET ? r->target : r->source;
+        size_t used = 0;
+        cls[0] = '\0';
+        for (int c = 0; c < AF_CLASS__COUNT && used < sizeof(cls); c++)
+            if (mask & (1u << c))
+                used += (size_t)snprintf(cls + used, sizeof(cls) - used, "%s%s", used ? ", " : "",
+                                         af_class_name((enum af_class)c));
+        snprintf(why, sizeof(why), "rollout %.63s steers unit %.70s to its %s side (%.60s)",
+                 r->name, rd->unit, af_rollout_side_name(rd->side), cls);
+    }
+    af_plan_restrict(plan, rd->side == AF_SIDE_TARGET ? r->target : r->source, why);
 }
 
 /* The candidates of a decoded request as the core wants them (arena memory). */
@@ -396,8 +452,11 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af_filter_summary sum;
 
+        struct af_rollout_decision rd;
+
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_filter(cfg->policy, plan, pod, c.views, c.names, c.n, dec, &sum);
         st->passed = sum.passed;
         st->fallback = sum.fallback;
@@ -473,8 +532,10 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     } else {
         const struct af_pod_info *pod = af_ext_args_pod(args);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
+        struct af_rollout_decision rd;
 
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
@@ -565,8 +626,12 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         const struct af_pod_info *pod = af_preempt_args_pod(args);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
 
+        struct af_rollout_decision rd;
+
         dec = af_xmalloc((n + 1) * sizeof(*dec));   /* af_filter initializes every entry */
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        /* the side filter steered the unit to: evicting elsewhere would not help it */
+        steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_filter(cfg->policy, plan, pod, views, names, n, dec, NULL);
         for (size_t i = 0; i < n; i++) {
             keep[i] = dec[i].verdict != AF_VERDICT_UNRESOLVABLE;
@@ -754,18 +819,52 @@ static void render_scope(struct jw *w, const struct explain_in *in)
     jw_close(w, "]");
 }
 
-static int render_explain(struct af_config *cfg, struct af_arena *ar, const struct explain_in *in,
-                          struct af_buf *out)
+/* "rollout": the pod's rollout, its unit, the side and why (null when in none). */
+static void render_rollout(struct jw *w, const struct af_config *cfg,
+                           const struct af_rollout_decision *rd)
+{
+    const struct af_rollout *r;
+
+    if (rd->rollout < 0) {
+        jw_null(w, "rollout");
+        return;
+    }
+    r = &cfg->policy->rollouts[rd->rollout];
+    jw_open(w, "rollout", "{");
+    jw_str(w, "name", r->name);
+    jw_str(w, "kind", r->variant ? "variant" : "placement");
+    jw_str(w, "unit", rd->unit);
+    if (rd->side != AF_SIDE_NONE)
+        jw_str(w, "side", af_rollout_side_name(rd->side));
+    else
+        jw_null(w, "side");
+    jw_bool(w, "restricts_filter", !r->variant && rd->side != AF_SIDE_NONE);
+    jw_bool(w, "fallback", rd->fallback);
+    jw_bool(w, "halted", rd->halted);
+    jw_num(w, "share", rd->share);
+    jw_open(w, "counted", "{");
+    jw_int(w, "target", rd->count.target);
+    jw_int(w, "source", rd->count.source);
+    jw_close(w, "}");
+    jw_str(w, "reason", rd->reason);
+    jw_close(w, "}");
+}
+
+static int render_explain(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
+                          const struct explain_in *in, struct af_buf *out)
 {
     struct af_plan *plan = af_arena_alloc(ar, sizeof(*plan));
     struct af_node_decision *fdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*fdec));
     struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
     struct af_filter_summary sum;
+    struct af_rollout_decision rd;
     struct jw w = {out, 0, false};
     char podname[600];
 
     memset(&sum, 0, sizeof(sum));
     af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
+    /* what filter would do, remembering nothing */
+    steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
     af_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, fdec, &sum);
     af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
 
@@ -784,6 +883,7 @@ static int render_explain(struct af_config *cfg, struct af_arena *ar, const stru
     jw_str(&w, "policy", cfg->policy ? cfg->policy->source : NULL);
     render_scope(&w, in);
     render_plan(&w, plan);
+    render_rollout(&w, cfg, &rd);
     jw_open(&w, "summary", "{");
     jw_int(&w, "candidates", (long long)in->c.n);
     jw_int(&w, "passed", sum.passed);
@@ -878,7 +978,7 @@ static int do_explain(struct af_service *svc, struct af_config *cfg, const char 
     in.ready = snapshot_ready(svc, in.snap, &in.why);
     build_candidates(&ar, args, in.snap, &in.c);
     st->candidates = (int)in.c.n;
-    if (render_explain(cfg, &ar, &in, out) != 0) {
+    if (render_explain(svc, cfg, &ar, &in, out) != 0) {
         error_body(out, base, "accelfit: explanation too large");
         status = 500;
     }
@@ -947,13 +1047,82 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
             in.own_node_missing = true;
         }
     }
-    if (render_explain(cfg, &ar, &in, out) != 0) {
+    if (render_explain(svc, cfg, &ar, &in, out) != 0) {
         error_body(out, base, "accelfit: explanation too large");
         status = 500;
     }
 done:
     af_snapshot_unref((struct af_snapshot *)in.snap);
     af_arena_release(&ar);
+    af_config_unref(cfg);
+    return status;
+}
+
+/* ---- GET /rollouts, POST /rollouts/NAME/ack ------------------------------------------------- */
+
+int af_service_rollouts(struct af_service *svc, struct af_buf *out)
+{
+    size_t base = out->len;
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    struct af_snapshot *snap = af_publisher_acquire(svc->pub);
+    int status = 200;
+
+    if (!svc->rollouts) {
+        error_body(out, base, "accelfit: this server keeps no rollout state");
+        status = 503;
+    } else if (af_rollouts_render(svc->rollouts, cfg, snap, af_wall_time(), out) != 0) {
+        error_body(out, base, "accelfit: the rollouts are too large to render");
+        status = 500;
+    }
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+    return status;
+}
+
+int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_buf *out)
+{
+    size_t base = out->len;
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    struct af_snapshot *snap = NULL;
+    struct af_rollout_status st;
+    struct jw w = {out, 0, false};
+    size_t i, n = cfg->policy ? cfg->policy->n_rollouts : 0;
+    int status = 200;
+
+    for (i = 0; name && i < n; i++)
+        if (!strcmp(cfg->policy->rollouts[i].name, name))
+            break;
+    if (!name || i == n) {
+        char text[200];
+        snprintf(text, sizeof(text), "accelfit: no rollout '%.100s' in the policy",
+                 name ? name : "");
+        error_body(out, base, text);
+        status = 404;
+        goto done;
+    }
+    if (!svc->rollouts) {
+        error_body(out, base, "accelfit: this server keeps no rollout state");
+        status = 503;
+        goto done;
+    }
+    /* Evaluate the brake first, so the acknowledgment covers what is failing right now. */
+    snap = af_publisher_acquire(svc->pub);
+    af_rollouts_status(svc->rollouts, cfg, snap, af_wall_time(), i, &st);
+    if (af_rollouts_ack(svc->rollouts, name) != 0)
+        AF_LOG(AF_LOG_ERROR, "cannot acknowledge rollout", "rollout", name, NULL);
+    jw_open(&w, NULL, "{");
+    jw_str(&w, "rollout", name);
+    jw_bool(&w, "acknowledged", true);
+    jw_bool(&w, "was_halted", st.halted);
+    jw_str(&w, "halt_reason", st.halted ? st.halt_reason : NULL);
+    jw_close(&w, "}");
+    jw_raw(&w, "\n");
+    if (w.err) {
+        error_body(out, base, "accelfit: response too large");
+        status = 500;
+    }
+done:
+    af_snapshot_unref(snap);
     af_config_unref(cfg);
     return status;
 }

@@ -45,11 +45,13 @@ struct af_test_resp {
     long http_version;     /* CURL_HTTP_VERSION_1_1, CURL_HTTP_VERSION_2_0 ... */
     char content_type[128];
     char allow[64];        /* the Allow header, if any */
+    long long content_length;   /* the Content-Length header; -1 when absent */
 };
 
 /*
  * One request on `c` (reused across calls for keep-alive). `method` NULL is
- * GET. `headers` is NULL or a NULL-terminated list of "Name: value".
+ * GET; "HEAD" asks without reading a body (CURLOPT_NOBODY). `headers` is NULL
+ * or a NULL-terminated list of "Name: value".
  * Returns r->curl_rc.
  */
 int af_test_http(CURL *c, const char *method, const char *url, const char *body, size_t len,
@@ -64,6 +66,7 @@ struct af_test_raw {
     int count;                         /* complete answers read */
     int status[AF_TEST_RAW_MAX];
     bool close[AF_TEST_RAW_MAX];       /* the answer said "Connection: close" */
+    char ctype[AF_TEST_RAW_MAX][64];   /* its Content-Type */
     char *body[AF_TEST_RAW_MAX];       /* NUL-terminated */
     size_t len[AF_TEST_RAW_MAX];
     bool eof;                          /* the server closed the connection (FIN or reset) */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Rollouts, the pure part: which rollout a pod belongs to (namespace,
+ * matchLabels, controller; a Deployment reaches its pods through ReplicaSets
+ * named "<deployment>-<pod-template-hash>"), which unit it is part of (its
+ * Job or pod group, else itself), the share in force at a given time (stages
+ * advance by start time and minimum duration) and the side a new unit takes
+ * (the one that keeps the target's share of units closest to that share).
+ * The memory between requests (decisions not yet seen, the brake) lives in
+ * src/http/rollouts.c; everything here is a function of its arguments.
+ *
+ * Pure: no I/O, no allocation, no clock (`now` is passed in).
+ */
+#include "accelfit/rollout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/config.h"
+
+const char *af_rollout_side_name(enum af_rollout_side s)
+{
+    switch (s) {
+    case AF_SIDE_SOURCE:
+        return "source";
+    case AF_SIDE_TARGET:
+        return "target";
+    case AF_SIDE_NONE:
+        break;
+    }
+    return "none";
+}
+
+/*
+ * A ReplicaSet `rs` of the Deployment `deploy`: the Deployment controller names it
+ * "<deploy>-<pod-template-hash>" and labels its pods with that hash. With the label the
+ * name must be exactly that; without it the suffix must be one dash-free word, so
+ * Deployment "web" does not claim the ReplicaSets of Deployment "web-api".
+ */
+static bool deployment_owns(const char *deploy, const char *rs, const char *hash)
+{
+    size_t n = strlen(deploy);
+
+    if (strncmp(deploy, rs, n) || rs[n] != '-' || !rs[n + 1])
+        return false;
+    if (hash)
+        return !strcmp(rs + n + 1, hash);
+    return strchr(rs + n + 1, '-') == NULL;
+}
+
+static bool owner_matches(const struct af_rollout *r, const struct af_pod_info *pod)
+{
+    if (!r->owner_kind)
+        return true;
+    if (!pod->owner_kind || !pod->owner_name)
+        return false;
+    if (!strcmp(r->owner_kind, "Deployment")) {
+        if (strcmp(pod->owner_kind, "ReplicaSet"))
+            return false;
+        return !r->owner_name ||
+               deployment_owns(r->owner_name, pod->owner_name,
+                               af_pod_label(pod, "pod-template-hash"));
+    }
+    if (strcmp(r->owner_kind, pod->owner_kind))
+        return false;
+    return !r->owner_name || !strcmp(r->owner_name, pod->owner_name);
+}
+
+static bool selector_matches(const struct af_rollout *r, const struct af_pod_info *pod)
+{
+    if (r->ns && (!pod->ns || strcmp(r->ns, pod->ns)))
+        return false;
+    for (size_t i = 0; i < r->n_match_labels; i++) {
+        const char *v = af_pod_label(pod, r->match_labels[i].key);
+        if (!v || !r->match_labels[i].value || strcmp(v, r->match_labels[i].value))
+            return false;
+    }
+    return owner_matches(r, pod);
+}
+
+int af_rollout_match(const struct af_policy *pol, const struct af_pod_info *pod)
+{
+    if (!pol || !pod || !pod->managed)
+        return -1;
+    for (size_t i = 0; i < pol->n_rollouts; i++)
+        if (selector_matches(&pol->rollouts[i], pod))
+            return (int)i;
+    return -1;
+}
+
+void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n)
+{
+    const char *job = pod ? pod->job_name : NULL;
+
+    if (!n)
+        return;
+    /* The codec keeps a controller Job as its bare name and a pod group as "PodGroup/NAME"
+     * (object names cannot contain '/'). */
+    if (job && *job && !strncmp(job, "PodGroup/", 9))
+        snprintf(out, n, "%s", job);
+    else if (job && *job)
+        snprintf(out, n, "Job/%s", job);
+    else
+        snprintf(out, n, "Pod/%s", pod && pod->name ? pod->name : "");
+}
+
+static double clamp_share(double s)
+{
+    return s > 0 ? (s < 1 ? s : 1) : 0;   /* NaN becomes 0 */
+}
+
+double af_rollout_stage_start(const struct af_rollout *r, double began_unix, int stage)
+{
+    double t;
+
+    if (!r->n_stages || stage < 0 || (size_t)stage >= r->n_stages)
+        return 0;
+    t = began_unix > r->stages[0].start_unix ? began_unix : r->stages[0].start_unix;
+    for (int i = 1; i <= stage; i++) {
+        double next = t + r->stages[i - 1].min_duration_s;
+        if (r->stages[i].start_unix > next)
+            next = r->stages[i].start_unix;
+        t = next;
+    }
+    return t;
+}
+
+double af_rollout_share(const struct af_rollout *r, double began_unix, double now, int *stage)
+{
+    int s = -1;
+
+    if (!r->n_stages) {
+        if (stage)
+            *stage = -1;
+        return clamp_share(r->share);
+    }
+    /* Each stage begins when the previous one has run its minimum duration and its own
+     * start time (if any) has come; the last one lasts. */
+    for (size_t i = 0; i < r->n_stages; i++) {
+        if (now < af_rollout_stage_start(r, began_unix, (int)i))
+            break;
+        s = (int)i;
+    }
+    if (stage)
+        *stage = s;
+    return s < 0 ? 0 : clamp_share(r->stages[s].share);
+}
+
+enum af_rollout_side af_rollout_choose(double share, const struct af_rollout_count *c)
+{
+    double t = c->target > 0 ? c->target : 0, total = t + (c->source > 0 ? c->source : 0);
+
+    /*
+     * After the unit there are total + 1 units. The target's count is closer to
+     * share x (total + 1) with the unit when |t + 1 - x| < |t - x|, that is x > t + 1/2;
+     * at x == t + 1/2 (a tie, within rounding) the source wins.
+     */
+    return clamp_share(share) * (total + 1) > t + 0.5 + 1e-9 ? AF_SIDE_TARGET : AF_SIDE_SOURCE;
+}

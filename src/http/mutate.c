@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * POST /mutate without a transport: the mutating admission webhook that applies
+ * variant rollouts (GPU to Inferentia or Trainium) as pods are created. An
+ * AdmissionReview in; the pod's rollout and side from rollout_state; a JSONPatch
+ * built and checked by the codec; the AdmissionReview response out.
+ *
+ * The webhook runs with failurePolicy: Ignore, and pods must be created as
+ * written whenever accelfit cannot decide: no rollout state, the cache not
+ * ready, a pod in no rollout, or anything going wrong is answered allowed with
+ * no patch (and, where a person should know, a warning kubectl prints). Only a
+ * body that is not an AdmissionReview is answered 400, which the API server
+ * treats as a failed call (the failure policy applies). The target side of a
+ * variant rollout gets the variant's rewrite; the source side and placement
+ * rollouts get only the two annotations that let the cache count the unit. A
+ * dry run is decided and patched like a create, without anything remembered
+ * (AF_ROLLOUTS_PEEK).
+ */
+#include "accelfit/http.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/codec.h"
+#include "accelfit/rollout.h"
+#include "accelfit/rollout_state.h"
+
+/* A JSONPatch larger than this is not sent (the pod is created as written). */
+#define MUTATE_MAX_PATCH (512u * 1024u)
+
+static int bad_request(const struct af_error *err, struct af_buf *out)
+{
+    char msg[600];
+    int rc;
+
+    af_error_format(err, msg, sizeof(msg));
+    AF_LOG(AF_LOG_WARN, "cannot decode admission review", "error", msg, NULL);
+    af_buf_reset(out);
+    rc = af_buf_puts(out, "{\"error\":");
+    if (!rc)
+        rc = af_buf_json_str(out, msg);
+    if (!rc)
+        rc = af_buf_puts(out, "}");
+    if (rc) {
+        af_buf_reset(out);
+        if (af_buf_puts(out, "{\"error\":\"malformed AdmissionReview\"}"))
+            af_buf_reset(out);
+    }
+    return 400;
+}
+
+/* The index of a second rollout the pod matches after `first`, or -1. */
+static int second_match(const struct af_policy *pol, int first, const struct af_pod_info *pod)
+{
+    struct af_policy rest;
+    int r;
+
+    if (first < 0 || (size_t)first + 1 >= pol->n_rollouts)
+        return -1;
+    rest = *pol;   /* af_rollout_match is pure: a view of the rollouts after `first` */
+    rest.rollouts = pol->rollouts + first + 1;
+    rest.n_rollouts = pol->n_rollouts - (size_t)first - 1;
+    r = af_rollout_match(&rest, pod);
+    return r < 0 ? -1 : first + 1 + r;
+}
+
+static void add_all(struct af_warnings *w, const struct af_warnings *from)
+{
+    for (size_t i = 0; i < from->n; i++)
+        af_warnings_add(w, "%s", from->text[i]);
+}
+
+static const char *pod_label(const struct af_admission *a, const struct af_pod_info *pod)
+{
+    return pod->name && *pod->name ? pod->name : af_admission_generate_name(a);
+}
+
+/*
+ * Decides the pod's side and builds the patch into `patch` (left empty: no change).
+ * Everything that goes wrong ends as allowed-unchanged, with a warning when a person
+ * should know.
+ */
+static void decide(struct af_service *svc, const struct af_admission *a, struct af_buf *patch,
+                   struct af_warnings *w)
+{
+    const struct af_pod_info *pod = af_admission_pod(a);
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    const struct af_policy *pol = cfg ? cfg->policy : NULL;
+    struct af_snapshot *snap = NULL;
+    struct af_buf target = AF_BUF_INIT(MUTATE_MAX_PATCH);
+    struct af_resources target_req;
+    struct af_warnings tw;
+    struct af_rollout_decision d;
+    const struct af_rollout *r;
+    struct af_mutation m;
+    const char *why = NULL;
+    int k, other;
+
+    memset(&tw, 0, sizeof(tw));
+    memset(&target_req, 0, sizeof(target_req));
+    if (!pod || !pol || pol->n_rollouts == 0)
+        goto out;                       /* no rollouts: nothing to do, nothing to say */
+    k = af_rollout_match(pol, pod);
+    if (k < 0)
+        goto out;                       /* in no rollout: created as written */
+    r = &pol->rollouts[k];
+    if (!svc->rollouts) {
+        af_warnings_add(w, "accelfit: rollout %.63s not applied: this accelfit keeps no "
+                        "rollout state; pod created as written",
+                        r->name);
+        goto out;
+    }
+    if (!af_service_ready(svc, &why) || !(snap = af_publisher_acquire(svc->pub))) {
+        af_warnings_add(w, "accelfit: rollout %.63s not applied: %.80s; pod created as written",
+                        r->name, why ? why : "no cluster snapshot");
+        goto out;
+    }
+    other = second_match(pol, k, pod);
+    if (other >= 0)
+        af_warnings_add(w, "accelfit: the pod matches rollouts %.63s and %.63s; the first, "
+                        "%.63s, applies",
+                        r->name, pol->rollouts[other].name, r->name);
+    if (r->variant) {
+        /* The rewrite comes first: a pod the variant cannot be applied to is not sent to
+         * the target (nor counted there), and the rewritten requests are what the target
+         * must have room for. */
+        memset(&m, 0, sizeof(m));
+        m.rollout = r->name;
+        m.side = AF_SIDE_TARGET;
+        m.variant = r->variant;
+        m.source = r->source;
+        if (af_codec_admission_patch(a, &m, &target, &target_req, &tw)) {
+            add_all(w, &tw);
+            AF_LOG(AF_LOG_WARN, "pod not mutated", "rollout", r->name, "namespace", pod->ns,
+                   "pod", pod_label(a, pod), "why", tw.n ? tw.text[tw.n - 1] : "", NULL);
+            goto out;
+        }
+    }
+    /* A dry run is decided as a create would be, and nothing is remembered. */
+    af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
+                          af_wall_time(), af_admission_dry_run(a) ? AF_ROLLOUTS_PEEK : 0, &d);
+    if (d.rollout < 0)
+        goto out;
+    if (d.rollout != k) {
+        AF_LOG(AF_LOG_ERROR, "rollout decision names another rollout than the pod matches",
+               "rollout", r->name, "pod", pod_label(a, pod), NULL);
+        af_warnings_add(w, "accelfit: internal error deciding rollout %.63s; pod created as "
+                        "written",
+                        r->name);
+        goto out;
+    }
+    if (d.side != AF_SIDE_SOURCE && d.side != AF_SIDE_TARGET) {
+        af_warnings_add(w, "accelfit: rollout %.63s decided no side (%.120s); pod created as "
+                        "written",
+                        r->name, d.reason);
+        goto out;
+    }
+    if (d.halted && d.side == AF_SIDE_SOURCE)
+        af_warnings_add(w, "accelfit: rollout %.63s is halted by its brake; the pod stays on "
+                        "the source",
+                        r->name);
+    else if (d.fallback && d.side == AF_SIDE_SOURCE)
+        af_warnings_add(w, "accelfit: rollout %.63s: no target node has room; the pod stays "
+                        "on the source",
+                        r->name);
+    else if (d.fallback)
+        af_warnings_add(w, "accelfit: rollout %.63s: no target node has room yet; the pod "
+                        "waits for one (fallback: wait)",
+                        r->name);
+    if (d.side == AF_SIDE_TARGET && r->variant) {
+        if (af_buf_add(patch, target.buf ? target.buf : "", target.len)) {
+            af_warnings_add(w, "accelfit: rollout %.63s: the patch was too large; pod created "
+                            "as written",
+                            r->name);
+            goto out;
+        }
+        add_all(w, &tw);
+    } else {
+        memset(&m, 0, sizeof(m));
+        m.rollout = r->name;
+        m.side = d.side;
+        m.source = r->source;
+        if (af_codec_admission_patch(a, &m, patch, NULL, w)) {
+            af_buf_reset(patch);
+            AF_LOG(AF_LOG_WARN, "pod not annotated", "rollout", r->name, "namespace", pod->ns,
+                   "pod", pod_label(a, pod), "why", w->n ? w->text[w->n - 1] : "", NULL);
+            goto out;
+        }
+    }
+    AF_LOG(AF_LOG_INFO, "pod mutated", "rollout", r->name, "side", af_rollout_side_name(d.side),
+           "variant", d.side == AF_SIDE_TARGET && r->variant ? "true" : "false", "namespace",
+           pod->ns, "pod", pod_label(a, pod), "unit", d.unit, "dry_run",
+           af_admission_dry_run(a) ? "true" : "false", NULL);
+out:
+    af_buf_release(&target);
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+}
+
+int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out)
+{
+    struct af_admission *a = NULL;
+    struct af_buf patch = AF_BUF_INIT(MUTATE_MAX_PATCH);
+    struct af_warnings w;
+    struct af_error err;
+    int rc, status = 200;
+
+    memset(&err, 0, sizeof(err));
+    memset(&w, 0, sizeof(w));
+    rc = af_codec_decode_admission(body, len, &a, &err);
+    if (rc == AF_EUNSUPPORTED) {
+        /* A review accelfit should not have been sent: let it through untouched. */
+        af_warnings_add(&w, "accelfit: %.200s; allowed unchanged", err.text);
+    } else if (rc) {
+        status = bad_request(&err, out);
+        goto out;
+    } else {
+        decide(svc, a, &patch, &w);
+    }
+    rc = af_codec_encode_admission(af_admission_uid(a), patch.buf, patch.len, &w, out);
+    if (rc) {
+        /* The answer did not fit `out`: the same answer without the patch is small. */
+        memset(&w, 0, sizeof(w));
+        af_warnings_add(&w, "accelfit: the answer was too large; pod created as written");
+        rc = af_codec_encode_admission(af_admission_uid(a), NULL, 0, &w, out);
+        if (rc)
+            rc = af_codec_encode_admission(af_admission_uid(a), NULL, 0, NULL, out);
+        if (rc) {
+            af_buf_reset(out);
+            if (af_buf_puts(out, "{\"error\":\"response too large\"}"))
+                af_buf_reset(out);
+            status = 500;
+        }
+    }
+out:
+    af_buf_release(&patch);
+    af_admission_free(a);
+    return status;
+}
