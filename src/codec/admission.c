@@ -221,15 +221,9 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
 
     *out = NULL;
     a = af_xcalloc(1, sizeof(*a));
-    rc = af__codec_load_request(body, len, &a->root, err);
+    rc = af__codec_load_request_object(body, len, "AdmissionReview", &a->root, err);
     if (rc)
         goto fail;
-    if (!json_is_object(a->root)) {
-        rc = af_error_set(err, AF_ETYPE, "", 0, 0,
-                          "request body: expected an object (AdmissionReview), got %s",
-                          af__codec_type_name(a->root));
-        goto fail;
-    }
     api = get_str(a->root, "apiVersion");
     kind = get_str(a->root, "kind");
     if (!kind || strcmp(kind, "AdmissionReview")) {

@@ -645,6 +645,21 @@ int af__codec_load_request(const char *body, size_t len, json_t **out, struct af
                         what, jerr.line, jerr.column);
 }
 
+int af__codec_load_request_object(const char *body, size_t len, const char *what, json_t **out,
+                                  struct af_error *err)
+{
+    int rc = af__codec_load_request(body, len, out, err);
+
+    if (rc || json_is_object(*out))
+        return rc;
+    rc = af_error_set(err, AF_ETYPE, "", 0, 0, "request body: expected an object%s%s%s, got %s",
+                      what ? " (" : "", what ? what : "", what ? ")" : "",
+                      af__codec_type_name(*out));
+    json_decref(*out);
+    *out = NULL;
+    return rc;
+}
+
 int af__codec_args_fast(const char *body, size_t len, struct af_ext_args **out)
 {
     *out = NULL;
@@ -660,15 +675,9 @@ int af__codec_args_general(const struct af_config *cfg, const char *body, size_t
 
     *out = NULL;
     a = af_xcalloc(1, sizeof(*a));
-    rc = af__codec_load_request(body, len, &a->root, err);
+    rc = af__codec_load_request_object(body, len, "ExtenderArgs", &a->root, err);
     if (rc)
         goto fail;
-    if (!json_is_object(a->root)) {
-        rc = af_error_set(err, AF_ETYPE, "", 0, 0,
-                          "request body: expected an object (ExtenderArgs), got %s",
-                          af__codec_type_name(a->root));
-        goto fail;
-    }
     pod = get_ci(a->root, "Pod");
     if (!pod || json_is_null(pod)) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0, "Pod: missing");

@@ -21,6 +21,10 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
  * af__codec_load, but "\u0000" anywhere is refused with a message saying so, since a
  * name a C string would cut short must not stand for another. */
 int af__codec_load_request(const char *body, size_t len, json_t **out, struct af_error *err);
+/* af__codec_load_request, and the body must be an object ("request body: expected an object
+ * (WHAT), got array"); *out is NULL on any error. */
+int af__codec_load_request_object(const char *body, size_t len, const char *what, json_t **out,
+                                  struct af_error *err);
 /* Parses `text` with jansson; on failure `err` says "<what> is not JSON: ... at line L column C". */
 int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
                    struct af_error *err);

@@ -192,15 +192,9 @@ int af_codec_decode_preempt_args(const char *body, size_t len, struct af_preempt
     int rc;
 
     *out = NULL;
-    rc = af__codec_load_request(body, len, &root, err);
+    rc = af__codec_load_request_object(body, len, "ExtenderPreemptionArgs", &root, err);
     if (rc)
         goto fail;
-    if (!json_is_object(root)) {
-        rc = af_error_set(err, AF_ETYPE, "", 0, 0,
-                          "request body: expected an object (ExtenderPreemptionArgs), got %s",
-                          af__codec_type_name(root));
-        goto fail;
-    }
     pod = get_ci(root, "Pod");
     if (!is_set(pod)) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0, "Pod: missing");

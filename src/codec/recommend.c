@@ -139,15 +139,9 @@ int af_codec_decode_params(const char *body, size_t len, af_param_cb cb, void *u
     const char *key;
     int rc;
 
-    rc = af__codec_load_request(body, len, &root, err);
+    rc = af__codec_load_request_object(body, len, NULL, &root, err);
     if (rc)
         return rc;
-    if (!json_is_object(root)) {
-        rc = af_error_set(err, AF_ETYPE, "", 0, 0, "request body: expected an object, got %s",
-                          af__codec_type_name(root));
-        json_decref(root);
-        return rc;
-    }
     json_object_foreach(root, key, v) {
         char num[40];
         const char *text = NULL;
