@@ -16,6 +16,9 @@
 #define AF_REASON_MAX 240
 #define AF_TIER_REASONS 8
 
+/* snprintf into a reason buffer of AF_REASON_MAX; a reason cut short is still a reason. */
+void af_reasonf(char *r, const char *fmt, ...) AF_PRINTF(2, 3);
+
 struct af_tier {
     int rank;                                  /* 1 = best */
     enum af_class cls;

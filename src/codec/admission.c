@@ -55,22 +55,6 @@ void af_warnings_add(struct af_warnings *w, const char *fmt, ...)
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
-static json_t *get(json_t *obj, const char *key)
-{
-    return json_is_object(obj) ? json_object_get(obj, key) : NULL;
-}
-
-/* A string's text, or NULL when it is not a string or holds a NUL. */
-static const char *str_value(json_t *v)
-{
-    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-    return s && strlen(s) == json_string_length(v) ? s : NULL;
-}
-
-static const char *get_str(json_t *obj, const char *key)
-{
-    return str_value(get(obj, key));
-}
 
 /* Absent or JSON null: what Go's encoder writes for an unset field. */
 static bool unset(json_t *v)
@@ -116,7 +100,7 @@ const char *af_admission_generate_name(const struct af_admission *a)
 static int check_gv(json_t *req, const char *name, const char *field, const char *want,
                     bool *supported, struct af_error *err)
 {
-    json_t *v = get(req, name);
+    json_t *v = af__codec_get(req, name);
     const char *group, *version, *what;
 
     if (unset(v))
@@ -124,9 +108,9 @@ static int check_gv(json_t *req, const char *name, const char *field, const char
     if (!json_is_object(v))
         return af_error_set(err, AF_ETYPE, "", 0, 0, "request.%s: expected an object, got %s",
                             name, af__codec_type_name(v));
-    group = get_str(v, "group");
-    version = get_str(v, "version");
-    what = get_str(v, field);
+    group = af__codec_get_str(v, "group");
+    version = af__codec_get_str(v, "version");
+    what = af__codec_get_str(v, field);
     if (!version || !what)
         return af_error_set(err, AF_EINVAL, "", 0, 0, "request.%s.%s: missing", name,
                             !version ? "version" : field);
@@ -151,8 +135,8 @@ static int check_gv(json_t *req, const char *name, const char *field, const char
 static int pod_from_object(json_t *obj, const char *ns, const char *where,
                            struct af_pod_info **out, struct af_error *err)
 {
-    json_t *meta = get(obj, "metadata"), *copy = json_copy(obj), *mcopy = json_copy(meta);
-    const char *name = get_str(meta, "name"), *have_ns = get_str(meta, "namespace");
+    json_t *meta = af__codec_get(obj, "metadata"), *copy = json_copy(obj), *mcopy = json_copy(meta);
+    const char *name = af__codec_get_str(meta, "name"), *have_ns = af__codec_get_str(meta, "namespace");
     bool anonymous = !name || !*name;
     int rc;
 
@@ -178,16 +162,16 @@ static int pod_from_object(json_t *obj, const char *ns, const char *where,
 static int decode_pod(struct af_admission *a, const char *req_ns, const char *req_name,
                       struct af_error *err)
 {
-    json_t *meta = get(a->object, "metadata");
+    json_t *meta = af__codec_get(a->object, "metadata");
     const char *name, *ns, *gen;
 
     if (!json_is_object(meta))
         return af_error_set(err, AF_EINVAL, "", 0, 0,
                             "request.object.metadata: expected an object, got %s",
                             af__codec_type_name(meta));
-    name = get_str(meta, "name");
-    ns = get_str(meta, "namespace");
-    gen = get_str(meta, "generateName");
+    name = af__codec_get_str(meta, "name");
+    ns = af__codec_get_str(meta, "namespace");
+    gen = af__codec_get_str(meta, "generateName");
     if (ns && *ns && req_ns && *req_ns && strcmp(ns, req_ns))
         return af_error_set(err, AF_EINVAL, "", 0, 0,
                             "request.object.metadata.namespace '%.63s' differs from "
@@ -224,8 +208,8 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
     rc = af__codec_load_request_object(body, len, "AdmissionReview", &a->root, err);
     if (rc)
         goto fail;
-    api = get_str(a->root, "apiVersion");
-    kind = get_str(a->root, "kind");
+    api = af__codec_get_str(a->root, "apiVersion");
+    kind = af__codec_get_str(a->root, "kind");
     if (!kind || strcmp(kind, "AdmissionReview")) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0, "kind: expected AdmissionReview, got %s%.60s%s",
                           kind ? "'" : "", kind ? kind : "nothing", kind ? "'" : "");
@@ -238,13 +222,13 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
                           api ? "'" : "", api ? api : "nothing", api ? "'" : "");
         goto fail;
     }
-    req = get(a->root, "request");
+    req = af__codec_get(a->root, "request");
     if (!json_is_object(req)) {
         rc = af_error_set(err, unset(req) ? AF_EINVAL : AF_ETYPE, "", 0, 0,
                           "request: expected an object, got %s", af__codec_type_name(req));
         goto fail;
     }
-    uid = get_str(req, "uid");
+    uid = af__codec_get_str(req, "uid");
     if (!uid || !*uid) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0, "request.uid: missing");
         goto fail;
@@ -254,7 +238,7 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
         goto fail;
     }
     a->uid = af_xstrdup(uid);
-    v = get(req, "dryRun");
+    v = af__codec_get(req, "dryRun");
     if (!unset(v) && !json_is_boolean(v)) {
         rc = af_error_set(err, AF_ETYPE, "", 0, 0, "request.dryRun: expected a boolean, got %s",
                           af__codec_type_name(v));
@@ -268,7 +252,7 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
         rc = check_gv(req, "resource", "resource", "pods", &supported, err);
     if (rc)
         goto fail_or_unsupported;
-    sub = get_str(req, "subResource");
+    sub = af__codec_get_str(req, "subResource");
     if (sub && *sub) {
         supported = false;
         rc = af_error_set(err, AF_EUNSUPPORTED, "", 0, 0,
@@ -277,7 +261,7 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
                           sub);
         goto fail_or_unsupported;
     }
-    op = get_str(req, "operation");
+    op = af__codec_get_str(req, "operation");
     if (!op) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0, "request.operation: missing");
         goto fail;
@@ -289,15 +273,15 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
                           op);
         goto fail_or_unsupported;
     }
-    obj = get(req, "object");
+    obj = af__codec_get(req, "object");
     if (!json_is_object(obj)) {
         rc = af_error_set(err, unset(obj) ? AF_EINVAL : AF_ETYPE, "", 0, 0,
                           "request.object: expected an object (the Pod), got %s",
                           af__codec_type_name(obj));
         goto fail;
     }
-    kind = get_str(obj, "kind");
-    api = get_str(obj, "apiVersion");
+    kind = af__codec_get_str(obj, "kind");
+    api = af__codec_get_str(obj, "apiVersion");
     if ((kind && strcmp(kind, "Pod")) || (api && strcmp(api, "v1"))) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0,
                           "request.object: expected a v1 Pod, got %.40s %.40s", api ? api : "-",
@@ -305,7 +289,7 @@ int af_codec_decode_admission(const char *body, size_t len, struct af_admission 
         goto fail;
     }
     a->object = obj;
-    rc = decode_pod(a, get_str(req, "namespace"), get_str(req, "name"), err);
+    rc = decode_pod(a, af__codec_get_str(req, "namespace"), af__codec_get_str(req, "name"), err);
     if (rc)
         goto fail;
     *out = a;
@@ -403,8 +387,8 @@ static long ptr_index(const char *t)
  */
 static int apply_op(json_t *doc, json_t *op, char *why, size_t whylen)
 {
-    const char *name = get_str(op, "op"), *path = get_str(op, "path"), *p;
-    json_t *value = get(op, "value"), *cur = doc;
+    const char *name = af__codec_get_str(op, "op"), *path = af__codec_get_str(op, "path"), *p;
+    json_t *value = af__codec_get(op, "value"), *cur = doc;
     struct af_buf tok = AF_BUF_INIT(4096);
     const char *t;
     int rc = AF_EINVAL;
@@ -534,7 +518,7 @@ static bool positive(json_t *v)
         return json_integer_value(v) > 0;
     if (json_is_real(v))
         return json_real_value(v) > 0;
-    return str_value(v) && !af_parse_quantity(str_value(v), 1, &q) && q > 0;
+    return af__codec_str(v) && !af_parse_quantity(af__codec_str(v), 1, &q) && q > 0;
 }
 
 /* The variant's amount of `key`, or NULL. */
@@ -550,12 +534,12 @@ static const char *variant_res(const struct af_variant *v, const char *key)
 static bool requests_source(json_t *c, unsigned kinds)
 {
     static const char *const maps[] = {"requests", "limits"};
-    json_t *res = get(c, "resources");
+    json_t *res = af__codec_get(c, "resources");
 
     for (size_t m = 0; m < AF_ARRAY_SIZE(maps); m++) {
         const char *key;
         json_t *v;
-        json_t *map = get(res, maps[m]);
+        json_t *map = af__codec_get(res, maps[m]);
         if (!json_is_object(map))
             continue;
         json_object_foreach(map, key, v) {
@@ -707,13 +691,13 @@ static json_t *toleration_json(const struct af_toleration *t)
 /* Whether `have` (from the pod) tolerates exactly what `t` does. */
 static bool toleration_same(json_t *have, const struct af_toleration *t)
 {
-    const char *k = get_str(have, "key"), *op = get_str(have, "operator"),
-               *v = get_str(have, "value"), *e = get_str(have, "effect");
+    const char *k = af__codec_get_str(have, "key"), *op = af__codec_get_str(have, "operator"),
+               *v = af__codec_get_str(have, "value"), *e = af__codec_get_str(have, "effect");
     const char *top = t->op ? t->op : "Equal";
 
     return !strcmp(k ? k : "", t->key ? t->key : "") && !strcmp(op && *op ? op : "Equal", top) &&
            !strcmp(v ? v : "", t->value ? t->value : "") &&
-           !strcmp(e ? e : "", t->effect ? t->effect : "") && unset(get(have, "tolerationSeconds"));
+           !strcmp(e ? e : "", t->effect ? t->effect : "") && unset(af__codec_get(have, "tolerationSeconds"));
 }
 
 /* ---- building the patch ---------------------------------------------------------------------- */
@@ -769,11 +753,11 @@ static void patch_resources(struct builder *b, json_t *c, const char *base)
 {
     static const char *const maps[] = {"requests", "limits"};
     const struct af_variant *v = b->m->variant;
-    json_t *res = get(c, "resources");
+    json_t *res = af__codec_get(c, "resources");
     char *rbase = af_xasprintf("%s/resources", base);
 
     for (size_t m = 0; m < AF_ARRAY_SIZE(maps); m++) {
-        json_t *map = get(res, maps[m]);
+        json_t *map = af__codec_get(res, maps[m]);
         char *mpath = ptr_join(rbase, maps[m]);
         if (json_is_object(map)) {
             const char *key;
@@ -807,7 +791,7 @@ static void patch_resources(struct builder *b, json_t *c, const char *base)
 static void patch_env(struct builder *b, json_t *c, const char *base)
 {
     const struct af_variant *v = b->m->variant;
-    json_t *env = get(c, "env");
+    json_t *env = af__codec_get(c, "env");
     char *epath = af_xasprintf("%s/env", base);
 
     if (v->n_env == 0)
@@ -828,7 +812,7 @@ static void patch_env(struct builder *b, json_t *c, const char *base)
         size_t k;
         json_t *e;
         json_array_foreach(env, k, e) {
-            const char *name = get_str(e, "name");
+            const char *name = af__codec_get_str(e, "name");
             if (name && !strcmp(name, v->env[i].key)) {
                 char *p = af_xasprintf("%s/%zu", epath, k);
                 json_t *ne = json_object();
@@ -858,12 +842,12 @@ static int patch_containers(struct builder *b, json_t *spec, char *why, size_t w
     const struct af_variant *v = b->m->variant;
     size_t rewritten = 0;
 
-    if (!json_is_array(get(spec, "containers")) || !json_array_size(get(spec, "containers"))) {
+    if (!json_is_array(af__codec_get(spec, "containers")) || !json_array_size(af__codec_get(spec, "containers"))) {
         snprintf(why, whylen, "the pod has no containers");
         return AF_EINVAL;
     }
     for (int l = 0; l < 2; l++) {
-        json_t *arr = get(spec, lists[l]), *c;
+        json_t *arr = af__codec_get(spec, lists[l]), *c;
         size_t i;
         if (unset(arr))
             continue;
@@ -875,7 +859,7 @@ static int patch_containers(struct builder *b, json_t *spec, char *why, size_t w
         b->rewritten[l] = af_xcalloc(b->n[l] + 1, sizeof(bool));
         b->image[l] = af_xcalloc(b->n[l] + 1, sizeof(char *));
         json_array_foreach(arr, i, c) {
-            const char *name = get_str(c, "name"), *img;
+            const char *name = af__codec_get_str(c, "name"), *img;
             char *base;
             bool rw;
             if (!json_is_object(c) || !name || !*name) {
@@ -888,7 +872,7 @@ static int patch_containers(struct builder *b, json_t *spec, char *why, size_t w
             img = image_for(b, name, l == 0 || rw);
             base = af_xasprintf("/spec/%s/%zu", lists[l], i);
             if (img) {
-                const char *have = get_str(c, "image");
+                const char *have = af__codec_get_str(c, "image");
                 b->image[l][i] = img;
                 if (!have || strcmp(have, img)) {
                     char *p = af_xasprintf("%s/image", base);
@@ -923,7 +907,7 @@ static int patch_containers(struct builder *b, json_t *spec, char *why, size_t w
 static void patch_tolerations(struct builder *b, json_t *spec)
 {
     const struct af_variant *v = b->m->variant;
-    json_t *tol = get(spec, "tolerations"), *fresh = NULL;
+    json_t *tol = af__codec_get(spec, "tolerations"), *fresh = NULL;
 
     for (size_t i = 0; i < v->n_tolerations; i++) {
         bool have = false;
@@ -960,7 +944,7 @@ static bool ours(const char *key)
 static void patch_annotations(struct builder *b, json_t *meta)
 {
     const struct af_variant *v = b->m->variant;
-    json_t *anns = get(meta, "annotations");
+    json_t *anns = af__codec_get(meta, "annotations");
     json_t *want = json_object();
     const char *key;
     json_t *val;
@@ -976,7 +960,7 @@ static void patch_annotations(struct builder *b, json_t *meta)
         return;
     }
     json_object_foreach(want, key, val) {
-        const char *have = get_str(anns, key);
+        const char *have = af__codec_get_str(anns, key);
         char *p;
         if (have && !strcmp(have, json_string_value(val)))
             continue;
@@ -1000,11 +984,11 @@ static bool same_quantity(json_t *a, json_t *b)
 {
     int64_t qa, qb;
 
-    if (str_value(a) && str_value(b)) {
-        if (!strcmp(str_value(a), str_value(b)))
+    if (af__codec_str(a) && af__codec_str(b)) {
+        if (!strcmp(af__codec_str(a), af__codec_str(b)))
             return true;
-        return !af_parse_quantity(str_value(a), 1000, &qa) &&
-               !af_parse_quantity(str_value(b), 1000, &qb) && qa == qb;
+        return !af_parse_quantity(af__codec_str(a), 1000, &qa) &&
+               !af_parse_quantity(af__codec_str(b), 1000, &qb) && qa == qb;
     }
     return json_equal(a, b);
 }
@@ -1014,9 +998,9 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
                            size_t whylen)
 {
     const struct af_variant *v = b->m->variant;
-    json_t *res = get(c, "resources");
-    json_t *req = get(res, "requests"), *lim = get(res, "limits");
-    const char *key, *name = get_str(c, "name");
+    json_t *res = af__codec_get(c, "resources");
+    json_t *req = af__codec_get(res, "requests"), *lim = af__codec_get(res, "limits");
+    const char *key, *name = af__codec_get_str(c, "name");
     json_t *val;
 
     json_object_foreach(json_is_object(req) ? req : NULL, key, val) {
@@ -1034,7 +1018,7 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
         }
     }
     if (b->image[l] && b->image[l][i] &&
-        (!get_str(c, "image") || strcmp(get_str(c, "image"), b->image[l][i]))) {
+        (!af__codec_get_str(c, "image") || strcmp(af__codec_get_str(c, "image"), b->image[l][i]))) {
         snprintf(why, whylen, "container '%.40s' did not get its image", name);
         return AF_EINVAL;
     }
@@ -1051,7 +1035,7 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
     }
     for (size_t k = 0; k < v->n_resources; k++) {
         const char *want = v->resources[k].value;
-        const char *r = get_str(req, v->resources[k].key), *li = get_str(lim, v->resources[k].key);
+        const char *r = af__codec_get_str(req, v->resources[k].key), *li = af__codec_get_str(lim, v->resources[k].key);
         if (!r || !li || strcmp(r, want) || strcmp(li, want)) {
             snprintf(why, whylen, "container '%.40s' would not get %.60s: %.20s in requests and "
                      "limits", name, v->resources[k].key, want);
@@ -1062,10 +1046,10 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
         size_t e;
         json_t *ev;
         bool ok = false;
-        json_array_foreach(json_is_array(get(c, "env")) ? get(c, "env") : NULL, e, ev) {
-            const char *n = get_str(ev, "name"), *vv = get_str(ev, "value");
+        json_array_foreach(json_is_array(af__codec_get(c, "env")) ? af__codec_get(c, "env") : NULL, e, ev) {
+            const char *n = af__codec_get_str(ev, "name"), *vv = af__codec_get_str(ev, "value");
             if (n && !strcmp(n, v->env[k].key))
-                ok = vv && !strcmp(vv, v->env[k].value) && unset(get(ev, "valueFrom"));
+                ok = vv && !strcmp(vv, v->env[k].value) && unset(af__codec_get(ev, "valueFrom"));
         }
         if (!ok) {
             snprintf(why, whylen, "container '%.40s' would not get env %.60s", name,
@@ -1079,9 +1063,9 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
 static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen)
 {
     const struct af_variant *v = b->m->variant;
-    json_t *meta = get(doc, "metadata"), *spec = get(doc, "spec");
-    const char *r = get_str(get(meta, "annotations"), AF_ROLLOUT_ANNOTATION);
-    const char *s = get_str(get(meta, "annotations"), AF_ROLLOUT_SIDE_ANNOTATION);
+    json_t *meta = af__codec_get(doc, "metadata"), *spec = af__codec_get(doc, "spec");
+    const char *r = af__codec_get_str(af__codec_get(meta, "annotations"), AF_ROLLOUT_ANNOTATION);
+    const char *s = af__codec_get_str(af__codec_get(meta, "annotations"), AF_ROLLOUT_SIDE_ANNOTATION);
     int rc;
 
     if (!r || strcmp(r, b->m->rollout) || !s || strcmp(s, side_name(b->m->side))) {
@@ -1089,7 +1073,7 @@ static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen
         return AF_EINVAL;
     }
     for (int l = 0; l < 2; l++) {
-        json_t *arr = get(spec, lists[l]), *c;
+        json_t *arr = af__codec_get(spec, lists[l]), *c;
         size_t i;
         if (v && json_array_size(arr) != b->n[l]) {
             snprintf(why, whylen, "spec.%s would change length", lists[l]);
@@ -1105,7 +1089,7 @@ static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen
         size_t k;
         json_t *t;
         bool have = false;
-        json_array_foreach(json_is_array(get(spec, "tolerations")) ? get(spec, "tolerations")
+        json_array_foreach(json_is_array(af__codec_get(spec, "tolerations")) ? af__codec_get(spec, "tolerations")
                                                                    : NULL,
                            k, t) {
             if (toleration_same(t, &v->tolerations[i]))
@@ -1121,7 +1105,7 @@ static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen
         size_t total = 0;
         const char *key;
         json_t *val;
-        json_object_foreach(get(meta, "annotations"), key, val) {
+        json_object_foreach(af__codec_get(meta, "annotations"), key, val) {
             total += strlen(key) + (json_is_string(val) ? json_string_length(val) : 0);
         }
         if (total > 256 * 1024) {
@@ -1130,7 +1114,7 @@ static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen
         }
     }
     for (size_t i = 0; v && i < v->n_annotations; i++) {
-        const char *have = get_str(get(meta, "annotations"), v->annotations[i].key);
+        const char *have = af__codec_get_str(af__codec_get(meta, "annotations"), v->annotations[i].key);
         if (!ours(v->annotations[i].key) && (!have || strcmp(have, v->annotations[i].value))) {
             snprintf(why, whylen, "annotation %.60s would be missing", v->annotations[i].key);
             return AF_EINVAL;
@@ -1142,8 +1126,8 @@ static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen
 /* Notes what a rewrite keeps that may hold the pod to the source's nodes. */
 static void warn_kept(json_t *spec, const struct af_mutation *m, struct af_warnings *w)
 {
-    json_t *ns = get(spec, "nodeSelector");
-    json_t *req = get(get(get(spec, "affinity"), "nodeAffinity"),
+    json_t *ns = af__codec_get(spec, "nodeSelector");
+    json_t *req = af__codec_get(af__codec_get(af__codec_get(spec, "affinity"), "nodeAffinity"),
                       "requiredDuringSchedulingIgnoredDuringExecution");
 
     if ((json_is_object(ns) && json_object_size(ns)) || !unset(req))
@@ -1190,8 +1174,8 @@ int af_codec_admission_patch(const struct af_admission *a, const struct af_mutat
     b.obj = a->object;
     b.m = m;
     b.ops = json_array();
-    spec = get(a->object, "spec");
-    meta = get(a->object, "metadata");
+    spec = af__codec_get(a->object, "spec");
+    meta = af__codec_get(a->object, "metadata");
     if (!json_is_object(spec) || !json_is_object(meta)) {
         snprintf(why, sizeof(why), "the pod has no spec or metadata");
         goto refuse;
@@ -1200,10 +1184,10 @@ int af_codec_admission_patch(const struct af_admission *a, const struct af_mutat
         rc = check_variant(m->variant, why, sizeof(why));
         if (rc)
             goto refuse;
-        if (get_str(spec, "nodeName") && *get_str(spec, "nodeName")) {
+        if (af__codec_get_str(spec, "nodeName") && *af__codec_get_str(spec, "nodeName")) {
             /* Bound at creation, past any scheduler: it cannot go to a target node. */
             snprintf(why, sizeof(why), "the pod names its node (spec.nodeName %.63s)",
-                     get_str(spec, "nodeName"));
+                     af__codec_get_str(spec, "nodeName"));
             goto refuse;
         }
         b.kinds = kinds_of(m->source);

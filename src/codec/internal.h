@@ -41,4 +41,10 @@ int af__codec_args_fast(const char *body, size_t len, struct af_ext_args **out);
 int af__codec_args_general(const struct af_config *cfg, const char *body, size_t len,
                            struct af_ext_args **out, struct af_error *err);
 
+/* Member `key` of an object (NULL when obj is not one, or lacks it); a string's text, NULL
+ * when not a string or when it holds a NUL; both at once. */
+json_t *af__codec_get(json_t *obj, const char *key);
+const char *af__codec_str(json_t *v);
+const char *af__codec_get_str(json_t *obj, const char *key);
+
 #endif

@@ -66,26 +66,27 @@ int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
     return 0;
 }
 
-static json_t *get(json_t *obj, const char *key)
+json_t *af__codec_get(json_t *obj, const char *key)
 {
     return json_is_object(obj) ? json_object_get(obj, key) : NULL;
 }
 
 /* A string's text, or NULL when it is not a string or holds a NUL (which C cannot carry). */
-static const char *str_value(json_t *v)
+const char *af__codec_str(json_t *v)
 {
     const char *s = json_is_string(v) ? json_string_value(v) : NULL;
     return s && strlen(s) == json_string_length(v) ? s : NULL;
 }
 
-static const char *get_str(json_t *obj, const char *key)
+const char *af__codec_get_str(json_t *obj, const char *key)
 {
-    return str_value(get(obj, key));
+    return af__codec_str(af__codec_get(obj, key));
 }
+
 
 static char *dup_str(json_t *obj, const char *key)
 {
-    const char *s = get_str(obj, key);
+    const char *s = af__codec_get_str(obj, key);
     return s ? af_xstrdup(s) : NULL;
 }
 
@@ -107,7 +108,7 @@ static int quantity(json_t *v, int64_t scale, int64_t *out)
 
     if (json_is_string(v)) {
         int64_t q;
-        if (!str_value(v) || af_parse_quantity(str_value(v), scale, &q) || q < 0 || q > limit)
+        if (!af__codec_str(v) || af_parse_quantity(af__codec_str(v), scale, &q) || q < 0 || q > limit)
             return AF_EINVAL;
         *out = q;
         return 0;
@@ -185,7 +186,7 @@ static int resources(json_t *map, const char *where, struct af_resources *r, uns
 static const char *scalar_text(json_t *v, char *buf, size_t cap)
 {
     if (json_is_string(v))
-        return str_value(v);
+        return af__codec_str(v);
     if (json_is_true(v))
         return "true";
     if (json_is_false(v))
@@ -235,7 +236,7 @@ static struct af_kv *kv_list(json_t *map, size_t *n, char **bufs)
 static char *dup_scalar(json_t *obj, const char *key)
 {
     char buf[SCALAR_MAX];
-    const char *s = scalar_text(get(obj, key), buf, sizeof(buf));
+    const char *s = scalar_text(af__codec_get(obj, key), buf, sizeof(buf));
     return s ? af_xstrdup(s) : NULL;
 }
 
@@ -280,26 +281,26 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
     if (!json_is_object(obj))
         return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an object, got %s",
                             where && *where ? where : "node", af__codec_type_name(obj));
-    meta = get(obj, "metadata");
-    name = get_str(meta, "name");
+    meta = af__codec_get(obj, "metadata");
+    name = af__codec_get_str(meta, "name");
     if (!name || !*name) {
         path(at, sizeof(at), where, "metadata.name");
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: missing", at);
     }
     n = af_node_info_new();
     n->name = af_xstrdup(name);
-    spec = get(obj, "spec");
-    n->unschedulable = json_is_true(get(spec, "unschedulable"));
-    status = get(obj, "status");
+    spec = af__codec_get(obj, "spec");
+    n->unschedulable = json_is_true(af__codec_get(spec, "unschedulable"));
+    status = af__codec_get(obj, "status");
     path(at, sizeof(at), where, "status.allocatable");
-    rc = resources(get(status, "allocatable"), at, &n->allocatable, NULL, err);
+    rc = resources(af__codec_get(status, "allocatable"), at, &n->allocatable, NULL, err);
     if (rc) {
         af_node_info_unref(n);
         return rc;
     }
-    node_mig_profiles(get(status, "allocatable"), n);
-    labels = kv_list(get(meta, "labels"), &n_labels, &lbufs);
-    anns = kv_list(get(meta, "annotations"), &n_anns, &abufs);
+    node_mig_profiles(af__codec_get(status, "allocatable"), n);
+    labels = kv_list(af__codec_get(meta, "labels"), &n_labels, &lbufs);
+    anns = kv_list(af__codec_get(meta, "annotations"), &n_anns, &abufs);
     af_node_classify(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, labels, n_labels, anns,
                      n_anns, n);
     af_free(labels);
@@ -331,7 +332,7 @@ int af_codec_decode_node(const struct af_config *cfg, const char *json, size_t l
 static int container_req(json_t *c, const char *where, struct af_container_req *out,
                          struct af_error *err)
 {
-    json_t *res = get(c, "resources");
+    json_t *res = af__codec_get(c, "resources");
     struct af_resources lim = {{0}};
     unsigned have_req = 0, have_lim = 0;
     char at[200];
@@ -339,18 +340,18 @@ static int container_req(json_t *c, const char *where, struct af_container_req *
 
     memset(out, 0, sizeof(*out));
     path(at, sizeof(at), where, "resources.requests");
-    rc = resources(get(res, "requests"), at, &out->req, &have_req, err);
+    rc = resources(af__codec_get(res, "requests"), at, &out->req, &have_req, err);
     if (rc)
         return rc;
     path(at, sizeof(at), where, "resources.limits");
-    rc = resources(get(res, "limits"), at, &lim, &have_lim, err);
+    rc = resources(af__codec_get(res, "limits"), at, &lim, &have_lim, err);
     if (rc)
         return rc;
     for (int i = 0; i < AF_RES__COUNT; i++)
         if ((have_lim & (1u << i)) && !(have_req & (1u << i)))
             out->req.v[i] = lim.v[i];
     {
-        const char *rp = get_str(c, "restartPolicy");
+        const char *rp = af__codec_get_str(c, "restartPolicy");
         out->restartable = rp && !strcmp(rp, "Always");
     }
     return 0;
@@ -430,8 +431,8 @@ static char *packed_labels(json_t *labels)
  */
 static void pod_rollout_fields(json_t *meta, json_t *status, struct af_pod_info *p)
 {
-    json_t *labels = get(meta, "labels"), *conds, *cs;
-    const char *managed = get_str(labels, "accelfit.io/managed"), *group, *start;
+    json_t *labels = af__codec_get(meta, "labels"), *conds, *cs;
+    const char *managed = af__codec_get_str(labels, "accelfit.io/managed"), *group, *start;
     size_t i;
     json_t *c;
 
@@ -441,24 +442,24 @@ static void pod_rollout_fields(json_t *meta, json_t *status, struct af_pod_info 
     p->labels = packed_labels(labels);
     if (p->owner_kind && !strcmp(p->owner_kind, "Job") && p->owner_name)
         p->job_name = af_xstrdup(p->owner_name);
-    else if ((group = get_str(labels, "scheduling.x-k8s.io/pod-group")) != NULL && *group)
+    else if ((group = af__codec_get_str(labels, "scheduling.x-k8s.io/pod-group")) != NULL && *group)
         p->job_name = af_xasprintf("PodGroup/%s", group);
-    p->rollout_side = dup_scalar(get(meta, "annotations"), "accelfit.io/rollout-side");
-    p->failed = p->terminal && !strcmp(get_str(status, "phase") ? get_str(status, "phase") : "",
+    p->rollout_side = dup_scalar(af__codec_get(meta, "annotations"), "accelfit.io/rollout-side");
+    p->failed = p->terminal && !strcmp(af__codec_get_str(status, "phase") ? af__codec_get_str(status, "phase") : "",
                                        "Failed");
-    conds = get(status, "conditions");
+    conds = af__codec_get(status, "conditions");
     json_array_foreach(json_is_array(conds) ? conds : NULL, i, c) {
-        const char *type = get_str(c, "type"), *st = get_str(c, "status");
+        const char *type = af__codec_get_str(c, "type"), *st = af__codec_get_str(c, "status");
         if (type && st && !strcmp(type, "Ready"))
             p->ready = !strcmp(st, "True");
     }
-    cs = get(status, "containerStatuses");
+    cs = af__codec_get(status, "containerStatuses");
     json_array_foreach(json_is_array(cs) ? cs : NULL, i, c) {
-        json_t *n = get(c, "restartCount");
+        json_t *n = af__codec_get(c, "restartCount");
         if (json_is_integer(n) && json_integer_value(n) > 0 && json_integer_value(n) < 1000000)
             p->restarts += (int)json_integer_value(n);
     }
-    start = get_str(status, "startTime");
+    start = af__codec_get_str(status, "startTime");
     if (start) {
         struct tm tm;
         memset(&tm, 0, sizeof(tm));
@@ -476,14 +477,14 @@ static void pod_mig_profile(json_t *spec, struct af_pod_info *p)
     for (size_t l = 0; l < AF_ARRAY_SIZE(lists); l++) {
         size_t i;
         json_t *c;
-        json_t *arr = get(spec, lists[l]);
+        json_t *arr = af__codec_get(spec, lists[l]);
         if (!json_is_array(arr))
             continue;
         json_array_foreach(arr, i, c) {
             for (size_t k = 0; k < AF_ARRAY_SIZE(kinds); k++) {
                 const char *key;
                 json_t *v;
-                json_t *map = get(get(c, "resources"), kinds[k]);
+                json_t *map = af__codec_get(af__codec_get(c, "resources"), kinds[k]);
                 if (!json_is_object(map))
                     continue;
                 json_object_foreach(map, key, v) {
@@ -506,20 +507,20 @@ static int pod_requests(json_t *spec, const char *where, struct af_resources *ou
     int rc;
 
     path(at, sizeof(at), where, "spec.containers");
-    rc = containers(get(spec, "containers"), at, &apps, &n_apps, err);
+    rc = containers(af__codec_get(spec, "containers"), at, &apps, &n_apps, err);
     if (rc)
         goto out;
     path(at, sizeof(at), where, "spec.initContainers");
-    rc = containers(get(spec, "initContainers"), at, &inits, &n_inits, err);
+    rc = containers(af__codec_get(spec, "initContainers"), at, &inits, &n_inits, err);
     if (rc)
         goto out;
     path(at, sizeof(at), where, "spec.overhead");
-    rc = resources(get(spec, "overhead"), at, &overhead, NULL, err);
+    rc = resources(af__codec_get(spec, "overhead"), at, &overhead, NULL, err);
     if (rc)
         goto out;
     /* Pod-level resources (PodLevelResources) replace the aggregate for cpu and memory. */
     path(at, sizeof(at), where, "spec.resources.requests");
-    rc = resources(get(get(spec, "resources"), "requests"), at, &podlevel, &have_pod, err);
+    rc = resources(af__codec_get(af__codec_get(spec, "resources"), "requests"), at, &podlevel, &have_pod, err);
     if (rc)
         goto out;
     af_effective_requests(apps, n_apps, inits, n_inits, NULL, out);
@@ -548,43 +549,43 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     if (!json_is_object(obj))
         return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an object, got %s",
                             where && *where ? where : "pod", af__codec_type_name(obj));
-    meta = get(obj, "metadata");
-    name = get_str(meta, "name");
+    meta = af__codec_get(obj, "metadata");
+    name = af__codec_get_str(meta, "name");
     if (!name || !*name) {
         path(at, sizeof(at), where, "metadata.name");
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: missing", at);
     }
     p = af_pod_info_new();
     p->name = af_xstrdup(name);
-    ns = get_str(meta, "namespace");
+    ns = af__codec_get_str(meta, "namespace");
     p->ns = af_xstrdup(ns && *ns ? ns : "default");
     p->uid = dup_str(meta, "uid");
-    p->tenant = dup_scalar(get(meta, "labels"), "accelfit.io/tenant");
+    p->tenant = dup_scalar(af__codec_get(meta, "labels"), "accelfit.io/tenant");
 
-    owners = get(meta, "ownerReferences");
+    owners = af__codec_get(meta, "ownerReferences");
     if (json_is_array(owners)) {
         size_t i;
         json_t *o;
         json_array_foreach(owners, i, o) {
-            if (!json_is_true(get(o, "controller")))
+            if (!json_is_true(af__codec_get(o, "controller")))
                 continue;
             p->owner_kind = dup_str(o, "kind");
             p->owner_name = dup_str(o, "name");
             break;
         }
     }
-    anns = get(meta, "annotations");
+    anns = af__codec_get(meta, "annotations");
     /* DaemonSet and mirror (static) pods run on every node; they do not make a node busy. */
     p->system = (p->owner_kind && !strcmp(p->owner_kind, "DaemonSet")) ||
-                get(anns, "kubernetes.io/config.mirror") != NULL;
+                af__codec_get(anns, "kubernetes.io/config.mirror") != NULL;
     for (size_t i = 0; i < AF_ARRAY_SIZE(pod_annotations); i++) {
         char **slot = (char **)((char *)&p->ann + pod_annotations[i].off);
         *slot = dup_scalar(anns, pod_annotations[i].key);
     }
 
-    spec = get(obj, "spec");
+    spec = af__codec_get(obj, "spec");
     {
-        const char *node = get_str(spec, "nodeName");
+        const char *node = af__codec_get_str(spec, "nodeName");
         if (node && *node)
             p->node_name = af_xstrdup(node);
     }
@@ -595,9 +596,9 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     }
     if (p->requests.v[AF_RES_MIG] > 0)
         pod_mig_profile(spec, p);
-    phase = get_str(get(obj, "status"), "phase");
+    phase = af__codec_get_str(af__codec_get(obj, "status"), "phase");
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
-    pod_rollout_fields(meta, get(obj, "status"), p);   /* reads p->terminal */
+    pod_rollout_fields(meta, af__codec_get(obj, "status"), p);   /* reads p->terminal */
     *out = p;
     return 0;
 }
@@ -646,7 +647,7 @@ static int list_items(const struct af_config *cfg, json_t *arr, const char *wher
         return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an array, got %s", where,
                             af__codec_type_name(arr));
     json_array_foreach(arr, i, it) {
-        const char *kind = get_str(it, "kind");
+        const char *kind = af__codec_get_str(it, "kind");
         char at[96];
         int rc;
         if (!kind)
@@ -688,7 +689,7 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
     if (!json_is_object(root))
         return af_error_set(err, AF_ETYPE, "", 0, 0, "list: expected an object, got %s",
                             af__codec_type_name(root));
-    kind = get_str(root, "kind");
+    kind = af__codec_get_str(root, "kind");
     if (kind && (!strcmp(kind, "Node") || !strcmp(kind, "Pod"))) {
         json_t *arr = json_array();
         int rc;
@@ -700,9 +701,9 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
     if (kind && !strcmp(kind, "Status")) {
         /* The API server answered with an error instead of a list (410 Expired on a stale
          * continue token or resourceVersion). */
-        json_t *code = get(root, "code");
+        json_t *code = af__codec_get(root, "code");
         json_int_t c = json_is_integer(code) ? json_integer_value(code) : 0;
-        const char *reason = get_str(root, "reason"), *msg = get_str(root, "message");
+        const char *reason = af__codec_get_str(root, "reason"), *msg = af__codec_get_str(root, "message");
         return af_error_set(err, c == 410 ? AF_EEXPIRED : AF_EHTTP, "", 0, 0,
                             "list: the API server returned Status %lld %.40s: %.200s",
                             (long long)c, reason ? reason : "", msg ? msg : "");
@@ -714,16 +715,16 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
         def_kind = "Node";
     else if (kind && !strcmp(kind, "PodList"))
         def_kind = "Pod";
-    meta = get(root, "metadata");
+    meta = af__codec_get(root, "metadata");
     if (rv) {
-        const char *s = get_str(meta, "resourceVersion");
+        const char *s = af__codec_get_str(meta, "resourceVersion");
         *rv = s && *s ? af_xstrdup(s) : NULL;
     }
     if (cont) {
-        const char *s = get_str(meta, "continue");
+        const char *s = af__codec_get_str(meta, "continue");
         *cont = s && *s ? af_xstrdup(s) : NULL;
     }
-    return list_items(cfg, get(root, "items"), "items", def_kind, cb, ud, skipped, err);
+    return list_items(cfg, af__codec_get(root, "items"), "items", def_kind, cb, ud, skipped, err);
 }
 
 int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
@@ -790,7 +791,7 @@ int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, 
                           af__codec_type_name(root));
         goto out;
     }
-    type = get_str(root, "type");
+    type = af__codec_get_str(root, "type");
     for (size_t i = 0; type && i < AF_ARRAY_SIZE(types); i++)
         if (!strcmp(type, types[i]))
             t = (int)i;
@@ -801,20 +802,20 @@ int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, 
         goto out;
     }
     ev->type = (enum af_watch_type)t;
-    obj = get(root, "object");
+    obj = af__codec_get(root, "object");
     if (!json_is_object(obj)) {
         rc = af_error_set(err, AF_ETYPE, "", 0, 0, "object: expected an object, got %s",
                           af__codec_type_name(obj));
         goto out;
     }
     {
-        const char *rv = get_str(get(obj, "metadata"), "resourceVersion");
+        const char *rv = af__codec_get_str(af__codec_get(obj, "metadata"), "resourceVersion");
         ev->rv = rv && *rv ? af_xstrdup(rv) : NULL;
     }
     if (ev->type == AF_WATCH_BOOKMARK)
         goto out;
     if (ev->type == AF_WATCH_ERROR) {
-        json_t *code = get(obj, "code");
+        json_t *code = af__codec_get(obj, "code");
         ev->status_code = json_is_integer(code) && json_integer_value(code) >= 0 &&
                                   json_integer_value(code) < 1000
                               ? (int)json_integer_value(code)
@@ -823,7 +824,7 @@ int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, 
         ev->status_message = dup_str(obj, "message");
         goto out;
     }
-    okind = get_str(obj, "kind");
+    okind = af__codec_get_str(obj, "kind");
     if (okind && strcmp(okind, want)) {
         rc = af_error_set(err, AF_EINVAL, "", 0, 0, "object.kind: expected %s, got '%.40s'", want,
                           okind);

@@ -246,18 +246,6 @@ static int memo_slot(const struct af_node_info *n)
     return n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT ? (int)n->cls : AF_CLASS__COUNT;
 }
 
-/* snprintf into a reason buffer; a reason cut short is still a reason. */
-static void reasonf(char *r, const char *fmt, ...) AF_PRINTF(2, 3);
-
-static void reasonf(char *r, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(r, AF_REASON_MAX, fmt, ap);
-    va_end(ap);
-}
-
 static void memo_copy(char *dst, const char *src)
 {
     memcpy(dst, src, strlen(src) + 1);
@@ -372,11 +360,11 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
                 tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
                 tier_label(plan, best, nodes[best_node].info->cls, theirs, sizeof(theirs));
                 if (out[best_node].has_room)
-                    reasonf(r,
+                    af_reasonf(r,
                              "tier %d (%.48s) has room on %.80s; this node is tier %d (%.48s)",
                              best + 1, theirs, out[best_node].name, d->tier + 1, mine);
                 else
-                    reasonf(r,
+                    af_reasonf(r,
                              "tier %d (%.48s) comes first and no candidate has room; this node "
                              "is tier %d (%.48s)",
                              best + 1, theirs, d->tier + 1, mine);

@@ -163,6 +163,15 @@ static bool better(const struct af_instance_type *t, int n, const struct pick *b
     return strcmp(t->name, best->t->name) < 0;
 }
 
+void af_reasonf(char *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r, AF_REASON_MAX, fmt, ap);
+    va_end(ap);
+}
+
 static void add_reason(struct af_tier *t, const char *fmt, ...) AF_PRINTF(2, 3);
 
 static void add_reason(struct af_tier *t, const char *fmt, ...)

@@ -69,18 +69,6 @@ static char *unit_key(const char *rollout, const char *ns, const char *unit)
     return af_xasprintf("%s\x1f%s/%s", rollout, ns ? ns : "", unit);
 }
 
-/* snprintf into a reason buffer; a reason cut short is still a reason. */
-static void reasonf(char *r, const char *fmt, ...) AF_PRINTF(2, 3);
-
-static void reasonf(char *r, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(r, AF_REASON_MAX, fmt, ap);
-    va_end(ap);
-}
-
 static bool anonymous(const struct af_pod_info *pod)
 {
     return !(pod->job_name && *pod->job_name) && !(pod->name && *pod->name);
@@ -877,7 +865,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     if (side != AF_SIDE_NONE) {
         count_units(rs, (size_t)i, NULL, &out->count);
         out->side = side;
-        reasonf(out->reason,
+        af_reasonf(out->reason,
                 "rollout %.63s: unit %.100s is on the %s side (annotation "
                 "accelfit.io/rollout-side)",
                 r->name, out->unit, af_rollout_side_name(side));
@@ -889,7 +877,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         if (u && u->side != AF_SIDE_NONE) {
             count_units(rs, (size_t)i, NULL, &out->count);
             out->side = u->side;
-            reasonf(out->reason,
+            af_reasonf(out->reason,
                     "rollout %.63s: unit %.100s is on the %s side already (a pod of it in the "
                     "cache)",
                     r->name, out->unit, af_rollout_side_name(u->side));
@@ -908,7 +896,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         count_units(rs, (size_t)i, e, &out->count);
         out->side = e->side;
         out->fallback = e->fallback;
-        reasonf(out->reason,
+        af_reasonf(out->reason,
                 "rollout %.63s: unit %.100s was sent to the %s side %.0f s ago%s (not in the cache "
                 "yet)%s",
                 r->name, out->unit, af_rollout_side_name(e->side), now - e->decided,
@@ -924,7 +912,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     side = af_rollout_choose(out->share, &out->count);
     if (side == AF_SIDE_TARGET && t->halted) {
         side = AF_SIDE_SOURCE;
-        reasonf(out->reason,
+        af_reasonf(out->reason,
                 "rollout %.63s is halted (%.120s): unit %.60s goes to the source", r->name,
                 t->halt_reason, out->unit);
     } else if (side == AF_SIDE_TARGET && !target_has_room(cr, &req, pod)) {
@@ -932,19 +920,19 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         if (r->fallback == AF_FALLBACK_SOURCE) {
             side = AF_SIDE_SOURCE;
             out->fallback = true;
-            reasonf(out->reason,
+            af_reasonf(out->reason,
                     "rollout %.63s: the share sends unit %.80s to the target, but no %.60s node "
                     "has room for it: it takes the source (fallback)",
                     r->name, out->unit, cls);
         } else {
-            reasonf(out->reason,
+            af_reasonf(out->reason,
                     "rollout %.63s: unit %.80s goes to the target and waits for room on %.60s "
                     "(fallback: wait)",
                     r->name, out->unit, cls);
         }
     } else {
         class_list(side == AF_SIDE_TARGET ? r->target : r->source, cls, sizeof(cls));
-        reasonf(out->reason,
+        af_reasonf(out->reason,
                 "rollout %.63s: unit %.80s goes to the %s (%.60s): %d of %d units on the target, "
                 "share %.2f%s",
                 r->name, out->unit, af_rollout_side_name(side), cls, out->count.target, total,
