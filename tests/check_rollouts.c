@@ -805,7 +805,7 @@ START_TEST(test_brake_halts_and_resumes_on_ack)
     }
     json_decref(j);
     af_buf_reset(&out);
-    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &out), 0);
+    ck_assert_int_eq(af_service_render_metrics(&svc, &out), 0);
     ck_assert_msg(strstr(out.buf, "accelfit_rollout_halted{rollout=\"web\"} 1\n"), "%s", out.buf);
     af_buf_reset(&out);
 
@@ -1125,7 +1125,7 @@ START_TEST(test_explain_names_the_rollout_and_remembers_nothing)
     json_decref(j);
     af_buf_reset(&out);
 
-    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &out), 0);
+    ck_assert_int_eq(af_service_render_metrics(&svc, &out), 0);
     ck_assert(strstr(out.buf, "accelfit_rollout_target_share{rollout=\"web\"} 1\n"));
     ck_assert(strstr(out.buf, "accelfit_rollout_achieved_share{rollout=\"web\"} 1\n"));
     ck_assert(strstr(out.buf, "accelfit_rollout_units{rollout=\"web\",side=\"target\"} 1\n"));

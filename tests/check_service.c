@@ -207,7 +207,7 @@ START_TEST(test_filter_counts_decisions_and_fallbacks)
     af_metrics_observe_request(svc.metrics, AF_VERB_FILTER, 200, 120000);
     af_metrics_observe_request(svc.metrics, AF_VERB_FILTER, 200, 7000000000ull);
     af_metrics_observe_request(svc.metrics, AF_VERB_PRIORITIZE, 400, 10);
-    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), 0);
+    ck_assert_int_eq(af_service_render_metrics(&svc, &m), 0);
     ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"nvidia-l4\",verdict=\"pass\"} 1\n"));
     ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"nvidia-a10g\",verdict=\"failed\"} 1\n"));
     ck_assert(strstr(m.buf, "accelfit_decisions_total{class=\"cpu\",verdict=\"unresolvable\"} 1\n"));
@@ -242,7 +242,7 @@ START_TEST(test_metrics_include_cache_status_when_present)
     atomic_store(&status.events_posted, 5);
     atomic_store(&status.nodes, 13);
     atomic_store(&status.last_sync_ns, af_now_ns() - 3000000000ull);
-    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), 0);
+    ck_assert_int_eq(af_service_render_metrics(&svc, &m), 0);
     ck_assert(strstr(m.buf, "accelfit_cache_synced 1\n"));
     ck_assert(strstr(m.buf, "accelfit_watch_restarts_total 3\n"));
     ck_assert(strstr(m.buf, "# TYPE accelfit_watch_restarts_total counter\n"));
@@ -259,7 +259,7 @@ START_TEST(test_metrics_render_respects_the_buffer_cap)
 {
     struct af_buf m = AF_BUF_INIT(100);
 
-    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), AF_ETOOBIG);
+    ck_assert_int_eq(af_service_render_metrics(&svc, &m), AF_ETOOBIG);
     ck_assert_int_le(m.len, 100);
     af_buf_release(&m);
 }
@@ -501,7 +501,7 @@ START_TEST(test_preempt_requests_are_counted)
 
     af_metrics_observe_request(svc.metrics, AF_VERB_PREEMPT, 200, 1000);
     af_metrics_observe_request(svc.metrics, AF_VERB_PREEMPT, 400, 1000);
-    ck_assert_int_eq(af_metrics_render(svc.metrics, &svc, &m), 0);
+    ck_assert_int_eq(af_service_render_metrics(&svc, &m), 0);
     ck_assert(strstr(m.buf, "accelfit_requests_total{verb=\"preempt\",code=\"200\"} 1\n"));
     ck_assert(strstr(m.buf, "accelfit_requests_total{verb=\"preempt\",code=\"400\"} 1\n"));
     ck_assert(strstr(m.buf, "accelfit_request_duration_seconds_count{verb=\"preempt\"} 2\n"));

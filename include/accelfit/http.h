@@ -5,7 +5,8 @@
  *   service  transport-free handlers: a verb and a body in, a status and a
  *            body out (decode, acquire snapshot, decide, encode, release).
  *            Thin; tests and benchmarks call it directly.
- *   metrics  counters and histograms, rendered as Prometheus text.
+ *   metrics  counters and histograms, rendered as Prometheus text; a leaf the
+ *            service reports into (the service renders its own gauges after).
  *   server   libwebsockets: HTTP/1.1 keep-alive (and h2 over TLS), body cap,
  *            read timeout, TLS with optional client certificates (reloaded
  *            when the files change), an optional plain-HTTP health listener.
@@ -105,8 +106,18 @@ void af_metrics_observe_request(struct af_metrics *m, enum af_verb verb, int sta
                                 uint64_t ns);
 void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char *verdict);
 void af_metrics_count_fallback(struct af_metrics *m);
-/* Renders everything, including cache status and node counts by class from `svc`. */
-int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
+/* Renders the counters and histograms above, the uptime and the build info (m may be NULL). */
+int af_metrics_render(struct af_metrics *m, struct af_buf *out) AF_MUST_CHECK;
+/* Text-format helpers for modules that render their own gauges after af_metrics_render. */
+int af_metrics_header(struct af_buf *o, const char *name, const char *type,
+                      const char *help) AF_MUST_CHECK;
+int af_metrics_label(struct af_buf *o, const char *value) AF_MUST_CHECK;   /* escaped */
+
+/*
+ * GET /metrics: af_metrics_render(svc->metrics), then the service's own gauges (cache,
+ * nodes by class, readiness, rollouts) read at scrape time (service_metrics.c).
+ */
+int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
 
 /* ---- server -------------------------------------------------------------------------------- */
 

@@ -2,11 +2,10 @@
 /*
  * Counters and latency histograms kept with relaxed atomics, so the HTTP
  * thread never takes a lock to count, and rendered as Prometheus text
- * exposition format 0.0.4 on GET /metrics. Node counts by class come from the
- * current snapshot and the cache gauges from the shared af_cache_status, both
- * read at render time, and so does the state of each rollout of the policy
- * (accelfit_rollout_*, labelled by rollout name: as many series as the policy
- * has rollouts, so the label set stays bounded).
+ * exposition format 0.0.4 on GET /metrics. A leaf: it knows nothing of the
+ * service, the cache or the policy. The service reports into it (the counters)
+ * and renders its own gauges after it with the helpers below
+ * (af_service_render_metrics in service_metrics.c).
  */
 #include "accelfit/http.h"
 
@@ -15,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "accelfit/rollout_state.h"
 
 /* Histogram upper bounds in seconds, 50 us to 5 s. */
 static const double bucket_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
@@ -119,14 +117,14 @@ static const char *class_label(int c)
     return c == AF_CLASS__COUNT ? "unknown" : af_class_name((enum af_class)c);
 }
 
-static int header(struct af_buf *o, const char *name, const char *type, const char *help)
+int af_metrics_header(struct af_buf *o, const char *name, const char *type, const char *help)
 {
     return af_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static int render_requests(struct af_metrics *m, struct af_buf *o)
 {
-    int rc = header(o, "accelfit_requests_total", "counter",
+    int rc = af_metrics_header(o, "accelfit_requests_total", "counter",
                     "Extender HTTP requests by verb and status code.");
 
     for (int v = 0; v < AF_VERB__COUNT && !rc; v++)
@@ -144,7 +142,7 @@ static int render_requests(struct af_metrics *m, struct af_buf *o)
                                verb_names[v], code, (unsigned long long)n);
         }
     if (!rc)
-        rc = header(o, "accelfit_request_duration_seconds", "histogram",
+        rc = af_metrics_header(o, "accelfit_request_duration_seconds", "histogram",
                     "Time from the complete request to the response, by verb.");
     for (int v = 0; v < AF_VERB__COUNT && !rc; v++) {
         uint64_t cum = 0;
@@ -168,7 +166,7 @@ static int render_requests(struct af_metrics *m, struct af_buf *o)
 
 static int render_decisions(struct af_metrics *m, struct af_buf *o)
 {
-    int rc = header(o, "accelfit_decisions_total", "counter",
+    int rc = af_metrics_header(o, "accelfit_decisions_total", "counter",
                     "Filter verdicts per candidate node, by node class and verdict.");
 
     for (int c = 0; c <= AF_CLASS__COUNT && !rc; c++)
@@ -180,7 +178,7 @@ static int render_decisions(struct af_metrics *m, struct af_buf *o)
                                class_label(c), verdict_names[v], (unsigned long long)n);
         }
     if (!rc)
-        rc = header(o, "accelfit_fallbacks_total", "counter",
+        rc = af_metrics_header(o, "accelfit_fallbacks_total", "counter",
                     "Filter calls that passed a lower tier because no better tier had room.");
     if (!rc)
         rc = af_buf_printf(o, "accelfit_fallbacks_total %llu\n",
@@ -188,90 +186,8 @@ static int render_decisions(struct af_metrics *m, struct af_buf *o)
     return rc;
 }
 
-static int render_cluster(struct af_service *svc, struct af_buf *o)
-{
-    struct af_snapshot *snap = svc ? af_publisher_acquire(svc->pub) : NULL;
-    size_t by_class[AF_CLASS__COUNT + 1];
-    struct af_cache_status *st = svc ? svc->status : NULL;
-    const char *why = NULL;
-    bool ready = svc ? af_service_ready(svc, &why) : false;
-    int rc;
-
-    memset(by_class, 0, sizeof(by_class));
-    for (size_t i = 0; snap && i < snap->n_nodes; i++) {
-        const struct af_node_info *n = snap->nodes[i].info;
-        int c = n ? (int)n->cls : -1;
-        by_class[(c < 0 || c >= AF_CLASS__COUNT) ? AF_CLASS__COUNT : c]++;
-    }
-    rc = header(o, "accelfit_nodes", "gauge", "Nodes in the current snapshot, by class.");
-    for (int c = 0; c <= AF_CLASS__COUNT && !rc; c++)
-        rc = af_buf_printf(o, "accelfit_nodes{class=\"%s\"} %zu\n", class_label(c), by_class[c]);
-    if (!rc)
-        rc = header(o, "accelfit_ready", "gauge",
-                    "1 when filter answers from a synced, fresh cache (as /readyz).");
-    if (!rc)
-        rc = af_buf_printf(o, "accelfit_ready %d\n", ready ? 1 : 0);
-    if (!rc)
-        rc = header(o, "accelfit_cache_synced", "gauge",
-                    "1 once the first full list of nodes and pods has been applied.");
-    if (!rc)
-        rc = af_buf_printf(o, "accelfit_cache_synced %d\n",
-                           st ? (atomic_load(&st->synced) ? 1 : 0)
-                              : (snap && snap->synced ? 1 : 0));
-    if (!rc)
-        rc = header(o, "accelfit_cache_objects", "gauge",
-                    "Objects in the cluster cache, by kind.");
-    if (!rc)
-        rc = af_buf_printf(o,
-                           "accelfit_cache_objects{kind=\"node\"} %llu\n"
-                           "accelfit_cache_objects{kind=\"pod\"} %llu\n",
-                           (unsigned long long)(st ? atomic_load(&st->nodes)
-                                                   : (snap ? snap->n_nodes : 0)),
-                           (unsigned long long)(st ? atomic_load(&st->pods)
-                                                   : (snap ? snap->n_pods : 0)));
-    if (!rc)
-        rc = header(o, "accelfit_snapshot_generation", "gauge",
-                    "Generation of the snapshot requests are answered from.");
-    if (!rc)
-        rc = af_buf_printf(o, "accelfit_snapshot_generation %llu\n",
-                           (unsigned long long)(snap ? snap->generation : 0));
-    if (st && !rc) {
-        uint64_t now = af_now_ns(), last = atomic_load(&st->last_sync_ns);
-        double age = (last && now > last) ? (double)(now - last) / 1e9 : 0.0;
-        struct {
-            const char *name, *type, *help;
-            uint64_t v;
-        } rows[] = {
-            {"accelfit_watch_up", "gauge", "1 while a watch stream is open.",
-             atomic_load(&st->watch_up) ? 1u : 0u},
-            {"accelfit_watch_restarts_total", "counter", "Watch streams restarted.",
-             atomic_load(&st->watch_restarts)},
-            {"accelfit_relists_total", "counter", "Full relists (initial list, 410 Expired).",
-             atomic_load(&st->relists)},
-            {"accelfit_events_applied_total", "counter", "Watch events applied to the cache.",
-             atomic_load(&st->events_applied)},
-            {"accelfit_events_posted_total", "counter", "Kubernetes Events posted on pods.",
-             atomic_load(&st->events_posted)},
-            {"accelfit_events_dropped_total", "counter",
-             "Kubernetes Events dropped (queue full or over budget).",
-             atomic_load(&st->events_dropped)},
-        };
-        rc = header(o, "accelfit_cache_last_sync_age_seconds", "gauge",
-                    "Seconds since the last full list or bookmark (0 before the first).");
-        if (!rc)
-            rc = af_buf_printf(o, "accelfit_cache_last_sync_age_seconds %.3f\n", age);
-        for (size_t i = 0; i < AF_ARRAY_SIZE(rows) && !rc; i++) {
-            rc = header(o, rows[i].name, rows[i].type, rows[i].help);
-            if (!rc)
-                rc = af_buf_printf(o, "%s %llu\n", rows[i].name, (unsigned long long)rows[i].v);
-        }
-    }
-    af_snapshot_unref(snap);
-    return rc;
-}
-
 /* A label value in the text format: backslash, double quote and newline escaped. */
-static int label_value(struct af_buf *o, const char *s)
+int af_metrics_label(struct af_buf *o, const char *s)
 {
     int rc = 0;
 
@@ -286,87 +202,7 @@ static int label_value(struct af_buf *o, const char *s)
     return rc;
 }
 
-static int rollout_row(struct af_buf *o, const char *metric, const char *name, const char *side,
-                       double v)
-{
-    int rc = af_buf_printf(o, "%s{rollout=\"", metric);
-
-    if (!rc)
-        rc = label_value(o, name);
-    if (!rc && side)
-        rc = af_buf_printf(o, "\",side=\"%s", side);
-    if (!rc)
-        rc = af_buf_printf(o, "\"} %.6g\n", isfinite(v) ? v : 0.0);
-    return rc;
-}
-
-/* The state of every rollout of the policy (none without svc->rollouts). */
-static int render_rollouts(struct af_service *svc, struct af_buf *o)
-{
-    static const struct {
-        const char *name, *type, *help;
-    } metric[] = {
-        {"accelfit_rollout_target_share", "gauge",
-         "Share of units the rollout wants on its target now."},
-        {"accelfit_rollout_achieved_share", "gauge",
-         "Share of the rollout's units on its target (cache, plus decided and not yet seen)."},
-        {"accelfit_rollout_units", "gauge", "Units of the rollout by side (target, source)."},
-        {"accelfit_rollout_fallbacks_total", "counter",
-         "Units sent to the source because no target node had room."},
-        {"accelfit_rollout_halted", "gauge", "1 while the rollout's brake halts new target units."},
-    };
-    struct af_config *cfg;
-    struct af_snapshot *snap;
-    struct af_rollout_status *st;
-    size_t n;
-    double now;
-    int rc = 0;
-
-    if (!svc || !svc->rollouts || !svc->config)
-        return 0;
-    cfg = af_config_holder_get(svc->config);
-    n = cfg && cfg->policy ? cfg->policy->n_rollouts : 0;
-    if (!n) {
-        af_config_unref(cfg);
-        return 0;
-    }
-    snap = af_publisher_acquire(svc->pub);
-    now = af_wall_time();
-    st = af_xcalloc(n, sizeof(*st));
-    for (size_t i = 0; i < n; i++)
-        af_rollouts_status(svc->rollouts, cfg, snap, now, i, &st[i]);
-    for (size_t k = 0; k < AF_ARRAY_SIZE(metric) && !rc; k++) {
-        rc = header(o, metric[k].name, metric[k].type, metric[k].help);
-        for (size_t i = 0; i < n && !rc; i++) {
-            const char *name = cfg->policy->rollouts[i].name;
-            switch (k) {
-            case 0:
-                rc = rollout_row(o, metric[k].name, name, NULL, st[i].share);
-                break;
-            case 1:
-                rc = rollout_row(o, metric[k].name, name, NULL, st[i].achieved);
-                break;
-            case 2:
-                rc = rollout_row(o, metric[k].name, name, "target", st[i].target);
-                if (!rc)
-                    rc = rollout_row(o, metric[k].name, name, "source", st[i].source);
-                break;
-            case 3:
-                rc = rollout_row(o, metric[k].name, name, NULL, (double)st[i].fallbacks);
-                break;
-            default:
-                rc = rollout_row(o, metric[k].name, name, NULL, st[i].halted ? 1 : 0);
-                break;
-            }
-        }
-    }
-    af_free(st);
-    af_snapshot_unref(snap);
-    af_config_unref(cfg);
-    return rc;
-}
-
-int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_buf *out)
+int af_metrics_render(struct af_metrics *m, struct af_buf *out)
 {
     int rc = 0;
 
@@ -374,24 +210,20 @@ int af_metrics_render(struct af_metrics *m, struct af_service *svc, struct af_bu
         rc = render_requests(m, out);
     if (m && !rc)
         rc = render_decisions(m, out);
-    if (!rc)
-        rc = render_cluster(svc, out);
-    if (!rc)
-        rc = render_rollouts(svc, out);
     if (m && !rc) {
-        rc = header(out, "accelfit_process_uptime_seconds", "gauge",
+        rc = af_metrics_header(out, "accelfit_process_uptime_seconds", "gauge",
                     "Seconds since the process started serving.");
         if (!rc)
             rc = af_buf_printf(out, "accelfit_process_uptime_seconds %.3f\n",
                                (double)(af_now_ns() - m->start_ns) / 1e9);
         if (!rc)
-            rc = header(out, "process_start_time_seconds", "gauge",
+            rc = af_metrics_header(out, "process_start_time_seconds", "gauge",
                         "Start time of the process since the Unix epoch in seconds.");
         if (!rc)
             rc = af_buf_printf(out, "process_start_time_seconds %.3f\n", m->start_wall);
     }
     if (!rc)
-        rc = header(out, "accelfit_build_info", "gauge", "Build information; always 1.");
+        rc = af_metrics_header(out, "accelfit_build_info", "gauge", "Build information; always 1.");
     if (!rc)
         rc = af_buf_printf(out, "accelfit_build_info{version=\"%s\"} 1\n", AF_VERSION);
     return rc;

@@ -498,7 +498,7 @@ static int answer_get(struct server *s, struct lws *wsi, struct pss *p)
     }
     case R_METRICS:
         resp_begin(s, p);
-        if (af_metrics_render(svc->metrics, svc, &p->resp) != 0)
+        if (af_service_render_metrics(svc, &p->resp) != 0)
             return respond_error(s, wsi, p, 500, "metrics too large");
         return respond(s, wsi, p, 200, "text/plain; version=0.0.4; charset=utf-8");
     case R_EXPLAIN: {
