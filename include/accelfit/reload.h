@@ -67,9 +67,6 @@ void af_reload_request(struct af_reload *r);
  */
 enum af_reload_result af_reload_now(struct af_reload *r);
 
-/* Counts so far: [AF_RELOAD_OK], [AF_RELOAD_UNCHANGED], [AF_RELOAD_ERROR]. NULL r: zeros. */
-void af_reload_counts(struct af_reload *r, uint64_t counts[3]);
-
 /*
  * The policy gauges for GET /metrics, of `cfg` (the config the scrape took;
  * borrowed) and the counts of `r` (NULL: none yet): accelfit_policy_generation,

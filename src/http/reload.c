@@ -36,6 +36,7 @@ struct watched {
     char *dir;
     const char *names[2];   /* basenames (borrowed from the reloader's paths), NULL-padded */
     int wd;                 /* -1 while not watched */
+    bool warned;            /* the failure to watch it was logged (once until it works) */
 };
 
 struct af_reload {
@@ -123,9 +124,15 @@ static void watch_dir(struct af_reload *r, struct watched *w)
                     IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 
     w->wd = inotify_add_watch(r->inofd, w->dir, mask);
-    if (w->wd < 0)
-        AF_LOG(AF_LOG_WARN, "cannot watch the policy directory; retrying (SIGHUP reloads)", "dir",
-               w->dir, "error", strerror(errno), NULL);
+    if (w->wd >= 0) {
+        if (w->warned)
+            AF_LOG(AF_LOG_INFO, "watching the policy directory again", "dir", w->dir, NULL);
+        w->warned = false;
+    } else if (!w->warned) {
+        AF_LOG(AF_LOG_WARN, "cannot watch the policy directory; retrying every second "
+               "(SIGHUP reloads)", "dir", w->dir, "error", strerror(errno), NULL);
+        w->warned = true;
+    }
 }
 
 /* Adds `path`'s directory to the watch list, or its name to a directory already there. */
@@ -184,8 +191,10 @@ static bool drain_inotify(struct af_reload *r)
                 if (w->wd != ev->wd)
                     continue;
                 changed |= matters(w, ev);
-                if (ev->mask & IN_IGNORED)
-                    w->wd = -1;   /* the directory went away: watched again when it is back */
+                if (ev->mask & IN_MOVE_SELF)   /* its path names another directory now */
+                    inotify_rm_watch(r->inofd, w->wd);
+                if (ev->mask & (IN_IGNORED | IN_MOVE_SELF))
+                    w->wd = -1;   /* watched again, by its path, when it is back */
             }
         }
     }
@@ -323,7 +332,7 @@ void af_reload_stop(struct af_reload *r)
 
 /* ---- metrics -------------------------------------------------------------------------------- */
 
-void af_reload_counts(struct af_reload *r, uint64_t counts[3])
+static void reload_counts(struct af_reload *r, uint64_t counts[3])
 {
     for (size_t i = 0; i < 3; i++)
         counts[i] = r ? atomic_load(&(r)->counts[i]) : 0;
@@ -336,7 +345,7 @@ int af_reload_render_metrics(struct af_reload *r, const struct af_config *cfg,
     uint64_t counts[3];
     int rc;
 
-    af_reload_counts(r, counts);
+    reload_counts(r, counts);
     rc = af_metrics_header(out, "accelfit_policy_generation", "gauge",
                            "Generation of the policy and catalog answering requests "
                            "(1 at start, one more per reload that swapped them).");
