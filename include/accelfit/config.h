@@ -115,6 +115,11 @@ struct af_config {
     atomic_int refcnt;
     struct af_catalog *catalog;   /* owned */
     struct af_policy *policy;     /* owned */
+    /* Which config this is: 1 when loaded; a reload (accelfit/reload.h) gives the
+     * config it swaps in the generation after the current one's. */
+    uint64_t generation;
+    char policy_sha256[65];       /* lowercase hex SHA-256 of the policy bytes as loaded */
+    char catalog_sha256[65];      /* the same for the catalog */
 };
 
 /*
@@ -123,6 +128,17 @@ struct af_config {
  */
 int af_config_load(struct af_config **out, const char *catalog_path, const char *policy_path,
                    struct af_error *err) AF_MUST_CHECK;
+/*
+ * The same from YAML text already read (`policy_name` and `catalog_name` name it in
+ * errors and become the sources): af_config_load reads the files and calls this, so
+ * the hashes are of exactly the bytes parsed. Returns 0 with *out (refcnt 1,
+ * generation 1) or an error with `err` filled.
+ */
+int af_config_load_mem(struct af_config **out, const char *catalog_name, const char *catalog_yaml,
+                       size_t catalog_len, const char *policy_name, const char *policy_yaml,
+                       size_t policy_len, struct af_error *err) AF_MUST_CHECK;
+/* Lowercase hex SHA-256 of `len` bytes into `hex` (65 bytes with the NUL). Cannot fail. */
+void af_sha256_hex(const void *data, size_t len, char hex[65]);
 struct af_config *af_config_ref(struct af_config *c);
 void af_config_unref(struct af_config *c);    /* NULL is fine */
 

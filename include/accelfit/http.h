@@ -22,6 +22,7 @@
 
 struct af_kube;
 struct af_metrics;
+struct af_reload;
 
 enum af_not_ready_mode {
     AF_NOT_READY_REJECT = 0,   /* every candidate in FailedNodes: "accelfit: <why not ready>" */
@@ -39,6 +40,7 @@ struct af_service {
     enum af_not_ready_mode when_not_ready;
     uint64_t max_staleness_ns;
     struct af_rollouts *rollouts;     /* may be NULL: rollouts are not steered */
+    struct af_reload *reload;         /* may be NULL: the policy is not reloaded */
 };
 
 enum af_verb {
@@ -115,7 +117,8 @@ int af_metrics_label(struct af_buf *o, const char *value) AF_MUST_CHECK;   /* es
 
 /*
  * GET /metrics: af_metrics_render(svc->metrics), then the service's own gauges (cache,
- * nodes by class, readiness, rollouts) read at scrape time (service_metrics.c).
+ * nodes by class, readiness, rollouts, the policy's generation and reloads) read at
+ * scrape time (service_metrics.c), all of one config.
  */
 int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
 

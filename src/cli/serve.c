@@ -3,7 +3,8 @@
  * `accelfit serve`: the extender daemon. Loads the catalog and policy, fills
  * the cluster cache from a static file (--cluster, --demo) or from the API
  * server (--kubeconfig, --in-cluster, through the kube reflector), then runs
- * the HTTP server on the calling thread until SIGINT or SIGTERM.
+ * the HTTP server on the calling thread until SIGINT or SIGTERM. The policy
+ * and catalog files are reloaded on SIGHUP and when they change (reload.h).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "accelfit/config.h"
 #include "accelfit/http.h"
 #include "accelfit/kube.h"
+#include "accelfit/reload.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
@@ -47,6 +49,11 @@ static const char usage[] =
     "                          urlPrefix + \"/\" + verb), e.g. /accelfit\n"
     "  --policy FILE           policy YAML (default: the embedded policies/default.yaml)\n"
     "  --catalog FILE          instance catalog YAML (default: the embedded policies/catalog.yaml)\n"
+    "                          The policy and catalog files are reloaded on SIGHUP and when\n"
+    "                          their directory changes (a write, a rename, a ConfigMap's\n"
+    "                          ..data swap); a file that does not load is logged with\n"
+    "                          file:line:column and the running policy kept.\n"
+    "  --no-watch-policy       reload the policy and catalog on SIGHUP only\n"
     "  --max-body BYTES        largest request body; 413 beyond (default 16Mi; 1Mi, 64Mi, ...)\n"
     "  --read-timeout S        drop a client that has not sent its whole request S seconds\n"
     "                          after its headers (default 10)\n"
@@ -80,6 +87,13 @@ static const char usage[] =
     "listened on (in use, not local).\n";
 
 static volatile sig_atomic_t stop_flag;
+static struct af_reload *reloader;   /* set before SIGHUP is handled */
+
+static void on_hup(int sig)
+{
+    (void)sig;
+    af_reload_request(reloader);
+}
 
 static void on_signal(int sig)
 {
@@ -102,6 +116,7 @@ struct serve_opts {
     const char *kubeconfig;
     const char *context;
     bool in_cluster;
+    bool no_watch_policy;
     enum af_not_ready_mode when_not_ready;
     int64_t max_staleness_s;
 };
@@ -173,6 +188,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         if (!strcmp(a, "--demo")) {
             o->demo = true;
             sources++;
+            continue;
+        }
+        if (!strcmp(a, "--no-watch-policy")) {
+            o->no_watch_policy = true;
             continue;
         }
         if (!strcmp(a, "--in-cluster")) {
@@ -342,6 +361,23 @@ static int load_static(const struct serve_opts *o, struct af_config *cfg, struct
     return 0;
 }
 
+/* A static cluster after a reload: decoded again, so its nodes are classified and
+ * priced by the new catalog and policy (a watched cluster's are as the API server
+ * next sends them). */
+struct restatic {
+    const struct serve_opts *o;
+    struct af_publisher *pub;
+};
+
+static void reload_static(void *ud, struct af_config *cfg)
+{
+    struct restatic *rs = ud;
+
+    if (load_static(rs->o, cfg, rs->pub) != 0)
+        AF_LOG(AF_LOG_WARN, "cluster not decoded again after the reload; its nodes keep how "
+               "the previous policy read them", NULL);
+}
+
 static int start_kube(const struct serve_opts *o, struct af_config_holder *holder,
                       struct af_publisher *pub, struct af_cache_status *st, struct af_kube **kube)
 {
@@ -381,6 +417,8 @@ int af_cmd_serve(int argc, char **argv)
     struct af_cache_status status;
     struct af_service svc;
     struct af_kube *kube = NULL;
+    struct af_reload_options ropt;
+    struct restatic restatic;
     struct af_error err;
     struct sigaction sa;
     char why[600];
@@ -435,11 +473,28 @@ int af_cmd_serve(int argc, char **argv)
     if (rc != 0)
         goto out;
 
+    memset(&ropt, 0, sizeof(ropt));
+    ropt.policy_path = o.policy;
+    ropt.catalog_path = o.catalog;
+    ropt.watch = !o.no_watch_policy;
+    if (o.cluster || o.demo) {
+        restatic.o = &o;
+        restatic.pub = &pub;
+        ropt.swapped = reload_static;
+        ropt.ud = &restatic;
+    }
+    if (af_reload_start(&reloader, &holder, &ropt) != 0)
+        AF_LOG(AF_LOG_WARN, "cannot start the policy reloader: the policy is not reloaded", NULL);
+    svc.reload = reloader;
+
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sa.sa_flags = SA_RESTART;   /* a reload request should not disturb the server's calls */
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     why[0] = '\0';
@@ -456,6 +511,9 @@ int af_cmd_serve(int argc, char **argv)
         rc = rc == AF_EINVAL ? 2 : 1;
     }
 out:
+    signal(SIGHUP, SIG_IGN);
+    af_reload_stop(reloader);
+    reloader = NULL;
     af_kube_stop(kube);
     af_rollouts_free(svc.rollouts);
     af_metrics_free(svc.metrics);

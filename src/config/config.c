@@ -2,11 +2,14 @@
 /*
  * The config bundle: one catalog and one policy, loaded together (from files
  * or from the copies compiled into the binary), cross-checked, and shared by
- * reference count. The holder lets a reload swap the bundle while requests
- * that started earlier keep the one they took.
+ * reference count, with the SHA-256 of the bytes each was parsed from (libcrypto).
+ * The holder lets a reload swap the bundle while requests that started earlier
+ * keep the one they took.
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/sha.h>
 
 #include "accelfit/config.h"
 #include "config/rollout.h"
@@ -37,8 +40,9 @@ static int check_families(const struct af_policy *p, const struct af_catalog *c,
     return 0;
 }
 
-int af_config_load(struct af_config **out, const char *catalog_path, const char *policy_path,
-                   struct af_error *err)
+int af_config_load_mem(struct af_config **out, const char *catalog_name, const char *catalog_yaml,
+                       size_t catalog_len, const char *policy_name, const char *policy_yaml,
+                       size_t policy_len, struct af_error *err)
 {
     struct af_catalog *cat = NULL;
     struct af_policy *pol = NULL;
@@ -46,18 +50,10 @@ int af_config_load(struct af_config **out, const char *catalog_path, const char 
     int rc;
 
     *out = NULL;
-    if (catalog_path)
-        rc = af_catalog_load_file(&cat, catalog_path, err);
-    else
-        rc = af_catalog_load_mem(&cat, "<embedded>", af_embedded_catalog_yaml,
-                                 af_embedded_catalog_yaml_len, err);
+    rc = af_catalog_load_mem(&cat, catalog_name, catalog_yaml, catalog_len, err);
     if (rc)
         goto fail_catalog;
-    if (policy_path)
-        rc = af_policy_load_file(&pol, policy_path, err);
-    else
-        rc = af_policy_load_mem(&pol, "<embedded>", af_embedded_policy_yaml,
-                                af_embedded_policy_yaml_len, err);
+    rc = af_policy_load_mem(&pol, policy_name, policy_yaml, policy_len, err);
     if (rc)
         goto fail_policy;
     rc = check_families(pol, cat, err);
@@ -70,6 +66,9 @@ int af_config_load(struct af_config **out, const char *catalog_path, const char 
     atomic_init(&c->refcnt, 1);
     c->catalog = cat;
     c->policy = pol;
+    c->generation = 1;
+    af_sha256_hex(policy_yaml, policy_len, c->policy_sha256);
+    af_sha256_hex(catalog_yaml, catalog_len, c->catalog_sha256);
     *out = c;
     return 0;
 
@@ -79,6 +78,54 @@ fail_policy:
     af_catalog_free(cat);
 fail_catalog:
     return rc;
+}
+
+/* The bytes of `path` (`what` is "catalog" or "policy", for the error). */
+static int read_source(struct af_buf *b, const char *path, const char *what, struct af_error *err)
+{
+    int rc = af_buf_read_file(b, path);
+
+    if (rc)
+        return af_error_set(err, rc, path, 0, 0, "cannot read %s: %s", what, af_strerror(rc));
+    return 0;
+}
+
+int af_config_load(struct af_config **out, const char *catalog_path, const char *policy_path,
+                   struct af_error *err)
+{
+    /* The caps of af_catalog_load_file and af_policy_load_file. */
+    struct af_buf cat = AF_BUF_INIT(64u << 20), pol = AF_BUF_INIT(16u << 20);
+    int rc = 0;
+
+    *out = NULL;
+    if (catalog_path)
+        rc = read_source(&cat, catalog_path, "catalog", err);
+    if (!rc && policy_path)
+        rc = read_source(&pol, policy_path, "policy", err);
+    if (!rc)
+        rc = af_config_load_mem(
+            out, catalog_path ? catalog_path : "<embedded>",
+            catalog_path ? (cat.buf ? cat.buf : "") : af_embedded_catalog_yaml,
+            catalog_path ? cat.len : af_embedded_catalog_yaml_len,
+            policy_path ? policy_path : "<embedded>",
+            policy_path ? (pol.buf ? pol.buf : "") : af_embedded_policy_yaml,
+            policy_path ? pol.len : af_embedded_policy_yaml_len, err);
+    af_buf_release(&cat);
+    af_buf_release(&pol);
+    return rc;
+}
+
+void af_sha256_hex(const void *data, size_t len, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char md[SHA256_DIGEST_LENGTH];
+
+    SHA256(data, len, md);
+    for (size_t i = 0; i < sizeof(md); i++) {
+        hex[2 * i] = digits[md[i] >> 4];
+        hex[2 * i + 1] = digits[md[i] & 15];
+    }
+    hex[64] = '\0';
 }
 
 struct af_config *af_config_ref(struct af_config *c)

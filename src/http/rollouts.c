@@ -629,7 +629,10 @@ static void census_ensure(struct af_rollouts *rs, const struct af_config *cfg,
 
     if (rs->have_census && rs->census.snap == snap && rs->census.cfg == cfg)
         return;
-    if (rs->have_census && rs->census.cfg != cfg)
+    /* A request still holding the config a reload replaced is answered from its own
+     * census, but does not make the state forget the newer policy's rollouts. */
+    if (rs->have_census && rs->census.cfg != cfg &&
+        cfg->generation >= rs->census.cfg->generation)
         tracks_prune(rs, cfg->policy);
     census_build(rs, &next, cfg, snap, now);
     pending_settle(rs, rs->have_census ? &rs->census : NULL, &next);

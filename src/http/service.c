@@ -880,7 +880,13 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
         jw_int(&w, "snapshot_generation", (long long)in->snap->generation);
     else
         jw_null(&w, "snapshot_generation");
-    jw_str(&w, "policy", cfg->policy ? cfg->policy->source : NULL);
+    jw_open(&w, "policy", "{");   /* which config answered: a reload changes it */
+    jw_str(&w, "source", cfg->policy ? cfg->policy->source : NULL);
+    jw_int(&w, "generation", (long long)cfg->generation);
+    jw_str(&w, "sha256", cfg->policy_sha256);
+    jw_str(&w, "catalog", cfg->catalog ? cfg->catalog->source : NULL);
+    jw_str(&w, "catalog_sha256", cfg->catalog_sha256);
+    jw_close(&w, "}");
     render_scope(&w, in);
     render_plan(&w, plan);
     render_rollout(&w, cfg, &rd);

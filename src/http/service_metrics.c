@@ -4,7 +4,8 @@
  * class from the current snapshot, the cache gauges from the shared
  * af_cache_status, and the state of each rollout of the policy
  * (accelfit_rollout_*, labelled by rollout name: as many series as the policy
- * has rollouts, so the label set stays bounded). metrics.c renders the
+ * has rollouts, so the label set stays bounded), and the policy's generation,
+ * hash and reloads (reload.c). metrics.c renders the
  * counters first and knows nothing of any of this.
  */
 #include "accelfit/http.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/reload.h"
 #include "accelfit/rollout_state.h"
 
 static const char *class_label(int c)
@@ -117,7 +119,7 @@ static int rollout_row(struct af_buf *o, const char *metric, const char *name, c
 }
 
 /* The state of every rollout of the policy (none without svc->rollouts). */
-static int render_rollouts(struct af_service *svc, struct af_buf *o)
+static int render_rollouts(struct af_service *svc, struct af_config *cfg, struct af_buf *o)
 {
     static const struct {
         const char *name, *type, *help;
@@ -131,21 +133,17 @@ static int render_rollouts(struct af_service *svc, struct af_buf *o)
          "Units sent to the source because no target node had room."},
         {"accelfit_rollout_halted", "gauge", "1 while the rollout's brake halts new target units."},
     };
-    struct af_config *cfg;
     struct af_snapshot *snap;
     struct af_rollout_status *st;
     size_t n;
     double now;
     int rc = 0;
 
-    if (!svc || !svc->rollouts || !svc->config)
+    if (!svc || !svc->rollouts)
         return 0;
-    cfg = af_config_holder_get(svc->config);
     n = cfg && cfg->policy ? cfg->policy->n_rollouts : 0;
-    if (!n) {
-        af_config_unref(cfg);
+    if (!n)
         return 0;
-    }
     snap = af_publisher_acquire(svc->pub);
     now = af_wall_time();
     st = af_xcalloc(n, sizeof(*st));
@@ -178,17 +176,21 @@ static int render_rollouts(struct af_service *svc, struct af_buf *o)
     }
     af_free(st);
     af_snapshot_unref(snap);
-    af_config_unref(cfg);
     return rc;
 }
 
 int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
 {
+    /* One config for the whole scrape: a reload does not mix two in one answer. */
+    struct af_config *cfg = svc->config ? af_config_holder_get(svc->config) : NULL;
     int rc = af_metrics_render(svc->metrics, out);
 
     if (!rc)
         rc = render_cluster(svc, out);
     if (!rc)
-        rc = render_rollouts(svc, out);
+        rc = render_rollouts(svc, cfg, out);
+    if (!rc)
+        rc = af_reload_render_metrics(svc->reload, cfg, out);
+    af_config_unref(cfg);
     return rc;
 }
