@@ -39,6 +39,7 @@ struct af_service {
     enum af_not_ready_mode when_not_ready;
     uint64_t max_staleness_ns;
     struct af_rollouts *rollouts;     /* may be NULL: rollouts are not steered */
+    struct af_costs_memo *costs;      /* may be NULL: costs are computed per request */
 };
 
 enum af_verb {

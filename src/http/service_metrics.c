@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/budget.h"
 #include "accelfit/rollout_state.h"
 
 static const char *class_label(int c)
@@ -190,5 +191,7 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = render_cluster(svc, out);
     if (!rc)
         rc = render_rollouts(svc, out);
+    if (!rc)
+        rc = af_budget_render_metrics(svc, out);   /* tenants and idle cost (budget.c) */
     return rc;
 }
