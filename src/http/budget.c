@@ -109,8 +109,8 @@ static void standing(const struct af_budget_decision *bd, const char *mode, char
         snprintf(out, n, "tenant %s over its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
                  bd->spend_usd_hr, t->budget_usd_hr);
     else
-        snprintf(out, n, "tenant %s within its %s budget: $%.2f/h of $%.2f/h spent", t->name,
-                 mode, bd->spend_usd_hr, t->budget_usd_hr);
+        snprintf(out, n, "tenant %s's %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
+                 bd->spend_usd_hr, t->budget_usd_hr);
 }
 
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
