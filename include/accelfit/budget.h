@@ -50,16 +50,21 @@ struct af_budget_decision {
     const struct af_tenant *t;         /* borrowed from the config; NULL when tenant < 0 */
     enum af_tenant_match how;
     double spend_usd_hr;
+    bool spend_known;                  /* spend_usd_hr was looked up */
     bool soft;                         /* a soft budget: af_budget_rank lowers scores */
     char effect[AF_REASON_MAX];        /* what the tenant's policy does to this pod */
 };
 
+/* af_budget_steer flags: look the tenant's spend up even when it has no budget (/explain). */
+#define AF_BUDGET_SPEND (1u << 0)
+
 /*
- * Finds the pod's tenant and its spend (svc->costs memo) and narrows `plan` as explicit
- * policy (see above). `bd` is always filled. Cannot fail.
+ * Finds the pod's tenant and narrows `plan` as explicit policy (see above). The tenant's
+ * spend (svc->costs memo) is looked up when it has a budget, or with AF_BUDGET_SPEND, so a
+ * policy without budgets costs filter nothing. `bd` is always filled. Cannot fail.
  */
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
-                     const struct af_pod_info *pod, struct af_plan *plan,
+                     const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
                      struct af_budget_decision *bd);
 
 /*

@@ -114,7 +114,7 @@ static void standing(const struct af_budget_decision *bd, const char *mode, char
 }
 
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
-                     const struct af_pod_info *pod, struct af_plan *plan,
+                     const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
                      struct af_budget_decision *bd)
 {
     const struct af_tenant *t;
@@ -126,11 +126,12 @@ void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_sn
     if (bd->tenant < 0)
         return;
     t = bd->t = &cfg->policy->tenants[bd->tenant];
-    if (t->has_budget && snap) {
+    if ((t->has_budget || (flags & AF_BUDGET_SPEND)) && snap) {
         struct af_costs *c = af_costs_memo_get(svc ? svc->costs : NULL, cfg, snap);
         if ((size_t)bd->tenant < c->n_tenants)
             bd->spend_usd_hr = c->tenants[bd->tenant].spend_usd_hr;
         af_costs_unref(c);
+        bd->spend_known = true;
     }
     if (t->classes) {
         class_list(t->classes, list, sizeof(list));
@@ -302,8 +303,10 @@ int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *o
     if (!rc)
         rc = kstr(out, &f, "over_budget",
                   t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
-    if (!rc)
+    if (!rc && bd->spend_known)
         rc = knum(out, &f, "spend_usd_hr", bd->spend_usd_hr);
+    else if (!rc)
+        rc = kraw(out, &f, "spend_usd_hr", "null");
     if (!rc)
         rc = class_array(out, &f, "premium_classes", t->premium);
     if (!rc && t->classes)

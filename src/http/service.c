@@ -459,7 +459,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
-        af_budget_steer(svc, cfg, snap, pod, plan, &bd);   /* the pod's tenant (budget.c) */
+        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
         af_filter(cfg->policy, plan, pod, c.views, c.names, c.n, dec, &sum);
         st->passed = sum.passed;
         st->fallback = sum.fallback;
@@ -540,7 +540,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
 
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
-        af_budget_steer(svc, cfg, snap, pod, plan, &bd);
+        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
         af_budget_rank(&bd, pod, c.views, c.n, dec);
     }
@@ -640,7 +640,7 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         /* the side filter steered the unit to: evicting elsewhere would not help it */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         /* nor would evicting for a node the tenant's budget refuses */
-        af_budget_steer(svc, cfg, snap, pod, plan, &bd);
+        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_filter(cfg->policy, plan, pod, views, names, n, dec, NULL);
         for (size_t i = 0; i < n; i++) {
             keep[i] = dec[i].verdict != AF_VERDICT_UNRESOLVABLE;
@@ -875,7 +875,8 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
     /* what filter would do, remembering nothing */
     steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
-    af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, plan, &bd);
+    af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, AF_BUDGET_SPEND,
+                    plan, &bd);
     af_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, fdec, &sum);
     af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
     af_budget_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
