@@ -40,8 +40,10 @@ struct af_cost_tenant {
 
 struct af_cost_ns {
     const char *ns;                              /* borrowed from a pod of the snapshot */
-    int tenant;                                  /* index into the policy's tenants, -1 none */
-    double spend_usd_hr;
+    int tenant;                                  /* its owner, else the default tenant; -1 none
+                                                    (pods of an unowned namespace go by label) */
+    bool owned;                                  /* a tenant's `namespaces` hold it */
+    double spend_usd_hr;                         /* of its pods, whatever their tenants */
     int pods;
 };
 
@@ -82,11 +84,11 @@ struct af_costs {
 };
 
 /*
- * Computes the costs of `pods` on `nodes` (sorted by name, as a snapshot holds them) for
+ * Computes the costs of `pods` on `nodes` (as a snapshot holds them) for
  * the tenants of `pol` (may be NULL: no tenants). Pods not bound, or bound to a node not
  * in `nodes`, cost nothing. Strings are borrowed from the nodes and pods: the result is
- * valid while they are. Returns a new reference (refcnt 1). Cannot fail. O(pods x
- * (log nodes + log namespaces) + nodes).
+ * valid while they are. Returns a new reference (refcnt 1). Cannot fail. O(pods + nodes +
+ * namespaces x log namespaces), with a hash index of the nodes built per call.
  */
 struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_node_view *nodes,
                                   size_t n_nodes, struct af_pod_info *const *pods, size_t n_pods);

@@ -259,11 +259,11 @@ static void print_table(const struct af_costs *c, const struct af_policy *pol, u
                c->tenants[i].pods, t->has_budget && spend > t->budget_usd_hr ? "  over budget" : "");
     }
 
-    printf("\n%-20s %-20s %10s %5s\n", "NAMESPACE", "TENANT", "SPEND $/h", "PODS");
+    printf("\n%-20s %-20s %10s %5s\n", "NAMESPACE", "OWNED BY", "SPEND $/h", "PODS");
     for (size_t i = 0; i < c->n_ns; i++) {
         const struct af_cost_ns *e = &c->ns[i];
         printf("%-20s %-20s %10s %5d\n", e->ns,
-               pol && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
+               pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
                    ? pol->tenants[e->tenant].name
                    : "-",
                money(a, sizeof(a), e->spend_usd_hr), e->pods);

@@ -376,7 +376,7 @@ static int render_namespaces(const struct af_costs *c, const struct af_policy *p
             rc = kstr(o, &f, "name", e->ns);
         if (!rc)
             rc = kstr(o, &f, "tenant",
-                      pol && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
+                      pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
                           ? pol->tenants[e->tenant].name
                           : NULL);
         if (!rc)
