@@ -6,8 +6,10 @@
  * time through the service as kube-scheduler drives it: bound pods arrive and
  * leave between requests (cache upserts and deletes, then a new snapshot), and
  * each filter, prioritize and /explain answers from the cluster as it is then.
- * Last, the real binary: `accelfit serve` answering GET /costs and /metrics, and
- * `accelfit costs` printing the same figures.
+ * Then the real binary: `accelfit serve` answering GET /costs and /metrics,
+ * `accelfit costs` printing the same figures, and `accelfit serve --kubeconfig`
+ * watching tests/apiserver/fake_apiserver.py while a tenant's pod arrives (its
+ * hard budget then refuses the A100) and leaves (the A100 is open again).
  */
 #include <jansson.h>
 #include <math.h>
@@ -23,6 +25,7 @@
 #include "accelfit/http.h"
 #include "accelfit/tenant.h"
 #include "accelfit/util.h"
+#include "support/fake_api.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -800,6 +803,122 @@ START_TEST(test_costs_command_prints_the_same_figures)
 }
 END_TEST
 
+/* ---- the real server, watching a (fake) API server while pods arrive and leave -------------- */
+
+#define P4D "ip-10-0-1-10.us-west-2.compute.internal"   /* recorded p4d.24xlarge, 2 GPUs used */
+#define G5 "ip-10-0-1-40.us-west-2.compute.internal"    /* recorded g5.2xlarge, 1 GPU free */
+
+/* research's spend as GET /costs reports it, in cents; -1 when not there. */
+static long costs_research(CURL *c, const struct af_test_server *s)
+{
+    struct af_test_resp r;
+    char url[256];
+    json_t *j, *t;
+    size_t i;
+    long v = -1;
+
+    snprintf(url, sizeof(url), "%s/costs", s->base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    j = json_loads(r.body ? r.body : "", 0, NULL);
+    json_array_foreach(json_object_get(j, "tenants"), i, t)
+        if (!strcmp(json_string_value(json_object_get(t, "name")), "research"))
+            v = cents(json_number_value(json_object_get(t, "spend_usd_hr")));
+    json_decref(j);
+    af_test_resp_free(&r);
+    return v;
+}
+
+/* Polls GET /costs until research spends `want` cents (the watch delivers the change). */
+static void await_research(CURL *c, const struct af_test_server *s, long want)
+{
+    long got = -1;
+
+    for (int i = 0; i < 1200 && got != want; i++) {   /* up to a minute on a slow machine */
+        got = costs_research(c, s);
+        if (got != want)
+            usleep(50000);
+    }
+    ck_assert_int_eq(got, want);
+}
+
+static json_t *http_filter(CURL *c, const struct af_test_server *s, const char *body)
+{
+    struct af_test_resp r;
+    char url[256];
+    json_t *j;
+
+    snprintf(url, sizeof(url), "%s/filter", s->base);
+    ck_assert_int_eq(af_test_http(c, "POST", url, body, strlen(body), NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    j = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    af_test_resp_free(&r);
+    return j;
+}
+
+START_TEST(test_watching_server_refuses_premium_while_over_hard_budget)
+{
+    static const char tenants[] = "\ntenants:\n  - name: research\n    namespaces: [research]\n"
+                                  "    budget_usd_per_hour: 10\n    over_budget: hard\n"
+                                  "    premium_classes: [nvidia-a100]\n";
+    struct af_test_fake_api f;
+    struct af_test_server s;
+    char *path = af_xasprintf("/tmp/af-check-tenants-watch-%d.yaml", (int)getpid());
+    char *pod = pod_json("research", 1, TRAINING);
+    char *body = af_xasprintf("{\"Pod\": %s, \"NodeNames\": [\"" P4D "\", \"" G5 "\"]}", pod);
+    FILE *fp;
+    CURL *c;
+    json_t *j;
+
+    if (!af_test_fake_api_start(&f))
+        goto out;   /* no python3 or openssl here: nothing to talk to */
+    fp = fopen(path, "w");
+    ck_assert_ptr_nonnull(fp);
+    fwrite(af_embedded_policy_yaml, 1, af_embedded_policy_yaml_len, fp);
+    fputs(tenants, fp);
+    fclose(fp);
+    {
+        const char *const args[] = {"--kubeconfig", f.kubeconfig, "--policy", path, NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    await_research(c, &s, 0);
+
+    /* research spends nothing: one A100 (21.957642 / 8 = $2.74/h) is within $10 */
+    j = http_filter(c, &s, body);
+    ck_assert_msg(passes(j, P4D), "%s", refusal(j, P4D));
+    json_decref(j);
+
+    /* four A100s of research start: $10.98/h, over its hard budget */
+    af_test_fake_api_do(&f, "add_pod",
+                        "{\"ns\": \"research\", \"name\": \"train-0\", \"node\": \"" P4D
+                        "\", \"gpus\": 4, \"cpu\": \"8\"}");
+    await_research(c, &s, 1098);
+    j = http_filter(c, &s, body);
+    ck_assert(!passes(j, P4D));
+    ck_assert_str_eq(refusal(j, P4D), "tenant research over its hard budget: $10.98/h of "
+                                      "$10.00/h spent; p4d.24xlarge would add $2.74/h");
+    ck_assert(passes(j, G5));   /* the A10G, a cheaper class, stays open */
+    json_decref(j);
+
+    /* the pod leaves: the A100 is open again */
+    af_test_fake_api_do(&f, "delete_pod", "{\"ns\": \"research\", \"name\": \"train-0\"}");
+    await_research(c, &s, 0);
+    j = http_filter(c, &s, body);
+    ck_assert_msg(passes(j, P4D), "%s", refusal(j, P4D));
+    json_decref(j);
+
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&f);
+    unlink(path);
+out:
+    af_free(body);
+    af_free(pod);
+    af_free(path);
+}
+END_TEST
+
 static Suite *af_tenants_suite(void)
 {
     Suite *s = suite_create("tenants");
@@ -832,6 +951,11 @@ static Suite *af_tenants_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_serve_answers_costs_and_metrics);
     tcase_add_test(tc, test_costs_command_prints_the_same_figures);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("watch");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_watching_server_refuses_premium_while_over_hard_budget);
     suite_add_tcase(s, tc);
     return s;
 }
