@@ -900,6 +900,18 @@ START_TEST(test_watching_server_refuses_premium_while_over_hard_budget)
                                       "$10.00/h spent; p4d.24xlarge would add $2.74/h");
     ck_assert(passes(j, G5));   /* the A10G, a cheaper class, stays open */
     json_decref(j);
+    /* `accelfit costs --kubeconfig` lists the same cluster once and says the same */
+    {
+        const char *const argv[] = {"accelfit", "costs", "--kubeconfig", f.kubeconfig,
+                                    "--policy", path, NULL};
+        char *out = NULL, *err = NULL;
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+        ck_assert_msg(strstr(out, "research                  10.00  hard      10.98      -0.98     1"
+                                  "  over budget\n"),
+                      "%s", out);
+        af_free(out);
+        af_free(err);
+    }
 
     /* the pod leaves: the A100 is open again */
     af_test_fake_api_do(&f, "delete_pod", "{\"ns\": \"research\", \"name\": \"train-0\"}");
