@@ -262,7 +262,8 @@ int af__tenants_load(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p)
             return rc;
         n = seq_len(list);
         if (n > AF_TENANTS_MAX)
-            return af__ydoc_err(d, list, AF_EINVAL, "at most %d tenants, not %zu",
+            return af__ydoc_err(d, list, AF_EINVAL,
+                                "at most %d tenants, the default tenant included, not %zu",
                                 AF_TENANTS_MAX, n);
     }
     /* one more slot for a default tenant the file does not list */
@@ -284,6 +285,10 @@ int af__tenants_load(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p)
         struct af_tenant *t = &p->tenants[p->n_tenants++];
         t->name = af_xstrdup(AF_TENANT_DEFAULT);
         t->premium = ((1u << AF_CLASS__COUNT) - 1) & ~(1u << AF_CLASS_CPU);
+        if (p->n_tenants > AF_TENANTS_MAX)
+            return af__ydoc_err(d, list, AF_EINVAL,
+                                "at most %d tenants, the default tenant included, not %zu",
+                                AF_TENANTS_MAX, p->n_tenants);
     } else if (def != p->n_tenants - 1) {
         /* the default goes last; the others keep their file order */
         struct af_tenant t = p->tenants[def];

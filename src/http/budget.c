@@ -146,19 +146,23 @@ void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_sn
         used += (size_t)snprintf(bd->effect + used, sizeof(bd->effect) - used,
                                  "spot nodes only; ");
     }
-    if (t->has_budget && t->over_budget == AF_OVER_BUDGET_HARD) {
-        standing(bd, "hard", why, sizeof(why));
-        af_plan_limit_cost(plan, t->premium, t->budget_usd_hr - bd->spend_usd_hr, why);
+    if (t->has_budget) {
+        double left = t->budget_usd_hr - bd->spend_usd_hr;
+        char room[64];
+        bool hard = t->over_budget == AF_OVER_BUDGET_HARD;
+        if (left >= 0)
+            snprintf(room, sizeof(room), "$%.2f/h left", left);
+        else
+            snprintf(room, sizeof(room), "already $%.2f/h over", -left);
+        if (hard) {
+            standing(bd, "hard", why, sizeof(why));
+            af_plan_limit_cost(plan, t->premium, left, why);
+        }
+        bd->soft = !hard;
         snprintf(bd->effect + used, sizeof(bd->effect) - used,
-                 "hard budget: premium nodes where the pod's share would pass $%.2f/h are "
-                 "refused ($%.2f/h left)",
-                 t->budget_usd_hr, t->budget_usd_hr - bd->spend_usd_hr);
-    } else if (t->has_budget) {
-        bd->soft = true;
-        snprintf(bd->effect + used, sizeof(bd->effect) - used,
-                 "soft budget: premium nodes where the pod's share would pass $%.2f/h score "
-                 "lower ($%.2f/h left)",
-                 t->budget_usd_hr, t->budget_usd_hr - bd->spend_usd_hr);
+                 "%s budget: premium nodes where the pod's share would pass $%.2f/h %s (%s)",
+                 hard ? "hard" : "soft", t->budget_usd_hr, hard ? "are refused" : "score lower",
+                 room);
     } else if (used >= 2) {
         bd->effect[used - 2] = '\0';   /* no trailing "; " */
     } else {
