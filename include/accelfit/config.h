@@ -15,6 +15,7 @@
 
 #include "accelfit/model.h"
 #include "accelfit/rollout.h"
+#include "accelfit/tenant.h"
 #include "accelfit/util.h"
 
 /* ---- policy ------------------------------------------------------------------ */
@@ -84,6 +85,12 @@ struct af_policy {
      * matches it. */
     struct af_rollout *rollouts;
     size_t n_rollouts;
+
+    /* Tenants (accelfit/tenant.h, src/config/tenant.c): the default tenant is the last. */
+    struct af_tenant *tenants;
+    size_t n_tenants;
+    struct af_tenant_ns *tenant_ns;          /* sorted by namespace */
+    size_t n_tenant_ns;
 };
 
 /* ---- loading ------------------------------------------------------------------ */

@@ -29,8 +29,8 @@ struct af_kv {
 /* ---- classification -------------------------------------------------------------- */
 
 /*
- * Fills out->cls, class_source, spot, price_known, hourly_usd, price_source
- * and instance_type (a new string, or left NULL) from the node's labels,
+ * Fills out->cls, class_source, spot, price_known, hourly_usd, price_source,
+ * instance_type and node_group (new strings, or left NULL) from the node's labels,
  * annotations and allocatable resources, trying in order:
  *   node.kubernetes.io/instance-type (and beta.kubernetes.io/instance-type) in the catalog,
  *   karpenter.k8s.aws/instance-gpu-name, karpenter.k8s.aws/instance-accelerator-name,
@@ -104,6 +104,14 @@ struct af_plan {
     bool restricted;
     uint32_t allowed;                          /* bit (1u << class) */
     char restrict_why[AF_REASON_MAX];          /* why, quoted in the refusal */
+    /* An explicit cost limit (af_plan_limit_cost): on a priced node of a class in
+     * `limit_classes`, a pod whose share of the price exceeds `limit_usd_hr` is refused. */
+    uint32_t limit_classes;                    /* bit (1u << class); 0: no limit */
+    double limit_usd_hr;
+    char limit_why[AF_REASON_MAX];
+    /* Explicit policy (af_plan_require_spot): only spot nodes may be used. */
+    bool spot_only;
+    char spot_why[AF_REASON_MAX];
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */
@@ -118,6 +126,28 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
  * A second call narrows further (the intersection; the last `why` is kept). Cannot fail.
  */
 void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why);
+
+/*
+ * A cost ceiling as explicit policy (a tenant's hard budget, accelfit/tenant.h): on a node
+ * of a class in `classes` whose price is known, filter refuses the pod
+ * FailedAndUnresolvable when its share of the node's price (af_pod_share_usd) is more than
+ * `usd_hr`, quoting `why` and the amount. A node whose price is unknown is not refused
+ * (nothing is known against it). A second call replaces the first. Cannot fail.
+ */
+void af_plan_limit_cost(struct af_plan *plan, uint32_t classes, double usd_hr, const char *why);
+
+/* Only spot nodes, as explicit policy: filter refuses every other node FailedAndUnresolvable
+ * quoting `why`. Cannot fail. */
+void af_plan_require_spot(struct af_plan *plan, const char *why);
+
+/*
+ * The pod's share of the node's hourly price: price x the largest fraction it requests of
+ * any resource the node offers (a resource the node does not offer counts as all of it),
+ * clamped to the whole price. 0 when the price is unknown. What a running pod costs in a
+ * tenant's spend (accelfit/tenant.h) and, on a node that already runs workload pods, its
+ * marginal cost in prioritize. Cannot fail.
+ */
+double af_pod_share_usd(const struct af_resources *requests, const struct af_node_info *node);
 
 /* The tier of `node` for this plan (index into plan->sel.tiers), -1 when none. */
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node);

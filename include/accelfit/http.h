@@ -41,6 +41,7 @@ struct af_service {
     uint64_t max_staleness_ns;
     struct af_rollouts *rollouts;     /* may be NULL: rollouts are not steered */
     struct af_reload *reload;         /* may be NULL: the policy is not reloaded */
+    struct af_costs_memo *costs;      /* may be NULL: costs are computed per request */
 };
 
 enum af_verb {

@@ -280,6 +280,9 @@ struct af_node_info {
     double hourly_usd;
     const char *price_source;  /* static: "catalog", "catalog-spot", "annotation", "policy" */
     struct af_resources allocatable;
+    /* The node group: eks.amazonaws.com/nodegroup, karpenter.sh/nodepool or
+     * alpha.eksctl.io/nodegroup-name (the first present); NULL when none. */
+    char *node_group;
 };
 
 /* The pod's declared intent, as annotation strings (NULL when absent). */

@@ -558,6 +558,22 @@ int af_cmd_check_policy(int argc, char **argv)
         put(&b, "  rollouts (docs/rollouts.md):\n");
     for (size_t i = 0; i < pol->n_rollouts; i++)
         describe_rollout(i, &pol->rollouts[i], &b);
+    put(&b, "  tenants (docs/policy.md#tenants):\n");
+    for (size_t i = 0; i < pol->n_tenants; i++) {
+        const struct af_tenant *t = &pol->tenants[i];
+        outf(&b, "  %3zu %-20s ", i + 1, t->name);
+        if (t->has_budget)
+            outf(&b, "$%.2f/h %s", t->budget_usd_hr, af_over_budget_name(t->over_budget));
+        else
+            put(&b, "no budget");
+        for (size_t n = 0; n < t->n_namespaces; n++)
+            outf(&b, "%s%s", n ? ", " : "; namespaces ", t->namespaces[n]);
+        if (t->spot_only)
+            put(&b, "; spot only");
+        if (i + 1 == pol->n_tenants)
+            put(&b, " (the pods no other tenant takes)");
+        put(&b, "\n");
+    }
 
     /* Every workload should have an answer when nothing but its kind is known. */
     sel = af_xmalloc(sizeof(*sel));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accelfit/budget.h"
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
@@ -458,6 +459,7 @@ int af_cmd_serve(int argc, char **argv)
     svc.pub = &pub;
     svc.metrics = af_metrics_new();
     svc.rollouts = af_rollouts_new();   /* decisions not yet seen, the brake */
+    svc.costs = af_costs_memo_new();    /* spend and idle cost, once per snapshot */
     svc.when_not_ready = o.when_not_ready;
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
@@ -516,6 +518,7 @@ out:
     reloader = NULL;
     af_kube_stop(kube);
     af_rollouts_free(svc.rollouts);
+    af_costs_memo_free(svc.costs);
     af_metrics_free(svc.metrics);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);

@@ -14,10 +14,12 @@
 #include "accelfit/config.h"
 #include "accelfit/select.h"
 #include "config/rollout.h"
+#include "config/tenant.h"
 #include "config/yamlnode.h"
 
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
-                                       "filter",     "prices", "rules",  "rollouts", NULL};
+                                       "filter",     "prices", "rules",  "rollouts", "tenants",
+                                       NULL};
 static const char *const memory_keys[] = {"bytes_per_param",
                                           "inference_precision",
                                           "training_precision",
@@ -56,6 +58,7 @@ void af_policy_free(struct af_policy *p)
         rule_release(&p->rules[i]);
     af_free(p->rules);
     af__rollouts_free(p->rollouts, p->n_rollouts);
+    af__tenants_free(p);
     af_free(p->source);
     af_free(p);
 }
@@ -653,6 +656,10 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
         if (rc)
             return rc;
     }
+    /* src/config/tenant.c, docs/policy.md#tenants; always: the default tenant exists */
+    rc = af__tenants_load(d, af__ymap_get(d, root, "tenants"), p);
+    if (rc)
+        return rc;
 
     sum = p->w_tier + p->w_util + p->w_cost;
     p->w_tier /= sum;

@@ -202,6 +202,12 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
     out->price_annotation_bad = false;
     out->dev_mem_gib_lo = out->dev_mem_gib_hi = 0;
     out->dev_mem_source = NULL;
+    if (!out->node_group) {
+        static const char *const group_labels[] = {
+            "eks.amazonaws.com/nodegroup", "karpenter.sh/nodepool", "alpha.eksctl.io/nodegroup-name"};
+        for (size_t i = 0; i < AF_ARRAY_SIZE(group_labels) && !out->node_group; i++)
+            out->node_group = af_xstrdup(kv_get(labels, n_labels, group_labels[i]));
+    }
 
     /* 1. The instance type, looked up in the catalog. Karpenter's family and size
      *    labels spell it too when the well-known label is missing. */

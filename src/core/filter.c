@@ -149,6 +149,32 @@ static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *p
     return true;
 }
 
+/*
+ * Explicit limits the caller set on the plan (af_plan_require_spot, af_plan_limit_cost):
+ * an on-demand node when only spot may be used; a priced node of a limited class where
+ * the pod's share of the price is more than the limit. Returns true with the reason.
+ */
+static bool over_limits(const struct af_plan *plan, const struct af_pod_info *pod,
+                        const struct af_node_info *node, char *out, size_t n)
+{
+    double add;
+
+    if (plan->spot_only && !node->spot) {
+        snprintf(out, n, "%.180s; this node (%s) is on-demand", plan->spot_why,
+                 af_class_name(node->cls));
+        return true;
+    }
+    if (node->cls <= AF_CLASS_UNKNOWN || node->cls >= AF_CLASS__COUNT ||
+        !(plan->limit_classes & (1u << node->cls)) || !node->price_known)
+        return false;
+    add = af_pod_share_usd(&pod->requests, node);
+    if (!(add > plan->limit_usd_hr))
+        return false;
+    snprintf(out, n, "%.170s; %s would add $%.2f/h", plan->limit_why,
+             node->instance_type ? node->instance_type : af_class_name(node->cls), add);
+    return true;
+}
+
 static bool fits_pods(const struct af_node_view *v)
 {
     int64_t cap = v->info->allocatable.v[AF_RES_PODS];
@@ -299,7 +325,8 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
                      pod->mig.g, pod->mig.gb);
             continue;
         }
-        if (does_not_fit(plan, pod, info, d->reason, sizeof(d->reason))) {
+        if (does_not_fit(plan, pod, info, d->reason, sizeof(d->reason)) ||
+            over_limits(plan, pod, info, d->reason, sizeof(d->reason))) {
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             d->tier = -1;
             continue;
@@ -418,32 +445,36 @@ static double clamp01(double v)
     return v < 0 ? 0 : v > 1 ? 1 : v;
 }
 
-/*
- * The pod's share of the node's price: the largest fraction it takes of any resource.
- * The first workload pod on a node pays the whole node (it is what keeps the node up);
- * DaemonSet and mirror pods run on every node and do not count.
- */
-static bool marginal(const struct af_pod_info *pod, const struct af_node_view *v, double *usd)
+double af_pod_share_usd(const struct af_resources *requests, const struct af_node_info *node)
 {
     double share = 0;
 
-    if (!v->info->price_known)
-        return false;
-    if (v->npods - v->nsystem <= 0) {
-        *usd = v->info->hourly_usd;
-        return true;
-    }
+    if (!node->price_known)
+        return 0;
     for (int r = 0; r < AF_RES__COUNT; r++) {
         double f;
-        if (r == AF_RES_PODS || pod->requests.v[r] <= 0)
+        if (r == AF_RES_PODS || requests->v[r] <= 0)
             continue;
-        f = v->info->allocatable.v[r] > 0
-                ? (double)pod->requests.v[r] / (double)v->info->allocatable.v[r]
+        f = node->allocatable.v[r] > 0
+                ? (double)requests->v[r] / (double)node->allocatable.v[r]
                 : 1.0;
         if (f > share)
             share = f;
     }
-    *usd = v->info->hourly_usd * clamp01(share);
+    return node->hourly_usd * clamp01(share);
+}
+
+/*
+ * The marginal cost of the pod on this node: its share of the price, except that the
+ * first workload pod on a node pays the whole node (it is what keeps the node up);
+ * DaemonSet and mirror pods run on every node and do not count.
+ */
+static bool marginal(const struct af_pod_info *pod, const struct af_node_view *v, double *usd)
+{
+    if (!v->info->price_known)
+        return false;
+    *usd = v->npods - v->nsystem <= 0 ? v->info->hourly_usd
+                                       : af_pod_share_usd(&pod->requests, v->info);
     return true;
 }
 

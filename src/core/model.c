@@ -484,6 +484,7 @@ void af_node_info_unref(struct af_node_info *n)
     free(n->name);
     free(n->instance_type);
     free(n->family);
+    free(n->node_group);
     free(n);
 }
 

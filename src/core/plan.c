@@ -388,6 +388,19 @@ void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why)
     snprintf(plan->restrict_why, sizeof(plan->restrict_why), "%s", why ? why : "");
 }
 
+void af_plan_limit_cost(struct af_plan *plan, uint32_t classes, double usd_hr, const char *why)
+{
+    plan->limit_classes = classes;
+    plan->limit_usd_hr = usd_hr;
+    snprintf(plan->limit_why, sizeof(plan->limit_why), "%s", why ? why : "");
+}
+
+void af_plan_require_spot(struct af_plan *plan, const char *why)
+{
+    plan->spot_only = true;
+    snprintf(plan->spot_why, sizeof(plan->spot_why), "%s", why ? why : "");
+}
+
 /* Outside an explicit restriction (af_plan_restrict); an unknown class is outside any. */
 static bool excluded(const struct af_plan *plan, enum af_class c)
 {

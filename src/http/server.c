@@ -79,6 +79,8 @@
 
 #include <libwebsockets.h>
 
+#include "accelfit/budget.h"
+
 #define HDR_ROOM 512                      /* response headers are built in this much */
 #define RESERVE (LWS_PRE + HDR_ROOM)      /* kept free in front of every response body */
 #define H2_CHUNK 16384                    /* default SETTINGS_MAX_FRAME_SIZE */
@@ -105,6 +107,7 @@ enum route {
     R_ROLLOUTS,
     R_ROLLOUT_ACK,
     R_MUTATE,
+    R_COSTS,
     R_HEALTHZ,
     R_READYZ,
     R_METRICS,
@@ -202,6 +205,8 @@ static const char *route_verb_name(enum route r)
         return "rollouts";
     case R_MUTATE:
         return "mutate";
+    case R_COSTS:
+        return "costs";
     case R_HEALTHZ:
         return "healthz";
     case R_READYZ:
@@ -526,6 +531,9 @@ static int answer_get(struct server *s, struct lws *wsi, struct pss *p)
     case R_ROLLOUTS:
         resp_begin(s, p);
         return respond(s, wsi, p, af_service_rollouts(svc, &p->resp), "application/json");
+    case R_COSTS:
+        resp_begin(s, p);
+        return respond(s, wsi, p, af_service_costs(svc, &p->resp), "application/json");
     default:
         break;
     }
@@ -633,7 +641,7 @@ static enum route match_route(struct server *s, const char *path, bool health)
         {"/filter", R_FILTER},   {"/prioritize", R_PRIORITIZE}, {"/explain", R_EXPLAIN},
         {"/preempt", R_PREEMPT}, {"/healthz", R_HEALTHZ},       {"/readyz", R_READYZ},
         {"/metrics", R_METRICS}, {"/recommend", R_RECOMMEND},   {"/rollouts", R_ROLLOUTS},
-        {"/rollouts/ack", R_ROLLOUT_ACK}, {"/mutate", R_MUTATE},
+        {"/rollouts/ack", R_ROLLOUT_ACK}, {"/mutate", R_MUTATE}, {"/costs", R_COSTS},
     };
 
     if (s->prefix_len && !strncmp(path, s->prefix, s->prefix_len) && path[s->prefix_len] == '/')
@@ -784,6 +792,7 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
         p->allow = "GET, HEAD, POST";
         break;
     case R_ROLLOUTS:
+    case R_COSTS:
         allows_get = true;
         p->allow = "GET, HEAD";
         break;

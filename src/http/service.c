@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/budget.h"
 #include "accelfit/codec.h"
 #include "accelfit/decide.h"
 #include "accelfit/kube.h"
@@ -453,10 +454,12 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         struct af_filter_summary sum;
 
         struct af_rollout_decision rd;
+        struct af_budget_decision bd;
 
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
+        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
         af_filter(cfg->policy, plan, pod, c.views, c.names, c.n, dec, &sum);
         st->passed = sum.passed;
         st->fallback = sum.fallback;
@@ -533,10 +536,13 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         const struct af_pod_info *pod = af_ext_args_pod(args);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af_rollout_decision rd;
+        struct af_budget_decision bd;
 
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
+        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
+        af_budget_rank(&bd, pod, c.views, c.n, dec);
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
     if (rc != 0) {
@@ -627,11 +633,14 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
 
         struct af_rollout_decision rd;
+        struct af_budget_decision bd;
 
         dec = af_xmalloc((n + 1) * sizeof(*dec));   /* af_filter initializes every entry */
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         /* the side filter steered the unit to: evicting elsewhere would not help it */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
+        /* nor would evicting for a node the tenant's budget refuses */
+        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_filter(cfg->policy, plan, pod, views, names, n, dec, NULL);
         for (size_t i = 0; i < n; i++) {
             keep[i] = dec[i].verdict != AF_VERDICT_UNRESOLVABLE;
@@ -858,6 +867,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
     struct af_filter_summary sum;
     struct af_rollout_decision rd;
+    struct af_budget_decision bd;
     struct jw w = {out, 0, false};
     char podname[600];
 
@@ -865,8 +875,12 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
     /* what filter would do, remembering nothing */
     steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
+    af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, AF_BUDGET_SPEND,
+                    plan, &bd);
     af_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, fdec, &sum);
     af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
+    af_budget_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
+    af_budget_rank(&bd, in->pod, in->c.views, in->c.n, pdec);   /* the scores */
 
     snprintf(podname, sizeof(podname), "%s/%s", in->pod->ns ? in->pod->ns : "",
              in->pod->name ? in->pod->name : "");
@@ -890,6 +904,10 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     render_scope(&w, in);
     render_plan(&w, plan);
     render_rollout(&w, cfg, &rd);
+    jw_key(&w, "tenant");
+    if (!w.err)
+        w.err = af_budget_explain_json(&bd, w.b);
+    w.comma = true;
     jw_open(&w, "summary", "{");
     jw_int(&w, "candidates", (long long)in->c.n);
     jw_int(&w, "passed", sum.passed);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "accelfit/reload.h"
+#include "accelfit/budget.h"
 #include "accelfit/rollout_state.h"
 
 static const char *class_label(int c)
@@ -191,6 +192,8 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = render_rollouts(svc, cfg, out);
     if (!rc)
         rc = af_reload_render_metrics(svc->reload, cfg, out);
+    if (!rc)
+        rc = af_budget_render_metrics(svc, cfg, out);   /* tenants and idle cost (budget.c) */
     af_config_unref(cfg);
     return rc;
 }

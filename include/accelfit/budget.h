@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * budget: tenants' budgets at decision time, and the cost reports (GET /costs,
+ * `accelfit costs`, the accelfit_tenant_* and accelfit_idle_cost_* gauges).
+ * The HTTP side of accelfit/costs.h and accelfit/tenant.h (src/http/budget.c).
+ *
+ * Costs are computed once per (snapshot, config): a struct af_costs_memo keeps
+ * the last result with references on the snapshot and config it was computed
+ * from, and recomputes only when either changes, so filter, prioritize,
+ * /explain, /costs and /metrics reuse one computation between cache changes.
+ *
+ * At decision time a pod's tenant shapes its plan, as explicit policy:
+ *   classes          af_plan_restrict to the tenant's classes
+ *   capacity: spot   af_plan_require_spot
+ *   hard budget      af_plan_limit_cost: a premium node where the pod's share of the
+ *                    price would take spend past the budget is refused
+ *                    (FailedAndUnresolvable, naming the tenant, budget and spend)
+ * and a soft budget lowers scores after prioritize (af_budget_rank): a premium node
+ * that would take spend past the budget scores half, and 0 when it is the last
+ * candidate of its class with room (left to tenants within budget).
+ */
+#ifndef AF_BUDGET_H
+#define AF_BUDGET_H
+
+#include "accelfit/cache.h"
+#include "accelfit/costs.h"
+#include "accelfit/decide.h"
+#include "accelfit/http.h"
+
+/* ---- the memo --------------------------------------------------------------------------------- */
+
+struct af_costs_memo;
+
+struct af_costs_memo *af_costs_memo_new(void);
+void af_costs_memo_free(struct af_costs_memo *m);   /* NULL is fine */
+
+/*
+ * The costs of `snap` under `cfg`'s policy: a new reference the caller drops with
+ * af_costs_unref. From the memo when it holds this (snapshot, config) pair, else
+ * computed and kept (the memo then holds references on both until the next change).
+ * `m` may be NULL: computed for this call only. Cannot fail.
+ */
+struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cfg,
+                                   struct af_snapshot *snap);
+
+/* ---- decisions ------------------------------------------------------------------------------------ */
+
+struct af_budget_decision {
+    int tenant;                        /* index into cfg->policy->tenants; -1: no tenants */
+    const struct af_tenant *t;         /* borrowed from the config; NULL when tenant < 0 */
+    enum af_tenant_match how;
+    double spend_usd_hr;
+    bool spend_known;                  /* spend_usd_hr was looked up */
+    bool soft;                         /* a soft budget: af_budget_rank lowers scores */
+    char effect[AF_REASON_MAX];        /* what the tenant's policy does to this pod */
+};
+
+/* af_budget_steer flags: look the tenant's spend up even when it has no budget (/explain). */
+#define AF_BUDGET_SPEND (1u << 0)
+
+/*
+ * Finds the pod's tenant and narrows `plan` as explicit policy (see above). The tenant's
+ * spend (svc->costs memo) is looked up when it has a budget, or with AF_BUDGET_SPEND, so a
+ * policy without budgets costs filter nothing. `bd` is always filled. Cannot fail.
+ */
+void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
+                     const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
+                     struct af_budget_decision *bd);
+
+/*
+ * The soft budget after prioritize (or filter, for /explain's reasons): lowers the score
+ * of each passing premium node where the pod's share of the price would take the
+ * tenant's spend past its budget, and says so in the node's reason. Does nothing for a
+ * hard budget or no budget. Cannot fail.
+ */
+void af_budget_rank(const struct af_budget_decision *bd, const struct af_pod_info *pod,
+                    const struct af_node_view *views, size_t n, struct af_node_decision *dec);
+
+/* The "tenant" object of /explain (or null when the policy has no tenants). */
+int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *out) AF_MUST_CHECK;
+
+/* ---- reports ---------------------------------------------------------------------------------------- */
+
+/*
+ * The /costs document (docs/http-api.md#get-costs): totals, tenants, namespaces, classes
+ * and idle cost by node group, as of snapshot `generation`. Returns 0 or AF_ETOOBIG.
+ */
+int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
+                         uint64_t generation, struct af_buf *out) AF_MUST_CHECK;
+
+/* GET /costs: 200 with the document; 503 with {"error": ...} before the first snapshot;
+ * 500 when the body is too large. */
+int af_service_costs(struct af_service *svc, struct af_buf *out);
+
+/*
+ * The gauges accelfit_tenant_spend_dollars_per_hour{tenant}, ..._budget_...{tenant} (tenants
+ * with a budget) and accelfit_idle_cost_dollars_per_hour{class,node_group}: at most
+ * AF_TENANTS_MAX tenants and AF_BUDGET_MAX_GROUP_SERIES idle series (further node groups
+ * are summed per class under node_group="other"), under `cfg` (the config the scrape took;
+ * borrowed). Returns 0 or AF_ETOOBIG.
+ */
+#define AF_BUDGET_MAX_GROUP_SERIES 64
+int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg,
+                             struct af_buf *o) AF_MUST_CHECK;
+
+#endif

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `accelfit costs`: what a cluster's running pods cost per hour, by tenant,
+ * namespace and class, and what its unrequested accelerators cost, as a table
+ * for people or as the JSON of GET /costs. The cluster comes from a file
+ * (--cluster, --demo) or from one full list of the API server (--kubeconfig,
+ * through the same reflector `accelfit serve` runs, stopped once synced); the
+ * tenants and budgets from --policy (docs/policy.md#tenants).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "accelfit/budget.h"
+#include "accelfit/cache.h"
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
+#include "accelfit/costs.h"
+#include "accelfit/kube.h"
+#include "accelfit/util.h"
+#include "cli/cli.h"
+
+#define MAX_CLUSTER_FILE (512u << 20)
+
+static const char usage[] =
+    "usage: accelfit costs (--cluster FILE | --demo | --kubeconfig FILE) [options]\n"
+    "\n"
+    "Prints what the cluster's running pods cost per hour (each pod pays its share of\n"
+    "its node's price: the largest fraction it requests of any resource), by tenant,\n"
+    "namespace and class, against each tenant's budget, and the idle cost: allocatable\n"
+    "accelerators no pod requested, at their share of the node price.\n"
+    "\n"
+    "options:\n"
+    "  --cluster FILE     a JSON or YAML List of Nodes and Pods (kubectl get nodes,pods -A -o yaml)\n"
+    "  --demo             the embedded demo cluster (manifests/demo-cluster.yaml)\n"
+    "  --kubeconfig FILE  list Nodes and Pods once from the API server of FILE\n"
+    "  --context NAME     kubeconfig context to use (default: current-context)\n"
+    "  --timeout S        give up when the list takes longer than S seconds (default 60)\n"
+    "  --policy FILE      policy with the tenants (default: the embedded policy: one\n"
+    "                     default tenant without a budget)\n"
+    "  --catalog FILE     instance catalog (default: the embedded policies/catalog.yaml)\n"
+    "  --output FORMAT    table (default) or json (the document of GET /costs)\n"
+    "  -h, --help         show this help\n"
+    "\n"
+    "Exit status: 0, 1 when the cluster cannot be read, 2 on bad usage or input.\n";
+
+struct costs_opts {
+    const char *cluster, *kubeconfig, *context, *policy, *catalog;
+    bool demo, json;
+    int timeout_s;
+};
+
+static int bad(const char *fmt, const char *arg)
+{
+    fputs("accelfit costs: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs(" (see accelfit costs --help)\n", stderr);
+    return 2;
+}
+
+/* 1 after --help, 0 to go on, 2 on bad usage. */
+static int parse_args(int argc, char **argv, struct costs_opts *o)
+{
+    int sources = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char **slot = NULL;
+
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--demo")) {
+            o->demo = true;
+            sources++;
+            continue;
+        }
+        if (!strcmp(a, "--cluster"))
+            slot = &o->cluster;
+        else if (!strcmp(a, "--kubeconfig"))
+            slot = &o->kubeconfig;
+        else if (!strcmp(a, "--context"))
+            slot = &o->context;
+        else if (!strcmp(a, "--policy"))
+            slot = &o->policy;
+        else if (!strcmp(a, "--catalog"))
+            slot = &o->catalog;
+        else if (strcmp(a, "--output") && strcmp(a, "--timeout"))
+            return bad(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+        if (!v)
+            return bad("option '%s' needs a value", a);
+        i++;
+        if (slot) {
+            *slot = v;
+            sources += slot == &o->cluster || slot == &o->kubeconfig;
+        } else if (!strcmp(a, "--output")) {
+            if (strcmp(v, "table") && strcmp(v, "json"))
+                return bad("--output must be table or json, not '%s'", v);
+            o->json = !strcmp(v, "json");
+        } else {
+            int64_t t;
+            if (af_parse_int64(v, 1, 3600, &t) != 0)
+                return bad("--timeout must be whole seconds from 1 to 3600, not '%s'", v);
+            o->timeout_s = (int)t;
+        }
+    }
+    if (sources != 1)
+        return bad("%s", "give one of --cluster FILE, --demo or --kubeconfig FILE");
+    if (o->context && !o->kubeconfig)
+        return bad("%s", "--context goes with --kubeconfig");
+    return 0;
+}
+
+static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    if (node)
+        af_cache_upsert_node(ud, node);
+    if (pod)
+        af_cache_upsert_pod(ud, pod);
+}
+
+static int load_file(const struct costs_opts *o, struct af_config *cfg, struct af_snapshot **out)
+{
+    struct af_buf file = AF_BUF_INIT(MAX_CLUSTER_FILE);
+    struct af_error err;
+    struct af_cache *cache;
+    const char *text = af_embedded_demo_cluster_yaml;
+    size_t len = af_embedded_demo_cluster_yaml_len;
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    if (!o->demo) {
+        rc = af_buf_read_file(&file, o->cluster);
+        if (rc != 0) {
+            fprintf(stderr, "accelfit costs: cannot read cluster file '%s': %s\n", o->cluster,
+                    af_strerror(rc));
+            af_buf_release(&file);
+            return 2;
+        }
+        text = file.buf ? file.buf : "";
+        len = file.len;
+    }
+    cache = af_cache_new();
+    rc = af_codec_decode_cluster(cfg, o->demo ? "<embedded demo cluster>" : o->cluster, text, len,
+                                 upsert, cache, &err);
+    af_buf_release(&file);
+    if (rc == 0) {
+        af_cache_set_synced(cache, true);
+        *out = af_cache_snapshot(cache);
+    } else {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        fprintf(stderr, "accelfit costs: cannot load cluster: %s\n", msg);
+    }
+    af_cache_free(cache);
+    return rc ? 2 : 0;
+}
+
+/* One full list through the reflector, then stop: the snapshot it published once synced. */
+static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct af_snapshot **out)
+{
+    struct af_kube_conn *conn = NULL;
+    struct af_kube_options kopt;
+    struct af_config_holder holder;
+    struct af_publisher pub;
+    struct af_cache_status st;
+    struct af_kube *kube = NULL;
+    struct af_error err;
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    int rc, waited_ms = 0;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_kubeconfig_load(&conn, o->kubeconfig, o->context, &err);
+    if (rc != 0) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        fprintf(stderr, "accelfit costs: cannot load kubeconfig: %s\n",
+                msg[0] ? msg : af_strerror(rc));
+        return 2;
+    }
+    memset(&st, 0, sizeof(st));
+    af_config_holder_init(&holder, af_config_ref(cfg));
+    af_publisher_init(&pub);
+    af_kube_options_default(&kopt);
+    rc = af_kube_start(&kube, conn, &kopt, &holder, &pub, &st);
+    if (rc != 0) {
+        fprintf(stderr, "accelfit costs: cannot list the cluster: %s\n", af_strerror(rc));
+        rc = 1;
+        goto out;
+    }
+    for (;;) {
+        struct af_snapshot *s = af_publisher_acquire(&pub);
+        if (s && s->synced) {
+            *out = s;
+            break;
+        }
+        af_snapshot_unref(s);
+        if (waited_ms >= o->timeout_s * 1000) {
+            fprintf(stderr,
+                    "accelfit costs: the API server did not list nodes and pods within %d s\n",
+                    o->timeout_s);
+            rc = 1;
+            break;
+        }
+        nanosleep(&nap, NULL);
+        waited_ms += 50;
+    }
+out:
+    af_kube_stop(kube);
+    af_publisher_destroy(&pub);
+    af_config_holder_destroy(&holder);
+    return rc;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+static const char *slot_name(int s)
+{
+    return s >= AF_CLASS__COUNT ? "unknown" : af_class_name((enum af_class)s);
+}
+
+/* Dollars with cents; never "-0.00". */
+static const char *money(char *out, size_t n, double v)
+{
+    snprintf(out, n, "%.2f", v);
+    if (!strcmp(out, "-0.00"))
+        snprintf(out, n, "0.00");
+    return out;
+}
+
+static void print_table(const struct af_costs *c, const struct af_policy *pol, uint64_t gen)
+{
+    char a[32], b[32], d[32];
+    int nodes = 0, priced = 0;
+
+    for (int s = 0; s < AF_COSTS_CLASSES; s++) {
+        nodes += c->classes[s].nodes;
+        priced += c->classes[s].priced_nodes;
+    }
+    printf("cluster: %d nodes cost $%s/h; running pods use $%s/h; idle accelerators $%s/h "
+           "(snapshot %llu)\n",
+           nodes, money(a, sizeof(a), c->price_usd_hr), money(b, sizeof(b), c->spend_usd_hr),
+           money(d, sizeof(d), c->idle_usd_hr), (unsigned long long)gen);
+    if (priced < nodes || c->pods_unpriced)
+        printf("unpriced: %d nodes (their %d pods are not counted)\n", nodes - priced,
+               c->pods_unpriced);
+
+    printf("\n%-20s %10s %5s %10s %10s %5s\n", "TENANT", "BUDGET $/h", "MODE", "SPEND $/h",
+           "LEFT $/h", "PODS");
+    for (size_t i = 0; pol && i < pol->n_tenants && i < c->n_tenants; i++) {
+        const struct af_tenant *t = &pol->tenants[i];
+        double spend = c->tenants[i].spend_usd_hr;
+        printf("%-20s %10s %5s %10s %10s %5d%s\n", t->name,
+               t->has_budget ? money(a, sizeof(a), t->budget_usd_hr) : "-",
+               t->has_budget ? af_over_budget_name(t->over_budget) : "-",
+               money(b, sizeof(b), spend),
+               t->has_budget ? money(d, sizeof(d), t->budget_usd_hr - spend) : "-",
+               c->tenants[i].pods, t->has_budget && spend > t->budget_usd_hr ? "  over budget" : "");
+    }
+
+    printf("\n%-20s %-20s %10s %5s\n", "NAMESPACE", "OWNED BY", "SPEND $/h", "PODS");
+    for (size_t i = 0; i < c->n_ns; i++) {
+        const struct af_cost_ns *e = &c->ns[i];
+        printf("%-20s %-20s %10s %5d\n", e->ns,
+               pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
+                   ? pol->tenants[e->tenant].name
+                   : "-",
+               money(a, sizeof(a), e->spend_usd_hr), e->pods);
+    }
+
+    printf("\n%-12s %5s %10s %10s %10s %12s\n", "CLASS", "NODES", "PRICE $/h", "SPEND $/h",
+           "IDLE $/h", "IDLE DEVICES");
+    for (int s = 0; s < AF_COSTS_CLASSES; s++) {
+        const struct af_cost_class *cl = &c->classes[s];
+        char dev[32];
+        if (!cl->nodes)
+            continue;
+        if (cl->devices)
+            snprintf(dev, sizeof(dev), "%lld of %lld", (long long)cl->idle_devices,
+                     (long long)cl->devices);
+        else
+            snprintf(dev, sizeof(dev), "-");
+        printf("%-12s %5d %10s %10s %10s %12s\n", slot_name(s), cl->nodes,
+               money(a, sizeof(a), cl->price_usd_hr), money(b, sizeof(b), cl->spend_usd_hr),
+               money(d, sizeof(d), cl->idle_usd_hr), dev);
+    }
+
+    printf("\n%-20s %-12s %12s %10s\n", "IDLE BY NODE GROUP", "CLASS", "IDLE DEVICES",
+           "IDLE $/h");
+    for (size_t i = 0; i < c->n_groups; i++) {
+        const struct af_cost_group *g = &c->groups[i];
+        char dev[32];
+        snprintf(dev, sizeof(dev), "%lld of %lld", (long long)g->idle_devices,
+                 (long long)g->devices);
+        printf("%-20s %-12s %12s %10s\n", g->group ? g->group : "-", slot_name(g->cls), dev,
+               money(a, sizeof(a), g->idle_usd_hr));
+    }
+}
+
+static int run(const struct costs_opts *o, struct af_config *cfg, struct af_snapshot *snap)
+{
+    struct af_costs *c = af_costs_compute(cfg->policy, snap->nodes, snap->n_nodes, snap->pods,
+                                          snap->n_pods);
+    int rc = 0;
+
+    if (o->json) {
+        struct af_buf out = AF_BUF_INIT(0);
+        if (af_costs_render_json(c, cfg->policy, snap->generation, &out) != 0) {
+            fprintf(stderr, "accelfit costs: cannot render the report\n");
+            rc = 1;
+        } else {
+            fputs(out.buf, stdout);
+        }
+        af_buf_release(&out);
+    } else {
+        print_table(c, cfg->policy, snap->generation);
+    }
+    af_costs_unref(c);
+    return rc;
+}
+
+int af_cmd_costs(int argc, char **argv)
+{
+    struct costs_opts o;
+    struct af_config *cfg = NULL;
+    struct af_snapshot *snap = NULL;
+    struct af_error err;
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.timeout_s = 60;
+    rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    memset(&err, 0, sizeof(err));
+    rc = af_config_load(&cfg, o.catalog, o.policy, &err);
+    if (rc != 0) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        fprintf(stderr, "accelfit costs: cannot load configuration: %s\n",
+                msg[0] ? msg : af_strerror(rc));
+        return 2;
+    }
+    rc = o.kubeconfig ? load_kube(&o, cfg, &snap) : load_file(&o, cfg, &snap);
+    if (!rc)
+        rc = run(&o, cfg, snap);
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+    return rc;
+}

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Spend and idle cost (accelfit/costs.h) from one view of the cluster: every
+ * running pod's share of its node's price, summed by tenant, namespace and
+ * class, and every accelerator node's unrequested devices priced at their share
+ * of the node. One pass over the pods (each pod's node through a hash index built
+ * once per computation; its namespace through a hash that also remembers the
+ * namespace's owner, so the policy is searched once per namespace) and one over
+ * the nodes (bench/bench_costs.c: about 20 ms at 150,000 pods). Pure: no I/O, no
+ * locks, no clock.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelfit/costs.h"
+#include "accelfit/decide.h"
+#include "accelfit/tenant.h"
+
+enum af_res af_costs_accel_resource(const struct af_node_info *node)
+{
+    static const enum af_res order[] = {AF_RES_GPU,          AF_RES_MIG,        AF_RES_GPU_SHARED,
+                                        AF_RES_NEURON,       AF_RES_NEURONDEVICE,
+                                        AF_RES_NEURONCORE,   AF_RES_AMD_GPU};
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(order); i++)
+        if (node->allocatable.v[order[i]] > 0)
+            return order[i];
+    return AF_RES_PODS;
+}
+
+static int class_slot(const struct af_node_info *n)
+{
+    return n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT ? (int)n->cls : AF_CLASS__COUNT;
+}
+
+/* ---- namespaces: open addressing on the name, then sorted --------------------------------- */
+
+struct ns_table {
+    struct af_cost_ns *slots;
+    size_t mask;
+    size_t n;
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void ns_grow(struct ns_table *t);
+
+/* ---- nodes by name: an index built once per computation ------------------------------------- */
+
+struct node_index {
+    uint32_t *slots;       /* node index + 1, 0 when empty */
+    size_t mask;
+};
+
+static void node_index_build(struct node_index *x, const struct af_node_view *nodes, size_t n)
+{
+    size_t size = 16;
+
+    while (size < n * 2)
+        size <<= 1;
+    x->mask = size - 1;
+    x->slots = af_xcalloc(size, sizeof(*x->slots));
+    for (size_t i = 0; i < n; i++) {
+        size_t pos = hash_str(nodes[i].info->name) & x->mask;
+        while (x->slots[pos])
+            pos = (pos + 1) & x->mask;
+        x->slots[pos] = (uint32_t)i + 1;
+    }
+}
+
+static const struct af_node_view *find_node(const struct node_index *x,
+                                            const struct af_node_view *nodes, const char *name)
+{
+    for (size_t pos = hash_str(name) & x->mask;; pos = (pos + 1) & x->mask) {
+        uint32_t v = x->slots[pos];
+        if (!v)
+            return NULL;
+        if (!strcmp(nodes[v - 1].info->name, name))
+            return &nodes[v - 1];
+    }
+}
+
+static struct af_cost_ns *ns_get(struct ns_table *t, const char *ns, int tenant, bool *added)
+{
+    size_t pos;
+
+    if ((t->n + 1) * 2 > t->mask + 1)
+        ns_grow(t);
+    for (pos = hash_str(ns) & t->mask;; pos = (pos + 1) & t->mask) {
+        struct af_cost_ns *e = &t->slots[pos];
+        if (!e->ns) {
+            e->ns = ns;
+            e->tenant = tenant;
+            t->n++;
+            if (added)
+                *added = true;
+            return e;
+        }
+        if (!strcmp(e->ns, ns))
+            return e;
+    }
+}
+
+static void ns_grow(struct ns_table *t)
+{
+    struct ns_table old = *t;
+
+    t->mask = old.slots ? old.mask * 2 + 1 : 63;
+    t->slots = af_xcalloc(t->mask + 1, sizeof(*t->slots));
+    t->n = 0;
+    for (size_t i = 0; old.slots && i <= old.mask; i++)
+        if (old.slots[i].ns)
+            *ns_get(t, old.slots[i].ns, old.slots[i].tenant, NULL) = old.slots[i];
+    af_free(old.slots);
+}
+
+static int cmp_ns(const void *a, const void *b)
+{
+    return strcmp(((const struct af_cost_ns *)a)->ns, ((const struct af_cost_ns *)b)->ns);
+}
+
+/* ---- node groups ---------------------------------------------------------------------------- */
+
+static int cmp_group(const void *a, const void *b)
+{
+    const struct af_cost_group *x = a, *y = b;
+    int c;
+
+    if (!x->group || !y->group)
+        c = (x->group == NULL) - (y->group == NULL);   /* nodes without a group last */
+    else
+        c = strcmp(x->group, y->group);
+    return c ? c : x->cls - y->cls;
+}
+
+static void add_idle(struct af_costs *c, size_t *cap, const struct af_node_info *n, int64_t devices,
+                     int64_t idle, double usd)
+{
+    struct af_cost_group *g = NULL;
+    int cls = class_slot(n);
+
+    /* groups are few: a linear search over them stays cheap */
+    for (size_t i = 0; i < c->n_groups && !g; i++)
+        if (c->groups[i].cls == cls &&
+            (c->groups[i].group == n->node_group ||
+             (c->groups[i].group && n->node_group && !strcmp(c->groups[i].group, n->node_group))))
+            g = &c->groups[i];
+    if (!g) {
+        af_grow((void **)&c->groups, cap, c->n_groups + 1, sizeof(*c->groups));
+        g = &c->groups[c->n_groups++];
+        memset(g, 0, sizeof(*g));
+        g->group = n->node_group;
+        g->cls = cls;
+    }
+    g->nodes++;
+    g->devices += devices;
+    g->idle_devices += idle;
+    g->idle_usd_hr += usd;
+}
+
+/* ---- the computation -------------------------------------------------------------------------- */
+
+struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_node_view *nodes,
+                                  size_t n_nodes, struct af_pod_info *const *pods, size_t n_pods)
+{
+    struct af_costs *c = af_xcalloc(1, sizeof(*c));
+    struct ns_table t = {NULL, 0, 0};
+    struct node_index nx;
+    size_t groups_cap = 0, k = 0;
+
+    atomic_init(&c->refcnt, 1);
+    c->n_tenants = pol ? pol->n_tenants : 0;
+    c->tenants = af_xcalloc(c->n_tenants + 1, sizeof(*c->tenants));
+
+    node_index_build(&nx, nodes, n_nodes);
+    for (size_t i = 0; i < n_pods; i++) {
+        const struct af_pod_info *p = pods[i];
+        const struct af_node_view *v;
+        struct af_cost_ns *e;
+        enum af_tenant_match how;
+        bool added = false;
+        double usd;
+        int tenant, slot;
+
+        if (!p->node_name || p->terminal)
+            continue;
+        v = find_node(&nx, nodes, p->node_name);
+        if (!v)
+            continue;
+        if (!v->info->price_known) {
+            c->pods_unpriced++;
+            continue;
+        }
+        /* A namespace a tenant owns decides for all its pods: looked up once per namespace.
+         * Pods of other namespaces go by their label (af_tenant_of). */
+        e = ns_get(&t, p->ns ? p->ns : "", -1, &added);
+        if (added) {
+            tenant = af_tenant_of(pol, p, &how);
+            e->owned = how == AF_TENANT_BY_NAMESPACE;
+            /* unowned: the default tenant (the last), for pods without a label */
+            e->tenant = e->owned || tenant < 0 ? tenant : (int)pol->n_tenants - 1;
+        }
+        tenant = e->owned || !p->tenant ? e->tenant : af_tenant_of(pol, p, NULL);
+        usd = af_pod_share_usd(&p->requests, v->info);
+        slot = class_slot(v->info);
+        c->pods_counted++;
+        c->spend_usd_hr += usd;
+        c->classes[slot].spend_usd_hr += usd;
+        if (tenant >= 0) {
+            c->tenants[tenant].spend_usd_hr += usd;
+            c->tenants[tenant].pods++;
+            c->tenants[tenant].by_class[slot] += usd;
+        }
+        e->spend_usd_hr += usd;
+        e->pods++;
+    }
+    af_free(nx.slots);
+    c->ns = af_xcalloc(t.n + 1, sizeof(*c->ns));
+    for (size_t i = 0; t.slots && i <= t.mask; i++)
+        if (t.slots[i].ns)
+            c->ns[k++] = t.slots[i];
+    c->n_ns = k;
+    qsort(c->ns, c->n_ns, sizeof(*c->ns), cmp_ns);
+    af_free(t.slots);
+
+    for (size_t i = 0; i < n_nodes; i++) {
+        const struct af_node_view *v = &nodes[i];
+        const struct af_node_info *n = v->info;
+        struct af_cost_class *cl = &c->classes[class_slot(n)];
+        enum af_res r = af_costs_accel_resource(n);
+        int64_t alloc, idle;
+        double usd;
+
+        cl->nodes++;
+        if (!n->price_known) {
+            c->unpriced_nodes++;
+            continue;
+        }
+        cl->priced_nodes++;
+        cl->price_usd_hr += n->hourly_usd;
+        c->price_usd_hr += n->hourly_usd;
+        if (r == AF_RES_PODS)
+            continue;
+        alloc = n->allocatable.v[r];
+        idle = alloc - (v->used.v[r] > 0 ? v->used.v[r] : 0);
+        if (idle < 0)
+            idle = 0;
+        usd = n->hourly_usd * (double)idle / (double)alloc;
+        cl->devices += alloc;
+        cl->idle_devices += idle;
+        cl->idle_usd_hr += usd;
+        c->idle_usd_hr += usd;
+        add_idle(c, &groups_cap, n, alloc, idle, usd);
+    }
+    if (c->n_groups)
+        qsort(c->groups, c->n_groups, sizeof(*c->groups), cmp_group);
+    return c;
+}
+
+struct af_costs *af_costs_ref(struct af_costs *c)
+{
+    if (c)
+        atomic_fetch_add_explicit(&c->refcnt, 1, memory_order_relaxed);
+    return c;
+}
+
+void af_costs_unref(struct af_costs *c)
+{
+    if (!c || atomic_fetch_sub_explicit(&c->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    af_free(c->tenants);
+    af_free(c->ns);
+    af_free(c->groups);
+    af_free(c);
+}

@@ -1,0 +1,611 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tenants' budgets at decision time and the cost reports (accelfit/budget.h).
+ * The costs of one snapshot under one config are computed once (af_costs_compute,
+ * in the core) and kept in a small mutex-guarded memo with references on both,
+ * so requests between two cache changes share them. A pod's tenant narrows its
+ * plan as explicit policy (allowed classes, spot capacity, the cost ceiling of a
+ * hard budget) before the core filters; a soft budget only lowers scores after
+ * the core has scored. The /costs document, its table twin in `accelfit costs`,
+ * and the tenant and idle-cost gauges are rendered here from the same struct.
+ */
+#include "accelfit/budget.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/tenant.h"
+
+/* ---- the memo ------------------------------------------------------------------------------------ */
+
+struct af_costs_memo {
+    pthread_mutex_t lock;
+    struct af_snapshot *snap;      /* protected by ->lock; a reference */
+    struct af_config *cfg;         /* protected by ->lock; a reference */
+    struct af_costs *costs;        /* protected by ->lock; a reference */
+};
+
+struct af_costs_memo *af_costs_memo_new(void)
+{
+    struct af_costs_memo *m = af_xcalloc(1, sizeof(*m));
+
+    pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void af_costs_memo_free(struct af_costs_memo *m)
+{
+    if (!m)
+        return;
+    af_costs_unref(m->costs);
+    af_snapshot_unref(m->snap);
+    af_config_unref(m->cfg);
+    pthread_mutex_destroy(&m->lock);
+    af_free(m);
+}
+
+static struct af_costs *compute(struct af_config *cfg, struct af_snapshot *snap)
+{
+    return af_costs_compute(cfg ? cfg->policy : NULL, snap ? snap->nodes : NULL,
+                            snap ? snap->n_nodes : 0, snap ? snap->pods : NULL,
+                            snap ? snap->n_pods : 0);
+}
+
+struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cfg,
+                                   struct af_snapshot *snap)
+{
+    struct af_costs *c, *old_costs = NULL;
+    struct af_snapshot *old_snap = NULL;
+    struct af_config *old_cfg = NULL;
+
+    if (!m)
+        return compute(cfg, snap);
+    /* Computed under the lock: two requests after one change compute once, not twice. */
+    pthread_mutex_lock(&m->lock);
+    if (!m->costs || m->snap != snap || m->cfg != cfg) {
+        old_costs = m->costs;
+        old_snap = m->snap;
+        old_cfg = m->cfg;
+        m->costs = compute(cfg, snap);
+        m->snap = af_snapshot_ref(snap);
+        m->cfg = cfg ? af_config_ref(cfg) : NULL;
+    }
+    c = af_costs_ref(m->costs);
+    pthread_mutex_unlock(&m->lock);
+    af_costs_unref(old_costs);
+    af_snapshot_unref(old_snap);
+    af_config_unref(old_cfg);
+    return c;
+}
+
+/* ---- decisions --------------------------------------------------------------------------------------- */
+
+/* "nvidia-a100, nvidia-h100" for a class mask. */
+static void class_list(uint32_t mask, char *out, size_t n)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++) {
+        int w;
+        if (!(mask & (1u << c)))
+            continue;
+        w = snprintf(out + used, n - used, "%s%s", used ? ", " : "",
+                     af_class_name((enum af_class)c));
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+/* "$31.20/h of $30.00/h spent" and the like: the tenant's standing, for reasons. */
+static void standing(const struct af_budget_decision *bd, const char *mode, char *out, size_t n)
+{
+    const struct af_tenant *t = bd->t;
+
+    if (bd->spend_usd_hr >= t->budget_usd_hr)
+        snprintf(out, n, "tenant %s over its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
+                 bd->spend_usd_hr, t->budget_usd_hr);
+    else
+        snprintf(out, n, "tenant %s's %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
+                 bd->spend_usd_hr, t->budget_usd_hr);
+}
+
+void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
+                     const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
+                     struct af_budget_decision *bd)
+{
+    const struct af_tenant *t;
+    char why[AF_REASON_MAX], list[200];
+    size_t used = 0;
+
+    memset(bd, 0, sizeof(*bd));
+    bd->tenant = af_tenant_of(cfg ? cfg->policy : NULL, pod, &bd->how);
+    if (bd->tenant < 0)
+        return;
+    t = bd->t = &cfg->policy->tenants[bd->tenant];
+    if ((t->has_budget || (flags & AF_BUDGET_SPEND)) && snap) {
+        struct af_costs *c = af_costs_memo_get(svc ? svc->costs : NULL, cfg, snap);
+        if ((size_t)bd->tenant < c->n_tenants)
+            bd->spend_usd_hr = c->tenants[bd->tenant].spend_usd_hr;
+        af_costs_unref(c);
+        bd->spend_known = true;
+    }
+    if (t->classes) {
+        class_list(t->classes, list, sizeof(list));
+        snprintf(why, sizeof(why), "tenant %.63s may use only %.150s", t->name, list);
+        af_plan_restrict(plan, t->classes, why);
+        used += (size_t)snprintf(bd->effect + used, sizeof(bd->effect) - used,
+                                 "classes limited to the tenant's; ");
+    }
+    if (t->spot_only) {
+        snprintf(why, sizeof(why), "tenant %.63s runs on spot capacity only", t->name);
+        af_plan_require_spot(plan, why);
+        used += (size_t)snprintf(bd->effect + used, sizeof(bd->effect) - used,
+                                 "spot nodes only; ");
+    }
+    if (t->has_budget) {
+        double left = t->budget_usd_hr - bd->spend_usd_hr;
+        char room[64];
+        bool hard = t->over_budget == AF_OVER_BUDGET_HARD;
+        if (left >= 0)
+            snprintf(room, sizeof(room), "$%.2f/h left", left);
+        else
+            snprintf(room, sizeof(room), "already $%.2f/h over", -left);
+        if (hard) {
+            standing(bd, "hard", why, sizeof(why));
+            af_plan_limit_cost(plan, t->premium, left, why);
+        }
+        bd->soft = !hard;
+        snprintf(bd->effect + used, sizeof(bd->effect) - used,
+                 "%s budget: premium nodes where the pod's share would pass $%.2f/h %s (%s)",
+                 hard ? "hard" : "soft", t->budget_usd_hr, hard ? "are refused" : "score lower",
+                 room);
+    } else if (used >= 2) {
+        bd->effect[used - 2] = '\0';   /* no trailing "; " */
+    } else {
+        snprintf(bd->effect, sizeof(bd->effect), "no budget, no limits");
+    }
+}
+
+static bool premium_node(const struct af_tenant *t, const struct af_node_info *n)
+{
+    return n && n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT &&
+           (t->premium & (1u << n->cls)) && n->price_known;
+}
+
+void af_budget_rank(const struct af_budget_decision *bd, const struct af_pod_info *pod,
+                    const struct af_node_view *views, size_t n, struct af_node_decision *dec)
+{
+    int with_room[AF_CLASS__COUNT];
+    char stand[AF_REASON_MAX];
+
+    if (!bd->soft || !bd->t || !pod)
+        return;
+    memset(with_room, 0, sizeof(with_room));
+    for (size_t i = 0; i < n; i++)
+        if (dec[i].verdict == AF_VERDICT_PASS && dec[i].has_room && views[i].info &&
+            views[i].info->cls > AF_CLASS_UNKNOWN && views[i].info->cls < AF_CLASS__COUNT)
+            with_room[views[i].info->cls]++;
+    standing(bd, "soft", stand, sizeof(stand));
+    for (size_t i = 0; i < n; i++) {
+        const struct af_node_info *info = views[i].info;
+        struct af_node_decision *d = &dec[i];
+        char was[AF_REASON_MAX];
+        double add;
+        bool last;
+
+        if (d->verdict != AF_VERDICT_PASS || !premium_node(bd->t, info))
+            continue;
+        add = af_pod_share_usd(&pod->requests, info);
+        if (!(bd->spend_usd_hr + add > bd->t->budget_usd_hr))
+            continue;
+        last = d->has_room && with_room[info->cls] == 1;
+        d->score = last ? 0 : d->score / 2;
+        memcpy(was, d->reason, sizeof(was));
+        af_reasonf(d->reason, "%.80s; %.100s; this node would add $%.2f/h: %s", was, stand, add,
+                   last ? "last of its class with room, left to tenants within budget (score 0)"
+                        : "score halved");
+    }
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------------ */
+
+/* Dollars per hour to a tenth of a cent and a bit: 4 decimals, no trailing zeros. */
+static int num(struct af_buf *o, double v)
+{
+    double r = round(v * 10000.0) / 10000.0;
+
+    if (r == 0)
+        r = 0;   /* no "-0" */
+    return af_buf_printf(o, "%.10g", r);
+}
+
+static int key(struct af_buf *o, bool *first, const char *k)
+{
+    int rc = af_buf_puts(o, *first ? "" : ",");
+
+    *first = false;
+    if (!rc)
+        rc = af_buf_json_str(o, k);
+    if (!rc)
+        rc = af_buf_puts(o, ":");
+    return rc;
+}
+
+static int kstr(struct af_buf *o, bool *first, const char *k, const char *v)
+{
+    int rc = key(o, first, k);
+
+    if (!rc)
+        rc = v ? af_buf_json_str(o, v) : af_buf_puts(o, "null");
+    return rc;
+}
+
+static int knum(struct af_buf *o, bool *first, const char *k, double v)
+{
+    int rc = key(o, first, k);
+
+    return rc ? rc : num(o, v);
+}
+
+static int kint(struct af_buf *o, bool *first, const char *k, long long v)
+{
+    int rc = key(o, first, k);
+
+    return rc ? rc : af_buf_printf(o, "%lld", v);
+}
+
+static int kraw(struct af_buf *o, bool *first, const char *k, const char *raw)
+{
+    int rc = key(o, first, k);
+
+    return rc ? rc : af_buf_puts(o, raw);
+}
+
+static int class_array(struct af_buf *o, bool *first, const char *k, uint32_t mask)
+{
+    int rc = key(o, first, k);
+    bool one = true;
+
+    if (!rc)
+        rc = af_buf_puts(o, "[");
+    for (int c = 0; c < AF_CLASS__COUNT && !rc; c++)
+        if (mask & (1u << c)) {
+            rc = af_buf_puts(o, one ? "" : ",");
+            if (!rc)
+                rc = af_buf_json_str(o, af_class_name((enum af_class)c));
+            one = false;
+        }
+    return rc ? rc : af_buf_puts(o, "]");
+}
+
+static const char *slot_name(int slot)
+{
+    return slot >= AF_CLASS__COUNT ? "unknown" : af_class_name((enum af_class)slot);
+}
+
+int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *out)
+{
+    const struct af_tenant *t = bd->t;
+    bool f = true;
+    int rc;
+
+    if (!t)
+        return af_buf_puts(out, "null");
+    rc = af_buf_puts(out, "{");
+    if (!rc)
+        rc = kstr(out, &f, "name", t->name);
+    if (!rc)
+        rc = kstr(out, &f, "matched_by", af_tenant_match_name(bd->how));
+    if (!rc && t->has_budget)
+        rc = knum(out, &f, "budget_usd_hr", t->budget_usd_hr);
+    else if (!rc)
+        rc = kraw(out, &f, "budget_usd_hr", "null");
+    if (!rc)
+        rc = kstr(out, &f, "over_budget",
+                  t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
+    if (!rc && bd->spend_known)
+        rc = knum(out, &f, "spend_usd_hr", bd->spend_usd_hr);
+    else if (!rc)
+        rc = kraw(out, &f, "spend_usd_hr", "null");
+    if (!rc)
+        rc = class_array(out, &f, "premium_classes", t->premium);
+    if (!rc && t->classes)
+        rc = class_array(out, &f, "classes", t->classes);
+    else if (!rc)
+        rc = kraw(out, &f, "classes", "null");
+    if (!rc)
+        rc = kstr(out, &f, "capacity", t->spot_only ? "spot" : "any");
+    if (!rc)
+        rc = kstr(out, &f, "effect", bd->effect);
+    return rc ? rc : af_buf_puts(out, "}");
+}
+
+static int render_tenants(const struct af_costs *c, const struct af_policy *pol, struct af_buf *o)
+{
+    int rc = af_buf_puts(o, "[");
+
+    for (size_t i = 0; i < c->n_tenants && pol && i < pol->n_tenants && !rc; i++) {
+        const struct af_tenant *t = &pol->tenants[i];
+        const struct af_cost_tenant *ct = &c->tenants[i];
+        bool f = true, fc = true;
+
+        rc = af_buf_puts(o, i ? ",{" : "{");
+        if (!rc)
+            rc = kstr(o, &f, "name", t->name);
+        if (!rc && t->has_budget)
+            rc = knum(o, &f, "budget_usd_hr", t->budget_usd_hr);
+        else if (!rc)
+            rc = kraw(o, &f, "budget_usd_hr", "null");
+        if (!rc)
+            rc = kstr(o, &f, "over_budget",
+                      t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
+        if (!rc)
+            rc = knum(o, &f, "spend_usd_hr", ct->spend_usd_hr);
+        if (!rc && t->has_budget)
+            rc = knum(o, &f, "remaining_usd_hr", t->budget_usd_hr - ct->spend_usd_hr);
+        else if (!rc)
+            rc = kraw(o, &f, "remaining_usd_hr", "null");
+        if (!rc)
+            rc = kraw(o, &f, "over",
+                      t->has_budget && ct->spend_usd_hr > t->budget_usd_hr ? "true" : "false");
+        if (!rc)
+            rc = kint(o, &f, "pods", ct->pods);
+        if (!rc)
+            rc = key(o, &f, "by_class");
+        if (!rc)
+            rc = af_buf_puts(o, "{");
+        for (int s = 0; s < AF_COSTS_CLASSES && !rc; s++)
+            if (ct->by_class[s] > 0)
+                rc = knum(o, &fc, slot_name(s), ct->by_class[s]);
+        if (!rc)
+            rc = af_buf_puts(o, "}}");
+    }
+    return rc ? rc : af_buf_puts(o, "]");
+}
+
+static int render_namespaces(const struct af_costs *c, const struct af_policy *pol,
+                             struct af_buf *o)
+{
+    int rc = af_buf_puts(o, "[");
+
+    for (size_t i = 0; i < c->n_ns && !rc; i++) {
+        const struct af_cost_ns *e = &c->ns[i];
+        bool f = true;
+        rc = af_buf_puts(o, i ? ",{" : "{");
+        if (!rc)
+            rc = kstr(o, &f, "name", e->ns);
+        if (!rc)
+            rc = kstr(o, &f, "tenant",
+                      pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
+                          ? pol->tenants[e->tenant].name
+                          : NULL);
+        if (!rc)
+            rc = knum(o, &f, "spend_usd_hr", e->spend_usd_hr);
+        if (!rc)
+            rc = kint(o, &f, "pods", e->pods);
+        if (!rc)
+            rc = af_buf_puts(o, "}");
+    }
+    return rc ? rc : af_buf_puts(o, "]");
+}
+
+static int render_classes(const struct af_costs *c, struct af_buf *o)
+{
+    int rc = af_buf_puts(o, "[");
+    bool one = true;
+
+    for (int s = 0; s < AF_COSTS_CLASSES && !rc; s++) {
+        const struct af_cost_class *cl = &c->classes[s];
+        bool f = true;
+        if (!cl->nodes)
+            continue;
+        rc = af_buf_puts(o, one ? "{" : ",{");
+        one = false;
+        if (!rc)
+            rc = kstr(o, &f, "class", slot_name(s));
+        if (!rc)
+            rc = kint(o, &f, "nodes", cl->nodes);
+        if (!rc)
+            rc = knum(o, &f, "price_usd_hr", cl->price_usd_hr);
+        if (!rc)
+            rc = knum(o, &f, "spend_usd_hr", cl->spend_usd_hr);
+        if (!rc)
+            rc = knum(o, &f, "idle_usd_hr", cl->idle_usd_hr);
+        if (!rc)
+            rc = kint(o, &f, "devices", (long long)cl->devices);
+        if (!rc)
+            rc = kint(o, &f, "idle_devices", (long long)cl->idle_devices);
+        if (!rc)
+            rc = af_buf_puts(o, "}");
+    }
+    return rc ? rc : af_buf_puts(o, "]");
+}
+
+static int render_idle(const struct af_costs *c, struct af_buf *o)
+{
+    int rc = af_buf_puts(o, "[");
+
+    for (size_t i = 0; i < c->n_groups && !rc; i++) {
+        const struct af_cost_group *g = &c->groups[i];
+        bool f = true;
+        rc = af_buf_puts(o, i ? ",{" : "{");
+        if (!rc)
+            rc = kstr(o, &f, "node_group", g->group);
+        if (!rc)
+            rc = kstr(o, &f, "class", slot_name(g->cls));
+        if (!rc)
+            rc = kint(o, &f, "nodes", g->nodes);
+        if (!rc)
+            rc = kint(o, &f, "devices", (long long)g->devices);
+        if (!rc)
+            rc = kint(o, &f, "idle_devices", (long long)g->idle_devices);
+        if (!rc)
+            rc = knum(o, &f, "idle_usd_hr", g->idle_usd_hr);
+        if (!rc)
+            rc = af_buf_puts(o, "}");
+    }
+    return rc ? rc : af_buf_puts(o, "]");
+}
+
+int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
+                         uint64_t generation, struct af_buf *out)
+{
+    bool f = true, ft = true;
+    int rc = af_buf_puts(out, "{");
+
+    if (!rc)
+        rc = kint(out, &f, "snapshot_generation", (long long)generation);
+    if (!rc)
+        rc = kstr(out, &f, "policy", pol ? pol->source : NULL);
+    if (!rc)
+        rc = key(out, &f, "total");
+    if (!rc)
+        rc = af_buf_puts(out, "{");
+    if (!rc)
+        rc = knum(out, &ft, "price_usd_hr", c->price_usd_hr);
+    if (!rc)
+        rc = knum(out, &ft, "spend_usd_hr", c->spend_usd_hr);
+    if (!rc)
+        rc = knum(out, &ft, "idle_usd_hr", c->idle_usd_hr);
+    if (!rc)
+        rc = kint(out, &ft, "pods", c->pods_counted);
+    if (!rc)
+        rc = kint(out, &ft, "pods_on_unpriced_nodes", c->pods_unpriced);
+    if (!rc)
+        rc = kint(out, &ft, "unpriced_nodes", c->unpriced_nodes);
+    if (!rc)
+        rc = af_buf_puts(out, "}");
+    if (!rc)
+        rc = key(out, &f, "tenants");
+    if (!rc)
+        rc = render_tenants(c, pol, out);
+    if (!rc)
+        rc = key(out, &f, "namespaces");
+    if (!rc)
+        rc = render_namespaces(c, pol, out);
+    if (!rc)
+        rc = key(out, &f, "classes");
+    if (!rc)
+        rc = render_classes(c, out);
+    if (!rc)
+        rc = key(out, &f, "idle");
+    if (!rc)
+        rc = render_idle(c, out);
+    return rc ? rc : af_buf_puts(out, "}\n");
+}
+
+int af_service_costs(struct af_service *svc, struct af_buf *out)
+{
+    size_t base = out->len;
+    struct af_snapshot *snap = af_publisher_acquire(svc->pub);
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    struct af_costs *c;
+    int status = 200;
+
+    if (!snap) {
+        status = 503;
+        if (af_buf_puts(out, "{\"error\":\"no cluster snapshot yet: the cache has not "
+                             "listed nodes and pods\"}\n") != 0)
+            status = 500;
+        goto done;
+    }
+    c = af_costs_memo_get(svc->costs, cfg, snap);
+    if (af_costs_render_json(c, cfg->policy, snap->generation, out) != 0) {
+        out->len = base;
+        if (out->buf)
+            out->buf[base] = '\0';
+        if (af_buf_puts(out, "{\"error\":\"cost report too large\"}\n") != 0)
+            out->len = base;
+        status = 500;
+    }
+    af_costs_unref(c);
+done:
+    af_snapshot_unref(snap);
+    return status;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------------------ */
+
+int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, struct af_buf *o)
+{
+    struct af_snapshot *snap = svc ? af_publisher_acquire(svc->pub) : NULL;
+    const struct af_policy *pol = cfg ? cfg->policy : NULL;
+    struct af_costs *c;
+    double other[AF_COSTS_CLASSES];
+    int rc = 0;
+
+    if (!snap || !pol)
+        goto done;
+    c = af_costs_memo_get(svc->costs, cfg, snap);
+    rc = af_metrics_header(o, "accelfit_tenant_spend_dollars_per_hour", "gauge",
+                           "What each tenant's running pods cost: their share of their nodes' "
+                           "hourly prices.");
+    for (size_t i = 0; i < c->n_tenants && i < pol->n_tenants && !rc; i++) {
+        rc = af_buf_puts(o, "accelfit_tenant_spend_dollars_per_hour{tenant=\"");
+        if (!rc)
+            rc = af_metrics_label(o, pol->tenants[i].name);
+        if (!rc)
+            rc = af_buf_puts(o, "\"} ");
+        if (!rc)
+            rc = num(o, c->tenants[i].spend_usd_hr);
+        if (!rc)
+            rc = af_buf_puts(o, "\n");
+    }
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_tenant_budget_dollars_per_hour", "gauge",
+                               "Each tenant's budget from the policy (tenants with one).");
+    for (size_t i = 0; i < pol->n_tenants && !rc; i++) {
+        if (!pol->tenants[i].has_budget)
+            continue;
+        rc = af_buf_puts(o, "accelfit_tenant_budget_dollars_per_hour{tenant=\"");
+        if (!rc)
+            rc = af_metrics_label(o, pol->tenants[i].name);
+        if (!rc)
+            rc = af_buf_puts(o, "\"} ");
+        if (!rc)
+            rc = num(o, pol->tenants[i].budget_usd_hr);
+        if (!rc)
+            rc = af_buf_puts(o, "\n");
+    }
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_idle_cost_dollars_per_hour", "gauge",
+                               "Allocatable accelerators no pod requested, at their share of "
+                               "the node price, by class and node group.");
+    memset(other, 0, sizeof(other));
+    for (size_t i = 0; i < c->n_groups && !rc; i++) {
+        const struct af_cost_group *g = &c->groups[i];
+        if (i + AF_CLASS__COUNT + 1 >= AF_BUDGET_MAX_GROUP_SERIES) {
+            other[g->cls] += g->idle_usd_hr;   /* past the bound: summed per class */
+            continue;
+        }
+        rc = af_buf_printf(o, "accelfit_idle_cost_dollars_per_hour{class=\"%s\",node_group=\"",
+                           slot_name(g->cls));
+        if (!rc)
+            rc = af_metrics_label(o, g->group ? g->group : "");
+        if (!rc)
+            rc = af_buf_puts(o, "\"} ");
+        if (!rc)
+            rc = num(o, g->idle_usd_hr);
+        if (!rc)
+            rc = af_buf_puts(o, "\n");
+    }
+    for (int s = 0; s < AF_COSTS_CLASSES && !rc; s++)
+        if (other[s] > 0) {
+            rc = af_buf_printf(o,
+                               "accelfit_idle_cost_dollars_per_hour{class=\"%s\","
+                               "node_group=\"other\"} ",
+                               slot_name(s));
+            if (!rc)
+                rc = num(o, other[s]);
+            if (!rc)
+                rc = af_buf_puts(o, "\n");
+        }
+    af_costs_unref(c);
+done:
+    af_snapshot_unref(snap);
+    return rc;
+}

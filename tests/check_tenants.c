@@ -1,0 +1,978 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tenants and costs: the policy's `tenants:` section (errors at their line and
+ * column), which tenant a pod belongs to, spend and idle cost on a small cluster
+ * worked out by hand (tests/fixtures/tenants/README.md), and budgets at decision
+ * time through the service as kube-scheduler drives it: bound pods arrive and
+ * leave between requests (cache upserts and deletes, then a new snapshot), and
+ * each filter, prioritize and /explain answers from the cluster as it is then.
+ * Then the real binary: `accelfit serve` answering GET /costs and /metrics,
+ * `accelfit costs` printing the same figures, and `accelfit serve --kubeconfig`
+ * watching tests/apiserver/fake_apiserver.py while a tenant's pod arrives (its
+ * hard budget then refuses the A100) and leaves (the A100 is open again).
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "accelfit/budget.h"
+#include "accelfit/cache.h"
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
+#include "accelfit/costs.h"
+#include "accelfit/http.h"
+#include "accelfit/tenant.h"
+#include "accelfit/util.h"
+#include "support/fake_api.h"
+#include "support/http_client.h"
+#include "support/support.h"
+
+#define CLUSTER "tests/fixtures/tenants/small-cluster.yaml"
+
+/* Dollars to whole cents, as the hand computations state them. */
+static long cents(double usd)
+{
+    return lround(usd * 100.0);
+}
+
+/* The embedded default policy with tests/fixtures/tenants/tenants.yaml appended, written
+ * to a file the tests and the binary load. Caller frees the path. */
+static char *policy_file(void)
+{
+    size_t len;
+    char *tenants = af_test_read("tests/fixtures/tenants/tenants.yaml", &len);
+    char *path = af_xasprintf("/tmp/af-check-tenants-policy-%d.yaml", (int)getpid());
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fwrite(af_embedded_policy_yaml, 1, af_embedded_policy_yaml_len, f);
+    fputs("\n", f);
+    fwrite(tenants, 1, len, f);
+    fclose(f);
+    af_free(tenants);
+    return path;
+}
+
+static int load_policy_text(const char *yaml, struct af_policy **out, struct af_error *err)
+{
+    return af_policy_load_mem(out, "tenants.yaml", yaml, strlen(yaml), err);
+}
+
+/* ---- the policy section --------------------------------------------------------------------- */
+
+START_TEST(test_example_policy_loads_with_default_last)
+{
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    const struct af_policy *p;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL,
+                                    af_test_path("policies/examples/multi-tenant.yaml"), &err),
+                     0);
+    p = cfg->policy;
+    ck_assert_uint_eq(p->n_tenants, 4);
+    ck_assert_str_eq(p->tenants[0].name, "research");
+    ck_assert(p->tenants[0].has_budget);
+    ck_assert_int_eq(p->tenants[0].over_budget, AF_OVER_BUDGET_HARD);
+    ck_assert_uint_eq(p->tenants[0].premium & (1u << AF_CLASS_NVIDIA_A10G), 0);
+    ck_assert_uint_ne(p->tenants[0].premium & (1u << AF_CLASS_NVIDIA_A100), 0);
+    ck_assert_str_eq(p->tenants[1].name, "production");
+    ck_assert_int_eq(p->tenants[1].over_budget, AF_OVER_BUDGET_SOFT);
+    /* default premium: every accelerator class, never cpu */
+    ck_assert_uint_ne(p->tenants[1].premium & (1u << AF_CLASS_NVIDIA_T4), 0);
+    ck_assert_uint_eq(p->tenants[1].premium & (1u << AF_CLASS_CPU), 0);
+    ck_assert(p->tenants[2].spot_only);
+    ck_assert_str_eq(p->tenants[3].name, AF_TENANT_DEFAULT);
+    ck_assert(p->tenants[3].has_budget);
+    ck_assert_uint_eq(p->n_tenant_ns, 5);
+    af_config_unref(cfg);
+}
+END_TEST
+
+START_TEST(test_policy_without_tenants_has_an_unlimited_default)
+{
+    struct af_config *cfg = NULL;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+    ck_assert_uint_eq(cfg->policy->n_tenants, 1);
+    ck_assert_str_eq(cfg->policy->tenants[0].name, AF_TENANT_DEFAULT);
+    ck_assert(!cfg->policy->tenants[0].has_budget);
+    af_config_unref(cfg);
+}
+END_TEST
+
+static const struct bad_case {
+    const char *yaml;
+    int line, column;
+    const char *want;
+} bad_cases[] = {
+    {"tenants:\n  - name: a\n    classes: [nvidia-a100, tpu-v5]\n", 3, 28, "unknown class 'tpu-v5'"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: -5\n", 3, 26,
+     "'budget_usd_per_hour' of tenant 'a' must be between 0"},
+    {"tenants:\n  - name: a\n    namespaces: [ml]\n  - name: b\n    namespaces: [web, ml]\n", 5,
+     23, "namespace 'ml' is claimed by tenants 'a' and 'b'"},
+    {"tenants:\n  - name: a\n    over_budget: hard\n", 3, 18,
+     "tenant 'a' sets 'over_budget' but no 'budget_usd_per_hour'"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: 5\n    over_budget: strict\n", 4, 18,
+     "'over_budget' must be soft"},
+    {"tenants:\n  - name: default\n    namespaces: [web]\n", 3, 17,
+     "the default tenant takes the pods no other tenant matches"},
+    {"tenants:\n  - name: a\n  - name: a\n", 3, 11, "tenant 'a' is listed twice"},
+    {"tenants:\n  - name: a\n    classes: [cpu]\n    premium_classes: [nvidia-a100]\n", 4, 22,
+     "premium class 'nvidia-a100' of tenant 'a' is not among its 'classes'"},
+    {"tenants:\n  - name: a\n    capacity: reserved\n", 3, 15, "'capacity' must be spot"},
+    {"tenants:\n  - name: Research\n", 2, 11, "tenant name 'Research' must be lowercase"},
+    {"tenants:\n  - name: a\n    budget: 5\n", 3, 5, "unknown key 'budget'"},
+    {"tenants:\n  - name: a\n    namespaces: [Web_1]\n", 3, 18, "namespace 'Web_1' of tenant"},
+};
+
+START_TEST(test_policy_errors_point_at_the_text)
+{
+    const struct bad_case *c = &bad_cases[_i];
+    char *yaml = af_xasprintf("%s\n%s", af_embedded_policy_yaml, c->yaml);
+    struct af_policy *p = NULL;
+    struct af_error err;
+    int base = 0;
+
+    for (const char *s = af_embedded_policy_yaml; *s; s++)
+        base += *s == '\n';
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_ne(load_policy_text(yaml, &p, &err), 0);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(err.text, c->want), "error '%s' lacks '%s'", err.text, c->want);
+    /* the appended text starts after the embedded policy's lines and one blank line */
+    ck_assert_int_eq(err.line, base + 1 + c->line);
+    ck_assert_int_eq(err.column, c->column);
+    af_free(yaml);
+}
+END_TEST
+
+/* ---- matching ----------------------------------------------------------------------------- */
+
+START_TEST(test_namespace_wins_over_label_and_label_over_default)
+{
+    char *path = policy_file();
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    struct af_pod_info pod;
+    enum af_tenant_match how;
+    const struct af_policy *p;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, path, &err), 0);
+    p = cfg->policy;
+    memset(&pod, 0, sizeof(pod));
+    pod.ns = "ml-training";
+    pod.tenant = "batch";
+    ck_assert_str_eq(p->tenants[af_tenant_of(p, &pod, &how)].name, "research");
+    ck_assert_int_eq(how, AF_TENANT_BY_NAMESPACE);
+    pod.ns = "web";
+    ck_assert_str_eq(p->tenants[af_tenant_of(p, &pod, &how)].name, "batch");
+    ck_assert_int_eq(how, AF_TENANT_BY_LABEL);
+    pod.tenant = "nobody";
+    ck_assert_str_eq(p->tenants[af_tenant_of(p, &pod, &how)].name, "default");
+    ck_assert_int_eq(how, AF_TENANT_BY_DEFAULT);
+    pod.tenant = NULL;
+    pod.ns = "inference";
+    ck_assert_str_eq(p->tenants[af_tenant_of(p, &pod, &how)].name, "production");
+    af_config_unref(cfg);
+    unlink(path);
+    af_free(path);
+}
+END_TEST
+
+/* ---- fixture: cache, publisher and service over the test policy --------------------------------- */
+
+static struct af_cache *cache;
+static struct af_publisher pub;
+static struct af_config_holder holder;
+static struct af_service svc;
+static struct af_config *cfg;      /* borrowed from `holder` */
+static char *policy_path;
+
+static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    if (node)
+        af_cache_upsert_node(ud, node);
+    if (pod)
+        af_cache_upsert_pod(ud, pod);
+}
+
+static void publish(void)
+{
+    af_publisher_publish(&pub, af_cache_snapshot(cache));
+}
+
+static void load_yaml(const char *name, const char *yaml)
+{
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_codec_decode_cluster(cfg, name, yaml, strlen(yaml), upsert, cache, &err) == 0,
+                  "%s", err.text);
+}
+
+static void setup(void)
+{
+    struct af_error err;
+    struct af_config *c = NULL;
+    char *text;
+    size_t len;
+
+    policy_path = policy_file();
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&c, NULL, policy_path, &err), 0);
+    cfg = c;
+    af_config_holder_init(&holder, c);
+    af_publisher_init(&pub);
+    cache = af_cache_new();
+    text = af_test_read(CLUSTER, &len);
+    load_yaml(CLUSTER, text);
+    af_free(text);
+    af_cache_set_synced(cache, true);
+    publish();
+    memset(&svc, 0, sizeof(svc));
+    svc.config = &holder;
+    svc.pub = &pub;
+    svc.metrics = af_metrics_new();
+    svc.costs = af_costs_memo_new();
+    svc.when_not_ready = AF_NOT_READY_REJECT;
+}
+
+static void teardown(void)
+{
+    af_costs_memo_free(svc.costs);
+    af_metrics_free(svc.metrics);
+    af_cache_free(cache);
+    af_publisher_destroy(&pub);
+    af_config_holder_destroy(&holder);
+    unlink(policy_path);
+    af_free(policy_path);
+}
+
+/* A bound pod arrives: `gpus` A100s or A10Gs and `cpu` cores on `node`. */
+static void arrive(const char *ns, const char *name, const char *node, int gpus, int cpu)
+{
+    char *yaml = af_xasprintf(
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n"
+        "  metadata: {name: %s, namespace: %s, uid: %s-%s}\n"
+        "  spec:\n    nodeName: %s\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"%d\", nvidia.com/gpu: \"%d\"}\n"
+        "        limits: {nvidia.com/gpu: \"%d\"}\n"
+        "  status: {phase: Running}\n",
+        name, ns, ns, name, node, cpu, gpus, gpus);
+    load_yaml("arriving pod", yaml);
+    af_free(yaml);
+    publish();
+}
+
+static void leave(const char *ns, const char *name)
+{
+    af_cache_delete_pod(cache, ns, name);
+    publish();
+}
+
+static const char *const all_nodes = "[\"p4d-1\", \"g5-big-1\", \"g5-spot-1\", \"cpu-1\"]";
+
+/* Annotations: a training pod (tiered fallback: only the best tier with room passes), and
+ * a pod that states no workload but a 20B model served for performance (tiers only rank:
+ * A100 first of the classes here, then L40S; two A10Gs are too small for it). */
+#define TRAINING "\"accelfit.io/workload\": \"training\""
+#define BIG_MODEL "\"accelfit.io/objective\": \"performance\", \"accelfit.io/model-params\": \"20B\""
+
+/* A pending pod of `ns` asking for `gpus` GPUs with annotations `ann` (JSON). Caller frees. */
+static char *pod_json(const char *ns, int gpus, const char *ann)
+{
+    return af_xasprintf(
+        "{\"metadata\": {\"name\": \"new-0\", \"namespace\": \"%s\", \"uid\": \"u-%s\","
+        " \"annotations\": {%s}},"
+        " \"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\":"
+        " {\"cpu\": \"1\", \"nvidia.com/gpu\": \"%d\"}, \"limits\": {\"nvidia.com/gpu\": \"%d\"}}}]}}",
+        ns, ns, ann, gpus, gpus);
+}
+
+/* ExtenderArgs naming every node, for that pod. Caller frees. */
+static char *args_for(const char *ns, int gpus, const char *ann)
+{
+    char *pod = pod_json(ns, gpus, ann), *s;
+
+    s = af_xasprintf("{\"Pod\": %s, \"NodeNames\": %s}", pod, all_nodes);
+    af_free(pod);
+    return s;
+}
+
+static json_t *call(enum af_verb verb, const char *body)
+{
+    struct af_buf out = AF_BUF_INIT(0);
+    json_t *j;
+    json_error_t je;
+
+    ck_assert_int_eq(af_service_handle(&svc, verb, body, strlen(body), &out), 200);
+    j = json_loadb(out.buf, out.len, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", out.buf);
+    af_buf_release(&out);
+    return j;
+}
+
+static bool passes(json_t *filter, const char *node)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(json_object_get(filter, "NodeNames"), i, v)
+        if (!strcmp(json_string_value(v), node))
+            return true;
+    return false;
+}
+
+/* The reason filter gave `node`, "" when it passed. */
+static const char *refusal(json_t *filter, const char *node)
+{
+    json_t *r = json_object_get(json_object_get(filter, "FailedAndUnresolvableNodes"), node);
+
+    if (!r)
+        r = json_object_get(json_object_get(filter, "FailedNodes"), node);
+    return r ? json_string_value(r) : "";
+}
+
+static int score_of(json_t *prio, const char *node)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(prio, i, v)
+        if (!strcmp(json_string_value(json_object_get(v, "Host")), node))
+            return (int)json_integer_value(json_object_get(v, "Score"));
+    ck_abort_msg("no score for %s", node);
+    return -1;
+}
+
+static const char *top_node(json_t *prio)
+{
+    size_t i;
+    json_t *v;
+    const char *best = NULL;
+    json_int_t bs = -1;
+
+    json_array_foreach(prio, i, v) {
+        json_int_t s = json_integer_value(json_object_get(v, "Score"));
+        if (s > bs) {
+            bs = s;
+            best = json_string_value(json_object_get(v, "Host"));
+        }
+    }
+    return best;
+}
+
+static double tenant_spend(const char *name)
+{
+    struct af_snapshot *snap = af_publisher_acquire(&pub);
+    struct af_costs *c = af_costs_memo_get(svc.costs, cfg, snap);
+    double v = -1;
+
+    for (size_t i = 0; i < cfg->policy->n_tenants; i++)
+        if (!strcmp(cfg->policy->tenants[i].name, name))
+            v = c->tenants[i].spend_usd_hr;
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+    return v;
+}
+
+/* ---- spend and idle cost, by hand ------------------------------------------------------------ */
+
+START_TEST(test_spend_equals_the_hand_computed_figures)
+{
+    struct af_snapshot *snap = af_publisher_acquire(&pub);
+    struct af_costs *c = af_costs_memo_get(svc.costs, cfg, snap);
+
+    /* tests/fixtures/tenants/README.md works these out */
+    ck_assert_int_eq(cents(tenant_spend("research")), 1106);     /* 10.978821 + 0.085 */
+    ck_assert_int_eq(cents(tenant_spend("production")), 367);    /* 1.00 + 2.50 + 0.17 */
+    ck_assert_int_eq(cents(tenant_spend("batch")), 40);          /* 1.006 x 0.4 spot */
+    ck_assert_int_eq(cents(tenant_spend("default")), 2);         /* 0.1/96 x 21.957642 */
+    ck_assert_int_eq(cents(c->spend_usd_hr), 1516);
+    ck_assert_int_eq(c->pods_counted, 7);                        /* the pending pod costs 0 */
+    ck_assert_double_eq_tol(c->classes[AF_CLASS_NVIDIA_A100].spend_usd_hr, 10.978821 + 0.022873,
+                            1e-5);
+    /* by namespace: web's pod is production's by its label; ml-training holds both research pods */
+    ck_assert_uint_eq(c->n_ns, 5);
+    ck_assert_str_eq(c->ns[3].ns, "ml-training");
+    ck_assert_int_eq(cents(c->ns[3].spend_usd_hr), 1106);
+    ck_assert(c->ns[3].owned);
+    ck_assert_str_eq(c->ns[4].ns, "web");                     /* owned by no tenant */
+    ck_assert(!c->ns[4].owned);
+    ck_assert_int_eq(cents(c->ns[4].spend_usd_hr), 17);
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
+START_TEST(test_idle_cost_of_a_half_used_p4d)
+{
+    struct af_snapshot *snap = af_publisher_acquire(&pub);
+    struct af_costs *c = af_costs_memo_get(svc.costs, cfg, snap);
+    const struct af_cost_group *p4d = NULL;
+
+    for (size_t i = 0; i < c->n_groups; i++)
+        if (c->groups[i].group && !strcmp(c->groups[i].group, "gpu-p4d"))
+            p4d = &c->groups[i];
+    ck_assert_ptr_nonnull(p4d);
+    ck_assert_int_eq(p4d->cls, AF_CLASS_NVIDIA_A100);
+    ck_assert_int_eq((int)p4d->devices, 8);
+    ck_assert_int_eq((int)p4d->idle_devices, 4);
+    ck_assert_int_eq(cents(p4d->idle_usd_hr), 1098);             /* 21.957642 x 4/8 */
+    ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A10G].idle_usd_hr), 100);   /* 4.00 x 1/4 */
+    ck_assert_int_eq(cents(c->idle_usd_hr), 1198);
+    ck_assert_int_eq(cents(c->classes[AF_CLASS_CPU].idle_usd_hr), 0);   /* no accelerators */
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+
+    /* two more A100s requested: a quarter of the p4d idle */
+    arrive("ml-training", "train-1", "p4d-1", 2, 8);
+    snap = af_publisher_acquire(&pub);
+    c = af_costs_memo_get(svc.costs, cfg, snap);
+    ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A100].idle_usd_hr), 549);
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
+START_TEST(test_costs_are_computed_once_per_snapshot)
+{
+    struct af_snapshot *snap = af_publisher_acquire(&pub);
+    struct af_costs *a = af_costs_memo_get(svc.costs, cfg, snap), *b;
+
+    b = af_costs_memo_get(svc.costs, cfg, snap);
+    ck_assert_ptr_eq(a, b);          /* the same computation, not a new one */
+    af_costs_unref(b);
+    af_snapshot_unref(snap);
+    arrive("batch", "etl-1", "g5-big-1", 1, 1);
+    snap = af_publisher_acquire(&pub);
+    b = af_costs_memo_get(svc.costs, cfg, snap);
+    ck_assert_ptr_ne(a, b);          /* a new snapshot: computed again */
+    ck_assert_int_eq(cents(b->spend_usd_hr - a->spend_usd_hr), 100);
+    af_costs_unref(a);
+    af_costs_unref(b);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
+/* ---- budgets at decision time ----------------------------------------------------------------- */
+
+START_TEST(test_hard_budget_refuses_premium_nodes_until_pods_leave)
+{
+    char *body = args_for("ml-training", 1, TRAINING);
+    json_t *f;
+
+    /* research spends $11.06/h of $15; one A100 adds 21.957642/8 = $2.74/h: allowed */
+    f = call(AF_VERB_FILTER, body);
+    ck_assert_msg(passes(f, "p4d-1"), "%s", refusal(f, "p4d-1"));
+    json_decref(f);
+
+    /* two more A100s of research start: $16.55/h, over the budget */
+    arrive("ml-training", "train-1", "p4d-1", 2, 8);
+    ck_assert_int_eq(cents(tenant_spend("research")), 1655);
+    f = call(AF_VERB_FILTER, body);
+    ck_assert(!passes(f, "p4d-1"));
+    ck_assert_str_eq(refusal(f, "p4d-1"),
+                     "tenant research over its hard budget: $16.55/h of $15.00/h spent; "
+                     "p4d.24xlarge would add $2.74/h");
+    /* the A100 was tier 1; the cheap class is open and now wins */
+    ck_assert(passes(f, "g5-big-1"));
+    json_decref(f);
+    /* preemption would not help: evicting on the p4d does not lower research's spend */
+    {
+        char *pod = pod_json("ml-training", 1, TRAINING);
+        char *pre = af_xasprintf("{\"Pod\": %s, \"NodeNameToMetaVictims\": {"
+                                 "\"p4d-1\": {\"Pods\": [{\"UID\": \"x\"}]},"
+                                 " \"g5-big-1\": {\"Pods\": [{\"UID\": \"y\"}]}}}",
+                                 pod);
+        json_t *kept = call(AF_VERB_PREEMPT, pre);
+        json_t *victims = json_object_get(kept, "NodeNameToMetaVictims");
+        ck_assert_ptr_null(json_object_get(victims, "p4d-1"));
+        ck_assert_ptr_nonnull(json_object_get(victims, "g5-big-1"));
+        json_decref(kept);
+        af_free(pre);
+        af_free(pod);
+    }
+    /* another tenant (production, $3.67/h of a soft $30) keeps the A100 */
+    {
+        char *other = args_for("inference", 1, TRAINING);
+        f = call(AF_VERB_FILTER, other);
+        ck_assert(passes(f, "p4d-1"));
+        json_decref(f);
+        af_free(other);
+    }
+
+    /* the pods leave: the A100 is open again */
+    leave("ml-training", "train-1");
+    f = call(AF_VERB_FILTER, body);
+    ck_assert_msg(passes(f, "p4d-1"), "%s", refusal(f, "p4d-1"));
+    json_decref(f);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_soft_budget_only_lowers_scores)
+{
+    char *body = args_for("ml-training", 1, TRAINING);
+    json_t *f, *p;
+    int before, after;
+
+    cfg->policy->tenants[0].over_budget = AF_OVER_BUDGET_SOFT;
+    p = call(AF_VERB_PRIORITIZE, body);
+    before = score_of(p, "p4d-1");
+    json_decref(p);
+
+    arrive("ml-training", "train-1", "p4d-1", 2, 8);
+    f = call(AF_VERB_FILTER, body);
+    ck_assert(passes(f, "p4d-1"));                 /* soft: nothing is refused */
+    json_decref(f);
+    p = call(AF_VERB_PRIORITIZE, body);
+    after = score_of(p, "p4d-1");
+    /* the p4d is the last A100 node with room: left to tenants within budget */
+    ck_assert_int_eq(after, 0);
+    ck_assert_int_gt(before, after);
+    json_decref(p);
+
+    /* a second A100 node with room: each premium node only scores half */
+    load_yaml("second p4d", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n"
+                            "  metadata:\n    name: p4d-2\n    labels:\n"
+                            "      node.kubernetes.io/instance-type: p4d.24xlarge\n"
+                            "  status:\n    allocatable: {cpu: \"96\", memory: 1100Gi, "
+                            "nvidia.com/gpu: \"8\", pods: \"110\"}\n");
+    publish();
+    {
+        char *pod = pod_json("ml-training", 1, TRAINING);
+        char *two = af_xasprintf("{\"Pod\": %s, \"NodeNames\": [\"p4d-1\", \"p4d-2\"]}", pod);
+        json_t *p2;
+        char *mine = pod_json("inference", 1, TRAINING);   /* production: within budget */
+        char *theirs = af_xasprintf("{\"Pod\": %s, \"NodeNames\": [\"p4d-1\", \"p4d-2\"]}",
+                                    mine);
+        json_t *full = call(AF_VERB_PRIORITIZE, theirs);
+        p2 = call(AF_VERB_PRIORITIZE, two);
+        ck_assert_int_gt(score_of(full, "p4d-1"), 1);
+        ck_assert_int_eq(score_of(p2, "p4d-1"), score_of(full, "p4d-1") / 2);
+        json_decref(p2);
+        json_decref(full);
+        af_free(theirs);
+        af_free(mine);
+        af_free(two);
+        af_free(pod);
+    }
+
+    leave("ml-training", "train-1");
+    p = call(AF_VERB_PRIORITIZE, body);
+    ck_assert_int_gt(score_of(p, "p4d-1"), 0);
+    json_decref(p);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_under_budget_tenant_wins_the_last_a100)
+{
+    char *research, *production, *pod;
+    json_t *pr, *pp;
+
+    /* an L40S node: the second choice for a 20B model; the p4d is the last A100 node */
+    load_yaml("l40s", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n"
+                      "  metadata:\n    name: l40s-1\n    labels:\n"
+                      "      node.kubernetes.io/instance-type: g6e.12xlarge\n"
+                      "  status:\n    allocatable: {cpu: \"48\", memory: 360Gi, "
+                      "nvidia.com/gpu: \"4\", pods: \"110\"}\n");
+    /* research over its (now soft) budget, production well within its own */
+    cfg->policy->tenants[0].over_budget = AF_OVER_BUDGET_SOFT;
+    arrive("ml-training", "train-1", "p4d-1", 2, 8);
+    pod = pod_json("ml-training", 2, BIG_MODEL);
+    research = af_xasprintf("{\"Pod\": %s, \"NodeNames\": [\"p4d-1\", \"l40s-1\", \"g5-big-1\"]}",
+                            pod);
+    af_free(pod);
+    pod = pod_json("inference", 2, BIG_MODEL);
+    production = af_xasprintf(
+        "{\"Pod\": %s, \"NodeNames\": [\"p4d-1\", \"l40s-1\", \"g5-big-1\"]}", pod);
+    af_free(pod);
+
+    pr = call(AF_VERB_PRIORITIZE, research);
+    pp = call(AF_VERB_PRIORITIZE, production);
+    /* both rank the A100 first on their own; only the one under budget still does */
+    ck_assert_str_eq(top_node(pp), "p4d-1");
+    ck_assert_int_eq(score_of(pr, "p4d-1"), 0);
+    ck_assert_str_eq(top_node(pr), "l40s-1");
+    json_decref(pr);
+    json_decref(pp);
+
+    /* with room in its budget, research ranks the A100 first too */
+    cfg->policy->tenants[0].budget_usd_hr = 25;
+    pr = call(AF_VERB_PRIORITIZE, research);
+    ck_assert_str_eq(top_node(pr), "p4d-1");
+    json_decref(pr);
+
+    /* hard: the same contest is decided in filter */
+    cfg->policy->tenants[0].budget_usd_hr = 15;
+    cfg->policy->tenants[0].over_budget = AF_OVER_BUDGET_HARD;
+    pr = call(AF_VERB_FILTER, research);
+    pp = call(AF_VERB_FILTER, production);
+    ck_assert(!passes(pr, "p4d-1"));
+    ck_assert(passes(pr, "l40s-1"));
+    ck_assert(passes(pp, "p4d-1"));
+    json_decref(pr);
+    json_decref(pp);
+    af_free(research);
+    af_free(production);
+}
+END_TEST
+
+START_TEST(test_spot_only_tenant_and_allowed_classes)
+{
+    char *body = args_for("batch", 1, TRAINING);
+    json_t *f = call(AF_VERB_FILTER, body);
+
+    /* batch: spot only, A10G and CPU only */
+    ck_assert(passes(f, "g5-spot-1") || strstr(refusal(f, "g5-spot-1"), "no room"));
+    ck_assert(!passes(f, "g5-big-1"));
+    ck_assert_str_eq(refusal(f, "g5-big-1"),
+                     "tenant batch runs on spot capacity only; this node (nvidia-a10g) is "
+                     "on-demand");
+    ck_assert(!passes(f, "p4d-1"));
+    ck_assert_ptr_nonnull(strstr(refusal(f, "p4d-1"), "tenant batch may use only nvidia-a10g, cpu"));
+    json_decref(f);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_explain_shows_tenant_budget_spend_and_effect)
+{
+    char *body = args_for("ml-training", 1, TRAINING);
+    json_t *e, *t, *nodes, *v;
+    size_t i;
+    bool seen = false;
+
+    arrive("ml-training", "train-1", "p4d-1", 2, 8);
+    e = call(AF_VERB_EXPLAIN, body);
+    t = json_object_get(e, "tenant");
+    ck_assert_str_eq(json_string_value(json_object_get(t, "name")), "research");
+    ck_assert_str_eq(json_string_value(json_object_get(t, "matched_by")), "namespace");
+    ck_assert_double_eq(json_number_value(json_object_get(t, "budget_usd_hr")), 15);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "over_budget")), "hard");
+    ck_assert_int_eq(cents(json_number_value(json_object_get(t, "spend_usd_hr"))), 1655);
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(t, "effect")), "refused"));
+    nodes = json_object_get(e, "nodes");
+    json_array_foreach(nodes, i, v)
+        if (!strcmp(json_string_value(json_object_get(v, "name")), "p4d-1")) {
+            ck_assert_str_eq(json_string_value(json_object_get(v, "verdict")), "unresolvable");
+            ck_assert_ptr_nonnull(
+                strstr(json_string_value(json_object_get(v, "reason")), "$16.55/h of $15.00/h"));
+            seen = true;
+        }
+    ck_assert(seen);
+    json_decref(e);
+
+    /* soft: the reason says why the score is lower */
+    cfg->policy->tenants[0].over_budget = AF_OVER_BUDGET_SOFT;
+    e = call(AF_VERB_EXPLAIN, body);
+    seen = false;
+    json_array_foreach(json_object_get(e, "nodes"), i, v)
+        if (!strcmp(json_string_value(json_object_get(v, "name")), "p4d-1")) {
+            ck_assert_str_eq(json_string_value(json_object_get(v, "verdict")), "pass");
+            ck_assert_int_eq(json_integer_value(json_object_get(v, "score")), 0);
+            ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(v, "reason")),
+                                         "over its soft budget"));
+            seen = true;
+        }
+    ck_assert(seen);
+    json_decref(e);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_costs_document_and_gauges_follow_the_cluster)
+{
+    struct af_buf out = AF_BUF_INIT(0);
+    json_t *j, *t;
+
+    ck_assert_int_eq(af_service_costs(&svc, &out), 200);
+    j = json_loads(out.buf, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    t = json_array_get(json_object_get(j, "tenants"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "name")), "research");
+    ck_assert_int_eq(cents(json_number_value(json_object_get(t, "spend_usd_hr"))), 1106);
+    ck_assert_int_eq(cents(json_number_value(json_object_get(t, "remaining_usd_hr"))), 394);
+    ck_assert(json_is_false(json_object_get(t, "over")));
+    json_decref(j);
+    af_buf_reset(&out);
+
+    ck_assert_int_eq(af_service_render_metrics(&svc, &out), 0);
+    ck_assert_ptr_nonnull(
+        strstr(out.buf, "accelfit_tenant_spend_dollars_per_hour{tenant=\"research\"} 11.0638\n"));
+    ck_assert_ptr_nonnull(
+        strstr(out.buf, "accelfit_tenant_budget_dollars_per_hour{tenant=\"research\"} 15\n"));
+    ck_assert_ptr_null(strstr(out.buf, "accelfit_tenant_budget_dollars_per_hour{tenant=\"batch\"}"));
+    ck_assert_ptr_nonnull(strstr(out.buf, "accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
+                                          "node_group=\"gpu-p4d\"} 10.9788\n"));
+    af_buf_reset(&out);
+
+    arrive("ml-training", "train-1", "p4d-1", 2, 8);
+    ck_assert_int_eq(af_service_costs(&svc, &out), 200);
+    j = json_loads(out.buf, 0, NULL);
+    t = json_array_get(json_object_get(j, "tenants"), 0);
+    ck_assert_int_eq(cents(json_number_value(json_object_get(t, "spend_usd_hr"))), 1655);
+    ck_assert(json_is_true(json_object_get(t, "over")));
+    json_decref(j);
+    af_buf_release(&out);
+}
+END_TEST
+
+/* ---- the binary ---------------------------------------------------------------------------------- */
+
+START_TEST(test_serve_answers_costs_and_metrics)
+{
+    char *policy = policy_file();
+    const char *const args[] = {"--cluster", af_test_path(CLUSTER), "--policy", policy, NULL};
+    struct af_test_server s;
+    struct af_test_resp r;
+    CURL *c = curl_easy_init();
+    char url[256];
+    json_t *j;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/costs", s.base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.content_type, "application/json");
+    j = json_loads(r.body, 0, NULL);
+    ck_assert_int_eq(cents(json_number_value(
+                         json_object_get(json_object_get(j, "total"), "idle_usd_hr"))),
+                     1198);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(j, "idle"), 1), "node_group")),
+                     "gpu-p4d");
+    json_decref(j);
+    af_test_resp_free(&r);
+    ck_assert_int_eq(af_test_http(c, "POST", url, "{}", 2, NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 405);
+    af_test_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/metrics", s.base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    ck_assert_ptr_nonnull(
+        strstr(r.body, "accelfit_tenant_spend_dollars_per_hour{tenant=\"production\"} 3.67\n"));
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    unlink(policy);
+    af_free(policy);
+}
+END_TEST
+
+START_TEST(test_costs_command_prints_the_same_figures)
+{
+    char *policy = policy_file();
+    char *out = NULL, *err = NULL;
+    const char *const table[] = {"accelfit", "costs", "--cluster", af_test_path(CLUSTER),
+                                 "--policy", policy, NULL};
+    const char *const js[] = {"accelfit", "costs", "--cluster", af_test_path(CLUSTER),
+                              "--policy", policy, "--output", "json", NULL};
+    const char *const bad[] = {"accelfit", "costs", "--demo", "--output", "csv", NULL};
+    json_t *j;
+
+    ck_assert_int_eq(af_test_exec(table, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "research                  15.00  hard      11.06       3.94     2\n"),
+                  "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "gpu-p4d              nvidia-a100        4 of 8      10.98\n"));
+    af_free(out);
+    af_free(err);
+    ck_assert_int_eq(af_test_exec(js, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_int_eq(cents(json_number_value(
+                         json_object_get(json_object_get(j, "total"), "spend_usd_hr"))),
+                     1516);
+    json_decref(j);
+    af_free(out);
+    af_free(err);
+    ck_assert_int_eq(af_test_exec(bad, NULL, &out, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--output must be table or json, not 'csv'"));
+    ck_assert_str_eq(out, "");
+    af_free(out);
+    af_free(err);
+    unlink(policy);
+    af_free(policy);
+}
+END_TEST
+
+/* ---- the real server, watching a (fake) API server while pods arrive and leave -------------- */
+
+#define P4D "ip-10-0-1-10.us-west-2.compute.internal"   /* recorded p4d.24xlarge, 2 GPUs used */
+#define G5 "ip-10-0-1-40.us-west-2.compute.internal"    /* recorded g5.2xlarge, 1 GPU free */
+
+/* research's spend as GET /costs reports it, in cents; -1 when not there. */
+static long costs_research(CURL *c, const struct af_test_server *s)
+{
+    struct af_test_resp r;
+    char url[256];
+    json_t *j, *t;
+    size_t i;
+    long v = -1;
+
+    snprintf(url, sizeof(url), "%s/costs", s->base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    j = json_loads(r.body ? r.body : "", 0, NULL);
+    json_array_foreach(json_object_get(j, "tenants"), i, t)
+        if (!strcmp(json_string_value(json_object_get(t, "name")), "research"))
+            v = cents(json_number_value(json_object_get(t, "spend_usd_hr")));
+    json_decref(j);
+    af_test_resp_free(&r);
+    return v;
+}
+
+/* Polls GET /costs until research spends `want` cents (the watch delivers the change). */
+static void await_research(CURL *c, const struct af_test_server *s, long want)
+{
+    long got = -1;
+
+    for (int i = 0; i < 1200 && got != want; i++) {   /* up to a minute on a slow machine */
+        got = costs_research(c, s);
+        if (got != want)
+            usleep(50000);
+    }
+    ck_assert_int_eq(got, want);
+}
+
+static json_t *http_filter(CURL *c, const struct af_test_server *s, const char *body)
+{
+    struct af_test_resp r;
+    char url[256];
+    json_t *j;
+
+    snprintf(url, sizeof(url), "%s/filter", s->base);
+    ck_assert_int_eq(af_test_http(c, "POST", url, body, strlen(body), NULL, &r), CURLE_OK);
+    ck_assert_int_eq(r.status, 200);
+    j = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    af_test_resp_free(&r);
+    return j;
+}
+
+START_TEST(test_watching_server_refuses_premium_while_over_hard_budget)
+{
+    static const char tenants[] = "\ntenants:\n  - name: research\n    namespaces: [research]\n"
+                                  "    budget_usd_per_hour: 10\n    over_budget: hard\n"
+                                  "    premium_classes: [nvidia-a100]\n";
+    struct af_test_fake_api f;
+    struct af_test_server s;
+    char *path = af_xasprintf("/tmp/af-check-tenants-watch-%d.yaml", (int)getpid());
+    char *pod = pod_json("research", 1, TRAINING);
+    char *body = af_xasprintf("{\"Pod\": %s, \"NodeNames\": [\"" P4D "\", \"" G5 "\"]}", pod);
+    FILE *fp;
+    CURL *c;
+    json_t *j;
+
+    if (!af_test_fake_api_start(&f))
+        goto out;   /* no python3 or openssl here: nothing to talk to */
+    fp = fopen(path, "w");
+    ck_assert_ptr_nonnull(fp);
+    fwrite(af_embedded_policy_yaml, 1, af_embedded_policy_yaml_len, fp);
+    fputs(tenants, fp);
+    fclose(fp);
+    {
+        const char *const args[] = {"--kubeconfig", f.kubeconfig, "--policy", path, NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    await_research(c, &s, 0);
+
+    /* research spends nothing: one A100 (21.957642 / 8 = $2.74/h) is within $10 */
+    j = http_filter(c, &s, body);
+    ck_assert_msg(passes(j, P4D), "%s", refusal(j, P4D));
+    json_decref(j);
+
+    /* four A100s of research start: $10.98/h, over its hard budget */
+    af_test_fake_api_do(&f, "add_pod",
+                        "{\"ns\": \"research\", \"name\": \"train-0\", \"node\": \"" P4D
+                        "\", \"gpus\": 4, \"cpu\": \"8\"}");
+    await_research(c, &s, 1098);
+    j = http_filter(c, &s, body);
+    ck_assert(!passes(j, P4D));
+    ck_assert_str_eq(refusal(j, P4D), "tenant research over its hard budget: $10.98/h of "
+                                      "$10.00/h spent; p4d.24xlarge would add $2.74/h");
+    ck_assert(passes(j, G5));   /* the A10G, a cheaper class, stays open */
+    json_decref(j);
+    /* `accelfit costs --kubeconfig` lists the same cluster once and says the same */
+    {
+        const char *const argv[] = {"accelfit", "costs", "--kubeconfig", f.kubeconfig,
+                                    "--policy", path, NULL};
+        char *out = NULL, *err = NULL;
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+        ck_assert_msg(strstr(out, "research                  10.00  hard      10.98      -0.98     1"
+                                  "  over budget\n"),
+                      "%s", out);
+        af_free(out);
+        af_free(err);
+    }
+
+    /* the pod leaves: the A100 is open again */
+    af_test_fake_api_do(&f, "delete_pod", "{\"ns\": \"research\", \"name\": \"train-0\"}");
+    await_research(c, &s, 0);
+    j = http_filter(c, &s, body);
+    ck_assert_msg(passes(j, P4D), "%s", refusal(j, P4D));
+    json_decref(j);
+
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&f);
+    unlink(path);
+out:
+    af_free(body);
+    af_free(pod);
+    af_free(path);
+}
+END_TEST
+
+static Suite *af_tenants_suite(void)
+{
+    Suite *s = suite_create("tenants");
+    TCase *tc = tcase_create("policy");
+
+    tcase_add_test(tc, test_example_policy_loads_with_default_last);
+    tcase_add_test(tc, test_policy_without_tenants_has_an_unlimited_default);
+    tcase_add_loop_test(tc, test_policy_errors_point_at_the_text, 0, (int)AF_ARRAY_SIZE(bad_cases));
+    tcase_add_test(tc, test_namespace_wins_over_label_and_label_over_default);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("costs");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_spend_equals_the_hand_computed_figures);
+    tcase_add_test(tc, test_idle_cost_of_a_half_used_p4d);
+    tcase_add_test(tc, test_costs_are_computed_once_per_snapshot);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("budgets");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_hard_budget_refuses_premium_nodes_until_pods_leave);
+    tcase_add_test(tc, test_soft_budget_only_lowers_scores);
+    tcase_add_test(tc, test_under_budget_tenant_wins_the_last_a100);
+    tcase_add_test(tc, test_spot_only_tenant_and_allowed_classes);
+    tcase_add_test(tc, test_explain_shows_tenant_budget_spend_and_effect);
+    tcase_add_test(tc, test_costs_document_and_gauges_follow_the_cluster);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("binary");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_serve_answers_costs_and_metrics);
+    tcase_add_test(tc, test_costs_command_prints_the_same_figures);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("watch");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_watching_server_refuses_premium_while_over_hard_budget);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_tenants_suite());
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The fake API server as a child process, with certificates and a kubeconfig (fake_api.h). */
+#include "support/fake_api.h"
+
+#include <check.h>
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "accelfit/util.h"
+#include "support/http_client.h"
+#include "support/support.h"
+
+static bool make_certs(const char *dir)
+{
+    char *cmd = af_xasprintf(
+        "set -e; rm -rf %1$s; mkdir -p %1$s; cd %1$s;"
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
+        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
+        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
+        " >/dev/null 2>&1;"
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf;"
+        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
+        " -days 2 -extfile ext.cnf >/dev/null 2>&1",
+        dir);
+    int rc = system(cmd);
+
+    af_free(cmd);
+    return rc == 0;
+}
+
+bool af_test_fake_api_start(struct af_test_fake_api *f)
+{
+    int out[2], in[2];
+    char line[128], crt[192], key[192];
+    size_t n = 0;
+    FILE *fp;
+
+    memset(f, 0, sizeof(*f));
+    if (system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") != 0 ||
+        system("openssl version >/dev/null 2>&1") != 0)
+        return false;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-api-%d", (int)getpid());
+    ck_assert_msg(make_certs(f->dir), "cannot make certificates in %s", f->dir);
+    snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
+    snprintf(key, sizeof(key), "%s/srv.key", f->dir);
+    ck_assert_int_eq(pipe(out), 0);
+    ck_assert_int_eq(pipe(in), 0);
+    f->pid = fork();
+    ck_assert_int_ge(f->pid, 0);
+    if (f->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(out[0]);
+        close(in[1]);
+        execlp("python3", "python3", af_test_path("tests/apiserver/fake_apiserver.py"), "--cert",
+               crt, "--key", key, "--token", "token-1", "--bookmark-interval", "0.5",
+               (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    close(in[0]);
+    f->in_fd = in[1];
+    while (n + 1 < sizeof(line)) {
+        ssize_t r = read(out[0], line + n, 1);
+        if (r <= 0 || line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = '\0';
+    close(out[0]);
+    ck_assert_msg(sscanf(line, "READY %d %d", &f->port, &f->admin_port) == 2,
+                  "fake apiserver did not start: '%s'", line);
+    snprintf(f->kubeconfig, sizeof(f->kubeconfig), "%s/kubeconfig", f->dir);
+    fp = fopen(f->kubeconfig, "w");
+    ck_assert_ptr_nonnull(fp);
+    fprintf(fp, "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+                "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:%d\n"
+                "    certificate-authority: %s/ca.crt\n"
+                "users:\n- name: u\n  user:\n    token: token-1\n"
+                "contexts:\n- name: fake\n  context: {cluster: fake, user: u}\n",
+            f->port, f->dir);
+    fclose(fp);
+    return true;
+}
+
+void af_test_fake_api_stop(struct af_test_fake_api *f)
+{
+    char *cmd;
+
+    if (f->pid <= 0)
+        return;
+    close(f->in_fd);
+    kill(f->pid, SIGTERM);
+    waitpid(f->pid, NULL, 0);
+    f->pid = 0;
+    cmd = af_xasprintf("rm -rf %s", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", f->dir);
+    af_free(cmd);
+}
+
+void af_test_fake_api_do(const struct af_test_fake_api *f, const char *cmd, const char *json)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char url[128];
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/%s", f->admin_port, cmd);
+    ck_assert_int_eq(af_test_http(c, "POST", url, json, strlen(json), NULL, &r), CURLE_OK);
+    ck_assert_msg(r.status == 200, "%s %s: %ld %s", cmd, json, r.status, r.body);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+}
