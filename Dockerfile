@@ -16,7 +16,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the accelfit target needs: sources, headers, the embedded YAML and the CMake
-# helpers; tests, benchmarks and docs are not needed.
+# scripts; tests, benchmarks and docs are not needed.
 COPY CMakeLists.txt ./
 COPY cmake/ cmake/
 COPY include/ include/
