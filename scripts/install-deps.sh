@@ -10,6 +10,8 @@ pkgs=(build-essential cmake pkg-config libwebsockets-dev libjansson-dev libcurl4
 if [ "${1:-}" = fuzz ]; then
     pkgs+=(clang libclang-rt-dev)
 fi
+# kubectl renders manifests/ in tests/check_manifests.c; any kubectl on PATH will do.
+command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -170,7 +170,7 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
 /* ---- admission webhook (src/http/mutate.c) ---------------------------------------------- */
 
 /*
- * POST /mutate: the mutating admission webhook (manifests/webhook.yaml). `body` is an
+ * POST /mutate: the mutating admission webhook (manifests/overlays/tls/webhook.yaml). `body` is an
  * AdmissionReview (admission.k8s.io/v1) for a Pod CREATE. The pod's rollout and side come
  * from svc->rollouts (af_rollouts_decide); the target side of a variant rollout is patched
  * with the variant, the source side and placement rollouts get only the annotations

@@ -34,6 +34,8 @@ JSON body:
   dump                               {rv, nodes:[...], pods:[...], used:{node:{res:n}}}
   events                             the Events POSTed so far
   stats                              request counters
+  requests                           every API request so far: [{method, path}] (path with
+                                     its query), e.g. to compare with an RBAC role
 On start it prints one line "READY <https port> <admin port>" on stdout.
 """
 import argparse
@@ -115,6 +117,7 @@ class State:
         self.close_mid = 0              # bumped: open watches drop mid-object
         self.expire = 0                 # bumped: open watches get ERROR 410
         self.events = []
+        self.requests = []
         self.stats = {"prefixed": 0, "unprefixed": 0, "list": 0, "watch": 0, "unauthorized": 0,
                       "failed": 0, "events": 0, "continue_expired": 0}
         with open(os.path.join(FIXTURES, "nodes-list.json")) as f:
@@ -283,6 +286,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def gate(self):
         with STATE.cond:
+            STATE.requests.append({"method": self.command, "path": self.path})
             if self.headers.get("Authorization") != "Bearer " + STATE.token:
                 STATE.stats["unauthorized"] += 1
                 bad = True
@@ -325,6 +329,16 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             return
         self.send_status(404, "NotFound", "the server could not find the requested resource")
+
+    # Other methods are recorded (requests) and answered 404: nothing here serves them.
+    def do_other(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            self.rfile.read(n)
+        if self.gate():
+            self.send_status(404, "NotFound", "the server could not find the requested resource")
+
+    do_PUT = do_PATCH = do_DELETE = do_other
 
     def do_GET(self):
         u = urlparse(strip_proxy_prefix(self.path))
@@ -546,6 +560,9 @@ class AdminHandler(BaseHTTPRequestHandler):
                 return
             elif cmd == "stats":
                 self.reply(s.stats)
+                return
+            elif cmd == "requests":
+                self.reply(s.requests)
                 return
             else:
                 self.reply({"error": "unknown command " + cmd}, 404)
