@@ -425,9 +425,11 @@ START_TEST(test_idle_cost_of_a_half_used_p4d)
     ck_assert_int_eq(p4d->cls, AF_CLASS_NVIDIA_A100);
     ck_assert_int_eq((int)p4d->devices, 8);
     ck_assert_int_eq((int)p4d->idle_devices, 4);
-    ck_assert_int_eq(cents(p4d->idle_usd_hr), 1098);             /* 21.957642 x 4/8 */
-    ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A10G].idle_usd_hr), 100);   /* 4.00 x 1/4 */
-    ck_assert_int_eq(cents(c->idle_usd_hr), 1198);
+    /* 21.957642 x 4/8 = 10.978821, but the pods pay 11.001694 of 21.957642: 10.955948 */
+    ck_assert_int_eq(cents(p4d->idle_usd_hr), 1096);
+    /* 4.00 x 1/4 = 1.00, but chat-1's CPUs make the pods pay 3.50 of 4.00: 0.50 */
+    ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A10G].idle_usd_hr), 50);
+    ck_assert_int_eq(cents(c->idle_usd_hr), 1146);
     ck_assert_int_eq(cents(c->classes[AF_CLASS_CPU].idle_usd_hr), 0);   /* no accelerators */
     af_costs_unref(c);
     af_snapshot_unref(snap);
@@ -436,7 +438,8 @@ START_TEST(test_idle_cost_of_a_half_used_p4d)
     arrive("ml-training", "train-1", "p4d-1", 2, 8);
     snap = af_publisher_acquire(&pub);
     c = af_costs_memo_get(svc.costs, cfg, snap);
-    ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A100].idle_usd_hr), 549);
+    /* 21.957642 x 2/8 = 5.489411, but the pods pay 10.978821 + 5.489411 + 0.022873: 5.466537 */
+    ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A100].idle_usd_hr), 547);
     af_costs_unref(c);
     af_snapshot_unref(snap);
 }
@@ -713,7 +716,7 @@ START_TEST(test_costs_document_and_gauges_follow_the_cluster)
         strstr(out.buf, "accelfit_tenant_budget_dollars_per_hour{tenant=\"research\"} 15\n"));
     ck_assert_ptr_null(strstr(out.buf, "accelfit_tenant_budget_dollars_per_hour{tenant=\"batch\"}"));
     ck_assert_ptr_nonnull(strstr(out.buf, "accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
-                                          "node_group=\"gpu-p4d\"} 10.9788\n"));
+                                          "node_group=\"gpu-p4d\"} 10.9559\n"));
     af_buf_reset(&out);
 
     arrive("ml-training", "train-1", "p4d-1", 2, 8);
@@ -747,7 +750,7 @@ START_TEST(test_serve_answers_costs_and_metrics)
     j = json_loads(r.body, 0, NULL);
     ck_assert_int_eq(cents(json_number_value(
                          json_object_get(json_object_get(j, "total"), "idle_usd_hr"))),
-                     1198);
+                     1146);
     ck_assert_str_eq(json_string_value(json_object_get(
                          json_array_get(json_object_get(j, "idle"), 1), "node_group")),
                      "gpu-p4d");
@@ -782,7 +785,7 @@ START_TEST(test_costs_command_prints_the_same_figures)
     ck_assert_int_eq(af_test_exec(table, NULL, &out, &err), 0);
     ck_assert_msg(strstr(out, "research                  15.00  hard      11.06       3.94     2\n"),
                   "%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "gpu-p4d              nvidia-a100        4 of 8      10.98\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gpu-p4d              nvidia-a100        4 of 8      10.96\n"));
     af_free(out);
     af_free(err);
     ck_assert_int_eq(af_test_exec(js, NULL, &out, &err), 0);

@@ -14,8 +14,11 @@
  * Idle cost. On a priced accelerator node, the accelerators no pod requested
  * times their share of the node's price: price x (allocatable - requested) /
  * allocatable of the node's accelerator resource (nvidia.com/gpu, MIG slices,
- * shared GPUs, aws.amazon.com/neuron*, amd.com/gpu). CPU nodes have no idle
- * accelerators. Summed per class and per (node group, class).
+ * shared GPUs, aws.amazon.com/neuron*, amd.com/gpu), but never more than the
+ * node's price less its pods' spend (a pod that takes most of a node's CPU pays
+ * for most of the node, idle accelerators or not), so spend plus idle cost never
+ * exceeds what the nodes cost. CPU nodes have no idle accelerators. Summed per
+ * class and per (node group, class).
  *
  * af_costs_compute is pure (core): no I/O, no locks, no clock. A computed
  * struct af_costs is immutable and reference counted, so the HTTP side keeps

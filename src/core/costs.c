@@ -174,6 +174,7 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
     struct ns_table t = {NULL, 0, 0};
     struct node_index nx;
     size_t groups_cap = 0, k = 0;
+    double *node_spend = af_xcalloc(n_nodes + 1, sizeof(*node_spend));
 
     atomic_init(&c->refcnt, 1);
     c->n_tenants = pol ? pol->n_tenants : 0;
@@ -211,6 +212,7 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         usd = af_pod_share_usd(&p->requests, v->info);
         slot = class_slot(v->info);
         c->pods_counted++;
+        node_spend[v - nodes] += usd;
         c->spend_usd_hr += usd;
         c->classes[slot].spend_usd_hr += usd;
         if (tenant >= 0) {
@@ -253,12 +255,19 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         if (idle < 0)
             idle = 0;
         usd = n->hourly_usd * (double)idle / (double)alloc;
+        /* A pod's share is its largest fraction of any resource, so pods that take most of
+         * a node's CPU while its accelerators sit idle would otherwise be charged the same
+         * dollars the idle devices are: idle cost is at most what the pods leave unpaid,
+         * and spend plus idle never exceeds the node's price. */
+        if (usd > n->hourly_usd - node_spend[i])
+            usd = n->hourly_usd - node_spend[i] > 0 ? n->hourly_usd - node_spend[i] : 0;
         cl->devices += alloc;
         cl->idle_devices += idle;
         cl->idle_usd_hr += usd;
         c->idle_usd_hr += usd;
         add_idle(c, &groups_cap, n, alloc, idle, usd);
     }
+    af_free(node_spend);
     if (c->n_groups)
         qsort(c->groups, c->n_groups, sizeof(*c->groups), cmp_group);
     return c;
