@@ -17,14 +17,14 @@
  *     ends with "..." marks an elision and is skipped;
  *   - every `curl` to 127.0.0.1:8888 or localhost:8888 in a ```sh block is
  *     sent to `accelfit serve --demo` (method from -X, path, body from -d
- *     TEXT or -d @FILE; a `# comment` is ignored) and must answer 200. An
+ *     TEXT or -d @FILE; a `# comment` is ignored) and must answer 200; a
+ *     one-line `for I in A B C; do curl ...; done` sends it once per word. An
  *     HTML comment `<!-- serve: ARGS -->` on its own line right before the
  *     block sends its curls to `accelfit serve --demo ARGS` instead, e.g.
  *     `<!-- serve: --policy policies/examples/inf2-inference-rollout.yaml -->`.
- *     One server runs per distinct ARGS (one for the unmarked blocks) and
- *     takes the blocks with those ARGS in document order (README.md,
- *     BENCHMARKS.md, then docs/ by name), so a walk-through's state carries
- *     from one block to the next;
+ *     Each document gets its own servers, one per distinct ARGS (one for the
+ *     unmarked blocks), which take its blocks with those ARGS in order, so a
+ *     walk-through's state carries from one block to the next;
  *   - when the block is followed by a ```json or ```text block before the
  *     next heading, that block shows the answer to the block's first request
  *     whose answer is shown (not sent with `-o FILE` or `> FILE`). JSON: the
@@ -32,8 +32,8 @@
  *     booleans and nulls; a string "..." stands for any value, a string
  *     ending in "..." for any string that starts with the part before it.
  *     Text: every line shown must be a line of the answer (of its lines
- *     holding X, for `| grep X`), in order; "..." and a trailing "..." elide
- *     as in console blocks.
+ *     holding X, for `| grep X`, or starting with X for `| grep '^X'`), in
+ *     order; "..." and a trailing "..." elide as in console blocks.
  *
  * A failure names the document and line, so the fix is to the doc (paste the
  * real output), unless the program is what is wrong.
@@ -903,7 +903,7 @@ struct http_example {
     char path[1024];
     char *body;          /* owned, NULL for none */
     size_t body_len;
-    char grep[256];      /* "| grep X": the answer must contain X */
+    char grep[256];      /* "| grep X": a line of the answer must hold X (start with it: ^X) */
     bool hidden;         /* "-o FILE" or "> FILE": the doc does not show the answer */
 };
 
@@ -1008,6 +1008,32 @@ static const struct block *answer_after(const struct doc *d, size_t k)
     return next;
 }
 
+/* True when `line` (up to its end or a newline) matches grep pattern `pat`: a fixed string, or
+ * with a leading '^' a fixed string the line starts with. */
+static bool grep_line(const char *line, const char *pat)
+{
+    size_t len = strcspn(line, "\n");
+
+    if (pat[0] == '^')
+        return !strncmp(line, pat + 1, strlen(pat + 1)) && strlen(pat + 1) <= len;
+    for (size_t i = 0; i + strlen(pat) <= len; i++)
+        if (!strncmp(line + i, pat, strlen(pat)))
+            return true;
+    return false;
+}
+
+/* True when some line of `text` matches `pat`. */
+static bool grep_any(const char *text, const char *pat)
+{
+    for (const char *p = text; p;) {
+        const char *nl = strchr(p, '\n');
+        if (grep_line(p, pat))
+            return true;
+        p = nl ? nl + 1 : NULL;
+    }
+    return false;
+}
+
 /*
  * A ```text answer: each of its lines must be a line of the real answer (of the lines holding
  * the grep string, when the request is piped to grep), in order; "..." lines are skipped and a
@@ -1023,7 +1049,7 @@ static void text_shows(const struct doc *d, const struct block *tb, const char *
         char *nl = strchr(p, '\n');
         if (nl)
             *nl = '\0';
-        if (!grep[0] || strstr(p, grep)) {
+        if (!grep[0] || grep_line(p, grep)) {
             AF_GROW(real, cap, n_real + 1);
             real[n_real++] = p;
         }
@@ -1162,57 +1188,127 @@ static void servers_stop(struct servers *sv)
     sv->n = 0;
 }
 
+/*
+ * The commands of a one-line loop "for NAME in WORD...; do COMMAND; done": COMMAND once per
+ * WORD, with $NAME and ${NAME} replaced by it. Returns how many (0: not such a loop); the
+ * caller frees them with free_words.
+ */
+static size_t expand_for(const char *s, char ***out)
+{
+    char name[64], **words = NULL, **v = NULL;
+    const char *in, *semi, *body, *end;
+    size_t n = 0, nw, cap = 0;
+
+    *out = NULL;
+    if (strncmp(s, "for ", 4) || !(in = strstr(s, " in ")) || !(semi = strstr(in, "; do ")) ||
+        !(end = strstr(semi, "; done")) || end[6 + strspn(end + 6, " \t")] ||
+        (size_t)(in - (s + 4)) >= sizeof(name))
+        return 0;
+    snprintf(name, sizeof(name), "%.*s", (int)(in - (s + 4)), s + 4);
+    body = semi + 5;
+    {
+        char *list = af_xasprintf("%.*s", (int)(semi - (in + 4)), in + 4);
+        nw = split_words(list, &words);
+        af_free(list);
+    }
+    for (size_t w = 0; w < nw; w++) {
+        struct af_buf cmd = AF_BUF_INIT(0);
+        char plain[80], braced[80];
+        snprintf(plain, sizeof(plain), "$%s", name);
+        snprintf(braced, sizeof(braced), "${%s}", name);
+        for (const char *p = body; p < end;) {
+            if (!strncmp(p, braced, strlen(braced))) {
+                ck_assert_int_eq(af_buf_puts(&cmd, words[w]), 0);
+                p += strlen(braced);
+            } else if (!strncmp(p, plain, strlen(plain))) {
+                ck_assert_int_eq(af_buf_puts(&cmd, words[w]), 0);
+                p += strlen(plain);
+            } else {
+                ck_assert_int_eq(af_buf_add(&cmd, p, 1), 0);
+                p++;
+            }
+        }
+        AF_GROW(v, cap, n + 2);
+        v[n++] = cmd.buf ? af_buf_detach(&cmd, NULL) : af_xstrdup("");
+        v[n] = NULL;
+    }
+    free_words(words);
+    *out = v;
+    return n;
+}
+
+/* The answer the block after an sh block shows: its first request not sent with -o or >. */
+struct shown {
+    bool have;
+    struct af_test_resp resp;
+    char grep[256];
+};
+
+/* Sends one curl command of a block (nothing for other commands). */
+static void run_curl(const struct doc *d, size_t at, const char *s, const char *args,
+                     struct servers *sv, CURL *c, struct problems *pr, size_t *ran,
+                     struct shown *first)
+{
+    const struct af_test_server *srv;
+    struct http_example ex;
+    struct af_test_resp r;
+    char where[512];
+    char *u;
+
+    snprintf(where, sizeof(where), "%s:%zu", d->rel, at);
+    if (strncmp(s, "curl ", 5) || !parse_curl(s, &ex))
+        return;
+    srv = server_for(sv, args, where);
+    u = af_xasprintf("%s%s", srv->base, ex.path);
+    memset(&r, 0, sizeof(r));
+    af_test_http(c, ex.method[0] ? ex.method : NULL, u, ex.body, ex.body_len, NULL, &r);
+    (*ran)++;
+    if (r.curl_rc != CURLE_OK || r.status != 200)
+        problem(pr, "%s: `%s` answers %ld (curl %d): %.300s", where, s, r.status, r.curl_rc,
+                r.body ? r.body : "");
+    else if (ex.grep[0] && !grep_any(r.body ? r.body : "", ex.grep))
+        problem(pr, "%s: the answer to `%s` has no '%s'", where, s, ex.grep);
+    if (first->have || ex.hidden) {
+        af_test_resp_free(&r);
+    } else {
+        first->resp = r;
+        first->have = true;
+        snprintf(first->grep, sizeof(first->grep), "%s", ex.grep);
+    }
+    af_free(u);
+    af_free(ex.body);
+}
+
 static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CURL *c,
                            struct problems *pr, size_t *ran)
 {
     const struct block *b = &d->blocks[k], *ab;
+    struct shown shown;
     struct af_test_resp first;   /* the answer the block after shows */
-    char shown_grep[256] = "";
-    bool have_first = false;
     char where[512], args[512];
     size_t i = b->first;
 
     if (strcmp(b->info, "sh") && strcmp(b->info, "bash") && strcmp(b->info, "shell"))
         return;
     block_serve_args(d, k, args, sizeof(args));
-    memset(&first, 0, sizeof(first));
+    memset(&shown, 0, sizeof(shown));
     while (i < b->end) {
         size_t at = i + 1;
-        char *cmd = joined_command(d, &i, b->end), *u;
+        char *cmd = joined_command(d, &i, b->end), **loop;
         const char *s = cmd + strspn(cmd, " \t");
-        const struct af_test_server *srv;
-        struct http_example ex;
-        struct af_test_resp r;
-        snprintf(where, sizeof(where), "%s:%zu", d->rel, at);
-        if (strncmp(s, "curl ", 5) || !parse_curl(s, &ex)) {
-            af_free(cmd);
-            continue;
-        }
-        srv = server_for(sv, args, where);
-        u = af_xasprintf("%s%s", srv->base, ex.path);
-        memset(&r, 0, sizeof(r));
-        af_test_http(c, ex.method[0] ? ex.method : NULL, u, ex.body, ex.body_len, NULL, &r);
-        (*ran)++;
-        if (r.curl_rc != CURLE_OK || r.status != 200)
-            problem(pr, "%s: `%s` answers %ld (curl %d): %.300s", where, s, r.status, r.curl_rc,
-                    r.body ? r.body : "");
-        else if (ex.grep[0] && !strstr(r.body ? r.body : "", ex.grep))
-            problem(pr, "%s: the answer to `%s` has no '%s'", where, s, ex.grep);
-        if (have_first || ex.hidden) {
-            af_test_resp_free(&r);
-        } else {
-            first = r;
-            have_first = true;
-            snprintf(shown_grep, sizeof(shown_grep), "%s", ex.grep);
-        }
-        af_free(u);
-        af_free(ex.body);
+        size_t n = expand_for(s, &loop);
+        for (size_t l = 0; l < n; l++)
+            run_curl(d, at, loop[l], args, sv, c, pr, ran, &shown);
+        if (!n)
+            run_curl(d, at, s, args, sv, c, pr, ran, &shown);
+        free_words(loop);
         af_free(cmd);
     }
+    first = shown.resp;
     ab = answer_after(d, k);
-    if (ab && have_first && !strcmp(ab->info, "text")) {
-        text_shows(d, ab, first.body ? first.body : "", shown_grep, pr);
-    } else if (ab && have_first) {
+    if (ab && shown.have && !strcmp(ab->info, "text")) {
+        text_shows(d, ab, first.body ? first.body : "", shown.grep, pr);
+    } else if (ab && shown.have) {
         struct af_buf text = AF_BUF_INIT(0);
         json_error_t je;
         json_t *want, *got;
@@ -1235,7 +1331,7 @@ static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CU
         json_decref(got);
         af_buf_release(&text);
     }
-    if (have_first)
+    if (shown.have)
         af_test_resp_free(&first);
 }
 
@@ -1257,10 +1353,10 @@ START_TEST(test_http_examples_match_the_demo)
         check_serve_markers(&d, &pr);
         for (size_t k = 0; k < d.n_blocks; k++)
             check_sh_block(&d, k, &sv, c, &pr, &ran);
+        servers_stop(&sv);   /* each document begins with fresh servers */
         doc_release(&d);
     }
     curl_easy_cleanup(c);
-    servers_stop(&sv);
     doc_list_free(files, n);
     problems_check(&pr, "HTTP examples differ from the demo");
     ck_assert_msg(ran > 0, "no HTTP example found");
@@ -1313,6 +1409,8 @@ static const struct {
     {"curl -s -d '{}' 127.0.0.1:8888/mutate > /dev/null", true, "POST", "/mutate", "{}", "", true},
     {"curl -s -H 'Content-Type: application/json' 127.0.0.1:8888/metrics | grep -F accelfit_x",
      true, "", "/metrics", NULL, "accelfit_x", false},
+    {"curl -s 127.0.0.1:8888/metrics | grep '^accelfit_rollout_'", true, "", "/metrics", NULL,
+     "^accelfit_rollout_", false},
     {"curl -s 127.0.0.1:8888/healthz   # the process is up", true, "", "/healthz", NULL, "",
      false},
     {"curl -s -w '%{http_code}' 127.0.0.1:8888/readyz", true, "", "/readyz", NULL, "", false},
@@ -1336,6 +1434,23 @@ START_TEST(test_curl_lines_parse)
             ck_assert_ptr_null(ex.body);
     }
     af_free(ex.body);
+}
+END_TEST
+
+START_TEST(test_one_line_for_loops_expand)
+{
+    char **v;
+
+    ck_assert_uint_eq(expand_for("for i in 1 2 3; do curl -s 127.0.0.1:8888/x?n=$i; done", &v),
+                      3);
+    ck_assert_str_eq(v[0], "curl -s 127.0.0.1:8888/x?n=1");
+    ck_assert_str_eq(v[2], "curl -s 127.0.0.1:8888/x?n=3");
+    free_words(v);
+    ck_assert_uint_eq(expand_for("for f in a b; do curl -d @${f}.json x; done  ", &v), 2);
+    ck_assert_str_eq(v[1], "curl -d @b.json x");
+    free_words(v);
+    ck_assert_uint_eq(expand_for("for i in 1 2; do curl x; done; echo", &v), 0);
+    ck_assert_uint_eq(expand_for("curl -s 127.0.0.1:8888/for in", &v), 0);
 }
 END_TEST
 
@@ -1366,6 +1481,7 @@ static Suite *af_docs_suite(void)
     tcase_add_test(tc, test_docs_name_only_files_in_the_repository);
     tcase_add_loop_test(tc, test_curl_lines_parse, 0, (int)AF_ARRAY_SIZE(curls));
     tcase_add_test(tc, test_serve_markers_read_their_arguments);
+    tcase_add_test(tc, test_one_line_for_loops_expand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("examples");
