@@ -209,16 +209,7 @@ void af_test_server_start(struct af_test_server *s, const char *const *args, boo
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", s->port);
     snprintf(s->base, sizeof(s->base), "%s://127.0.0.1:%d", tls ? "https" : "http", s->port);
     {
-        const char *tc = tcase_name();
-        char name[64];
-        char *log;
-        /* The test case's name, as a file name. */
-        snprintf(name, sizeof(name), "%s", tc && *tc ? tc : "test");
-        for (char *q = name; *q; q++)
-            if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
-                  (*q >= '0' && *q <= '9') || *q == '-' || *q == '_'))
-                *q = '-';
-        log = af_test_temp_path("server-%s-%d.log", name, s->port);
+        char *log = af_test_temp_path("server-%d.log", s->port);
         snprintf(s->log_path, sizeof(s->log_path), "%s", log);
         af_free(log);
     }

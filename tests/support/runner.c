@@ -4,12 +4,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +42,15 @@ static const char *tmp_dir(void)
     return t && *t ? t : "/tmp";
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
 static void remove_temps(void)
 {
     pid_t self = getpid();
@@ -48,21 +59,27 @@ static void remove_temps(void)
         return;
     for (size_t i = 0; i < n_temps; i++)
         if (temps[i].owner == self)
-            unlink(temps[i].path);
+            nftw(temps[i].path, remove_one, 16, FTW_DEPTH | FTW_PHYS);   /* a file or a tree */
 }
 
 char *af_test_temp_path(const char *fmt, ...)
 {
     static bool registered;   /* inherited by forked tests, as the handler is */
-    char what[256];
+    char what[256], test[64];
     va_list ap;
     char *path;
 
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    path = af_xasprintf("%s/af-test-%d-%s", tmp_dir(), (int)(runner_pid ? runner_pid : getpid()),
-                        what);
+    /* The test's name (a file name's characters) and process make the path its own. */
+    snprintf(test, sizeof(test), "%s", tcase_name() ? tcase_name() : "test");
+    for (char *q = test; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+              *q == '-' || *q == '_'))
+            *q = '-';
+    path = af_xasprintf("%s/af-test-%d-%s-%d-%s", tmp_dir(),
+                        (int)(runner_pid ? runner_pid : getpid()), test, (int)getpid(), what);
     ck_assert_msg(n_temps < MAX_TEMPS, "more than %d temporary files", MAX_TEMPS);
     ck_assert_msg(strlen(path) < sizeof(temps[0].path), "temporary path too long: %s", path);
     if (!registered) {

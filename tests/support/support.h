@@ -20,11 +20,13 @@
 int af_test_run(Suite *s);
 
 /*
- * A new path for a temporary file: "$TMPDIR/af-test-RUNNER-WHAT" (TMPDIR defaults to /tmp;
- * RUNNER is the pid of the process running the suite; WHAT is printf-formatted). The file,
- * once created, is deleted when the test that asked for it passes (its process exits
- * normally) and kept when the test fails, when af_test_run prints where it is. The caller
- * frees the path.
+ * A new path for a temporary file: "$TMPDIR/af-test-RUNNER-TEST-PID-WHAT" (TMPDIR defaults
+ * to /tmp; RUNNER is the pid of the process running the suite, TEST the running test's name,
+ * PID its process; WHAT is printf-formatted). The file
+ * (or directory, with what it holds), once created, is deleted when the test that asked for
+ * it passes (its process exits normally) and kept when the test fails, when af_test_run
+ * prints where it is; asked for in an unchecked fixture, it lives until the suite ends.
+ * The caller frees the path.
  */
 char *af_test_temp_path(const char *fmt, ...) AF_PRINTF(1, 2);
 
