@@ -1283,8 +1283,8 @@ static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CU
                            struct problems *pr, size_t *ran)
 {
     const struct block *b = &d->blocks[k], *ab;
-    struct shown shown;
-    struct af_test_resp first;   /* the answer the block after shows */
+    struct shown shown;   /* the answer the block after shows */
+    const char *answer;
     char where[512], args[512];
     size_t i = b->first;
 
@@ -1304,10 +1304,10 @@ static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CU
         free_words(loop);
         af_free(cmd);
     }
-    first = shown.resp;
+    answer = shown.have && shown.resp.body ? shown.resp.body : "";
     ab = answer_after(d, k);
     if (ab && shown.have && !strcmp(ab->info, "text")) {
-        text_shows(d, ab, first.body ? first.body : "", shown.grep, pr);
+        text_shows(d, ab, answer, shown.grep, pr);
     } else if (ab && shown.have) {
         struct af_buf text = AF_BUF_INIT(0);
         json_error_t je;
@@ -1318,13 +1318,12 @@ static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CU
         }
         snprintf(where, sizeof(where), "%s:%zu", d->rel, ab->fence + 1);
         want = json_loads(text.buf ? text.buf : "", 0, &je);
-        got = first.body ? json_loads(first.body, 0, NULL) : NULL;
+        got = json_loads(answer, 0, NULL);
         if (!want)
             problem(pr, "%s: the JSON shown is not JSON: %s (line %d)", where, je.text,
                     je.line + (int)ab->first);
         else if (!got)
-            problem(pr, "%s: the real answer is not JSON: %.200s", where,
-                    first.body ? first.body : "");
+            problem(pr, "%s: the real answer is not JSON: %.200s", where, answer);
         else
             json_shows(want, got, "$", where, pr);
         json_decref(want);
@@ -1332,7 +1331,7 @@ static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CU
         af_buf_release(&text);
     }
     if (shown.have)
-        af_test_resp_free(&first);
+        af_test_resp_free(&shown.resp);
 }
 
 START_TEST(test_http_examples_match_the_demo)

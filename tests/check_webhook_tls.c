@@ -374,28 +374,38 @@ START_TEST(test_recorded_reviews_get_annotations_only_on_the_source)
 }
 END_TEST
 
-/* The API server would not talk to a webhook whose certificate its caBundle does not sign. */
+/*
+ * The API server calls https://accelfit.accelfit.svc:PORT (the Service) and checks the name
+ * against the certificate; another name fails the handshake, as it would for the API server.
+ */
 START_TEST(test_the_certificate_is_what_the_api_server_verifies)
 {
     struct af_test_server s;
-    CURL *c;
+    struct curl_slist *names = NULL;
     struct af_test_resp r;
-    char *url;
+    char entry[128], *url;
+    CURL *c;
 
     start(&s, "1.0");
     c = apiserver_client();
-    url = af_xasprintf("https://localhost:%d/healthz", s.port);   /* not in the certificate */
-    af_test_http(c, NULL, url, NULL, 0, NULL, &r);
-    ck_assert_int_eq(r.curl_rc, CURLE_PEER_FAILED_VERIFICATION);
-    af_test_resp_free(&r);
-    af_free(url);
-    url = af_xasprintf("%s/healthz", s.base);
+    snprintf(entry, sizeof(entry), "accelfit.accelfit.svc:%d:127.0.0.1", s.port);
+    names = curl_slist_append(names, entry);
+    snprintf(entry, sizeof(entry), "accelfit.elsewhere.svc:%d:127.0.0.1", s.port);
+    names = curl_slist_append(names, entry);
+    curl_easy_setopt(c, CURLOPT_RESOLVE, names);
+    url = af_xasprintf("https://accelfit.accelfit.svc:%d/healthz", s.port);
     af_test_http(c, NULL, url, NULL, 0, NULL, &r);
     ck_assert_int_eq(r.curl_rc, CURLE_OK);
     ck_assert_int_eq(r.status, 200);
     af_test_resp_free(&r);
     af_free(url);
+    url = af_xasprintf("https://accelfit.elsewhere.svc:%d/healthz", s.port);
+    af_test_http(c, NULL, url, NULL, 0, NULL, &r);
+    ck_assert_int_eq(r.curl_rc, CURLE_PEER_FAILED_VERIFICATION);
+    af_test_resp_free(&r);
+    af_free(url);
     curl_easy_cleanup(c);
+    curl_slist_free_all(names);
     ck_assert_int_eq(af_test_server_stop(&s), 0);
 }
 END_TEST
