@@ -4,13 +4,12 @@
  * src/http/mutate.c), fed the AdmissionReview requests a real kube-apiserver
  * v1.26 sent (tests/fixtures/admission/). Every answer must be a valid
  * AdmissionReview v1 with the request's uid; every patch must apply, by the
- * RFC 6902 apply written here (strict, independent of the codec's), to the
+ * strict RFC 6902 apply of tests/support (independent of the codec's), to the
  * object exactly as received, and the patched pod must pass what the API
- * server checks of the fields the webhook touches: extended resources in
- * limits and equal in requests, no source accelerator left, the variant's
- * images, env, tolerations and annotations in place. Everything accelfit cannot
- * decide is answered allowed, unchanged; only what is not an AdmissionReview is
- * a 400.
+ * server checks of the fields the webhook touches (tests/support/apiserver_rules.h),
+ * with no source accelerator left and the variant's images, env, tolerations
+ * and annotations in place. Everything accelfit cannot decide is answered
+ * allowed, unchanged; only what is not an AdmissionReview is a 400.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 #include "accelfit/rollout.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
+#include "support/apiserver_rules.h"
 #include "support/support.h"
 
 #define ADM "tests/fixtures/admission/"
@@ -36,189 +36,6 @@
 
 #define NEURON_IMAGE                                                                               \
     "public.ecr.aws/neuron/pytorch-inference-neuronx:2.1.2-neuronx-py310-sdk2.18.2-ubuntu20.04"
-
-/* ---- RFC 6902 apply, written apart from the codec's ---------------------------------------- */
-
-/* Splits `path` into unescaped reference tokens (~1 is '/', then ~0 is '~'). */
-static json_t *pointer_tokens(const char *path)
-{
-    json_t *toks = json_array();
-    const char *p = path;
-
-    if (*p != '/') {
-        json_decref(toks);
-        return NULL;
-    }
-    while (*p == '/') {
-        const char *end = strchr(p + 1, '/');
-        size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
-        char *t = af_xmalloc(n + 1);
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            char ch = p[1 + i];
-            if (ch == '~') {
-                char nx = i + 1 < n ? p[2 + i] : 0;
-                if (nx != '0' && nx != '1') {
-                    af_free(t);
-                    json_decref(toks);
-                    return NULL;
-                }
-                ch = nx == '1' ? '/' : '~';
-                i++;
-            }
-            t[k++] = ch;
-        }
-        t[k] = 0;
-        json_array_append_new(toks, json_string(t));
-        af_free(t);
-        p += 1 + n;
-    }
-    return toks;
-}
-
-static bool array_index(const char *t, size_t *out)
-{
-    char *end;
-    unsigned long v;
-
-    if (!*t || (t[0] == '0' && t[1]) || t[0] < '0' || t[0] > '9')
-        return false;
-    v = strtoul(t, &end, 10);
-    if (*end)
-        return false;
-    *out = v;
-    return true;
-}
-
-/* One operation on `doc`, strictly: false (with `why`) when it does not apply. */
-static bool apply_one(json_t *doc, json_t *op, char *why, size_t n)
-{
-    const char *name = json_string_value(json_object_get(op, "op"));
-    const char *path = json_string_value(json_object_get(op, "path"));
-    json_t *value = json_object_get(op, "value"), *toks, *cur = doc;
-    size_t nt, i;
-    bool ok = false;
-
-    if (!name || !path) {
-        snprintf(why, n, "op or path missing");
-        return false;
-    }
-    toks = pointer_tokens(path);
-    if (!toks || !(nt = json_array_size(toks))) {
-        snprintf(why, n, "%s: bad pointer", path);
-        json_decref(toks);
-        return false;
-    }
-    for (i = 0; i + 1 < nt; i++) {
-        const char *t = json_string_value(json_array_get(toks, i));
-        size_t idx;
-        if (json_is_object(cur))
-            cur = json_object_get(cur, t);
-        else if (json_is_array(cur) && array_index(t, &idx))
-            cur = json_array_get(cur, idx);
-        else
-            cur = NULL;
-        if (!cur) {
-            snprintf(why, n, "%s %s: doc is missing path", name, path);
-            goto out;
-        }
-    }
-    {
-        const char *t = json_string_value(json_array_get(toks, nt - 1));
-        size_t idx;
-        if (!strcmp(name, "add") && value) {
-            if (json_is_object(cur))
-                ok = !json_object_set(cur, t, value);
-            else if (json_is_array(cur) && !strcmp(t, "-"))
-                ok = !json_array_append(cur, value);
-            else if (json_is_array(cur) && array_index(t, &idx) && idx <= json_array_size(cur))
-                ok = !json_array_insert(cur, idx, value);
-        } else if (!strcmp(name, "replace") && value) {
-            if (json_is_object(cur) && json_object_get(cur, t))
-                ok = !json_object_set(cur, t, value);
-            else if (json_is_array(cur) && array_index(t, &idx) && idx < json_array_size(cur))
-                ok = !json_array_set(cur, idx, value);
-        } else if (!strcmp(name, "remove")) {
-            if (json_is_object(cur) && json_object_get(cur, t))
-                ok = !json_object_del(cur, t);
-            else if (json_is_array(cur) && array_index(t, &idx) && idx < json_array_size(cur))
-                ok = !json_array_remove(cur, idx);
-        }
-        if (!ok)
-            snprintf(why, n, "%s %s: does not apply", name, path);
-    }
-out:
-    json_decref(toks);
-    return ok;
-}
-
-/* The patched copy of `doc`, or NULL with `why`. */
-static json_t *apply_patch(json_t *doc, json_t *patch, char *why, size_t n)
-{
-    json_t *copy = json_deep_copy(doc), *op;
-    size_t i;
-
-    if (!json_is_array(patch)) {
-        snprintf(why, n, "the patch is not an array");
-        json_decref(copy);
-        return NULL;
-    }
-    json_array_foreach(patch, i, op) {
-        json_t *own = json_deep_copy(op);
-        bool ok = json_is_object(own) && apply_one(copy, own, why, n);
-        json_decref(own);
-        if (!ok) {
-            json_decref(copy);
-            return NULL;
-        }
-    }
-    return copy;
-}
-
-/* ---- base64 (standard, padded, as the API server decodes response.patch) ------------------- */
-
-static int b64val(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-static char *b64decode(const char *s, size_t *outlen)
-{
-    size_t n = strlen(s), k = 0;
-    char *out;
-
-    if (n % 4)
-        return NULL;
-    out = af_xmalloc(n / 4 * 3 + 1);
-    for (size_t i = 0; i < n; i += 4) {
-        int v[4];
-        for (int j = 0; j < 4; j++) {
-            v[j] = s[i + j] == '=' && i + 4 == n && j >= 2 ? 0 : b64val(s[i + j]);
-            if (v[j] < 0) {
-                af_free(out);
-                return NULL;
-            }
-        }
-        out[k++] = (char)((v[0] << 2) | (v[1] >> 4));
-        if (s[i + 2] != '=')
-            out[k++] = (char)(((v[1] & 15) << 4) | (v[2] >> 2));
-        if (s[i + 3] != '=')
-            out[k++] = (char)(((v[2] & 3) << 6) | v[3]);
-    }
-    out[k] = 0;
-    *outlen = k;
-    return out;
-}
 
 /* ---- the service --------------------------------------------------------------------------- */
 
@@ -405,7 +222,7 @@ static struct answer post(const char *body, size_t len, const char *uid)
         char *raw;
         ck_assert_str_eq(json_string_value(json_object_get(resp, "patchType")), "JSONPatch");
         ck_assert(json_is_string(v));
-        raw = b64decode(json_string_value(v), &n);
+        raw = af_test_base64_decode(json_string_value(v), &n);
         ck_assert_msg(raw != NULL, "patch is not standard base64");
         a.patch = json_loadb(raw, n, 0, &e);
         ck_assert_msg(json_is_array(a.patch), "patch is not a JSON array: %s", raw);
@@ -463,30 +280,12 @@ static const char *annotation(json_t *pod, const char *key)
         json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
 }
 
-/* Extended resources (a '/' and no "kubernetes.io/") in requests need an equal limit. */
-static void assert_resources_valid(json_t *pod)
+/* The API server's validation of what the webhook touches (support/apiserver_rules.h). */
+static void assert_pod_valid(json_t *pod)
 {
-    static const char *const lists[] = {"containers", "initContainers"};
-    json_t *spec = json_object_get(pod, "spec");
+    char why[300] = "";
 
-    for (size_t l = 0; l < 2; l++) {
-        size_t i;
-        json_t *c;
-        json_array_foreach(json_object_get(spec, lists[l]), i, c) {
-            json_t *res = json_object_get(c, "resources");
-            json_t *req = json_object_get(res, "requests"), *lim = json_object_get(res, "limits");
-            const char *key;
-            json_t *v;
-            json_object_foreach(req, key, v) {
-                if (!strchr(key, '/') || strstr(key, "kubernetes.io/"))
-                    continue;
-                ck_assert_msg(json_object_get(lim, key) != NULL,
-                              "%s[%zu] requests %s without a limit", lists[l], i, key);
-                ck_assert_msg(json_equal(v, json_object_get(lim, key)),
-                              "%s[%zu]: %s request != limit", lists[l], i, key);
-            }
-        }
-    }
+    ck_assert_msg(af_test_pod_valid(pod, why, sizeof(why)), "%s", why);
 }
 
 /* A pod rewritten by VARIANT_ROLLOUT for the target, named `rollout`. */
@@ -496,7 +295,7 @@ static void assert_target_pod(json_t *pod, const char *rollout)
     size_t i, k;
     bool tol = false;
 
-    assert_resources_valid(pod);
+    assert_pod_valid(pod);
     json_array_foreach(json_object_get(spec, "containers"), i, c) {
         json_t *res = json_object_get(c, "resources");
         bool env_cores = false, env_model = false;
@@ -546,7 +345,7 @@ static void assert_annotations_only(json_t *request, json_t *patch, const char *
                                     const char *side)
 {
     char why[300] = "";
-    json_t *obj = obj_of(request), *patched = apply_patch(obj, patch, why, sizeof(why)), *op;
+    json_t *obj = obj_of(request), *patched = af_test_jsonpatch_apply(obj, patch, why, sizeof(why)), *op;
     size_t i;
 
     ck_assert_msg(patched != NULL, "patch does not apply: %s", why);
@@ -586,7 +385,7 @@ START_TEST(test_apply_agrees_with_the_api_server)
     stored = json_loadb(text, len, 0, NULL);
     af_free(text);
     ck_assert(req && patch && stored);
-    patched = apply_patch(obj_of(req), patch, why, sizeof(why));
+    patched = af_test_jsonpatch_apply(obj_of(req), patch, why, sizeof(why));
     ck_assert_msg(patched != NULL, "%s", why);
     /* What the API server stored after the recorded patch, field by field. */
     pc = json_array_get(json_object_get(json_object_get(patched, "spec"), "containers"), 0);
@@ -604,7 +403,7 @@ START_TEST(test_apply_agrees_with_the_api_server)
         text = af_test_read(refused[i], &len);
         patch = json_loadb(text, len, 0, NULL);
         af_free(text);
-        patched = apply_patch(obj_of(req), patch, why, sizeof(why));
+        patched = af_test_jsonpatch_apply(obj_of(req), patch, why, sizeof(why));
         ck_assert_msg(patched == NULL, "%s applied", refused[i]);
         json_decref(patch);
     }
@@ -669,7 +468,7 @@ START_TEST(test_recorded_request_is_patched_for_the_target)
     a = post_file(rel, &req);
     ck_assert_msg(a.patch != NULL, "%s: no patch", recorded[_i]);
     ck_assert_ptr_null(a.warnings);
-    patched = apply_patch(obj_of(req), a.patch, why, sizeof(why));
+    patched = af_test_jsonpatch_apply(obj_of(req), a.patch, why, sizeof(why));
     ck_assert_msg(patched != NULL, "%s: %s", recorded[_i], why);
     assert_target_pod(patched, "llm-to-inf2");
     /* Untouched: the labels, the other annotations, cpu and memory. */
@@ -747,7 +546,7 @@ START_TEST(test_generatename_pod_is_patched)
     service_with(VARIANT_ROLLOUT("llm-to-inf2", "1.0"), true, true);
     a = post_file(REQ_E, &req);
     ck_assert_ptr_nonnull(a.patch);
-    patched = apply_patch(obj_of(req), a.patch, why, sizeof(why));
+    patched = af_test_jsonpatch_apply(obj_of(req), a.patch, why, sizeof(why));
     ck_assert_msg(patched != NULL, "%s", why);
     assert_target_pod(patched, "llm-to-inf2");
     ck_assert_ptr_null(json_object_get(json_object_get(patched, "metadata"), "name"));
@@ -832,7 +631,7 @@ START_TEST(test_job_pods_get_the_same_side)
     ck_assert_ptr_nonnull(a.patch);
     {
         char why[300];
-        json_t *patched = apply_patch(obj_of(req), a.patch, why, sizeof(why));
+        json_t *patched = af_test_jsonpatch_apply(obj_of(req), a.patch, why, sizeof(why));
         ck_assert_msg(patched != NULL, "%s", why);
         assert_target_pod(patched, "llm-to-inf2");
         json_decref(patched);
@@ -900,10 +699,10 @@ START_TEST(test_dry_run_is_decided_but_not_remembered)
 
     a = post_file(REQ_C, &req);
     ck_assert_ptr_nonnull(a.patch);
-    patched = apply_patch(obj_of(req), a.patch, why, sizeof(why));
+    patched = af_test_jsonpatch_apply(obj_of(req), a.patch, why, sizeof(why));
     ck_assert_msg(patched != NULL, "%s", why);
     ck_assert_str_eq(annotation(patched, "accelfit.io/rollout-side"), "target");
-    assert_resources_valid(patched);
+    assert_pod_valid(patched);
     json_decref(patched);
     answer_clear(&a);
     json_decref(req);
@@ -1026,7 +825,7 @@ START_TEST(test_two_rollouts_first_wins_with_a_warning)
     a = post_file(REQ_A, &req);
     ck_assert_ptr_nonnull(a.patch);
     ck_assert(warned(&a, "first and second"));
-    patched = apply_patch(obj_of(req), a.patch, why, sizeof(why));
+    patched = af_test_jsonpatch_apply(obj_of(req), a.patch, why, sizeof(why));
     ck_assert_msg(patched != NULL, "%s", why);
     assert_target_pod(patched, "first");
     json_decref(patched);
@@ -1153,9 +952,9 @@ static json_t *patch_pod(const char *pod, uint32_t source, char *warn, size_t wl
         obj = json_loads(pod, 0, NULL);
         ops = json_loadb(patch.buf, patch.len, 0, NULL);
         ck_assert(json_is_array(ops));
-        out = apply_patch(obj, ops, why, sizeof(why));
+        out = af_test_jsonpatch_apply(obj, ops, why, sizeof(why));
         ck_assert_msg(out != NULL, "%s: %s", why, patch.buf);
-        assert_resources_valid(out);
+        assert_pod_valid(out);
         ck_assert_str_eq(annotation(out, "accelfit.io/rollout"), "r1");
         ck_assert_str_eq(annotation(out, "accelfit.io/rollout-side"), "target");
         ck_assert_str_eq(annotation(out, "example.com/team"), "ml");

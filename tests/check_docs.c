@@ -16,12 +16,24 @@
  *     line of the real output (stdout, then stderr); a line that is "..." or
  *     ends with "..." marks an elision and is skipped;
  *   - every `curl` to 127.0.0.1:8888 or localhost:8888 in a ```sh block is
- *     sent to `accelfit serve --demo` (method, path, body file), must answer
- *     200, and, when the block is followed by a ```json block before the next
- *     heading, the answer to the block's first request must hold every key
- *     path that JSON shows, with the same strings, numbers, booleans and
- *     nulls. A string "..." stands for any value; a string ending in "..."
- *     for any string that starts with the part before it.
+ *     sent to `accelfit serve --demo` (method from -X, path, body from -d
+ *     TEXT or -d @FILE; a `# comment` is ignored) and must answer 200; a
+ *     one-line `for I in A B C; do curl ...; done` sends it once per word. An
+ *     HTML comment `<!-- serve: ARGS -->` on its own line right before the
+ *     block sends its curls to `accelfit serve --demo ARGS` instead, e.g.
+ *     `<!-- serve: --policy policies/examples/inf2-inference-rollout.yaml -->`.
+ *     Each document gets its own servers, one per distinct ARGS (one for the
+ *     unmarked blocks), which take its blocks with those ARGS in order, so a
+ *     walk-through's state carries from one block to the next;
+ *   - when the block is followed by a ```json or ```text block before the
+ *     next heading, that block shows the answer to the block's first request
+ *     whose answer is shown (not sent with `-o FILE` or `> FILE`). JSON: the
+ *     answer must hold every key path shown, with the same strings, numbers,
+ *     booleans and nulls; a string "..." stands for any value, a string
+ *     ending in "..." for any string that starts with the part before it.
+ *     Text: every line shown must be a line of the answer (of its lines
+ *     holding X, for `| grep X`, or starting with X for `| grep '^X'`), in
+ *     order; "..." and a trailing "..." elide as in console blocks.
  *
  * A failure names the document and line, so the fix is to the doc (paste the
  * real output), unless the program is what is wrong.
@@ -891,10 +903,29 @@ struct http_example {
     char path[1024];
     char *body;          /* owned, NULL for none */
     size_t body_len;
-    char grep[256];      /* "| grep X": the answer must contain X */
+    char grep[256];      /* "| grep X": a line of the answer must hold X (start with it: ^X) */
+    bool hidden;         /* "-o FILE" or "> FILE": the doc does not show the answer */
 };
 
-/* Parses a curl command line. Returns false when it does not go to the demo port. */
+/* curl options whose value is the next word (so that word is not the URL). */
+static const char *const curl_valued[] = {
+    "-H", "--header", "-o", "--output", "-w", "--write-out", "-u", "--user", "-A", "--user-agent",
+    "-m", "--max-time", "--connect-timeout", "-E", "--cert", "--key", "--cacert", "-e",
+    "--referer", "-b", "--cookie", "--retry", NULL};
+
+static bool curl_takes_value(const char *opt)
+{
+    for (size_t i = 0; curl_valued[i]; i++)
+        if (!strcmp(opt, curl_valued[i]))
+            return true;
+    return false;
+}
+
+/*
+ * Parses a curl command line: -X/--request METHOD, -d/--data/--data-binary BODY or @FILE,
+ * -o FILE or "> FILE" (the answer is not shown), "| grep X", a trailing "# comment".
+ * Returns false when it does not go to the demo port.
+ */
 static bool parse_curl(const char *line, struct http_example *ex)
 {
     char *cmd = af_xstrdup(line), *pipe_at = strstr(cmd, " | "), **w;
@@ -914,18 +945,26 @@ static bool parse_curl(const char *line, struct http_example *ex)
     n = split_words(cmd, &w);
     for (size_t i = 1; i < n; i++) {
         const char *a = w[i];
-        if (!strncmp(a, "-X", 2)) {
-            const char *m = a[2] ? a + 2 : (i + 1 < n ? w[++i] : "");
+        if (a[0] == '#')
+            break;
+        if (a[0] == '>') {
+            ex->hidden = true;
+            break;
+        }
+        if (!strncmp(a, "-X", 2) || !strcmp(a, "--request")) {
+            const char *m = a[1] == 'X' && a[2] ? a + 2 : (i + 1 < n ? w[++i] : "");
             snprintf(ex->method, sizeof(ex->method), "%s", m);
         } else if (!strcmp(a, "-d") || !strcmp(a, "--data") || !strcmp(a, "--data-binary")) {
             const char *v = i + 1 < n ? w[++i] : "";
+            af_free(ex->body);
             if (v[0] == '@') {
                 ex->body = af_test_read(v + 1, &ex->body_len);
             } else {
                 ex->body = af_xstrdup(v);
                 ex->body_len = strlen(v);
             }
-        } else if (!strcmp(a, "-H")) {
+        } else if (curl_takes_value(a)) {
+            ex->hidden |= !strcmp(a, "-o") || !strcmp(a, "--output");
             i++;
         } else if (a[0] != '-') {
             url = a;
@@ -946,18 +985,22 @@ static bool parse_curl(const char *line, struct http_example *ex)
         snprintf(ex->method, sizeof(ex->method), "POST");
     free_words(w);
     af_free(cmd);
+    if (!url) {
+        af_free(ex->body);
+        ex->body = NULL;
+    }
     return url != NULL;
 }
 
-/* The next fenced block after block k, when it is JSON and no heading comes between. */
-static const struct block *json_after(const struct doc *d, size_t k)
+/* The next fenced block after block k, when it is ```json or ```text and no heading comes between. */
+static const struct block *answer_after(const struct doc *d, size_t k)
 {
     const struct block *b = &d->blocks[k], *next;
 
     if (k + 1 >= d->n_blocks)
         return NULL;
     next = &d->blocks[k + 1];
-    if (strcmp(next->info, "json"))
+    if (strcmp(next->info, "json") && strcmp(next->info, "text"))
         return NULL;
     for (size_t h = 0; h < d->n_headings; h++)
         if (d->headings[h].line > b->end && d->headings[h].line < next->fence)
@@ -965,98 +1008,354 @@ static const struct block *json_after(const struct doc *d, size_t k)
     return next;
 }
 
-static void check_sh_block(const struct doc *d, size_t k, const struct af_test_server *srv,
-                           CURL *c, struct problems *pr, size_t *ran)
+/* True when `line` (up to its end or a newline) matches grep pattern `pat`: a fixed string, or
+ * with a leading '^' a fixed string the line starts with. */
+static bool grep_line(const char *line, const char *pat)
 {
-    const struct block *b = &d->blocks[k], *jb;
-    struct af_test_resp first;   /* the answer the JSON after the block shows */
-    bool have_first = false;
+    size_t len = strcspn(line, "\n");
+
+    if (pat[0] == '^')
+        return !strncmp(line, pat + 1, strlen(pat + 1)) && strlen(pat + 1) <= len;
+    for (size_t i = 0; i + strlen(pat) <= len; i++)
+        if (!strncmp(line + i, pat, strlen(pat)))
+            return true;
+    return false;
+}
+
+/* True when some line of `text` matches `pat`. */
+static bool grep_any(const char *text, const char *pat)
+{
+    for (const char *p = text; p;) {
+        const char *nl = strchr(p, '\n');
+        if (grep_line(p, pat))
+            return true;
+        p = nl ? nl + 1 : NULL;
+    }
+    return false;
+}
+
+/*
+ * A ```text answer: each of its lines must be a line of the real answer (of the lines holding
+ * the grep string, when the request is piped to grep), in order; "..." lines are skipped and a
+ * line ending in "..." matches any line that starts with the part before it.
+ */
+static void text_shows(const struct doc *d, const struct block *tb, const char *answer,
+                       const char *grep, struct problems *pr)
+{
+    char *copy = af_xstrdup(answer), **real = NULL, *p;
+    size_t n_real = 0, cap = 0, next = 0;
+
+    for (p = copy; *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        if (!grep[0] || grep_line(p, grep)) {
+            AF_GROW(real, cap, n_real + 1);
+            real[n_real++] = p;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    for (size_t l = tb->first; l < tb->end; l++) {
+        char want[1024];
+        size_t wl, j;
+        bool prefix;
+        snprintf(want, sizeof(want), "%s", d->lines[l]);
+        trim_right(want);
+        wl = strlen(want);
+        if (!wl || !strcmp(want, "..."))
+            continue;
+        prefix = ends_with(want, "...");
+        for (j = next; j < n_real; j++)
+            if (prefix ? !strncmp(real[j], want, wl - 3) : !strcmp(real[j], want))
+                break;
+        if (j == n_real) {
+            problem(pr, "%s:%zu: the real answer has no line '%s' at this point", d->rel, l + 1,
+                    want);
+            break;
+        }
+        next = j + 1;
+    }
+    af_free(real);
+    af_free(copy);
+}
+
+/* ---- the servers the HTTP examples go to ----------------------------------------------------- */
+
+#define SERVE_MARK "<!-- serve:"
+
+/*
+ * True when line `s` is a serve marker; `args` gets what it holds between "serve:" and
+ * "-->" (trimmed), `closed` whether "-->" ends the line.
+ */
+static bool serve_marker(const char *s, char *args, size_t cap, bool *closed)
+{
+    const char *e;
+    size_t n;
+
+    s += strspn(s, " ");
+    if (strncmp(s, SERVE_MARK, strlen(SERVE_MARK)))
+        return false;
+    s += strlen(SERVE_MARK);
+    s += strspn(s, " \t");
+    e = strstr(s, "-->");
+    *closed = e && !e[3 + strspn(e + 3, " \t\r")];
+    n = e ? (size_t)(e - s) : strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    snprintf(args, cap, "%.*s", (int)n, s);
+    return true;
+}
+
+/* The ARGS of the serve marker right before block k (blank lines may come between), or "". */
+static void block_serve_args(const struct doc *d, size_t k, char *args, size_t cap)
+{
+    size_t i = d->blocks[k].fence;
+    bool closed;
+
+    while (i > 0 && !d->in_code[i - 1] && !d->lines[i - 1][strspn(d->lines[i - 1], " \t\r")])
+        i--;
+    if (i == 0 || d->in_code[i - 1] || !serve_marker(d->lines[i - 1], args, cap, &closed))
+        args[0] = '\0';
+}
+
+/* Every serve marker is one line, names arguments, and comes right before a ```sh block. */
+static void check_serve_markers(const struct doc *d, struct problems *pr)
+{
+    for (size_t i = 0; i < d->n_lines; i++) {
+        char args[512];
+        bool closed, before_sh = false;
+        size_t j;
+        if (d->in_code[i] || !serve_marker(d->lines[i], args, sizeof(args), &closed))
+            continue;
+        if (!closed || !args[0]) {
+            problem(pr, "%s:%zu: a serve marker is one line, '<!-- serve: ARGS -->'", d->rel,
+                    i + 1);
+            continue;
+        }
+        for (j = i + 1; j < d->n_lines && !d->in_code[j] &&
+                        !d->lines[j][strspn(d->lines[j], " \t\r")];
+             j++)
+            ;
+        for (size_t k = 0; k < d->n_blocks && !before_sh; k++)
+            before_sh = d->blocks[k].fence == j &&
+                        (!strcmp(d->blocks[k].info, "sh") || !strcmp(d->blocks[k].info, "bash") ||
+                         !strcmp(d->blocks[k].info, "shell"));
+        if (!before_sh)
+            problem(pr, "%s:%zu: a serve marker must come right before a ```sh block", d->rel,
+                    i + 1);
+    }
+}
+
+#define MAX_SERVERS 8
+
+/* One `accelfit serve --demo ARGS` per distinct ARGS ("" for the plain demo), started on use. */
+struct servers {
+    size_t n;
+    char args[MAX_SERVERS][512];
+    struct af_test_server srv[MAX_SERVERS];
+};
+
+static const struct af_test_server *server_for(struct servers *sv, const char *args,
+                                               const char *where)
+{
+    const char *argv[64];
+    char **w;
+    size_t nw, k = 0;
+
+    for (size_t i = 0; i < sv->n; i++)
+        if (!strcmp(sv->args[i], args))
+            return &sv->srv[i];
+    ck_assert_msg(sv->n < MAX_SERVERS, "%s: more than %d different serve markers", where,
+                  MAX_SERVERS);
+    nw = split_words(args, &w);
+    ck_assert_msg(nw + 2 < AF_ARRAY_SIZE(argv), "%s: too many serve arguments", where);
+    argv[k++] = "--demo";
+    for (size_t i = 0; i < nw; i++)
+        argv[k++] = w[i];
+    argv[k] = NULL;
+    af_test_server_start(&sv->srv[sv->n], argv, false, NULL, NULL);
+    free_words(w);
+    snprintf(sv->args[sv->n], sizeof(sv->args[0]), "%s", args);
+    return &sv->srv[sv->n++];
+}
+
+static void servers_stop(struct servers *sv)
+{
+    for (size_t i = 0; i < sv->n; i++)
+        af_test_server_stop(&sv->srv[i]);
+    sv->n = 0;
+}
+
+/*
+ * The commands of a one-line loop "for NAME in WORD...; do COMMAND; done": COMMAND once per
+ * WORD, with $NAME and ${NAME} replaced by it. Returns how many (0: not such a loop); the
+ * caller frees them with free_words.
+ */
+static size_t expand_for(const char *s, char ***out)
+{
+    char name[64], **words = NULL, **v = NULL;
+    const char *in, *semi, *body, *end;
+    size_t n = 0, nw, cap = 0;
+
+    *out = NULL;
+    if (strncmp(s, "for ", 4) || !(in = strstr(s, " in ")) || !(semi = strstr(in, "; do ")) ||
+        !(end = strstr(semi, "; done")) || end[6 + strspn(end + 6, " \t")] ||
+        (size_t)(in - (s + 4)) >= sizeof(name))
+        return 0;
+    snprintf(name, sizeof(name), "%.*s", (int)(in - (s + 4)), s + 4);
+    body = semi + 5;
+    {
+        char *list = af_xasprintf("%.*s", (int)(semi - (in + 4)), in + 4);
+        nw = split_words(list, &words);
+        af_free(list);
+    }
+    for (size_t w = 0; w < nw; w++) {
+        struct af_buf cmd = AF_BUF_INIT(0);
+        char plain[80], braced[80];
+        snprintf(plain, sizeof(plain), "$%s", name);
+        snprintf(braced, sizeof(braced), "${%s}", name);
+        for (const char *p = body; p < end;) {
+            if (!strncmp(p, braced, strlen(braced))) {
+                ck_assert_int_eq(af_buf_puts(&cmd, words[w]), 0);
+                p += strlen(braced);
+            } else if (!strncmp(p, plain, strlen(plain))) {
+                ck_assert_int_eq(af_buf_puts(&cmd, words[w]), 0);
+                p += strlen(plain);
+            } else {
+                ck_assert_int_eq(af_buf_add(&cmd, p, 1), 0);
+                p++;
+            }
+        }
+        AF_GROW(v, cap, n + 2);
+        v[n++] = cmd.buf ? af_buf_detach(&cmd, NULL) : af_xstrdup("");
+        v[n] = NULL;
+    }
+    free_words(words);
+    *out = v;
+    return n;
+}
+
+/* The answer the block after an sh block shows: its first request not sent with -o or >. */
+struct shown {
+    bool have;
+    struct af_test_resp resp;
+    char grep[256];
+};
+
+/* Sends one curl command of a block (nothing for other commands). */
+static void run_curl(const struct doc *d, size_t at, const char *s, const char *args,
+                     struct servers *sv, CURL *c, struct problems *pr, size_t *ran,
+                     struct shown *first)
+{
+    const struct af_test_server *srv;
+    struct http_example ex;
+    struct af_test_resp r;
     char where[512];
+    char *u;
+
+    snprintf(where, sizeof(where), "%s:%zu", d->rel, at);
+    if (strncmp(s, "curl ", 5) || !parse_curl(s, &ex))
+        return;
+    srv = server_for(sv, args, where);
+    u = af_xasprintf("%s%s", srv->base, ex.path);
+    memset(&r, 0, sizeof(r));
+    af_test_http(c, ex.method[0] ? ex.method : NULL, u, ex.body, ex.body_len, NULL, &r);
+    (*ran)++;
+    if (r.curl_rc != CURLE_OK || r.status != 200)
+        problem(pr, "%s: `%s` answers %ld (curl %d): %.300s", where, s, r.status, r.curl_rc,
+                r.body ? r.body : "");
+    else if (ex.grep[0] && !grep_any(r.body ? r.body : "", ex.grep))
+        problem(pr, "%s: the answer to `%s` has no '%s'", where, s, ex.grep);
+    if (first->have || ex.hidden) {
+        af_test_resp_free(&r);
+    } else {
+        first->resp = r;
+        first->have = true;
+        snprintf(first->grep, sizeof(first->grep), "%s", ex.grep);
+    }
+    af_free(u);
+    af_free(ex.body);
+}
+
+static void check_sh_block(const struct doc *d, size_t k, struct servers *sv, CURL *c,
+                           struct problems *pr, size_t *ran)
+{
+    const struct block *b = &d->blocks[k], *ab;
+    struct shown shown;   /* the answer the block after shows */
+    const char *answer;
+    char where[512], args[512];
     size_t i = b->first;
 
     if (strcmp(b->info, "sh") && strcmp(b->info, "bash") && strcmp(b->info, "shell"))
         return;
-    memset(&first, 0, sizeof(first));
+    block_serve_args(d, k, args, sizeof(args));
+    memset(&shown, 0, sizeof(shown));
     while (i < b->end) {
         size_t at = i + 1;
-        char *cmd = joined_command(d, &i, b->end), *u;
+        char *cmd = joined_command(d, &i, b->end), **loop;
         const char *s = cmd + strspn(cmd, " \t");
-        struct http_example ex;
-        struct af_test_resp r;
-        snprintf(where, sizeof(where), "%s:%zu", d->rel, at);
-        if (strncmp(s, "curl ", 5) || !parse_curl(s, &ex)) {
-            af_free(cmd);
-            continue;
-        }
-        u = af_xasprintf("%s%s", srv->base, ex.path);
-        memset(&r, 0, sizeof(r));
-        af_test_http(c, ex.method[0] ? ex.method : NULL, u, ex.body, ex.body_len, NULL, &r);
-        (*ran)++;
-        if (r.curl_rc != CURLE_OK || r.status != 200)
-            problem(pr, "%s: `%s` answers %ld (curl %d): %.300s", where, s, r.status, r.curl_rc,
-                    r.body ? r.body : "");
-        else if (ex.grep[0] && !strstr(r.body ? r.body : "", ex.grep))
-            problem(pr, "%s: the answer to `%s` has no '%s'", where, s, ex.grep);
-        if (have_first) {
-            af_test_resp_free(&r);
-        } else {
-            first = r;
-            have_first = true;
-        }
-        af_free(u);
-        af_free(ex.body);
+        size_t n = expand_for(s, &loop);
+        for (size_t l = 0; l < n; l++)
+            run_curl(d, at, loop[l], args, sv, c, pr, ran, &shown);
+        if (!n)
+            run_curl(d, at, s, args, sv, c, pr, ran, &shown);
+        free_words(loop);
         af_free(cmd);
     }
-    jb = json_after(d, k);
-    if (jb && have_first) {
+    answer = shown.have && shown.resp.body ? shown.resp.body : "";
+    ab = answer_after(d, k);
+    if (ab && shown.have && !strcmp(ab->info, "text")) {
+        text_shows(d, ab, answer, shown.grep, pr);
+    } else if (ab && shown.have) {
         struct af_buf text = AF_BUF_INIT(0);
         json_error_t je;
         json_t *want, *got;
-        for (size_t l = jb->first; l < jb->end; l++) {
+        for (size_t l = ab->first; l < ab->end; l++) {
             ck_assert_int_eq(af_buf_puts(&text, d->lines[l]), 0);
             ck_assert_int_eq(af_buf_puts(&text, "\n"), 0);
         }
-        snprintf(where, sizeof(where), "%s:%zu", d->rel, jb->fence + 1);
+        snprintf(where, sizeof(where), "%s:%zu", d->rel, ab->fence + 1);
         want = json_loads(text.buf ? text.buf : "", 0, &je);
-        got = first.body ? json_loads(first.body, 0, NULL) : NULL;
+        got = json_loads(answer, 0, NULL);
         if (!want)
             problem(pr, "%s: the JSON shown is not JSON: %s (line %d)", where, je.text,
-                    je.line + (int)jb->first);
+                    je.line + (int)ab->first);
         else if (!got)
-            problem(pr, "%s: the real answer is not JSON: %.200s", where,
-                    first.body ? first.body : "");
+            problem(pr, "%s: the real answer is not JSON: %.200s", where, answer);
         else
             json_shows(want, got, "$", where, pr);
         json_decref(want);
         json_decref(got);
         af_buf_release(&text);
     }
-    if (have_first)
-        af_test_resp_free(&first);
+    if (shown.have)
+        af_test_resp_free(&shown.resp);
 }
 
 START_TEST(test_http_examples_match_the_demo)
 {
-    static const char *const args[] = {"--demo", NULL};
     struct problems pr = {AF_BUF_INIT(0), 0};
-    struct af_test_server srv;
+    struct servers sv;
     size_t n, ran = 0;
     char **files = doc_list(&n);
     CURL *c;
 
+    memset(&sv, 0, sizeof(sv));
     ck_assert_msg(chdir(AF_SOURCE_DIR) == 0, "cannot chdir to %s", AF_SOURCE_DIR);
-    af_test_server_start(&srv, args, false, NULL, NULL);
     c = curl_easy_init();
     ck_assert_ptr_nonnull(c);
     for (size_t i = 0; i < n; i++) {
         struct doc d;
         doc_load(&d, files[i]);
+        check_serve_markers(&d, &pr);
         for (size_t k = 0; k < d.n_blocks; k++)
-            check_sh_block(&d, k, &srv, c, &pr, &ran);
+            check_sh_block(&d, k, &sv, c, &pr, &ran);
+        servers_stop(&sv);   /* each document begins with fresh servers */
         doc_release(&d);
     }
     curl_easy_cleanup(c);
-    af_test_server_stop(&srv);
     doc_list_free(files, n);
     problems_check(&pr, "HTTP examples differ from the demo");
     ck_assert_msg(ran > 0, "no HTTP example found");
@@ -1092,6 +1391,85 @@ START_TEST(test_heading_slugs_follow_github)
 }
 END_TEST
 
+static const struct {
+    const char *line;
+    bool demo;   /* goes to the demo port */
+    const char *method, *path, *body, *grep;
+    bool hidden;
+} curls[] = {
+    {"curl -s 127.0.0.1:8888/rollouts", true, "", "/rollouts", NULL, "", false},
+    {"curl -s -XPOST '127.0.0.1:8888/rollouts/ack?name=llm-infer-to-inf2'", true, "POST",
+     "/rollouts/ack?name=llm-infer-to-inf2", NULL, "", false},
+    {"curl -s -X DELETE http://localhost:8888/x", true, "DELETE", "/x", NULL, "", false},
+    {"curl -s --request PUT localhost:8888/x -d '{\"a\": 1}'", true, "PUT", "/x", "{\"a\": 1}",
+     "", false},
+    {"curl -s -o /dev/null -d '{}' 127.0.0.1:8888/mutate", true, "POST", "/mutate", "{}", "",
+     true},
+    {"curl -s -d '{}' 127.0.0.1:8888/mutate > /dev/null", true, "POST", "/mutate", "{}", "", true},
+    {"curl -s -H 'Content-Type: application/json' 127.0.0.1:8888/metrics | grep -F accelfit_x",
+     true, "", "/metrics", NULL, "accelfit_x", false},
+    {"curl -s 127.0.0.1:8888/metrics | grep '^accelfit_rollout_'", true, "", "/metrics", NULL,
+     "^accelfit_rollout_", false},
+    {"curl -s 127.0.0.1:8888/healthz   # the process is up", true, "", "/healthz", NULL, "",
+     false},
+    {"curl -s -w '%{http_code}' 127.0.0.1:8888/readyz", true, "", "/readyz", NULL, "", false},
+    {"curl -s https://example.com:8888/filter", false, "", "", NULL, "", false},
+};
+
+START_TEST(test_curl_lines_parse)
+{
+    struct http_example ex;
+    bool demo = parse_curl(curls[_i].line, &ex);
+
+    ck_assert_msg(demo == curls[_i].demo, "'%s'", curls[_i].line);
+    if (demo) {
+        ck_assert_str_eq(ex.method, curls[_i].method);
+        ck_assert_str_eq(ex.path, curls[_i].path);
+        ck_assert_str_eq(ex.grep, curls[_i].grep);
+        ck_assert(ex.hidden == curls[_i].hidden);
+        if (curls[_i].body)
+            ck_assert_str_eq(ex.body, curls[_i].body);
+        else
+            ck_assert_ptr_null(ex.body);
+    }
+    af_free(ex.body);
+}
+END_TEST
+
+START_TEST(test_one_line_for_loops_expand)
+{
+    char **v;
+
+    ck_assert_uint_eq(expand_for("for i in 1 2 3; do curl -s 127.0.0.1:8888/x?n=$i; done", &v),
+                      3);
+    ck_assert_str_eq(v[0], "curl -s 127.0.0.1:8888/x?n=1");
+    ck_assert_str_eq(v[2], "curl -s 127.0.0.1:8888/x?n=3");
+    free_words(v);
+    ck_assert_uint_eq(expand_for("for f in a b; do curl -d @${f}.json x; done  ", &v), 2);
+    ck_assert_str_eq(v[1], "curl -d @b.json x");
+    free_words(v);
+    ck_assert_uint_eq(expand_for("for i in 1 2; do curl x; done; echo", &v), 0);
+    ck_assert_uint_eq(expand_for("curl -s 127.0.0.1:8888/for in", &v), 0);
+}
+END_TEST
+
+START_TEST(test_serve_markers_read_their_arguments)
+{
+    char args[512];
+    bool closed;
+
+    ck_assert(serve_marker("<!-- serve: --policy p.yaml -->", args, sizeof(args), &closed));
+    ck_assert_str_eq(args, "--policy p.yaml");
+    ck_assert(closed);
+    ck_assert(serve_marker("<!-- serve:--policy p.yaml", args, sizeof(args), &closed));
+    ck_assert(!closed);
+    ck_assert(serve_marker("<!-- serve: a --> b", args, sizeof(args), &closed));
+    ck_assert(!closed);
+    ck_assert(!serve_marker("<!-- served -->", args, sizeof(args), &closed));
+    ck_assert(!serve_marker("text <!-- serve: a -->", args, sizeof(args), &closed));
+}
+END_TEST
+
 static Suite *af_docs_suite(void)
 {
     Suite *s = suite_create("docs");
@@ -1100,6 +1478,9 @@ static Suite *af_docs_suite(void)
     tcase_add_loop_test(tc, test_heading_slugs_follow_github, 0, (int)AF_ARRAY_SIZE(slugs));
     tcase_add_test(tc, test_doc_links_resolve_in_the_repository);
     tcase_add_test(tc, test_docs_name_only_files_in_the_repository);
+    tcase_add_loop_test(tc, test_curl_lines_parse, 0, (int)AF_ARRAY_SIZE(curls));
+    tcase_add_test(tc, test_serve_markers_read_their_arguments);
+    tcase_add_test(tc, test_one_line_for_loops_expand);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("examples");

@@ -31,7 +31,8 @@ static const double bucket_le[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.00
 #define N_CODES (CODE_MAX - CODE_MIN + 2)   /* the last slot is "other" */
 #define CODE_OTHER (N_CODES - 1)
 
-static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explain", "preempt"};
+static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explain", "preempt",
+                                                  "mutate"};
 
 #define N_VERDICTS 3
 static const char *verdict_names[N_VERDICTS] = {"pass", "failed", "unresolvable"};

@@ -230,6 +230,8 @@ static int route_verb(enum route r)
         return AF_VERB_EXPLAIN;
     case R_PREEMPT:
         return AF_VERB_PREEMPT;
+    case R_MUTATE:
+        return AF_VERB_MUTATE;
     default:
         return -1;
     }

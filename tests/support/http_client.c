@@ -151,6 +151,50 @@ static bool child_exited(pid_t pid, int *status)
     return waitpid(pid, status, WNOHANG) == pid;
 }
 
+/*
+ * The servers this process started. A failing test never reaches af_test_server_stop; with
+ * CK_FORK Check kills the test's process group, without it the servers are killed at exit.
+ */
+static struct {
+    pid_t owner, pid;
+} started[256];
+static size_t n_started;
+
+static void kill_started(void)
+{
+    for (size_t i = 0; i < n_started; i++) {
+        int status;
+        if (started[i].owner != getpid() || started[i].pid <= 0 ||
+            child_exited(started[i].pid, &status))
+            continue;
+        kill(started[i].pid, SIGKILL);
+        waitpid(started[i].pid, &status, 0);
+    }
+}
+
+/* `pid` was reaped: never signal it again (the number may be reused). */
+static void forget_started(pid_t pid)
+{
+    for (size_t i = 0; i < n_started; i++)
+        if (started[i].pid == pid)
+            started[i].pid = 0;
+}
+
+static void remember_started(pid_t pid)
+{
+    static bool registered;
+
+    if (!registered) {
+        atexit(kill_started);
+        registered = true;
+    }
+    if (n_started < AF_ARRAY_SIZE(started)) {
+        started[n_started].owner = getpid();
+        started[n_started].pid = pid;
+        n_started++;
+    }
+}
+
 void af_test_server_start(struct af_test_server *s, const char *const *args, bool tls,
                           const char *client_cert, const char *client_key)
 {
@@ -164,8 +208,11 @@ void af_test_server_start(struct af_test_server *s, const char *const *args, boo
     s->tls = tls;
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", s->port);
     snprintf(s->base, sizeof(s->base), "%s://127.0.0.1:%d", tls ? "https" : "http", s->port);
-    snprintf(s->log_path, sizeof(s->log_path), "/tmp/af-test-server-%d-%d.log", (int)getpid(),
-             s->port);
+    {
+        char *log = af_test_temp_path("server-%d.log", s->port);
+        snprintf(s->log_path, sizeof(s->log_path), "%s", log);
+        af_free(log);
+    }
     argv[n++] = "accelfit";
     argv[n++] = "serve";
     argv[n++] = "--listen";
@@ -186,6 +233,7 @@ void af_test_server_start(struct af_test_server *s, const char *const *args, boo
         execv(AF_BINARY, (char *const *)argv);
         _exit(127);
     }
+    remember_started(s->pid);
     for (int tries = 0; tries < 300; tries++) {
         CURL *c = curl_easy_init();
         struct af_test_resp r;
@@ -210,6 +258,7 @@ void af_test_server_start(struct af_test_server *s, const char *const *args, boo
         af_test_resp_free(&r);
         if (child_exited(s->pid, &status)) {
             char *log = af_test_server_log(s);
+            forget_started(s->pid);
             s->pid = 0;
             ck_abort_msg("accelfit serve exited (status %d) before answering: %s", status, log);
         }
@@ -230,6 +279,7 @@ int af_test_server_stop(struct af_test_server *s)
     kill(s->pid, SIGTERM);
     for (int i = 0; i < 200; i++) {
         if (child_exited(s->pid, &status)) {
+            forget_started(s->pid);
             s->pid = 0;
             if (WIFSIGNALED(status))
                 return 128 + WTERMSIG(status);
@@ -239,6 +289,7 @@ int af_test_server_stop(struct af_test_server *s)
     }
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &status, 0);
+    forget_started(s->pid);
     s->pid = 0;
     return 128 + SIGKILL;
 }

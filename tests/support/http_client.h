@@ -17,7 +17,7 @@ struct af_test_server {
     int port;
     bool tls;
     char base[128];        /* "http://127.0.0.1:PORT" or "https://..." */
-    char log_path[256];    /* the child's stderr */
+    char log_path[512];    /* the child's stdout and stderr (see af_test_temp_path) */
 };
 
 /* A free TCP port on 127.0.0.1 (bound then released). */
@@ -28,6 +28,8 @@ int af_test_free_port(void);
  * (NULL-terminated). `tls` makes the base URL https. Waits up to 15 s for
  * GET /healthz to answer 200 (with TLS: without verifying the certificate,
  * using `client_cert`/`client_key` when given); aborts the test otherwise.
+ * The server's output goes to a temporary file, deleted when the test passes
+ * and kept, with its path printed, when it fails (af_test_temp_path).
  */
 void af_test_server_start(struct af_test_server *s, const char *const *args, bool tls,
                           const char *client_cert, const char *client_key);

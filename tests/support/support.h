@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test support shared by the Check suites: running a suite, reading fixtures
- * relative to the source tree, and running the built accelfit binary.
+ * relative to the source tree, temporary files that outlive only a failing
+ * test, and running the built accelfit binary.
  */
 #ifndef AF_TEST_SUPPORT_H
 #define AF_TEST_SUPPORT_H
@@ -9,8 +10,25 @@
 #include <check.h>
 #include <stddef.h>
 
-/* Runs `s` with CK_NORMAL output; returns the process exit status (0 = all passed). */
+#include "accelfit/util.h"
+
+/*
+ * Runs `s` with CK_NORMAL output; returns the process exit status (0 = all passed).
+ * When a test failed, prints the path of each temporary file kept for it (see
+ * af_test_temp_path).
+ */
 int af_test_run(Suite *s);
+
+/*
+ * A new path for a temporary file: "$TMPDIR/af-test-RUNNER-TEST-PID-WHAT" (TMPDIR defaults
+ * to /tmp; RUNNER is the pid of the process running the suite, TEST the running test's name,
+ * PID its process; WHAT is printf-formatted). The file
+ * (or directory, with what it holds), once created, is deleted when the test that asked for
+ * it passes (its process exits normally) and kept when the test fails, when af_test_run
+ * prints where it is; asked for in an unchecked fixture, it lives until the suite ends.
+ * The caller frees the path.
+ */
+char *af_test_temp_path(const char *fmt, ...) AF_PRINTF(1, 2);
 
 /* Reads AF_SOURCE_DIR "/" relpath; aborts the test when missing. Caller frees. */
 char *af_test_read(const char *relpath, size_t *len);
