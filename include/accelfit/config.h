@@ -15,6 +15,7 @@
 
 #include "accelfit/model.h"
 #include "accelfit/rollout.h"
+#include "accelfit/utilization.h"
 #include "accelfit/util.h"
 
 /* ---- policy ------------------------------------------------------------------ */
@@ -84,6 +85,9 @@ struct af_policy {
      * matches it. */
     struct af_rollout *rollouts;
     size_t n_rollouts;
+
+    /* Live utilization from Prometheus (accelfit/utilization.h, docs/utilization.md). */
+    struct af_util_policy util;
 };
 
 /* ---- loading ------------------------------------------------------------------ */

@@ -22,6 +22,7 @@
 
 struct af_kube;
 struct af_metrics;
+struct af_prom;
 
 enum af_not_ready_mode {
     AF_NOT_READY_REJECT = 0,   /* every candidate in FailedNodes: "accelfit: <why not ready>" */
@@ -39,6 +40,7 @@ struct af_service {
     enum af_not_ready_mode when_not_ready;
     uint64_t max_staleness_ns;
     struct af_rollouts *rollouts;     /* may be NULL: rollouts are not steered */
+    struct af_prom *util;             /* may be NULL: no live utilization (accelfit/utilization.h) */
 };
 
 enum af_verb {
@@ -118,6 +120,15 @@ int af_metrics_label(struct af_buf *o, const char *value) AF_MUST_CHECK;   /* es
  * nodes by class, readiness, rollouts) read at scrape time (service_metrics.c).
  */
 int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
+
+/*
+ * Live utilization (src/http/service_util.c). The status writes one line for /readyz
+ * ("utilization: live ..." or "utilization: degraded: <why>; scoring on allocation"), ""
+ * without a source; degraded never makes the server not ready. The metrics render
+ * accelfit_utilization_* and the allocated-but-idle waste gauges (nothing without a source).
+ */
+void af_service_utilization_status(struct af_service *svc, char *out, size_t n);
+int af_service_render_utilization(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
 
 /* ---- server -------------------------------------------------------------------------------- */
 

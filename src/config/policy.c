@@ -14,10 +14,12 @@
 #include "accelfit/config.h"
 #include "accelfit/select.h"
 #include "config/rollout.h"
+#include "config/utilization.h"
 #include "config/yamlnode.h"
 
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
-                                       "filter",     "prices", "rules",  "rollouts", NULL};
+                                       "filter",     "prices", "rules",  "rollouts",
+                                       "utilization", NULL};
 static const char *const memory_keys[] = {"bytes_per_param",
                                           "inference_precision",
                                           "training_precision",
@@ -56,6 +58,7 @@ void af_policy_free(struct af_policy *p)
         rule_release(&p->rules[i]);
     af_free(p->rules);
     af__rollouts_free(p->rollouts, p->n_rollouts);
+    af_util_policy_release(&p->util);
     af_free(p->source);
     af_free(p);
 }
@@ -81,6 +84,7 @@ static void policy_defaults(struct af_policy *p)
     p->w_cost = 0.2;
     p->cpu_backfill = false;
     p->default_spot_discount_pct = 60;
+    af_util_policy_defaults(&p->util);
 }
 
 /* Walks the pairs of mapping `map`, setting `k` (key text) and `v` (value node). */
@@ -650,6 +654,12 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     v = af__ymap_get(d, root, "rollouts");   /* src/config/rollout.c, docs/rollouts.md */
     if (v) {
         rc = af__rollouts_load(d, v, p);
+        if (rc)
+            return rc;
+    }
+    v = af__ymap_get(d, root, "utilization");   /* src/config/utilization.c, docs/utilization.md */
+    if (v) {
+        rc = af__utilization_load(d, v, p);
         if (rc)
             return rc;
     }

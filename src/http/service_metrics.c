@@ -190,5 +190,7 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = render_cluster(svc, out);
     if (!rc)
         rc = render_rollouts(svc, out);
+    if (!rc)
+        rc = af_service_render_utilization(svc, out);
     return rc;
 }
