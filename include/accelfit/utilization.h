@@ -111,10 +111,19 @@ struct af_util_sample {
                                 * idle_below, as far as the reader has seen */
 };
 
+/* One metric of one node over all its samples, summed when the snapshot is built, so a
+ * request reads one record instead of walking the samples (idle as of idle_below). */
+struct af_util_agg {
+    uint16_t devices, idle, held, busy_unheld;
+    double sum, max;
+    double oldest_ts;          /* 0: no sample of this metric */
+};
+
 struct af_util_node {
     const char *name;          /* the Kubernetes node name */
     struct af_util_sample *samples;
     size_t n;
+    struct af_util_agg agg[AF_UM__COUNT];
 };
 
 struct af_util_snapshot {
@@ -129,15 +138,20 @@ struct af_util_snapshot {
     size_t unmapped;           /* series no node label named */
     size_t n_nodes;
     struct af_util_node *nodes;   /* sorted by name */
+    uint64_t *index;           /* open addressing: hash << 32 | node i + 1; 0 empty */
+    size_t index_size;         /* a power of two, at least twice n_nodes */
     struct af_arena arena;     /* owns every string and array above */
 };
 
 struct af_util_snapshot *af_util_snapshot_ref(struct af_util_snapshot *s);
 void af_util_snapshot_unref(struct af_util_snapshot *s);   /* NULL is fine */
-/* Binary search. Borrowed, valid until unref; NULL when the node has no series. */
+/* By hash (the request path looks up every candidate). Borrowed, valid until unref;
+ * NULL when the node has no series. */
 const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const char *name);
 /* The time ages are measured against: `wall_now`, or `taken` for a frozen snapshot. */
 double af_util_now(const struct af_util_snapshot *s, double wall_now);
+/* FNV-1a of a node name: the index's hash (the builder fills it). */
+uint32_t af__util_hash(const char *name);
 
 /* ---- scoring (pure) ---------------------------------------------------------------------------- */
 

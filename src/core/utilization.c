@@ -131,21 +131,35 @@ void af_util_snapshot_unref(struct af_util_snapshot *s)
     af_free(s);
 }
 
+uint32_t af__util_hash(const char *name)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+
+    for (; *name; name++) {
+        h ^= (unsigned char)*name;
+        h *= 16777619u;
+    }
+    return h;
+}
+
 const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const char *name)
 {
-    size_t lo = 0, hi = s && name ? s->n_nodes : 0;
+    size_t mask;
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(s->nodes[mid].name, name);
-        if (c == 0)
-            return &s->nodes[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (!s || !name || !s->index_size)
+        return NULL;
+    mask = s->index_size - 1;
+    uint32_t h = af__util_hash(name);
+
+    mask = s->index_size - 1;
+    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
+        uint64_t v = s->index[pos];
+        uint32_t i = (uint32_t)v;
+        if (!v)
+            return NULL;
+        if ((uint32_t)(v >> 32) == h && !strcmp(s->nodes[i - 1].name, name))
+            return &s->nodes[i - 1];
     }
-    return NULL;
 }
 
 double af_util_now(const struct af_util_snapshot *s, double wall_now)
@@ -194,6 +208,30 @@ void af_util_node_stat(const struct af_util_policy *up, const struct af_util_nod
     }
     out->mean = out->devices ? out->sum / out->devices : 0;
     out->stale = seen && out->devices == 0;
+}
+
+/*
+ * af_util_node_stat for the request path: when every sample of the metric is fresh, the
+ * sums made at build time (the window counts, which only the waste report reads, stay 0).
+ */
+static void quick_stat(const struct af_util_policy *up, const struct af_util_node *node,
+                       enum af_util_metric m, double now, struct af_util_stat *out)
+{
+    const struct af_util_agg *a = node ? &node->agg[m] : NULL;
+
+    if (!a || !a->devices || now - a->oldest_ts > up->staleness_s) {
+        af_util_node_stat(up, node, m, now, out);
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    out->devices = a->devices;
+    out->idle = a->idle;
+    out->held = a->held;
+    out->busy_unheld = a->busy_unheld;
+    out->sum = a->sum;
+    out->max = a->max;
+    out->mean = a->sum / a->devices;
+    out->age_s = now > a->oldest_ts ? now - a->oldest_ts : 0;
 }
 
 /* ---- scoring --------------------------------------------------------------------------------------- */
@@ -323,7 +361,7 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
             d->live_state = AF_LIVE_NO_DATA;
             continue;
         }
-        af_util_node_stat(up, af_util_find(us, v->info->name), (enum af_util_metric)m, now, &st);
+        quick_stat(up, af_util_find(us, v->info->name), (enum af_util_metric)m, now, &st);
         if (st.devices == 0) {
             d->live_state = st.stale ? AF_LIVE_STALE : AF_LIVE_NO_DATA;
             continue;
@@ -365,7 +403,7 @@ static bool over_threshold(const struct af_policy *pol, const struct af_plan *pl
 {
     if (!v->info || plan->requested != AF_ACCEL_GPU || !shares_gpus(pod, v->info))
         return false;
-    af_util_node_stat(&pol->util, af_util_find(us, v->info->name), AF_UM_GPU_UTIL, now, st);
+    quick_stat(&pol->util, af_util_find(us, v->info->name), AF_UM_GPU_UTIL, now, st);
     return st->devices > 0 && st->max >= pol->util.max_gpu_util;
 }
 
@@ -394,8 +432,10 @@ void af_util_filter(const struct af_policy *pol, const struct af_plan *plan,
     af_filter(pol, plan, pod, any ? scratch : nodes, names, n, out, sum);
     for (size_t i = 0; any && i < n; i++) {
         struct af_node_decision *d = &out[i];
-        if (!over_threshold(pol, plan, pod, &nodes[i], us, now, &st) ||
-            d->verdict == AF_VERDICT_UNRESOLVABLE)
+        /* Only a node made full above (or full already) can be over the threshold. */
+        if (d->verdict == AF_VERDICT_UNRESOLVABLE || !nodes[i].info ||
+            scratch[i].used.v[AF_RES_GPU] < nodes[i].info->allocatable.v[AF_RES_GPU] ||
+            !over_threshold(pol, plan, pod, &nodes[i], us, now, &st))
             continue;
         if (d->verdict == AF_VERDICT_PASS && sum) {
             sum->passed--;

@@ -234,7 +234,21 @@ struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
         for (size_t k = 0; k < n->n; k++) {
             struct af_util_sample *smp = &n->samples[k];
             const struct af_util_sample *old;
+            struct af_util_agg *a;
             *smp = b->v[i + k].s;
+            a = &n->agg[smp->metric];
+            if (a->devices < UINT16_MAX) {
+                bool idle = smp->value < idle_below;
+                a->devices++;
+                a->idle += idle;
+                a->held += smp->held;
+                a->busy_unheld += !idle && !smp->held;
+                a->sum += smp->value;
+                if (a->devices == 1 || smp->value > a->max)
+                    a->max = smp->value;
+                if (a->oldest_ts == 0 || smp->ts < a->oldest_ts)
+                    a->oldest_ts = smp->ts;
+            }
             if (!(smp->value < idle_below)) {
                 smp->idle_since = 0;
                 continue;
@@ -248,6 +262,17 @@ struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
                 smp->idle_since = smp->ts;
         }
         i = j;
+    }
+    s->index_size = 16;
+    while (s->index_size < 2 * s->n_nodes)
+        s->index_size *= 2;
+    s->index = af_arena_alloc(&b->arena, s->index_size * sizeof(*s->index));
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        uint32_t h = af__util_hash(s->nodes[i].name);
+        size_t pos = h & (s->index_size - 1);
+        while (s->index[pos])
+            pos = (pos + 1) & (s->index_size - 1);
+        s->index[pos] = (uint64_t)h << 32 | (uint64_t)(i + 1);
     }
     s->arena = b->arena;
     af_free(b->v);
