@@ -12,7 +12,7 @@
  * The request path reads the published snapshot and does no I/O, so the three
  * should cost the same up to the few lookups per candidate.
  *
- * Usage: bench_util [requests-per-verb]   (default 2000)
+ * Usage: bench_util [requests-per-verb [candidates]]   (default 2000 and 500)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@
 #include "accelfit/util.h"
 
 #define N_NODES 5000
-#define N_CANDIDATES 500
+static int n_candidates = 500;
 
 static void node_name(char *buf, size_t n, int i)
 {
@@ -120,7 +120,7 @@ static char *request(unsigned seed)
                         "{\"nvidia.com/gpu\":\"1\",\"cpu\":\"2\",\"memory\":\"8Gi\"}}}]}},"
                         "\"Nodes\":null,\"NodeNames\":["))
         abort();
-    for (int i = 0; i < N_CANDIDATES; i++) {
+    for (int i = 0; i < n_candidates; i++) {
         char name[96];
         seed = seed * 1103515245u + 12345u;
         node_name(name, sizeof(name), (int)((seed >> 8) % N_NODES));
@@ -196,8 +196,12 @@ int main(int argc, char **argv)
     struct af_prom_options po;
     char *bodies[8], why[300], *metrics;
 
+    if (argc > 2)
+        n_candidates = (int)strtol(argv[2], NULL, 10);
     if (n < 100)
         n = 100;
+    if (n_candidates < 1 || n_candidates > N_NODES)
+        n_candidates = 500;
     af_log_level = AF_LOG_WARN;
     af_publisher_init(&pub);
     af_publisher_publish(&pub, build_cluster());
@@ -217,7 +221,7 @@ int main(int argc, char **argv)
     unlink(metrics);
 
     printf("bench_util: %d GPU nodes, %d candidates per request, %zu requests per verb\n",
-           N_NODES, N_CANDIDATES, n);
+           N_NODES, n_candidates, n);
     memset(&svc, 0, sizeof(svc));
     svc.pub = &pub;
     svc.config = &off;
