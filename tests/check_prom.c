@@ -176,16 +176,19 @@ static void write_prometheus_config(void)
     write_file("prometheus.yml", cfg);
 }
 
+static bool web_config;   /* start Prometheus with basic auth (web.yml) */
+
 static void start_prometheus(void)
 {
-    char cfgflag[320], data[320], listen[64], log[300];
+    char cfgflag[320], data[320], listen[64], log[300], web[320];
     const char *argv[] = {prometheus_binary(), cfgflag, data, listen, "--log.level=warn",
-                          "--storage.tsdb.retention.time=1h", NULL};
+                          "--storage.tsdb.retention.time=1h", web_config ? web : NULL, NULL};
 
     snprintf(cfgflag, sizeof(cfgflag), "--config.file=%s/prometheus.yml", dir);
     snprintf(data, sizeof(data), "--storage.tsdb.path=%s/data", dir);
     snprintf(listen, sizeof(listen), "--web.listen-address=127.0.0.1:%d", prom_port);
     snprintf(log, sizeof(log), "%s/prometheus.log", dir);
+    snprintf(web, sizeof(web), "--web.config.file=%s/web.yml", dir);
     prom_pid = spawn(argv, log);
 }
 
@@ -219,7 +222,7 @@ static int score_of(const char *body, const char *node)
 
     snprintf(key, sizeof(key), "\"Host\":\"%s\",\"Score\":", node);
     p = strstr(body, key);
-    ck_assert_msg(p != NULL, "no score for %s in %s", node, body);
+    ck_assert_msg(p != NULL, "no score for %s in %.1500s", node, body);
     return (int)strtol(p + strlen(key), NULL, 10);
 }
 
@@ -232,7 +235,7 @@ static char *prioritize(CURL *c, const struct af_test_server *s, const char *bod
     snprintf(url, sizeof(url), "%s/prioritize", s->base);
     af_test_http(c, "POST", url, body, len, NULL, &r);
     ck_assert_int_eq(r.curl_rc, CURLE_OK);
-    ck_assert_msg(r.status == 200, "prioritize answered %ld: %s", r.status, r.body);
+    ck_assert_msg(r.status == 200, "prioritize answered %ld: %.1500s", r.status, r.body);
     out = af_xstrdup(r.body);
     af_test_resp_free(&r);
     return out;
@@ -253,7 +256,7 @@ static void wait_ranked(CURL *c, const struct af_test_server *s, const char *bod
         }
         usleep(100000);
     }
-    ck_abort_msg("prioritize never ranked %s above %s within %d s; last answer %s", first, second,
+    ck_abort_msg("prioritize never ranked %s above %s within %d s; last answer %.1500s", first, second,
                  DEADLINE_S, last);
 }
 
@@ -289,6 +292,36 @@ static void write_policy(void)
     af_free(base);
 }
 
+static void make_dir(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/af-prom-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/*
+ * In the temporary directory (made when there is none yet): the policy, the exporter
+ * (GPU a at 90 %, b at 2 %) and a Prometheus scraping it, ready.
+ */
+static void start_stack(CURL *c, char *prom_url, size_t ulen, char *policy, size_t plen)
+{
+    char url[300];
+
+    if (!dir[0])
+        make_dir();
+    prom_port = af_test_free_port();
+    snprintf(prom_url, ulen, "http://127.0.0.1:%d", prom_port);
+    snprintf(policy, plen, "%s/policy.yaml", dir);
+    write_policy();
+    write_gpu_exposition("gpu-a.txt", node_a, 90);   /* a busy, b idle */
+    write_gpu_exposition("gpu-b.txt", node_b, 2);
+    start_exporter();
+    write_prometheus_config();
+    start_prometheus();
+    snprintf(url, sizeof(url), "http://%s127.0.0.1:%d/-/ready",
+             web_config ? "accelfit:s3cret@" : "", prom_port);
+    wait_for(c, url, "Ready");
+}
+
 START_TEST(test_scores_follow_prometheus_and_degrade_when_it_stops)
 {
     struct af_test_server live, plain;
@@ -300,24 +333,15 @@ START_TEST(test_scores_follow_prometheus_and_degrade_when_it_stops)
     size_t len;
     char *body = request_body(&len), *want, *got;
 
-    snprintf(dir, sizeof(dir), "/tmp/af-prom-test-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    prom_port = af_test_free_port();
-    snprintf(prom_url, sizeof(prom_url), "http://127.0.0.1:%d", prom_port);
-    snprintf(policy, sizeof(policy), "%s/policy.yaml", dir);
-    write_policy();
-    write_gpu_exposition("gpu-a.txt", node_a, 90);   /* a busy, b idle */
-    write_gpu_exposition("gpu-b.txt", node_b, 2);
-    start_exporter();
-    write_prometheus_config();
-    start_prometheus();
-    snprintf(url, sizeof(url), "%s/-/ready", prom_url);
-    wait_for(c, url, "Ready");
+    start_stack(c, prom_url, sizeof(prom_url), policy, sizeof(policy));
 
     af_test_server_start(&live, live_args, false, NULL, NULL);
     af_test_server_start(&plain, plain_args, false, NULL, NULL);
 
-    /* 1. prefer-idle: the idle node first */
+    /* 1. prefer-idle: the idle node first, once all three targets have been read (the
+     * Neuron series mapped by the label the scrape added) */
+    snprintf(url, sizeof(url), "%s/metrics", live.base);
+    wait_for(c, url, "accelfit_utilization_nodes{mapped=\"true\"} 3");
     wait_ranked(c, &live, body, len, node_b, node_a);
     snprintf(url, sizeof(url), "%s/readyz", live.base);
     wait_for(c, url, "utilization: live from prometheus");
@@ -327,13 +351,10 @@ START_TEST(test_scores_follow_prometheus_and_degrade_when_it_stops)
         af_test_http(c, "POST", url, body, len, NULL, &r);
         ck_assert_int_eq(r.status, 200);
         ck_assert_msg(strstr(r.body, "\"state\":\"used\",\"metric\":\"gpu_util\",\"util_pct\":2,"),
-                      "explain does not show node b's measured 2%%: %s", r.body);
+                      "explain does not show node b's measured 2%%: %.1500s", r.body);
         ck_assert_ptr_nonnull(strstr(r.body, "\"util_pct\":90,"));
         af_test_resp_free(&r);
     }
-    /* the Neuron series were mapped by the label the scrape added */
-    snprintf(url, sizeof(url), "%s/metrics", live.base);
-    wait_for(c, url, "accelfit_utilization_nodes{mapped=\"true\"} 3");
 
     /* 2. the values change: the ranking follows */
     write_gpu_exposition("gpu-a.txt", node_a, 1);
@@ -385,6 +406,40 @@ START_TEST(test_scores_follow_prometheus_and_degrade_when_it_stops)
 }
 END_TEST
 
+/* Prometheus's own basic auth (--web.config.file): the right password reads live data, a
+ * wrong one is a degraded source that says 401. */
+START_TEST(test_basic_auth_to_a_protected_prometheus)
+{
+    struct af_test_server good, bad;
+    char prom_url[100], policy[300], url[300], good_file[300], bad_file[300];
+    const char *good_args[] = {"--demo", "--policy", policy, "--prometheus", prom_url,
+                               "--prometheus-basic-auth-file", good_file, NULL};
+    const char *bad_args[] = {"--demo", "--policy", policy, "--prometheus", prom_url,
+                              "--prometheus-basic-auth-file", bad_file, NULL};
+    CURL *c = curl_easy_init();
+
+    web_config = true;
+    make_dir();
+    /* bcrypt (cost 4) of "s3cret" */
+    write_file("web.yml", "basic_auth_users:\n"
+                          "  accelfit: $2b$04$os815qlgHnJD3nK88ebuIuTTXXwYha27HbB3nSb99z3NQELwAXigi\n");
+    write_file("good-auth", "accelfit:s3cret\n");
+    write_file("bad-auth", "accelfit:wrong\n");
+    snprintf(good_file, sizeof(good_file), "%s/good-auth", dir);
+    snprintf(bad_file, sizeof(bad_file), "%s/bad-auth", dir);
+    start_stack(c, prom_url, sizeof(prom_url), policy, sizeof(policy));
+    af_test_server_start(&good, good_args, false, NULL, NULL);
+    af_test_server_start(&bad, bad_args, false, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/readyz", good.base);
+    wait_for(c, url, "utilization: live from prometheus");
+    snprintf(url, sizeof(url), "%s/readyz", bad.base);
+    wait_for(c, url, "utilization: degraded: query gpu_util: HTTP 401");
+    ck_assert_int_eq(af_test_server_stop(&good), 0);
+    ck_assert_int_eq(af_test_server_stop(&bad), 0);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
 static void teardown(void)
 {
     char cmd[400];
@@ -406,6 +461,7 @@ Suite *af_prom_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_scores_follow_prometheus_and_degrade_when_it_stops);
+    tcase_add_test(tc, test_basic_auth_to_a_protected_prometheus);
     suite_add_tcase(s, tc);
     return s;
 }
