@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
@@ -509,6 +510,43 @@ START_TEST(test_waste_counts_allocated_gpus_idle_for_the_window)
 }
 END_TEST
 
+/* ---- serve flags ------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *args[6];
+    const char *text;
+} flag_cases[] = {
+    {{"--prometheus", "ftp://prometheus:9090"}, "--prometheus must be an http:// or https:// URL"},
+    {{"--prometheus", "http://127.0.0.1:1", "--prometheus-bearer-token-file", "/nonexistent/token"},
+     "cannot read --prometheus-bearer-token-file '/nonexistent/token'"},
+    {{"--prometheus-ca-file", "ca.pem"}, "the --prometheus-* options need --prometheus URL"},
+    {{"--prometheus", "http://127.0.0.1:1", "--metrics-file", "x.json"},
+     "--prometheus and --metrics-file exclude each other"},
+    {{"--metrics-file", "tests/fixtures/metrics/prometheus-query-response.json"},
+     "expected an object with \"queries\""},
+    {{"--prometheus", "http://127.0.0.1:1", "--prometheus-interval", "0"},
+     "--prometheus-interval must be 1..3600 seconds"},
+};
+
+START_TEST(test_bad_prometheus_flags_exit_2_with_one_line)
+{
+    const char *argv[12] = {"accelfit", "serve", "--demo", "--listen", "127.0.0.1:1"};
+    char *out = NULL, *err = NULL;
+    int n = 5, rc;
+
+    for (int i = 0; flag_cases[_i].args[i]; i++)
+        argv[n++] = flag_cases[_i].args[i];
+    argv[n] = NULL;
+    ck_assert_int_eq(chdir(AF_SOURCE_DIR), 0);
+    rc = af_test_exec(argv, NULL, &out, &err);
+    ck_assert_msg(rc == 2, "case %d: exit %d: %s", _i, rc, err);
+    ck_assert_msg(strstr(err, flag_cases[_i].text), "case %d: %s", _i, err);
+    ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "case %d: not one line: %s", _i, err);
+    af_free(out);
+    af_free(err);
+}
+END_TEST
+
 Suite *af_utilization_suite(void);
 Suite *af_utilization_suite(void)
 {
@@ -537,6 +575,12 @@ Suite *af_utilization_suite(void)
     tcase_add_test(ts, test_shared_gpus_saturated_are_penalized_and_filtered);
     tcase_add_test(ts, test_waste_counts_allocated_gpus_idle_for_the_window);
     suite_add_tcase(s, ts);
+    {
+        TCase *tf = tcase_create("flags");
+        tcase_add_loop_test(tf, test_bad_prometheus_flags_exit_2_with_one_line, 0,
+                            (int)AF_ARRAY_SIZE(flag_cases));
+        suite_add_tcase(s, tf);
+    }
     return s;
 }
 

@@ -462,6 +462,15 @@ int af_cmd_serve(int argc, char **argv)
     svc.when_not_ready = o.when_not_ready;
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
+    if (o.prom.url || o.prom.metrics_file) {
+        /* Live utilization: its own thread (or a recording); requests only read it. */
+        rc = af_prom_start(&svc.util, &o.prom, &holder, why, sizeof(why));
+        if (rc != 0) {
+            fprintf(stderr, "accelfit serve: %s\n", why);
+            rc = 2;
+            goto out;
+        }
+    }
     if (o.cluster || o.demo) {
         struct af_config *c = af_config_holder_get(&holder);
         rc = load_static(&o, c, &pub);
@@ -473,15 +482,6 @@ int af_cmd_serve(int argc, char **argv)
     }
     if (rc != 0)
         goto out;
-    if (o.prom.url || o.prom.metrics_file) {
-        /* Live utilization: its own thread (or a recording); requests only read it. */
-        rc = af_prom_start(&svc.util, &o.prom, &holder, why, sizeof(why));
-        if (rc != 0) {
-            fprintf(stderr, "accelfit serve: %s\n", why);
-            rc = 2;
-            goto out;
-        }
-    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
