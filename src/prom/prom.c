@@ -174,7 +174,7 @@ static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
                  what);
     }
     af_buf_release(&body);
-    s = af_util_build_finish(b, prev && prev->ok ? prev : NULL, up->idle_below);
+    s = af_util_build_finish(b, prev, up->idle_below);
     if (why[0]) {
         af_util_snapshot_unref(s);
         s = degraded(p, why);
@@ -208,12 +208,14 @@ static void *reader_main(void *arg)
     struct af_prom *p = arg;
     CURL *h = curl_easy_init();
     double backoff = 0;
+    /* the last round that answered: idle runs carry over failed rounds */
+    struct af_util_snapshot *prev = NULL;
 
     configure(p, h);
     for (;;) {
         struct af_config *cfg = af_config_holder_get(p->cfg);
         const struct af_util_policy *up = &cfg->policy->util;
-        struct af_util_snapshot *prev = af_prom_acquire(p), *s;
+        struct af_util_snapshot *s;
         double interval = p->opt.interval_s > 0 ? p->opt.interval_s : up->interval_s, wait;
         struct timespec until;
         bool stop;
@@ -221,6 +223,8 @@ static void *reader_main(void *arg)
         s = round_once(p, h, up, prev);
         p->rounds++;
         if (s->ok) {
+            af_util_snapshot_unref(prev);
+            prev = af_util_snapshot_ref(s);
             p->last_ok = af_wall_time();
             if (backoff > 0)
                 AF_LOG(AF_LOG_INFO, "prometheus answers again; live utilization resumes", "url",
@@ -242,7 +246,6 @@ static void *reader_main(void *arg)
         s->rounds = p->rounds;
         s->failures = p->failures;
         snprintf(s->source, sizeof(s->source), "prometheus %s", p->opt.url);
-        af_util_snapshot_unref(prev);
         af_config_unref(cfg);
         publish(p, s);
 
@@ -261,6 +264,7 @@ static void *reader_main(void *arg)
         if (stop)
             break;
     }
+    af_util_snapshot_unref(prev);
     curl_easy_cleanup(h);
     return NULL;
 }
