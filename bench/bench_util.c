@@ -96,8 +96,8 @@ static char *write_metrics(void)
             if (af_buf_printf(&b,
                               "%s{\"metric\":{\"Hostname\":\"%s\",\"gpu\":\"%d\",\"modelName\":"
                               "\"NVIDIA A10G\"%s},\"value\":[1795414896,\"%u\"]}",
-                              i || g ? "," : "", name, g, g == 0 && i % 2 == 0 ? ",\"pod\":\"w\"" : "",
-                              (seed >> 8) % 100))
+                              i || g ? "," : "", name, g,
+                              g == 0 && i % 2 == 0 ? ",\"pod\":\"w\"" : "", (seed >> 8) % 100))
                 abort();
         }
     }

@@ -256,8 +256,8 @@ static void wait_ranked(CURL *c, const struct af_test_server *s, const char *bod
         }
         usleep(100000);
     }
-    ck_abort_msg("prioritize never ranked %s above %s within %d s; last answer %.1500s", first, second,
-                 DEADLINE_S, last);
+    ck_abort_msg("prioritize never ranked %s above %s within %d s; last answer %.1500s", first,
+                 second, DEADLINE_S, last);
 }
 
 /* The request: a 1-GPU inference pod; candidates the two free A10G nodes. */
@@ -421,8 +421,9 @@ START_TEST(test_basic_auth_to_a_protected_prometheus)
     web_config = true;
     make_dir();
     /* bcrypt (cost 4) of "s3cret" */
-    write_file("web.yml", "basic_auth_users:\n"
-                          "  accelfit: $2b$04$os815qlgHnJD3nK88ebuIuTTXXwYha27HbB3nSb99z3NQELwAXigi\n");
+    write_file("web.yml",
+               "basic_auth_users:\n"
+               "  accelfit: $2b$04$os815qlgHnJD3nK88ebuIuTTXXwYha27HbB3nSb99z3NQELwAXigi\n");
     write_file("good-auth", "accelfit:s3cret\n");
     write_file("bad-auth", "accelfit:wrong\n");
     snprintf(good_file, sizeof(good_file), "%s/good-auth", dir);

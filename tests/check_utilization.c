@@ -19,7 +19,7 @@
 
 #define T0 1795414896.0
 
-/* ---- policy ----------------------------------------------------------------------------------- */
+/* ---- policy ---------------------------------------------------------------------------------- */
 
 /* The default policy with `extra` appended; *err filled on failure. */
 static int load_with(const char *extra, struct af_policy **out, struct af_error *err)
@@ -103,7 +103,8 @@ static const struct {
 } bad_cases[] = {
     {"utilization:\n  intervall: 5s\n", 2, 3, "unknown key 'intervall'"},
     {"utilization:\n  interval: 5\n", 2, 13, "must be a duration"},
-    {"utilization:\n  scoring: {mode: fastest}\n", 2, 19, "unknown utilization.scoring.mode 'fastest'"},
+    {"utilization:\n  scoring: {mode: fastest}\n", 2, 19,
+     "unknown utilization.scoring.mode 'fastest'"},
     {"utilization:\n  scoring: {weight: 2}\n", 2, 21, "in [0, 1]"},
     {"utilization:\n  filter: {max_gpu_util: 120}\n", 2, 26, "percentage in [0, 100]"},
     {"utilization:\n  queries: {gpu_utilization: x}\n", 2, 13, "unknown key 'gpu_utilization'"},
@@ -126,7 +127,7 @@ START_TEST(test_policy_errors_point_at_the_text)
 }
 END_TEST
 
-/* ---- answers into snapshots -------------------------------------------------------------------- */
+/* ---- answers into snapshots ------------------------------------------------------------------ */
 
 static struct af_util_policy up;
 
@@ -183,8 +184,8 @@ END_TEST
 
 START_TEST(test_servicemonitor_labels_still_say_who_holds_the_gpu)
 {
-    char *body = af_test_read("tests/fixtures/metrics/prometheus-query-response-servicemonitor-labels.json",
-                              NULL);
+    char *body = af_test_read(
+        "tests/fixtures/metrics/prometheus-query-response-servicemonitor-labels.json", NULL);
     const char *answers[] = {body};
     int metrics[] = {AF_UM_GPU_UTIL};
     struct af_util_snapshot *s = build(answers, metrics, 1, NULL);
@@ -281,7 +282,7 @@ START_TEST(test_matrix_answer_gives_the_trailing_idle_run)
 }
 END_TEST
 
-/* ---- scoring ----------------------------------------------------------------------------------- */
+/* ---- scoring --------------------------------------------------------------------------------- */
 
 static struct af_config *cfg;
 static struct af_policy *pol;
@@ -457,8 +458,8 @@ START_TEST(test_shared_gpus_saturated_are_penalized_and_filtered)
     af_util_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0 + 7, scratch, b.d, &sum);
     ck_assert_int_eq(b.d[0].verdict, AF_VERDICT_FAILED);
     ck_assert_int_eq(b.d[0].live_state, AF_LIVE_REFUSED);
-    ck_assert_msg(strstr(b.d[0].reason, "measured at 90%") && strstr(b.d[0].reason, "max_gpu_util 80%") &&
-                      strstr(b.d[0].reason, "7s ago"),
+    ck_assert_msg(strstr(b.d[0].reason, "measured at 90%") &&
+                      strstr(b.d[0].reason, "max_gpu_util 80%") && strstr(b.d[0].reason, "7s ago"),
                   "%s", b.d[0].reason);
     ck_assert_int_eq(b.d[1].verdict, AF_VERDICT_PASS);
     ck_assert_int_eq(b.d[2].verdict, AF_VERDICT_PASS);   /* no data: not refused */
@@ -510,7 +511,7 @@ START_TEST(test_waste_counts_allocated_gpus_idle_for_the_window)
 }
 END_TEST
 
-/* ---- serve flags ------------------------------------------------------------------------------- */
+/* ---- serve flags ----------------------------------------------------------------------------- */
 
 static const struct {
     const char *args[6];

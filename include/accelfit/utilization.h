@@ -153,7 +153,7 @@ double af_util_now(const struct af_util_snapshot *s, double wall_now);
 /* FNV-1a of a node name: the index's hash (the builder fills it). */
 uint32_t af__util_hash(const char *name);
 
-/* ---- scoring (pure) ---------------------------------------------------------------------------- */
+/* ---- scoring (pure) -------------------------------------------------------------------------- */
 
 /* What live data did for one node (af_node_decision.live_state). */
 enum af_live_state {
@@ -233,7 +233,7 @@ struct af_util_waste {
 bool af_util_waste(const struct af_policy *pol, const struct af_node_view *v,
                    const struct af_util_node *node, double now, struct af_util_waste *out);
 
-/* ---- the reader (src/prom/prom.c) --------------------------------------------------------------- */
+/* ---- the reader (src/prom/prom.c) ------------------------------------------------------------ */
 
 struct af_config_holder;
 struct af_prom;

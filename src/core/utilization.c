@@ -114,7 +114,7 @@ void af_util_policy_release(struct af_util_policy *up)
     }
 }
 
-/* ---- snapshot ------------------------------------------------------------------------------------ */
+/* ---- snapshot -------------------------------------------------------------------------------- */
 
 struct af_util_snapshot *af_util_snapshot_ref(struct af_util_snapshot *s)
 {
@@ -167,7 +167,7 @@ double af_util_now(const struct af_util_snapshot *s, double wall_now)
     return s && s->frozen ? s->taken : wall_now;
 }
 
-/* ---- per-node summary ------------------------------------------------------------------------------ */
+/* ---- per-node summary ------------------------------------------------------------------------ */
 
 void af_util_node_stat(const struct af_util_policy *up, const struct af_util_node *node,
                        enum af_util_metric m, double now, struct af_util_stat *out)
@@ -234,7 +234,7 @@ static void quick_stat(const struct af_util_policy *up, const struct af_util_nod
     out->age_s = now > a->oldest_ts ? now - a->oldest_ts : 0;
 }
 
-/* ---- scoring --------------------------------------------------------------------------------------- */
+/* ---- scoring --------------------------------------------------------------------------------- */
 
 static double clamp01(double v)
 {
@@ -269,7 +269,8 @@ static void device_counts(const struct af_node_view *v, enum af_util_metric m, i
         int64_t devs = a->v[AF_RES_NEURON] > a->v[AF_RES_NEURONDEVICE] ? a->v[AF_RES_NEURON]
                                                                         : a->v[AF_RES_NEURONDEVICE];
         *capacity = a->v[AF_RES_NEURONCORE] > 0 ? a->v[AF_RES_NEURONCORE] : devs * cpd;
-        *allocated = u->v[AF_RES_NEURONCORE] + (u->v[AF_RES_NEURON] + u->v[AF_RES_NEURONDEVICE]) * cpd;
+        *allocated = u->v[AF_RES_NEURONCORE] +
+                     (u->v[AF_RES_NEURON] + u->v[AF_RES_NEURONDEVICE]) * cpd;
     } else {
         *capacity = a->v[AF_RES_GPU];
         *allocated = u->v[AF_RES_GPU];
@@ -389,7 +390,7 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
     }
 }
 
-/* ---- filter post-pass --------------------------------------------------------------------------------- */
+/* ---- filter post-pass ------------------------------------------------------------------------ */
 
 bool af_util_filters(const struct af_policy *pol)
 {
@@ -457,7 +458,7 @@ void af_util_filter(const struct af_policy *pol, const struct af_plan *plan,
     }
 }
 
-/* ---- waste ----------------------------------------------------------------------------------------- */
+/* ---- waste ----------------------------------------------------------------------------------- */
 
 bool af_util_waste(const struct af_policy *pol, const struct af_node_view *v,
                    const struct af_util_node *node, double now, struct af_util_waste *out)

@@ -291,12 +291,13 @@ static void live_filter(struct af_service *svc, const struct af_config *cfg,
                         struct af_arena *ar, const struct candidates *c,
                         struct af_node_decision *dec, struct af_filter_summary *sum)
 {
-    struct af_util_snapshot *us = af_util_filters(cfg->policy) ? af_prom_acquire(svc->util) : NULL;
+    struct af_util_snapshot *us =
+        af_util_filters(cfg->policy) ? af_prom_acquire(svc->util) : NULL;
 
     if (us)
         af_util_filter(cfg->policy, plan, pod, c->views, c->names, c->n, us,
-                       af_util_now(us, af_wall_time()), af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views)),
-                       dec, sum);
+                       af_util_now(us, af_wall_time()),
+                       af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views)), dec, sum);
     else
         af_filter(cfg->policy, plan, pod, c->views, c->names, c->n, dec, sum);
     af_util_snapshot_unref(us);

@@ -256,7 +256,8 @@ struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
             /* Idle now: idle since the earlier of what this answer shows and what the last
              * round saw, if that one was idle too. */
             old = previous(prev, n->name, smp);
-            if (old && old->idle_since > 0 && (smp->idle_since == 0 || old->idle_since < smp->idle_since))
+            if (old && old->idle_since > 0 &&
+                (smp->idle_since == 0 || old->idle_since < smp->idle_since))
                 smp->idle_since = old->idle_since;
             if (smp->idle_since == 0)
                 smp->idle_since = smp->ts;

@@ -191,7 +191,8 @@ static void configure(struct af_prom *p, CURL *h)
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     if (p->opt.ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, p->opt.ca_file);
-    if (p->opt.basic_auth_file && read_secret(p->opt.basic_auth_file, userpwd, sizeof(userpwd)) == 0) {
+    if (p->opt.basic_auth_file &&
+        read_secret(p->opt.basic_auth_file, userpwd, sizeof(userpwd)) == 0) {
         curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
         curl_easy_setopt(h, CURLOPT_USERPWD, userpwd);
     }
@@ -269,7 +270,7 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-/* ---- a recorded snapshot ---------------------------------------------------------------------- */
+/* ---- a recorded snapshot --------------------------------------------------------------------- */
 
 /*
  * {"recorded": "...", "queries": {"gpu_util": <an /api/v1/query or query_range answer>,
@@ -340,7 +341,7 @@ out:
     return rc;
 }
 
-/* ---- lifecycle ---------------------------------------------------------------------------------- */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 static char *dup_opt(const char *s)
 {
