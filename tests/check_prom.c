@@ -12,7 +12,9 @@
  * the other way round once the values swap); a Prometheus stopped mid-run degrades to
  * exactly the allocation scores of a server without --prometheus, with every request
  * answered 200, /readyz 200 saying so and accelfit_utilization_up 0; and a Prometheus
- * started again is used again. Every wait polls with a generous deadline; nothing is
+ * started again is used again. A second case puts Prometheus behind its own TLS (a
+ * certificate from a test CA) and basic auth: --prometheus-ca-file and the right password
+ * read live data; a wrong password or no CA file degrade, saying why. Every wait polls with a generous deadline; nothing is
  * timed. Without the prometheus binary the suite is skipped (exit 77, which ctest
  * reports as skipped), saying how to install it.
  */
@@ -176,7 +178,7 @@ static void write_prometheus_config(void)
     write_file("prometheus.yml", cfg);
 }
 
-static bool web_config;   /* start Prometheus with basic auth (web.yml) */
+static bool web_config;   /* start Prometheus with TLS and basic auth (web.yml) */
 
 static void start_prometheus(void)
 {
@@ -309,7 +311,7 @@ static void start_stack(CURL *c, char *prom_url, size_t ulen, char *policy, size
     if (!dir[0])
         make_dir();
     prom_port = af_test_free_port();
-    snprintf(prom_url, ulen, "http://127.0.0.1:%d", prom_port);
+    snprintf(prom_url, ulen, "%s://127.0.0.1:%d", web_config ? "https" : "http", prom_port);
     snprintf(policy, plen, "%s/policy.yaml", dir);
     write_policy();
     write_gpu_exposition("gpu-a.txt", node_a, 90);   /* a busy, b idle */
@@ -317,7 +319,7 @@ static void start_stack(CURL *c, char *prom_url, size_t ulen, char *policy, size
     start_exporter();
     write_prometheus_config();
     start_prometheus();
-    snprintf(url, sizeof(url), "http://%s127.0.0.1:%d/-/ready",
+    snprintf(url, sizeof(url), "%s://%s127.0.0.1:%d/-/ready", web_config ? "https" : "http",
              web_config ? "accelfit:s3cret@" : "", prom_port);
     wait_for(c, url, "Ready");
 }
@@ -406,37 +408,68 @@ START_TEST(test_scores_follow_prometheus_and_degrade_when_it_stops)
 }
 END_TEST
 
-/* Prometheus's own basic auth (--web.config.file): the right password reads live data, a
- * wrong one is a degraded source that says 401. */
-START_TEST(test_basic_auth_to_a_protected_prometheus)
+/*
+ * Prometheus's own TLS and basic auth (--web.config.file), with a certificate from a CA
+ * of the test's: the CA file and the right password read live data; a wrong password is
+ * a degraded source that says 401; no CA file is one that says the certificate is not
+ * trusted.
+ */
+START_TEST(test_tls_and_basic_auth_to_a_protected_prometheus)
 {
-    struct af_test_server good, bad;
-    char prom_url[100], policy[300], url[300], good_file[300], bad_file[300];
+    struct af_test_server good, bad, untrusted;
+    char prom_url[100], policy[300], url[300], good_file[300], bad_file[300], ca[300], *cmd;
     const char *good_args[] = {"--demo", "--policy", policy, "--prometheus", prom_url,
-                               "--prometheus-basic-auth-file", good_file, NULL};
+                               "--prometheus-basic-auth-file", good_file,
+                               "--prometheus-ca-file", ca, NULL};
     const char *bad_args[] = {"--demo", "--policy", policy, "--prometheus", prom_url,
-                              "--prometheus-basic-auth-file", bad_file, NULL};
+                              "--prometheus-basic-auth-file", bad_file,
+                              "--prometheus-ca-file", ca, NULL};
+    const char *untrusted_args[] = {"--demo", "--policy", policy, "--prometheus", prom_url,
+                                    "--prometheus-basic-auth-file", good_file, NULL};
     CURL *c = curl_easy_init();
 
     web_config = true;
     make_dir();
-    /* bcrypt (cost 4) of "s3cret" */
-    write_file("web.yml",
-               "basic_auth_users:\n"
-               "  accelfit: $2b$04$os815qlgHnJD3nK88ebuIuTTXXwYha27HbB3nSb99z3NQELwAXigi\n");
+    cmd = af_xasprintf(
+        "set -e; cd %s;"
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
+        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
+        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
+        " >/dev/null 2>&1;"
+        "printf 'subjectAltName=IP:127.0.0.1\\n' > ext.cnf;"
+        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
+        " -days 2 -extfile ext.cnf >/dev/null 2>&1",
+        dir);
+    ck_assert_msg(system(cmd) == 0, "cannot make certificates: %s", cmd);
+    af_free(cmd);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    cmd = af_xasprintf("tls_server_config:\n"
+                       "  cert_file: %s/srv.crt\n"
+                       "  key_file: %s/srv.key\n"
+                       "basic_auth_users:\n" /* bcrypt (cost 4) of "s3cret" */
+                       "  accelfit: $2b$04$os815qlgHnJD3nK88ebuIuTTXXwYha27HbB3nSb99z3NQELwAXigi\n",
+                       dir, dir);
+    write_file("web.yml", cmd);
+    af_free(cmd);
     write_file("good-auth", "accelfit:s3cret\n");
     write_file("bad-auth", "accelfit:wrong\n");
     snprintf(good_file, sizeof(good_file), "%s/good-auth", dir);
     snprintf(bad_file, sizeof(bad_file), "%s/bad-auth", dir);
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
     start_stack(c, prom_url, sizeof(prom_url), policy, sizeof(policy));
+
     af_test_server_start(&good, good_args, false, NULL, NULL);
     af_test_server_start(&bad, bad_args, false, NULL, NULL);
+    af_test_server_start(&untrusted, untrusted_args, false, NULL, NULL);
     snprintf(url, sizeof(url), "%s/readyz", good.base);
-    wait_for(c, url, "utilization: live from prometheus");
+    wait_for(c, url, "utilization: live from prometheus https://");
     snprintf(url, sizeof(url), "%s/readyz", bad.base);
     wait_for(c, url, "utilization: degraded: query gpu_util: HTTP 401");
+    snprintf(url, sizeof(url), "%s/readyz", untrusted.base);
+    wait_for(c, url, "utilization: degraded: query gpu_util: cannot query https://");
     ck_assert_int_eq(af_test_server_stop(&good), 0);
     ck_assert_int_eq(af_test_server_stop(&bad), 0);
+    ck_assert_int_eq(af_test_server_stop(&untrusted), 0);
     curl_easy_cleanup(c);
 }
 END_TEST
@@ -462,7 +495,7 @@ Suite *af_prom_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_scores_follow_prometheus_and_degrade_when_it_stops);
-    tcase_add_test(tc, test_basic_auth_to_a_protected_prometheus);
+    tcase_add_test(tc, test_tls_and_basic_auth_to_a_protected_prometheus);
     suite_add_tcase(s, tc);
     return s;
 }
