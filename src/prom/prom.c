@@ -95,6 +95,7 @@ static int query(struct af_prom *p, CURL *h, const char *expr, double timeout_s,
                  struct af_buf *body, char *why, size_t whylen)
 {
     char *esc = curl_easy_escape(h, expr, 0), *url, token[MAX_SECRET], auth[MAX_SECRET + 32];
+    char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *hdr = NULL;
     long status = 0;
     CURLcode cc;
@@ -119,9 +120,14 @@ static int query(struct af_prom *p, CURL *h, const char *expr, double timeout_s,
         hdr = curl_slist_append(hdr, auth);
     }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    errbuf[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     cc = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     if (cc != CURLE_OK) {
-        snprintf(why, whylen, "cannot query %s: %s", p->opt.url, curl_easy_strerror(cc));
+        /* curl's own words say which (certificate problem, refused, timed out) */
+        snprintf(why, whylen, "cannot query %s: %s", p->opt.url,
+                 errbuf[0] ? errbuf : curl_easy_strerror(cc));
         rc = AF_EIO;
         goto out;
     }
