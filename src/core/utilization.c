@@ -309,6 +309,8 @@ static double live_part(enum af_util_mode mode, enum af_util_metric m,
     if (m == AF_UM_CPU_UTIL || mode == AF_UTIL_MODE_PREFER_IDLE)
         return clamp01(1.0 - st->mean);
     device_counts(v, m, &capacity, &allocated);
+    if (capacity <= 0)   /* MIG slices or shared GPUs only: no whole devices to count */
+        return clamp01(1.0 - st->mean);
     free_devs = capacity - allocated;
     if (free_devs <= 0)
         return 0;
@@ -380,8 +382,6 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
             d->live_state = mode == AF_UTIL_MODE_OFF ? AF_LIVE_SHOWN : AF_LIVE_USED;
         }
         if (mode == AF_UTIL_MODE_OFF || d->verdict != AF_VERDICT_PASS)
-            continue;
-        if (d->live_state == AF_LIVE_SATURATED && w == 0)
             continue;
         base = (wt * d->s_tier + wu * d->s_util + wc * d->s_cost) / wsum;
         final = (1.0 - w) * base + w * d->s_live;

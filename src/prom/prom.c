@@ -148,7 +148,7 @@ out:
     return rc;
 }
 
-static struct af_util_snapshot *degraded(const struct af_prom *p, const char *why)
+static struct af_util_snapshot *degraded(const char *why)
 {
     struct af_util_snapshot *s = af_xcalloc(1, sizeof(*s));
 
@@ -183,7 +183,7 @@ static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
     s = af_util_build_finish(b, prev, up->idle_below);
     if (why[0]) {
         af_util_snapshot_unref(s);
-        s = degraded(p, why);
+        s = degraded(why);
     }
     return s;
 }
