@@ -477,6 +477,40 @@ START_TEST(test_shared_gpus_saturated_are_penalized_and_filtered)
 }
 END_TEST
 
+/* A pod that states its workload: the saturated tier-1 node counts as full, so filter
+ * falls back to the next tier instead of holding the pod for a node it refuses. */
+START_TEST(test_refused_node_lets_tiered_fallback_move_on)
+{
+    struct bed b;
+    struct af_util_snapshot *s = busy_idle_missing();
+    struct af_node_view scratch[N];
+    struct af_filter_summary sum;
+
+    bed_init(&b, true);
+    b.info[1]->cls = AF_CLASS_NVIDIA_L4;
+    b.info[2]->cls = AF_CLASS_NVIDIA_L4;
+    b.pod->ann.workload = af_xstrdup("inference");
+    af_plan_pod(pol, cfg->catalog, b.pod, &b.plan);
+    ck_assert(b.plan.stated);
+
+    memset(&sum, 0, sizeof(sum));
+    af_filter(pol, &b.plan, b.pod, b.v, b.names, N, b.d, &sum);
+    ck_assert_int_eq(b.d[0].verdict, AF_VERDICT_PASS);   /* without live data: A10G first */
+    ck_assert_int_eq(b.d[1].verdict, AF_VERDICT_FAILED);
+
+    memset(&sum, 0, sizeof(sum));
+    af_util_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0, scratch, b.d, &sum);
+    ck_assert_int_eq(b.d[0].verdict, AF_VERDICT_FAILED);
+    ck_assert_int_eq(b.d[0].live_state, AF_LIVE_REFUSED);
+    ck_assert_int_eq(b.d[1].verdict, AF_VERDICT_PASS);
+    ck_assert_int_eq(b.d[2].verdict, AF_VERDICT_PASS);
+    ck_assert(sum.fallback);
+    ck_assert_int_eq(sum.passed, 2);
+    bed_release(&b);
+    af_util_snapshot_unref(s);
+}
+END_TEST
+
 START_TEST(test_waste_counts_allocated_gpus_idle_for_the_window)
 {
     struct bed b;
@@ -574,6 +608,7 @@ Suite *af_utilization_suite(void)
     tcase_add_test(ts, test_stale_or_degraded_data_leaves_allocation_scores);
     tcase_add_test(ts, test_trust_free_distrusts_a_busy_unallocated_gpu);
     tcase_add_test(ts, test_shared_gpus_saturated_are_penalized_and_filtered);
+    tcase_add_test(ts, test_refused_node_lets_tiered_fallback_move_on);
     tcase_add_test(ts, test_waste_counts_allocated_gpus_idle_for_the_window);
     suite_add_tcase(s, ts);
     {
