@@ -1,20 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Live utilization without a network: the policy's utilization: section (defaults,
+ * Live utilization without a Prometheus: the policy's utilization: section (defaults,
  * every key, errors at line and column), Prometheus API answers into snapshots (the
  * real answers recorded from Prometheus 2.42.0, error answers, unmapped series,
  * idle runs carried across rounds), and the pure scoring: prefer-idle and trust-free
  * ranking, stale, missing and degraded data leaving scores exactly as on allocation,
- * saturated shared GPUs, the filter post-pass and its reason, and the waste report.
+ * saturated shared GPUs, the filter post-pass and its reason, and the waste report; and
+ * the serve flags, and a Prometheus that accepts connections and never answers.
  */
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
 #include "accelfit/utilization.h"
+#include "support/http_client.h"
 #include "support/support.h"
 
 #define T0 1795414896.0
@@ -582,6 +588,73 @@ START_TEST(test_bad_prometheus_flags_exit_2_with_one_line)
 }
 END_TEST
 
+/* ---- a Prometheus that never answers ----------------------------------------------------------- */
+
+/*
+ * A listening socket nobody reads: connections complete (the kernel's backlog) and the
+ * query then waits for an answer that never comes. The reader's timeout turns that into
+ * a degraded source while requests are answered from allocation.
+ */
+START_TEST(test_a_silent_prometheus_times_out_into_degraded)
+{
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char url[64], policy[] = "/tmp/af-util-policy-XXXXXX", ready[200];
+    const char *args[] = {"--demo", "--policy", policy, "--prometheus", url, NULL};
+    struct af_test_server srv;
+    struct af_buf text = AF_BUF_INIT(0);
+    CURL *c = curl_easy_init();
+    bool degraded = false;
+    int pfd = mkstemp(policy);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(pfd, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    ck_assert_int_eq(af_buf_add(&text, af_embedded_policy_yaml, af_embedded_policy_yaml_len), 0);
+    ck_assert_int_eq(af_buf_puts(&text, "utilization: {interval: 1s, timeout: 1s, staleness: 5s, "
+                                        "retry_max: 1s}\n"),
+                     0);
+    ck_assert_int_eq(write(pfd, text.buf, text.len), (ssize_t)text.len);
+    close(pfd);
+
+    af_test_server_start(&srv, args, false, NULL, NULL);
+    snprintf(ready, sizeof(ready), "%s/readyz", srv.base);
+    for (int i = 0; i < 300 && !degraded; i++) {
+        struct af_test_resp r;
+        af_test_http(c, NULL, ready, NULL, 0, NULL, &r);
+        ck_assert_int_eq(r.status, 200);   /* degraded is not unready */
+        degraded = r.body && strstr(r.body, "utilization: degraded: query gpu_util: cannot query") &&
+                   strstr(r.body, "timed out");
+        af_test_resp_free(&r);
+        if (!degraded)
+            usleep(100000);
+    }
+    ck_assert_msg(degraded, "/readyz never said the silent Prometheus timed out");
+    {
+        char *body = af_test_read("tests/fixtures/metrics/prioritize-a10g-inference.json", NULL);
+        struct af_test_resp r;
+        char purl[200];
+        snprintf(purl, sizeof(purl), "%s/prioritize", srv.base);
+        af_test_http(c, "POST", purl, body, strlen(body), NULL, &r);
+        ck_assert_int_eq(r.status, 200);
+        af_test_resp_free(&r);
+        af_free(body);
+    }
+    ck_assert_int_eq(af_test_server_stop(&srv), 0);
+    curl_easy_cleanup(c);
+    af_buf_release(&text);
+    close(fd);
+    unlink(policy);
+}
+END_TEST
+
 Suite *af_utilization_suite(void);
 Suite *af_utilization_suite(void)
 {
@@ -615,6 +688,7 @@ Suite *af_utilization_suite(void)
         TCase *tf = tcase_create("flags");
         tcase_add_loop_test(tf, test_bad_prometheus_flags_exit_2_with_one_line, 0,
                             (int)AF_ARRAY_SIZE(flag_cases));
+        tcase_add_test(tf, test_a_silent_prometheus_times_out_into_degraded);
         suite_add_tcase(s, tf);
     }
     return s;
