@@ -588,7 +588,7 @@ START_TEST(test_bad_prometheus_flags_exit_2_with_one_line)
 }
 END_TEST
 
-/* ---- a Prometheus that never answers ----------------------------------------------------------- */
+/* ---- a Prometheus that never answers ------------------------------------------------------ */
 
 /*
  * A listening socket nobody reads: connections complete (the kernel's backlog) and the
@@ -630,7 +630,8 @@ START_TEST(test_a_silent_prometheus_times_out_into_degraded)
         struct af_test_resp r;
         af_test_http(c, NULL, ready, NULL, 0, NULL, &r);
         ck_assert_int_eq(r.status, 200);   /* degraded is not unready */
-        degraded = r.body && strstr(r.body, "utilization: degraded: query gpu_util: cannot query") &&
+        degraded = r.body &&
+                   strstr(r.body, "utilization: degraded: query gpu_util: cannot query") &&
                    strstr(r.body, "timed out");
         af_test_resp_free(&r);
         if (!degraded)
