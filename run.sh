@@ -2,7 +2,8 @@
 # One entry point for people and CI.
 #   ./run.sh          install dependencies, build, and run the demo: a few
 #                     recommendations, then the extender serving the embedded
-#                     demo cluster on 127.0.0.1:8888
+#                     demo cluster (with a recorded utilization snapshot) on
+#                     127.0.0.1:8888
 #   ./run.sh test     install dependencies, build, and run every test suite,
 #                     then again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./run.sh bench    build optimized and run the benchmarks
@@ -58,9 +59,12 @@ demo)
     echo "== accelfit recommend --workload inference --model-params 7B --latency-slo-ms 8 --framework pytorch"
     ./build/accelfit recommend --workload inference --model-params 7B --latency-slo-ms 8 --framework pytorch
     echo
-    echo "== accelfit serve --demo --listen 127.0.0.1:8888   (Ctrl-C to stop)"
+    echo "== accelfit serve --demo --metrics-file tests/fixtures/metrics/demo-snapshot.json --listen 127.0.0.1:8888   (Ctrl-C to stop)"
     echo "   try: curl -s -XPOST 127.0.0.1:8888/filter -d @tests/fixtures/kube-scheduler/filter-nodecache-true.json"
-    exec ./build/accelfit serve --demo --listen 127.0.0.1:8888
+    echo "        curl -s -XPOST 127.0.0.1:8888/explain -d @tests/fixtures/metrics/prioritize-a10g-inference.json"
+    echo "        (live utilization from a recorded snapshot: docs/utilization.md)"
+    exec ./build/accelfit serve --demo --metrics-file tests/fixtures/metrics/demo-snapshot.json \
+        --listen 127.0.0.1:8888
     ;;
 test)
     build build
@@ -85,7 +89,7 @@ fuzz)
         exit 1
     fi
     fuzz_build
-    harnesses=(args objects policy catalog cluster numbers)
+    harnesses=(args objects policy catalog cluster numbers prom)
     each=$(( seconds / ${#harnesses[@]} ))
     [ "$each" -ge 1 ] || each=1
     mkdir -p build-fuzz/artifacts

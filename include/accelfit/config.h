@@ -16,6 +16,7 @@
 #include "accelfit/model.h"
 #include "accelfit/rollout.h"
 #include "accelfit/tenant.h"
+#include "accelfit/utilization.h"
 #include "accelfit/util.h"
 
 /* ---- policy ------------------------------------------------------------------ */
@@ -91,6 +92,8 @@ struct af_policy {
     size_t n_tenants;
     struct af_tenant_ns *tenant_ns;          /* sorted by namespace */
     size_t n_tenant_ns;
+    /* Live utilization from Prometheus (accelfit/utilization.h, docs/utilization.md). */
+    struct af_util_policy util;
 };
 
 /* ---- loading ------------------------------------------------------------------ */

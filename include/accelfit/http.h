@@ -23,6 +23,7 @@
 struct af_kube;
 struct af_metrics;
 struct af_reload;
+struct af_prom;
 
 enum af_not_ready_mode {
     AF_NOT_READY_REJECT = 0,   /* every candidate in FailedNodes: "accelfit: <why not ready>" */
@@ -42,6 +43,7 @@ struct af_service {
     struct af_rollouts *rollouts;     /* may be NULL: rollouts are not steered */
     struct af_reload *reload;         /* may be NULL: the policy is not reloaded */
     struct af_costs_memo *costs;      /* may be NULL: costs are computed per request */
+    struct af_prom *util;             /* may be NULL: no live utilization (accelfit/utilization.h) */
 };
 
 enum af_verb {
@@ -123,6 +125,15 @@ int af_metrics_label(struct af_buf *o, const char *value) AF_MUST_CHECK;   /* es
  * scrape time (service_metrics.c), all of one config.
  */
 int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
+
+/*
+ * Live utilization (src/http/service_util.c). The status writes one line for /readyz
+ * ("utilization: live ..." or "utilization: degraded: <why>; scoring on allocation"), ""
+ * without a source; degraded never makes the server not ready. The metrics render
+ * accelfit_utilization_* and the allocated-but-idle waste gauges (nothing without a source).
+ */
+void af_service_utilization_status(struct af_service *svc, char *out, size_t n);
+int af_service_render_utilization(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
 
 /* ---- server -------------------------------------------------------------------------------- */
 

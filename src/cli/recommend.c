@@ -532,8 +532,18 @@ int af_cmd_check_policy(int argc, char **argv)
     for (int f = 0; f < AF_FRAMEWORK__COUNT; f++)
         if (pol->neuron_frameworks & (1u << f))
             outf(&b, " %s", af_framework_name(f));
-    outf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n  rules:\n",
+    outf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n",
          pol->cpu_backfill ? "on" : "off", pol->default_spot_discount_pct);
+    if (pol->util.present) {   /* docs/utilization.md */
+        static const char *const modes[] = {"off", "strategy", "prefer-idle", "trust-free"};
+        outf(&b, "  live utilization: scoring %s, weight %.2f; every %gs, stale after %gs; ",
+             modes[pol->util.mode], pol->util.weight, pol->util.interval_s, pol->util.staleness_s);
+        if (pol->util.max_gpu_util >= 0)
+            outf(&b, "filter max_gpu_util %g%%; ", pol->util.max_gpu_util * 100);
+        outf(&b, "waste below %g%% for %gs\n", pol->util.idle_below * 100,
+             pol->util.waste_window_s);
+    }
+    put(&b, "  rules:\n");
     for (size_t i = 0; i < pol->n_rules; i++) {
         const struct af_rule *r = &pol->rules[i];
         outf(&b, "  %3zu %-32s line %-4d ", i + 1, r->name, r->line);

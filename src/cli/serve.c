@@ -20,6 +20,7 @@
 #include "accelfit/kube.h"
 #include "accelfit/reload.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/utilization.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
 
@@ -72,6 +73,18 @@ static const char usage[] =
     "                          scheduler parks the pod for ~5 minutes), allow-all\n"
     "  --max-staleness S       not ready once the watch has been down for S seconds\n"
     "                          (default 30; 0 = never stale)\n"
+    "\n"
+    "live utilization (docs/utilization.md; without these, scoring is on allocation only):\n"
+    "  --prometheus URL        read GPU, NeuronCore and CPU utilization from this Prometheus\n"
+    "                          (the queries, mapping and scoring are the policy's utilization:)\n"
+    "  --prometheus-bearer-token-file F  send 'Authorization: Bearer <first line of F>'\n"
+    "                          (re-read every round)\n"
+    "  --prometheus-basic-auth-file F  basic auth from one line 'user:password'\n"
+    "  --prometheus-ca-file F  verify an https Prometheus with this CA bundle (PEM)\n"
+    "  --prometheus-interval S seconds between query rounds (default: utilization.interval)\n"
+    "  --metrics-file F        a recorded utilization snapshot instead of Prometheus\n"
+    "                          (tests/fixtures/metrics/demo-snapshot.json for --demo)\n"
+    "\n"
     "  --log-level LEVEL       debug, info (default), warn, error; debug logs every request\n"
     "  --log-format FORMAT     text (key=value, default) or json\n"
     "  -h, --help              show this help\n"
@@ -121,6 +134,7 @@ struct serve_opts {
     bool no_watch_policy;
     enum af_not_ready_mode when_not_ready;
     int64_t max_staleness_s;
+    struct af_prom_options prom;
 };
 
 static int bad(const char *fmt, const char *a)
@@ -176,6 +190,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         "--read-timeout",   "--tls-cert-file",        "--tls-private-key-file",
         "--client-ca-file", "--when-not-ready",       "--max-staleness",  "--log-level",
         "--log-format",
+        "--prometheus",     "--prometheus-bearer-token-file", "--prometheus-basic-auth-file",
+        "--prometheus-ca-file", "--prometheus-interval", "--metrics-file",
     };
     int sources = 0;
 
@@ -269,6 +285,21 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         } else if (!strcmp(flag, "--max-staleness")) {
             if (parse_seconds(v, 0, 86400 * 7, &o->max_staleness_s) != 0)
                 return bad("--max-staleness must be 0..604800 seconds: '%s'", v);
+        } else if (!strcmp(flag, "--prometheus")) {
+            o->prom.url = v;
+        } else if (!strcmp(flag, "--prometheus-bearer-token-file")) {
+            o->prom.bearer_token_file = v;
+        } else if (!strcmp(flag, "--prometheus-basic-auth-file")) {
+            o->prom.basic_auth_file = v;
+        } else if (!strcmp(flag, "--prometheus-ca-file")) {
+            o->prom.ca_file = v;
+        } else if (!strcmp(flag, "--prometheus-interval")) {
+            int64_t n;
+            if (parse_seconds(v, 1, 3600, &n) != 0)
+                return bad("--prometheus-interval must be 1..3600 seconds: '%s'", v);
+            o->prom.interval_s = (double)n;
+        } else if (!strcmp(flag, "--metrics-file")) {
+            o->prom.metrics_file = v;
         } else if (!strcmp(flag, "--log-level")) {
             int l = af_log_parse_level(v);
             if (l < 0)
@@ -293,6 +324,14 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         return bad("%s", "--tls-cert-file and --tls-private-key-file go together");
     if (o->http.client_ca_file && !o->http.tls_cert_file)
         return bad("%s", "--client-ca-file needs --tls-cert-file and --tls-private-key-file");
+    if (o->prom.url && o->prom.metrics_file)
+        return bad("%s", "--prometheus and --metrics-file exclude each other");
+    if (!o->prom.url && (o->prom.bearer_token_file || o->prom.basic_auth_file ||
+                         o->prom.ca_file || o->prom.interval_s > 0))
+        return bad("%s", "the --prometheus-* options need --prometheus URL");
+    if (o->prom.bearer_token_file && o->prom.basic_auth_file)
+        return bad("%s", "--prometheus-bearer-token-file and --prometheus-basic-auth-file "
+                         "exclude each other");
     if (o->http.health_listen && !strcmp(o->http.health_listen, o->http.listen))
         return bad("--health-listen must differ from --listen: '%s'", o->http.listen);
     return 0;
@@ -464,6 +503,15 @@ int af_cmd_serve(int argc, char **argv)
     svc.when_not_ready = o.when_not_ready;
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
+    if (o.prom.url || o.prom.metrics_file) {
+        /* Live utilization: its own thread (or a recording); requests only read it. */
+        rc = af_prom_start(&svc.util, &o.prom, &holder, why, sizeof(why));
+        if (rc != 0) {
+            fprintf(stderr, "accelfit serve: %s\n", why);
+            rc = 2;
+            goto out;
+        }
+    }
     if (o.cluster || o.demo) {
         struct af_config *c = af_config_holder_get(&holder);
         rc = load_static(&o, c, &pub);
@@ -517,6 +565,7 @@ out:
     signal(SIGHUP, SIG_IGN);
     af_reload_stop(reloader);
     reloader = NULL;
+    af_prom_stop(svc.util);
     af_kube_stop(kube);
     af_rollouts_free(svc.rollouts);
     af_costs_memo_free(svc.costs);

@@ -15,11 +15,12 @@
 #include "accelfit/select.h"
 #include "config/rollout.h"
 #include "config/tenant.h"
+#include "config/utilization.h"
 #include "config/yamlnode.h"
 
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
                                        "filter",     "prices", "rules",  "rollouts", "tenants",
-                                       NULL};
+                                       "utilization", NULL};
 static const char *const memory_keys[] = {"bytes_per_param",
                                           "inference_precision",
                                           "training_precision",
@@ -59,6 +60,7 @@ void af_policy_free(struct af_policy *p)
     af_free(p->rules);
     af__rollouts_free(p->rollouts, p->n_rollouts);
     af__tenants_free(p);
+    af_util_policy_release(&p->util);
     af_free(p->source);
     af_free(p);
 }
@@ -84,6 +86,7 @@ static void policy_defaults(struct af_policy *p)
     p->w_cost = 0.2;
     p->cpu_backfill = false;
     p->default_spot_discount_pct = 60;
+    af_util_policy_defaults(&p->util);
 }
 
 /* Walks the pairs of mapping `map`, setting `k` (key text) and `v` (value node). */
@@ -660,6 +663,12 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     rc = af__tenants_load(d, af__ymap_get(d, root, "tenants"), p);
     if (rc)
         return rc;
+    v = af__ymap_get(d, root, "utilization");   /* src/config/utilization.c, docs/utilization.md */
+    if (v) {
+        rc = af__utilization_load(d, v, p);
+        if (rc)
+            return rc;
+    }
 
     sum = p->w_tier + p->w_util + p->w_cost;
     p->w_tier /= sum;

@@ -1366,3 +1366,8 @@ int af__rollouts_check_catalog(const struct af_policy *p, const struct af_catalo
     }
     return 0;
 }
+
+int af__parse_duration(const char *s, double *out)
+{
+    return parse_duration(s, out);
+}

@@ -33,6 +33,10 @@ int af__rollouts_load(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p
 int af__rollouts_check_catalog(const struct af_policy *p, const struct af_catalog *c,
                                struct af_error *err) AF_MUST_CHECK;
 
+/* A duration as rollouts write it ("90s", "10m", "1h30m", "0"): 0, or -1 when it is not one.
+ * Shared with the utilization: section. */
+int af__parse_duration(const char *s, double *out) AF_MUST_CHECK;
+
 /* Frees the `n` rollouts of `r` and `r` itself. NULL is fine. */
 void af__rollouts_free(struct af_rollout *r, size_t n);
 

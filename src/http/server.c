@@ -497,9 +497,13 @@ static int answer_get(struct server *s, struct lws *wsi, struct pss *p)
         return respond(s, wsi, p, 200, "text/plain; charset=utf-8");
     case R_READYZ: {
         const char *why = NULL;
-        char text[300];
+        char text[900], live[500];
         bool ok = af_service_ready(svc, &why);
-        snprintf(text, sizeof(text), ok ? "ok\n" : "not ready: %s\n", why ? why : "");
+        af_service_utilization_status(svc, live, sizeof(live));   /* detail, never 503 */
+        if (ok)
+            snprintf(text, sizeof(text), "ok\n%s", live);
+        else
+            snprintf(text, sizeof(text), "not ready: %s\n%s", why ? why : "", live);
         resp_text(s, p, text);
         return respond(s, wsi, p, ok ? 200 : 503, "text/plain; charset=utf-8");
     }

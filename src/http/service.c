@@ -24,6 +24,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/kube.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/utilization.h"
 
 
 /* What /explain cannot see; kube-scheduler applies these before it calls the extender. */
@@ -281,6 +282,37 @@ static void build_candidates(struct af_arena *ar, const struct af_ext_args *args
     }
 }
 
+/*
+ * Live utilization (accelfit/utilization.h): filter with the policy's live thresholds,
+ * and the live part of the scores, from the reader's current snapshot. Reading it takes
+ * a reference; no request ever waits for Prometheus.
+ */
+static void live_filter(struct af_service *svc, const struct af_config *cfg,
+                        const struct af_plan *plan, const struct af_pod_info *pod,
+                        struct af_arena *ar, const struct candidates *c,
+                        struct af_node_decision *dec, struct af_filter_summary *sum)
+{
+    struct af_util_snapshot *us =
+        af_util_filters(cfg->policy) ? af_prom_acquire(svc->util) : NULL;
+
+    if (us)
+        af_util_filter(cfg->policy, plan, pod, c->views, c->names, c->n, us,
+                       af_util_now(us, af_wall_time()),
+                       af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views)), dec, sum);
+    else
+        af_filter(cfg->policy, plan, pod, c->views, c->names, c->n, dec, sum);
+    af_util_snapshot_unref(us);
+}
+
+static void live_score(const struct af_config *cfg, const struct af_plan *plan,
+                       const struct af_pod_info *pod, const struct candidates *c,
+                       const struct af_util_snapshot *us, struct af_node_decision *dec)
+{
+    if (us)
+        af_util_score(cfg->policy, plan, pod, c->views, c->n, us, af_util_now(us, af_wall_time()),
+                      dec);
+}
+
 static void request_error(struct af_buf *errbuf, const char *what, const struct af_error *err,
                           int rc, size_t len)
 {
@@ -460,7 +492,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
-        af_filter(cfg->policy, plan, pod, c.views, c.names, c.n, dec, &sum);
+        live_filter(svc, cfg, plan, pod, &ar, &c, dec, &sum);
         st->passed = sum.passed;
         st->fallback = sum.fallback;
         if (svc->metrics) {
@@ -538,11 +570,15 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         struct af_rollout_decision rd;
         struct af_budget_decision bd;
 
+        struct af_util_snapshot *us = af_prom_acquire(svc->util);
+
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
-        af_budget_rank(&bd, pod, c.views, c.n, dec);
+        live_score(cfg, plan, pod, &c, us, dec);
+        af_util_snapshot_unref(us);
+        af_budget_rank(&bd, pod, c.views, c.n, dec);   /* after the live score: it lowers it */
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
     if (rc != 0) {
@@ -859,6 +895,81 @@ static void render_rollout(struct jw *w, const struct af_config *cfg,
     jw_close(w, "}");
 }
 
+/* "utilization": where live data comes from and whether it is used (null without a source). */
+static void render_utilization(struct jw *w, const struct af_config *cfg, struct af_service *svc,
+                               const struct af_util_snapshot *us, double now)
+{
+    static const char *const modes[] = {"off", "strategy", "prefer-idle", "trust-free"};
+    const struct af_util_policy *up = &cfg->policy->util;
+    char text[400];
+
+    if (!svc->util) {
+        jw_null(w, "utilization");
+        return;
+    }
+    jw_open(w, "utilization", "{");
+    jw_str(w, "source", us ? us->source : NULL);
+    if (!us) {
+        jw_str(w, "state", "degraded");
+        jw_str(w, "error", "no answer from Prometheus yet");
+    } else {
+        jw_str(w, "state", us->ok ? "live" : "degraded");
+        jw_str(w, "error", us->ok ? NULL : us->error);
+    }
+    if (!us || !us->ok) {
+        snprintf(text, sizeof(text),
+                 "live utilization is not available: every node is scored on allocation only");
+        jw_str(w, "effect", text);
+    }
+    jw_str(w, "mode", modes[up->mode]);
+    jw_num(w, "weight", up->weight);
+    jw_num(w, "staleness_s", up->staleness_s);
+    if (us && us->last_ok > 0)
+        jw_num(w, "last_answer_age_s", now - us->last_ok);
+    else
+        jw_null(w, "last_answer_age_s");
+    jw_int(w, "nodes_with_data", us ? (long long)us->n_nodes : 0);
+    jw_close(w, "}");
+}
+
+/* A node's "live": the measured values, their age, what they did to the score, and
+ * allocated-but-idle waste. */
+static void render_live(struct jw *w, const struct af_config *cfg, const struct af_node_view *v,
+                        const struct af_node_decision *d, const struct af_util_snapshot *us,
+                        double now)
+{
+    struct af_util_waste waste;
+    const char *metric = af_util_metric_name((enum af_util_metric)d->live_metric);
+
+    jw_open(w, "live", "{");
+    jw_str(w, "state", af_live_state_name((enum af_live_state)d->live_state));
+    jw_str(w, "metric", d->live_metric >= 0 ? metric : NULL);
+    if (d->live_devices > 0) {
+        jw_num(w, "util_pct", d->live_util * 100);
+        jw_num(w, "max_pct", d->live_max * 100);
+        jw_int(w, "devices", d->live_devices);
+        jw_int(w, "idle", d->live_idle);
+        jw_num(w, "age_s", d->live_age_s);
+        jw_num(w, "s_live", d->s_live);
+    }
+    if (d->verdict == AF_VERDICT_PASS) {
+        jw_int(w, "score_allocation", d->score_alloc);
+        jw_int(w, "score_change", d->score - d->score_alloc);
+    }
+    if (v->info && af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &waste)) {
+        jw_open(w, "waste", "{");
+        jw_int(w, "idle_allocated", waste.idle_allocated);
+        jw_int(w, "allocated", waste.allocated);
+        jw_str(w, "unit", waste.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu");
+        if (waste.price_known)
+            jw_num(w, "usd_per_hour", waste.usd_per_hour);
+        else
+            jw_null(w, "usd_per_hour");
+        jw_close(w, "}");
+    }
+    jw_close(w, "}");
+}
+
 static int render_explain(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
                           const struct explain_in *in, struct af_buf *out)
 {
@@ -870,6 +981,8 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_budget_decision bd;
     struct jw w = {out, 0, false};
     char podname[600];
+    struct af_util_snapshot *us = af_prom_acquire(svc->util);
+    double now = af_util_now(us, af_wall_time());
 
     memset(&sum, 0, sizeof(sum));
     af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
@@ -877,8 +990,9 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
     af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, AF_BUDGET_SPEND,
                     plan, &bd);
-    af_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, fdec, &sum);
+    live_filter(svc, cfg, plan, in->pod, ar, &in->c, fdec, &sum);
     af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
+    live_score(cfg, plan, in->pod, &in->c, us, pdec);
     af_budget_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
     af_budget_rank(&bd, in->pod, in->c.views, in->c.n, pdec);   /* the scores */
 
@@ -908,6 +1022,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     if (!w.err)
         w.err = af_budget_explain_json(&bd, w.b);
     w.comma = true;
+    render_utilization(&w, cfg, svc, us, now);
     jw_open(&w, "summary", "{");
     jw_int(&w, "candidates", (long long)in->c.n);
     jw_int(&w, "passed", sum.passed);
@@ -964,11 +1079,15 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
             jw_num(&w, "marginal_usd_hr", p->marginal_usd_hr);
         else
             jw_null(&w, "marginal_usd_hr");
+        if (us)
+            render_live(&w, cfg, &in->c.views[i], f->live_state == AF_LIVE_REFUSED ? f : p, us,
+                        now);
         jw_close(&w, "}");
     }
     jw_close(&w, "]");
     jw_close(&w, "}");
     jw_raw(&w, "\n");
+    af_util_snapshot_unref(us);
     return w.err;
 }
 

@@ -194,6 +194,8 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = af_reload_render_metrics(svc->reload, cfg, out);
     if (!rc)
         rc = af_budget_render_metrics(svc, cfg, out);   /* tenants and idle cost (budget.c) */
+    if (!rc)
+        rc = af_service_render_utilization(svc, out);
     af_config_unref(cfg);
     return rc;
 }

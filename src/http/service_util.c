@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Live utilization on /readyz and /metrics: whether the Prometheus reader's last round
+ * answered (a degraded source is reported, never made a reason to be not ready: accelfit
+ * then scores on allocation, as without a source), how old its data is, and per node
+ * and class the accelerators that are allocated but idle for the waste window, with
+ * what they cost per hour. Read at scrape time from the current cluster and
+ * utilization snapshots; series are bounded by the node count.
+ */
+#include "accelfit/http.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/utilization.h"
+
+void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
+{
+    struct af_util_snapshot *us;
+
+    out[0] = '\0';
+    if (!svc || !svc->util)
+        return;
+    us = af_prom_acquire(svc->util);
+    if (!us)
+        snprintf(out, n, "utilization: degraded: no answer from Prometheus yet; scoring on "
+                         "allocation\n");
+    else if (!us->ok)
+        snprintf(out, n, "utilization: degraded: %s; scoring on allocation\n", us->error);
+    else
+        snprintf(out, n, "utilization: live from %s, %zu nodes, answered %.1fs ago\n",
+                 us->source, us->n_nodes,
+                 us->frozen ? 0.0 : af_wall_time() - us->last_ok);
+    af_util_snapshot_unref(us);
+}
+
+static int waste_row(struct af_buf *o, const char *metric, const char *node, const char *cls,
+                     const char *unit, double v)
+{
+    int rc = af_buf_printf(o, "%s{node=\"", metric);
+
+    if (!rc)
+        rc = af_metrics_label(o, node);
+    if (!rc)
+        rc = af_buf_printf(o, "\",class=\"%s\",unit=\"%s\"} %.6g\n", cls, unit,
+                           isfinite(v) ? v : 0.0);
+    return rc;
+}
+
+int af_service_render_utilization(struct af_service *svc, struct af_buf *o)
+{
+    struct af_util_snapshot *us;
+    struct af_snapshot *snap;
+    struct af_config *cfg;
+    double now;
+    int rc;
+
+    if (!svc || !svc->util)
+        return 0;
+    us = af_prom_acquire(svc->util);
+    now = af_util_now(us, af_wall_time());
+    rc = af_metrics_header(o, "accelfit_utilization_up", "gauge",
+                           "1 when the last round of utilization queries answered; 0: scoring "
+                           "on allocation only.");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_utilization_up %d\n", us && us->ok ? 1 : 0);
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_utilization_last_answer_age_seconds", "gauge",
+                               "Seconds since Prometheus last answered every query (-1 never).");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_utilization_last_answer_age_seconds %.3f\n",
+                           us && us->last_ok > 0 ? now - us->last_ok : -1.0);
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_utilization_rounds_total", "counter",
+                               "Rounds of utilization queries, by result.");
+    if (!rc)
+        rc = af_buf_printf(o,
+                           "accelfit_utilization_rounds_total{result=\"ok\"} %llu\n"
+                           "accelfit_utilization_rounds_total{result=\"error\"} %llu\n",
+                           (unsigned long long)(us ? us->rounds - us->failures : 0),
+                           (unsigned long long)(us ? us->failures : 0));
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_utilization_nodes", "gauge",
+                               "Nodes with live utilization series; series no label mapped.");
+    if (!rc)
+        rc = af_buf_printf(o,
+                           "accelfit_utilization_nodes{mapped=\"true\"} %zu\n"
+                           "accelfit_utilization_nodes{mapped=\"false\"} %zu\n",
+                           us ? us->n_nodes : 0, us ? us->unmapped : 0);
+    if (rc || !us || !us->ok) {
+        af_util_snapshot_unref(us);
+        return rc;
+    }
+
+    cfg = af_config_holder_get(svc->config);
+    snap = af_publisher_acquire(svc->pub);
+    rc = af_metrics_header(o, "accelfit_idle_allocated_accelerators", "gauge",
+                           "Accelerators (GPUs, NeuronCores) allocated to pods but idle for "
+                           "the whole utilization.waste.window, by node and class.");
+    for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
+        const struct af_node_view *v = &snap->nodes[i];
+        struct af_util_waste w;
+        if (af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &w))
+            rc = waste_row(o, "accelfit_idle_allocated_accelerators", v->info->name,
+                           af_class_name(v->info->cls),
+                           w.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu",
+                           w.idle_allocated);
+    }
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_idle_allocated_usd_per_hour", "gauge",
+                               "What the idle allocated accelerators cost per hour (their "
+                               "share of the node's price), by node and class.");
+    for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
+        const struct af_node_view *v = &snap->nodes[i];
+        struct af_util_waste w;
+        if (af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &w) &&
+            w.price_known)
+            rc = waste_row(o, "accelfit_idle_allocated_usd_per_hour", v->info->name,
+                           af_class_name(v->info->cls),
+                           w.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu",
+                           w.usd_per_hour);
+    }
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+    af_util_snapshot_unref(us);
+    return rc;
+}

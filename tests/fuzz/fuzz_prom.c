@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Prometheus HTTP API answers on arbitrary bytes: af_util_build_add must accept or
+ * refuse each (never crash), and whatever it accepted must make a snapshot that keeps
+ * its invariants: nodes sorted and each found by af_util_find, every value and
+ * timestamp finite, each metric's precomputed sums matching its samples. The first
+ * byte picks the metric, so every scale and the Neuron "held" rule are reached.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "accelfit/utilization.h"
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct af_util_policy up;
+    static bool init;
+    struct af_util_build *b;
+    struct af_util_snapshot *s;
+    char why[300];
+    int m, rc;
+
+    if (!init) {
+        af_util_policy_defaults(&up);
+        init = true;
+    }
+    if (size < 1)
+        return 0;
+    m = data[0] % AF_UM__COUNT;
+    b = af_util_build_new();
+    rc = af_util_build_add(b, &up, (enum af_util_metric)m, (const char *)data + 1, size - 1, why,
+                           sizeof(why));
+    FUZZ_CHECK(rc == 0 || (rc == AF_EPARSE && why[0]), "rc %d", rc);
+    s = af_util_build_finish(b, NULL, up.idle_below);
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        const struct af_util_node *n = &s->nodes[i];
+        int devices = 0;
+        FUZZ_CHECK(i == 0 || strcmp(s->nodes[i - 1].name, n->name) < 0, "nodes not sorted");
+        FUZZ_CHECK(af_util_find(s, n->name) == n, "node %zu not found by name", i);
+        for (size_t k = 0; k < n->n; k++) {
+            FUZZ_CHECK(isfinite(n->samples[k].value) && isfinite(n->samples[k].ts),
+                       "sample not finite");
+            devices += n->samples[k].metric == m;
+        }
+        FUZZ_CHECK(n->agg[m].devices == (devices < UINT16_MAX ? devices : UINT16_MAX),
+                   "sums of %d samples say %d", devices,
+                   n->agg[m].devices);
+    }
+    af_util_snapshot_unref(s);
+    return 0;
+}
