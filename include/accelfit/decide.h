@@ -170,4 +170,12 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
                    const struct af_pod_info *pod, const struct af_node_view *nodes,
                    const char *const *names, size_t n, struct af_node_decision *out);
 
+/*
+ * The pod's share of the node's price per hour: the price times the largest fraction
+ * of any resource the pod requests of the node's allocatable (1 for a resource the node
+ * lacks), at most the whole price. What spend and tenant reports charge a running pod.
+ * 0 when the node's price is unknown. Cannot fail.
+ */
+double af_pod_price_share(const struct af_pod_info *pod, const struct af_node_info *node);
+
 #endif

@@ -15,6 +15,7 @@ static const char usage[] =
     "  serve          run the extender (filter, prioritize, explain, metrics) over HTTP\n"
     "  recommend      rank hardware for a workload, with instance types, counts and prices\n"
     "  check-policy   validate a policy (and catalog) file and print what it holds\n"
+    "  simulate       replay a trace of pods: what accelfit would cost against kube-scheduler\n"
     "\n"
     "options:\n"
     "  -h, --help     show this help (also: accelfit <command> --help)\n"
@@ -27,6 +28,7 @@ static const struct {
     {"serve", af_cmd_serve},
     {"recommend", af_cmd_recommend},
     {"check-policy", af_cmd_check_policy},
+    {"simulate", af_cmd_simulate},
 };
 
 int main(int argc, char **argv)

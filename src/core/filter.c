@@ -425,26 +425,33 @@ static double clamp01(double v)
  */
 static bool marginal(const struct af_pod_info *pod, const struct af_node_view *v, double *usd)
 {
-    double share = 0;
-
     if (!v->info->price_known)
         return false;
     if (v->npods - v->nsystem <= 0) {
         *usd = v->info->hourly_usd;
         return true;
     }
+    *usd = af_pod_price_share(pod, v->info);
+    return true;
+}
+
+double af_pod_price_share(const struct af_pod_info *pod, const struct af_node_info *node)
+{
+    double share = 0;
+
+    if (!node->price_known)
+        return 0;
     for (int r = 0; r < AF_RES__COUNT; r++) {
         double f;
         if (r == AF_RES_PODS || pod->requests.v[r] <= 0)
             continue;
-        f = v->info->allocatable.v[r] > 0
-                ? (double)pod->requests.v[r] / (double)v->info->allocatable.v[r]
+        f = node->allocatable.v[r] > 0
+                ? (double)pod->requests.v[r] / (double)node->allocatable.v[r]
                 : 1.0;
         if (f > share)
             share = f;
     }
-    *usd = v->info->hourly_usd * clamp01(share);
-    return true;
+    return node->hourly_usd * clamp01(share);
 }
 
 void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
