@@ -17,8 +17,11 @@
 
 /* One colour per class slot (the last for unknown). */
 static const char *const palette[AF_SIM_CLASSES] = {
-    "#9ecae1", "#4292c6", "#6baed6", "#2171b5", "#c6dbef", "#08519c", "#08306b", "#3f007d",
-    "#54278f", "#fd8d3c", "#e6550d", "#74c476", "#31a354", "#bcbddc", "#969696", "#d9d9d9",
+    "#9edae5", /* t4 */ "#17becf", /* a10g */ "#aec7e8", /* l4 */ "#8c564b", /* l40s */
+    "#c49c94", /* v100 */ "#1f77b4", /* a100 */ "#393b79", /* h100 */ "#9467bd", /* h200 */
+    "#c5b0d5", /* b200 */ "#ff7f0e", /* trainium1 */ "#d62728", /* trainium2 */
+    "#98df8a", /* inferentia1 */ "#2ca02c", /* inferentia2 */ "#e377c2", /* amd */
+    "#7f7f7f", /* cpu */ "#c7c7c7", /* unknown */
 };
 
 static const char *const side_color[AF_SIM__SIDES] = {"#e6550d", "#3182bd", "#31a354"};
@@ -86,7 +89,7 @@ static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 
 /* ---- charts ------------------------------------------------------------------------------- */
 
-#define CW 540   /* chart width */
+#define CW 360   /* chart width */
 #define CH 220   /* chart height */
 #define ML 56    /* margins */
 #define MB 28
@@ -127,7 +130,10 @@ static void cost_chart(struct page *p, const struct af_sim_result *r, int side, 
     af__sim_money(s->cost_usd, total, sizeof(total));
     putf(p, "<figure><figcaption><b>%s</b> &mdash; %s over the trace</figcaption>",
          af_sim_side_name((enum af_sim_side)side), total);
-    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);
+    putf(p,
+         "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+         "shape-rendering=\"crispEdges\">",
+         CW, CH, CW, CH);
     axes(p, ymax, step, "$%g/h", hours);
     for (int b = 0; b < r->buckets; b++) {
         double y = 0, x = ML + pw * (double)b / r->buckets, w = (double)pw / r->buckets;
@@ -139,7 +145,7 @@ static void cost_chart(struct page *p, const struct af_sim_result *r, int side, 
             putf(p,
                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
                  "<title>%s %.2f $/h</title></rect>",
-                 x, MT + ph - ph * y / ymax - h, w + 0.3, h, palette[c], af_sim_class_name(c), v);
+                 x, MT + ph - ph * y / ymax - h, w + 0.6, h, palette[c], af_sim_class_name(c), v);
             y += v;
         }
     }
@@ -175,8 +181,8 @@ static void placements_chart(struct page *p, const struct af_sim_result *r)
         }
         rows += used;
     }
-    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW,
-         rows * 40 + 16, CW, rows * 40 + 16);
+    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", 480,
+         rows * 40 + 16, 480, rows * 40 + 16);
     for (int c = 0; c < AF_SIM_CLASSES; c++) {
         bool used = false;
         for (int s = 0; s < AF_SIM__SIDES; s++)
@@ -186,7 +192,7 @@ static void placements_chart(struct page *p, const struct af_sim_result *r)
         putf(p, "<text x=\"110\" y=\"%d\" class=\"yl\">%s</text>", y + 16, af_sim_class_name(c));
         for (int s = 0; s < AF_SIM__SIDES; s++) {
             int v = r->side[s].placed_by_class[c];
-            double w = (CW - 160.0) * v / max;
+            double w = (480 - 160.0) * v / max;
             putf(p,
                  "<rect x=\"116\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\">"
                  "<title>%s: %d</title></rect><text x=\"%.1f\" y=\"%d\" class=\"v\">%d</text>",
@@ -208,8 +214,17 @@ static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t 
     af__sim_target_names(ro->target, targets, sizeof(targets));
     put(p, "<figure><figcaption>rollout <b>");
     esc(p, ro->name);
-    putf(p, "</b>: share of its running pods on %s (target %.0f%%)</figcaption>", targets,
+    putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,
          100 * ro->share);
+    for (int s = 0; s < 2; s++) {
+        int t = ro->target_pods[s], n = t + ro->source_pods[s];
+        putf(p, "%s%s: ", s ? "; " : "", af_sim_side_name((enum af_sim_side)s));
+        if (n)
+            putf(p, "%d of %d placed on the target", t, n);
+        else
+            put(p, "none placed on either side");
+    }
+    put(p, "</figcaption>");
     putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);
     axes(p, 1.0, 0.25, "%g", hours);
     putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"target\"/>", ML,
@@ -246,7 +261,8 @@ static const char style[] =
     "th,td{padding:3px 12px;border-bottom:1px solid #e3e3e3;text-align:right}"
     "th:first-child{text-align:left;font-weight:normal}thead th{font-weight:600}"
     "tr.sub th{padding-left:26px;color:#555}figure{display:inline-block;margin:0 16px 12px 0}"
-    "figcaption{margin-bottom:2px}.grid{stroke:#eee}.axis{stroke:#999}"
+    "figcaption{margin-bottom:2px}.row{display:flex;gap:40px;align-items:flex-start}"
+    "h2.first{margin-top:0}.grid{stroke:#eee}.axis{stroke:#999}"
     ".yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;"
     "fill:#555}.v{font-size:10px;fill:#333}.target{stroke:#555;stroke-dasharray:5 4}"
     ".legend span{margin-right:14px;white-space:nowrap}.legend i{display:inline-block;"
@@ -279,13 +295,21 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
     put(&p, ".</p>\n<p class=\"summary\" id=\"summary\">");
     af__sim_summary(r, line, sizeof(line));
     esc(&p, line);
-    put(&p, "</p>\n<table id=\"comparison\"><thead><tr><th></th>");
+    put(&p, "</p>\n<div class=\"row\"><div>\n<table id=\"comparison\"><thead><tr><th></th>");
     for (int s = 0; s < AF_SIM__SIDES; s++)
         putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
              af_sim_side_name((enum af_sim_side)s));
     put(&p, "</tr></thead><tbody>\n");
     af__sim_rows(r, table_row, &p);
-    put(&p, "</tbody></table>\n");
+    put(&p, "</tbody></table>\n</div><div>\n");
+    put(&p, "<h2 class=\"first\">Pods placed, by class</h2>\n<div class=\"legend\">");
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
+             af_sim_side_name((enum af_sim_side)s));
+    put(&p, "</div>\n");
+    placements_chart(&p, r);
+
+    put(&p, "</div></div>\n");
 
     put(&p, "<h2>Cost per hour over the trace, by class</h2>\n");
     legend(&p, r);
@@ -303,25 +327,20 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
     for (int s = 0; s < AF_SIM__SIDES; s++)
         cost_chart(&p, r, s, ymax);
 
-    put(&p, "<h2>Pods placed, by class</h2>\n<div class=\"legend\">");
-    for (int s = 0; s < AF_SIM__SIDES; s++)
-        putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
-             af_sim_side_name((enum af_sim_side)s));
-    put(&p, "</div>\n");
-    placements_chart(&p, r);
-
+    put(&p, "<div class=\"row\">");
     if (r->n_rollouts) {
-        put(&p, "<h2>Rollouts</h2>\n<div class=\"legend\">");
+        put(&p, "<div><h2>Rollouts</h2>\n<div class=\"legend\">");
         for (int s = 0; s < 2; s++)
             putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
                  af_sim_side_name((enum af_sim_side)s));
         put(&p, "<span>- - - target share</span></div>\n");
         for (size_t k = 0; k < r->n_rollouts; k++)
             rollout_chart(&p, r, k);
+        put(&p, "</div>");
     }
 
     if (r->n_tenants) {
-        put(&p, "<h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>tenant</th>");
+        put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>tenant</th>");
         for (int s = 0; s < AF_SIM__SIDES; s++)
             putf(&p, "<th>%s</th>", af_sim_side_name((enum af_sim_side)s));
         put(&p, "<th>budget</th></tr></thead><tbody>\n");
@@ -335,9 +354,10 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
             }
             put(&p, r->tenants[i].budget_usd_hr < 0 ? "<td>none</td></tr>\n" : "<td>set</td></tr>\n");
         }
-        put(&p, "</tbody></table>\n");
+        put(&p, "</tbody></table>\n<p class=\"note\">Budgets come from the policy's tenants; "
+                "this policy sets none.</p></div>");
     }
-    put(&p, "<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
+    put(&p, "</div>\n<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
             "runs on it. The lower bound prices each pod at the cheapest node that could hold "
             "it, packed perfectly, for the time both schedulers ran it: no scheduler can pay "
             "less for that work. kube-scheduler is modelled (docs/simulate.md says what the "
