@@ -258,7 +258,7 @@ static const char style[] =
     "max-width:1150px}h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}"
     ".meta{color:#555;margin:0 0 4px}.summary{font-size:16px;background:#f3f7ee;border-left:4px "
     "solid #31a354;padding:8px 12px;margin:14px 0}table{border-collapse:collapse}"
-    "th,td{padding:3px 12px;border-bottom:1px solid #e3e3e3;text-align:right}"
+    "th,td{padding:3px 12px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}"
     "th:first-child{text-align:left;font-weight:normal}thead th{font-weight:600}"
     "tr.sub th{padding-left:26px;color:#555}figure{display:inline-block;margin:0 16px 12px 0}"
     "figcaption{margin-bottom:2px}.row{display:flex;gap:40px;align-items:flex-start}"

@@ -241,9 +241,10 @@ static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool b
         err |= af_buf_printf(b,
                              ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"waited\":%d,\"unplaced\":%d,"
                              "\"wait_pod_hours\":%.1f,\"nodes_examined_per_pod\":%.1f,"
-                             "\"feasible_per_pod\":%.1f,\"scan_cut\":%d",
+                             "\"feasible_per_pod\":%.1f,\"scan_cut\":%d,\"cheapest_missed\":%d",
                              s->first_tier, s->fallbacks, s->outside, s->waited, s->unplaced, s->wait_hours,
-                             s->nodes_examined_avg, s->feasible_avg, s->scan_cut);
+                             s->nodes_examined_avg, s->feasible_avg, s->scan_cut,
+                             s->cheapest_missed);
     }
     return err | af_buf_puts(b, "}");
 }

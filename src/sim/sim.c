@@ -66,6 +66,7 @@ struct run {
     /* per node */
     int64_t *nz_cpu, *nz_mem, *accel_used;
     int *workload;                     /* pods that are not DaemonSet or mirror pods */
+    struct af_node_view *own;          /* the allocation as this run keeps it (the cache's too) */
     /* per pod (all: the cluster's bound pods first, then the trace's) */
     size_t n_all, n_bound;
     struct af_sim_pod **all;
@@ -89,6 +90,8 @@ struct run {
     int next_bucket;
     int *rollout_target, *rollout_source;   /* running pods per rollout */
     size_t next_start;                 /* kube-scheduler's nextStartNodeIndex */
+    bool last_cut;                     /* the last decision's scan stopped early */
+    bool *cut;                         /* per waiting pod: its last scan stopped early */
     long decisions;
     double examined, feasible;
     /* scratch for one decision */
@@ -228,6 +231,10 @@ static void bind(struct run *r, size_t p, size_t node, int tier)
     r->accel_used[node] += af_res_devices(&info->requests);
     if (!info->system)
         r->workload[node]++;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->own[node].used.v[k] += info->requests.v[k];
+    r->own[node].npods++;
+    r->own[node].nsystem += info->system;
     node_rates(r, node, 1);
     r->node_of[p] = (int)node;
     r->last_node[p] = (int)node;
@@ -264,6 +271,10 @@ static void leave(struct run *r, size_t p)
     r->accel_used[node] -= af_res_devices(&info->requests);
     if (!info->system)
         r->workload[node]--;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->own[node].used.v[k] -= info->requests.v[k];
+    r->own[node].npods--;
+    r->own[node].nsystem -= info->system;
     node_rates(r, node, 1);
     rollout_count(r, p, node, -1, false);
     r->ran[p] = r->t - r->placed_at[p];
@@ -298,17 +309,20 @@ static void ks_scores(struct run *r, const struct af_sim_pod *pod, size_t n)
 static bool decide(struct run *r, size_t p)
 {
     struct af_sim_pod *pod = r->all[p];
-    struct af_snapshot *snap = af_cache_snapshot(r->cache);
+    /* accelfit reads a snapshot of its cache, as the server does for each request; the
+     * model of kube-scheduler reads the run's own books, which hold the same numbers. */
+    struct af_snapshot *snap = r->side == AF_SIM_ACCELFIT ? af_cache_snapshot(r->cache) : NULL;
+    const struct af_node_view *nv = snap ? snap->nodes : r->own;
     int want = af_ks_feasible_to_find(r->opt->percentage_of_nodes_to_score, (int)r->n_nodes);
     size_t n = 0, examined = 0, best = SIZE_MAX, pass = 0;
     struct af_plan plan, open_plan;
     int tier;
     bool placed = false;
 
-    af_assert(snap->n_nodes == r->n_nodes);
+    af_assert(!snap || snap->n_nodes == r->n_nodes);
     for (size_t i = 0; i < r->n_nodes; i++) {
         r->ks[i].node = &r->cl->nodes[i];
-        r->ks[i].view = &snap->nodes[i];
+        r->ks[i].view = &nv[i];
         r->ks[i].nonzero_cpu = r->nz_cpu[i];
         r->ks[i].nonzero_mem = r->nz_mem[i];
     }
@@ -324,12 +338,13 @@ static bool decide(struct run *r, size_t p)
     r->decisions++;
     r->examined += (double)examined;
     r->feasible += (double)n;
-    if (examined < r->n_nodes)
+    r->last_cut = examined < r->n_nodes;
+    if (r->last_cut)
         r->st->scan_cut++;
 
-    af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
     if (r->side == AF_SIM_ACCELFIT) {
         struct af_rollout_decision rd;
+        af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
         plan = open_plan;
         af_rollouts_steer(r->rollouts, r->cfg, snap, pod->info, r->start_unix + r->t, 0, &plan,
                           &rd);
@@ -377,6 +392,8 @@ static bool decide(struct run *r, size_t p)
             if (cheapest < chosen - 1e-9)
                 r->st->cheapest_missed++;
         }
+        if (r->side != AF_SIM_ACCELFIT)   /* only for the books: which tier it landed on */
+            af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
         tier = af_plan_node_tier(&open_plan, r->cl->nodes[node].info);
         af_snapshot_unref(snap);
         snap = NULL;
@@ -387,19 +404,32 @@ static bool decide(struct run *r, size_t p)
     return placed;
 }
 
-static void retry_waiting(struct run *r)
+/*
+ * After a pod left `node`, the waiting pods try again, in arrival order. Only that
+ * node changed, so a pod whose last scan saw every node and that does not fit on this
+ * one now cannot be placed either (its last attempt stands); it is skipped.
+ */
+static void retry_waiting(struct run *r, size_t node)
 {
     size_t keep = 0;
+    struct af_ks_node k = {&r->cl->nodes[node], &r->own[node], r->nz_cpu[node], r->nz_mem[node]};
 
     for (size_t w = 0; w < r->n_waiting; w++) {
         size_t p = r->waiting[w];
-        if (decide(r, p))
+        bool could = r->cut[w] || af_ks_filter(r->all[p], &k) == AF_KS_FIT;
+        if (could && decide(r, p)) {
             r->st->wait_hours += (r->t - r->wait_since[w]) / 3600.0;
-        else {
-            r->waiting[keep] = p;
-            r->wait_since[keep] = r->wait_since[w];
-            keep++;
+            /* This node changed again: the next pods see it as it is now. */
+            k.nonzero_cpu = r->nz_cpu[node];
+            k.nonzero_mem = r->nz_mem[node];
+            continue;
         }
+        if (could)
+            r->cut[w] = r->last_cut;
+        r->waiting[keep] = p;
+        r->wait_since[keep] = r->wait_since[w];
+        r->cut[keep] = r->cut[w];
+        keep++;
     }
     r->n_waiting = keep;
 }
@@ -436,15 +466,15 @@ static void run_side(struct run *r, struct af_sim_trace *tr)
         advance(r, t);
         if (t_dep <= t_arr) {
             struct departure d = heap_pop(r);
+            size_t node = (size_t)r->node_of[d.pod];
             leave(r, d.pod);
-            /* Once everything that leaves now has left, the waiting pods try again. */
-            if (!(r->n_heap && r->heap[0].t <= t))
-                retry_waiting(r);
+            retry_waiting(r, node);
         } else {
             size_t p = r->n_bound + next++;
             if (!decide(r, p)) {
                 r->st->waited++;
                 r->waiting[r->n_waiting] = p;
+                r->cut[r->n_waiting] = r->last_cut;
                 r->wait_since[r->n_waiting++] = r->t;
             }
         }
@@ -585,6 +615,10 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->share_rate = af_xcalloc(r->n_all + 1, sizeof(double));
     r->waiting = af_xmalloc((r->n_all + 1) * sizeof(*r->waiting));
     r->wait_since = af_xmalloc((r->n_all + 1) * sizeof(*r->wait_since));
+    r->cut = af_xcalloc(r->n_all + 1, sizeof(*r->cut));
+    r->own = af_xcalloc(n + 1, sizeof(*r->own));
+    for (size_t i = 0; i < n; i++)
+        r->own[i].info = cl->nodes[i].info;
     r->rollout_target = af_xcalloc(res->n_rollouts + 1, sizeof(int));
     r->rollout_source = af_xcalloc(res->n_rollouts + 1, sizeof(int));
     r->ks = af_xcalloc(n + 1, sizeof(*r->ks));
@@ -628,6 +662,8 @@ static void run_release(struct run *r)
     af_free(r->heap);
     af_free(r->waiting);
     af_free(r->wait_since);
+    af_free(r->cut);
+    af_free(r->own);
     af_free(r->rollout_target);
     af_free(r->rollout_source);
     af_free(r->ks);
