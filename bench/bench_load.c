@@ -7,8 +7,8 @@
  * writes a cluster file, starts the real `accelfit serve --cluster FILE` on loopback and,
  * next to it, a floor: a trivial HTTP/1.1 server (plain sockets, a thread per
  * connection, TCP_NODELAY) that reads each whole request and answers a fixed valid
- * body. A load client (plain sockets, keep-alive, several connections, each sending one
- * request at a time as kube-scheduler does) replays filter and prioritize requests
+ * body. A load client (plain sockets, several keep-alive connections used in turn, one
+ * request in flight, as kube-scheduler calls an extender) replays filter and prioritize requests
  * shaped like the recorded kube-scheduler v1.26 bodies (tests/fixtures/kube-scheduler/:
  * its Pod with managedFields, the same headers) naming 100 and 500 candidates, in both
  * nodeCacheCapable modes (names, or whole Node objects), against the floor and then
@@ -18,7 +18,7 @@
  * Usage: bench_load [--quick] [--connections N] [--requests N]
  *   --quick          caches of 100 and 1,000 nodes only, fewer requests
  *   --connections N  concurrent keep-alive connections (default 2)
- *   --requests N     requests per verb and target in names mode (default 2000; nodes mode
+ *   --requests N     requests per verb and target in names mode (default 2000; Nodes mode
  *                    sends a quarter as many at 500 candidates)
  * The accelfit binary is the one next to this program (build-bench/accelfit).
  */
@@ -404,63 +404,6 @@ static pid_t start_accelfit(const char *bin, const char *cluster, int port, doub
 
 /* ---- the load ----------------------------------------------------------------------------------- */
 
-struct load {
-    int port;
-    const char *verb;
-    char **bodies;
-    size_t *lens;
-    int n_bodies;
-    int requests;             /* per connection */
-    double *lat_us;           /* per connection slice */
-    int failures;
-};
-
-struct conn_arg {
-    struct load *l;
-    int index;
-};
-
-static void *client(void *arg)
-{
-    struct conn_arg *a = arg;
-    struct load *l = a->l;
-    struct af_buf b = AF_BUF_INIT(0);
-    int fd = connect_to(l->port);
-
-    af_assert(fd >= 0);
-    for (int i = 0; i < l->requests; i++) {
-        int k = (a->index * 7 + i) % l->n_bodies, status = 0;
-        char head[256];
-        struct iovec v[2];
-        struct timespec t0, t1;
-        size_t he, bl;
-        int n = snprintf(head, sizeof(head),
-                         "POST /%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: "
-                         "Go-http-client/1.1\r\nContent-Length: %zu\r\nContent-Type: "
-                         "application/json\r\nAccept-Encoding: gzip\r\n\r\n",
-                         l->verb, l->port, l->lens[k]);
-        v[0].iov_base = head;
-        v[0].iov_len = (size_t)n;
-        v[1].iov_base = l->bodies[k];
-        v[1].iov_len = l->lens[k];
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (!write_all(fd, v, 2) || !read_message(fd, &b, &he, &bl, &status) || status != 200) {
-            __atomic_add_fetch(&l->failures, 1, __ATOMIC_RELAXED);
-            close(fd);
-            fd = connect_to(l->port);
-            af_assert(fd >= 0);
-            l->lat_us[a->index * l->requests + i] = -1;
-            continue;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        l->lat_us[a->index * l->requests + i] =
-            (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
-    }
-    close(fd);
-    af_buf_release(&b);
-    return NULL;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -472,33 +415,58 @@ struct stats {
     int failures;
 };
 
+/*
+ * `n` requests, one at a time, round robin over `conns` keep-alive connections: what
+ * kube-scheduler does (a pool of connections, one extender call in flight per
+ * scheduling cycle).
+ */
 static struct stats run_load(int port, const char *verb, char **bodies, size_t *lens, int n_bodies,
-                             int conns, int per_conn)
+                             int conns, int n)
 {
-    struct load l = {port, verb, bodies, lens, n_bodies, per_conn, NULL, 0};
-    pthread_t *t = af_xcalloc((size_t)conns, sizeof(*t));
-    struct conn_arg *args = af_xcalloc((size_t)conns, sizeof(*args));
-    struct stats s;
-    int n = conns * per_conn, m = 0;
+    int *fd = af_xcalloc((size_t)conns, sizeof(*fd)), m = 0;
+    double *lat = af_xcalloc((size_t)n + 1, sizeof(double));
+    struct af_buf b = AF_BUF_INIT(0);
+    struct stats s = {0, 0, 0};
 
-    l.lat_us = af_xcalloc((size_t)n, sizeof(double));
     for (int c = 0; c < conns; c++) {
-        args[c].l = &l;
-        args[c].index = c;
-        pthread_create(&t[c], NULL, client, &args[c]);
+        fd[c] = connect_to(port);
+        af_assert(fd[c] >= 0);
+    }
+    for (int i = 0; i < n; i++) {
+        int c = i % conns, k = i % n_bodies, status = 0;
+        char head[256];
+        struct iovec v[2];
+        struct timespec t0, t1;
+        size_t he, bl;
+        int hl = snprintf(head, sizeof(head),
+                          "POST /%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: "
+                          "Go-http-client/1.1\r\nContent-Length: %zu\r\nContent-Type: "
+                          "application/json\r\nAccept-Encoding: gzip\r\n\r\n",
+                          verb, port, lens[k]);
+        v[0].iov_base = head;
+        v[0].iov_len = (size_t)hl;
+        v[1].iov_base = bodies[k];
+        v[1].iov_len = lens[k];
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (!write_all(fd[c], v, 2) || !read_message(fd[c], &b, &he, &bl, &status) ||
+            status != 200) {
+            s.failures++;
+            close(fd[c]);
+            fd[c] = connect_to(port);
+            af_assert(fd[c] >= 0);
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        lat[m++] = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
     }
     for (int c = 0; c < conns; c++)
-        pthread_join(t[c], NULL);
-    for (int i = 0; i < n; i++)
-        if (l.lat_us[i] >= 0)
-            l.lat_us[m++] = l.lat_us[i];
-    qsort(l.lat_us, (size_t)m, sizeof(double), cmp_double);
-    s.p50 = m ? l.lat_us[m / 2] : 0;
-    s.p99 = m ? l.lat_us[(size_t)m * 99 / 100] : 0;
-    s.failures = l.failures;
-    af_free(l.lat_us);
-    af_free(t);
-    af_free(args);
+        close(fd[c]);
+    qsort(lat, (size_t)m, sizeof(double), cmp_double);
+    s.p50 = m ? lat[m / 2] : 0;
+    s.p99 = m ? lat[(size_t)m * 99 / 100] : 0;
+    af_free(lat);
+    af_free(fd);
+    af_buf_release(&b);
     return s;
 }
 
@@ -531,7 +499,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (conns < 1 || requests < conns) {
+    if (conns < 1 || requests < 8) {
         fprintf(stderr, "bench_load: need at least one connection and one request each\n");
         return 2;
     }
@@ -543,7 +511,7 @@ int main(int argc, char **argv)
     floor_pid = start_floor(&floor_port);
 
     printf("== bench_load: accelfit serve vs a floor server (reads the request, answers a fixed "
-           "body), %d keep-alive connections, one request at a time each\n\n",
+           "body); %d keep-alive connections, one request in flight\n\n",
            conns);
     printf("| cache | candidates | mode | verb | floor p50 | floor p99 | accelfit p50 | "
            "accelfit p99 | p50 ratio | p99 ratio |\n|---|---|---|---|---|---|---|---|---|---|\n");
@@ -563,7 +531,7 @@ int main(int argc, char **argv)
                 continue;
             for (int mode = 0; mode < 2; mode++) {
                 bool names = mode == 0;
-                int n_bodies = 8, per = requests / conns;
+                int n_bodies = 8, per = requests;
                 char *bodies[8];
                 size_t lens[8];
                 unsigned seed = (unsigned)(nodes * 31 + cands);
@@ -576,8 +544,8 @@ int main(int argc, char **argv)
                     struct stats f, a;
                     char c[4][24];
                     /* Warm both up, then measure the floor, then accelfit. */
-                    run_load(floor_port, verb, bodies, lens, n_bodies, conns, 20);
-                    run_load(port, verb, bodies, lens, n_bodies, conns, 20);
+                    run_load(floor_port, verb, bodies, lens, n_bodies, conns, 40);
+                    run_load(port, verb, bodies, lens, n_bodies, conns, 40);
                     f = run_load(floor_port, verb, bodies, lens, n_bodies, conns, per);
                     a = run_load(port, verb, bodies, lens, n_bodies, conns, per);
                     fmt_us(f.p50, c[0], sizeof(c[0]));
