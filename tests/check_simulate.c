@@ -560,7 +560,12 @@ START_TEST(test_cluster_pods_become_a_trace)
         "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"ds\",\"namespace\":\"kube-system\","
         "\"creationTimestamp\":\"2026-11-20T09:00:00Z\",\"ownerReferences\":[{\"kind\":"
         "\"DaemonSet\",\"name\":\"d\",\"controller\":true}]},\"spec\":{\"nodeName\":\"cpu-small\","
-        "\"containers\":[{\"name\":\"c\"}]},\"status\":{\"phase\":\"Running\"}}"
+        "\"containers\":[{\"name\":\"c\"}]},\"status\":{\"phase\":\"Running\"}},"
+        "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"untimed\",\"namespace\":\"x\"},\"spec\":{"
+        "\"nodeName\":\"cpu-small\",\"containers\":[{\"name\":\"c\"}]},\"status\":{\"phase\":"
+        "\"Running\"}},"
+        "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"gone\",\"namespace\":\"x\"},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\"}]},\"status\":{\"phase\":\"Succeeded\"}}"
         "]}";
     struct af_sim_cluster cl;
     struct af_sim_trace tr;
@@ -571,14 +576,19 @@ START_TEST(test_cluster_pods_become_a_trace)
                   "%s", err.text);
     ck_assert_uint_eq(cl.n_bound, 1);   /* the DaemonSet pod stays where it runs */
     ck_assert_str_eq(cl.bound[0].info->name, "ds");
-    ck_assert_uint_eq(tr.n_pods, 2);
-    ck_assert_str_eq(tr.pods[0].info->name, "done");
-    ck_assert_ptr_null(tr.pods[0].info->node_name);
-    ck_assert_double_eq(tr.pods[0].arrival, 3600);          /* t = 0 is 09:00, the earliest */
-    ck_assert_double_eq(tr.pods[0].duration, 3600);         /* started 10:00:30, finished 11:00:30 */
-    ck_assert_str_eq(tr.pods[1].info->name, "running");
-    ck_assert_double_eq(tr.pods[1].arrival, 3 * 3600);
-    ck_assert_double_lt(tr.pods[1].duration, 0);            /* until the end */
+    /* The finished pod without times is left out; the running one without them was
+     * there from the start. */
+    ck_assert_uint_eq(tr.n_pods, 3);
+    ck_assert_str_eq(tr.pods[0].info->name, "untimed");
+    ck_assert_double_eq(tr.pods[0].arrival, 0);
+    ck_assert_double_lt(tr.pods[0].duration, 0);
+    ck_assert_str_eq(tr.pods[1].info->name, "done");
+    ck_assert_ptr_null(tr.pods[1].info->node_name);
+    ck_assert_double_eq(tr.pods[1].arrival, 3600);          /* t = 0 is 09:00, the earliest */
+    ck_assert_double_eq(tr.pods[1].duration, 3600);         /* started 10:00:30, finished 11:00:30 */
+    ck_assert_str_eq(tr.pods[2].info->name, "running");
+    ck_assert_double_eq(tr.pods[2].arrival, 3 * 3600);
+    ck_assert_double_lt(tr.pods[2].duration, 0);            /* until the end */
     ck_assert_double_eq(tr.end, 3 * 3600 + 5);              /* the latest time the file shows */
     af_sim_trace_release(&tr);
     af_sim_cluster_release(&cl);

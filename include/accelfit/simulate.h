@@ -105,8 +105,9 @@ void af_sim_trace_release(struct af_sim_trace *t);       /* zeroes it; cannot fa
  * trace instead (--workload-from-cluster): arrival is metadata.creationTimestamp (t = 0
  * at the earliest), duration runs from status.startTime to the latest
  * containerStatuses[].state.terminated.finishedAt, or to the end for a pod still
- * running; the end is the latest time the file shows. DaemonSet and mirror pods stay
- * bound where they are (they run on every node). Returns 0, or AF_EPARSE / AF_ETYPE /
+ * running; the end is the latest time the file shows. A pod without a creationTimestamp
+ * arrives at 0; a finished pod without a finishedAt is left out. DaemonSet and mirror pods
+ * stay bound where they are (they run on every node). Returns 0, or AF_EPARSE / AF_ETYPE /
  * AF_EINVAL with `err` naming the item ("items[3]: ...").
  */
 int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, const char *text,

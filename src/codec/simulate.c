@@ -407,13 +407,16 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
         struct af_pod_info *info = cp->pod.info;
         bool on_node = info->node_name && find_node(out, info->node_name);
 
-        if (trace && !info->system && cp->created >= 0) {
+        if (trace && !info->system && !(info->terminal && cp->finished < 0)) {
+            /* A pod the file gives no times for was there from the start; a finished one
+             * without them cannot be replayed and is left out. */
             struct af_sim_pod *tp;
-            double begin = cp->started >= 0 ? cp->started : cp->created;
+            double created = cp->created >= 0 ? cp->created : first >= 0 ? first : 0;
+            double begin = cp->started >= 0 ? cp->started : created;
             AF_GROW(trace->pods, cap_trace, trace->n_pods + 1);
             tp = &trace->pods[trace->n_pods++];
             *tp = cp->pod;
-            tp->arrival = cp->created - first;
+            tp->arrival = first >= 0 ? created - first : 0;
             tp->duration = cp->finished >= 0 ? fmax(0, cp->finished - begin) : -1;
             /* The trace places it anew: forget where the cluster put it. */
             af_free(info->node_name);
