@@ -460,6 +460,77 @@ START_TEST(test_scan_cut_short_misses_the_cheap_node)
 }
 END_TEST
 
+/* ---- rollouts ------------------------------------------------------------------------------ */
+
+START_TEST(test_rollout_share_is_steered_over_hours)
+{
+    /* Two 4-GPU A10G nodes and two 4-GPU T4 nodes; half of a Deployment's replicas go to
+     * T4. Replicas come an hour apart, long after the brake's 10 minutes: placed pods are
+     * Ready, so the brake stays off and the share holds. kube-scheduler knows nothing of it. */
+    static const char cluster[] =
+        "{\"kind\":\"List\",\"items\":["
+        NODE("a10g-1", "g5.12xlarge", "5.67", "48", "192Gi", ",\"nvidia.com/gpu\":\"4\"", "") ","
+        NODE("a10g-2", "g5.12xlarge", "5.67", "48", "192Gi", ",\"nvidia.com/gpu\":\"4\"", "") ","
+        NODE("t4-1", "g4dn.12xlarge", "3.91", "48", "192Gi", ",\"nvidia.com/gpu\":\"4\"", "") ","
+        NODE("t4-2", "g4dn.12xlarge", "3.91", "48", "192Gi", ",\"nvidia.com/gpu\":\"4\"", "")
+        "]}";
+    static const char trace[] =
+        "end: 12h\n"
+        "pods:\n"
+        "  - {name: web, namespace: shop, owner: ReplicaSet/web-1, replicas: 8, every: 1h,\n"
+        "     labels: {app: web, accelfit.io/managed: \"true\"},\n"
+        "     annotations: {accelfit.io/workload: inference},\n"
+        "     requests: {cpu: 2, memory: 8Gi, nvidia.com/gpu: 1}}\n";
+    static const char rollout[] =
+        "\nrollouts:\n"
+        "  - name: web-to-t4\n"
+        "    selector: {namespace: shop, matchLabels: {app: web}}\n"
+        "    source: [nvidia-a10g]\n"
+        "    target: [nvidia-t4]\n"
+        "    share: 0.5\n";
+    char dir[] = "/tmp/af-sim-policy-XXXXXX";
+    char *path, *policy;
+    size_t len;
+    struct af_config *rcfg = NULL;
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_sim_result r;
+    struct af_error err;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    path = af_xasprintf("%s/policy.yaml", dir);
+    policy = af_test_read("policies/default.yaml", &len);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(policy, 1, len, f), len);
+    ck_assert_uint_eq(fwrite(rollout, 1, strlen(rollout), f), strlen(rollout));
+    ck_assert_int_eq(fclose(f), 0);
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_config_load(&rcfg, NULL, path, &err) == 0, "%s", err.text);
+    ck_assert_int_eq(af_codec_decode_sim_cluster(rcfg, "c", cluster, strlen(cluster), &cl, NULL,
+                                                 &err),
+                     0);
+    ck_assert_int_eq(af_codec_decode_trace("t", trace, strlen(trace), &tr, &err), 0);
+    af_sim_run(rcfg, &cl, &tr, NULL, &r);
+    ck_assert_uint_eq(r.n_rollouts, 1);
+    ck_assert_int_eq(r.rollouts[0].target_pods[AF_SIM_ACCELFIT], 4);
+    ck_assert_int_eq(r.rollouts[0].source_pods[AF_SIM_ACCELFIT], 4);
+    ck_assert_int_eq(r.rollouts[0].target_pods[AF_SIM_KUBE] + r.rollouts[0].source_pods[AF_SIM_KUBE],
+                     8);
+    /* At the end half the running replicas are on the target. */
+    ck_assert_double_eq_tol(r.rollouts[0].achieved[AF_SIM_ACCELFIT][r.buckets - 1], 0.5, 1e-9);
+    af_sim_result_release(&r);
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+    af_config_unref(rcfg);
+    unlink(path);
+    rmdir(dir);
+    af_free(path);
+    free(policy);
+}
+END_TEST
+
 /* ---- the report ------------------------------------------------------------------------------------ */
 
 static const char *const void_tags[] = {"meta", "br", NULL};   /* HTML's; SVG's close with /> */
@@ -760,6 +831,7 @@ static Suite *af_simulate_suite(void)
     tcase_add_test(tc, test_tiny_trace_costs_to_the_cent);
     tcase_add_loop_test(tc, test_lower_bound_never_above_either_scheduler, 0, 8);
     tcase_add_test(tc, test_scan_cut_short_misses_the_cheap_node);
+    tcase_add_test(tc, test_rollout_share_is_steered_over_hours);
     tcase_add_test(tc, test_html_report_is_well_formed_and_holds_the_table);
     suite_add_tcase(s, tc);
 

@@ -62,8 +62,9 @@ struct af_sim_node {
 
 /*
  * One pod of a trace. `info` holds its requests, intent annotations, labels (for a
- * managed pod), owner and tenant label; the simulator sets info->node_name while
- * the pod is bound and clears it after (no cache or snapshot holds it then).
+ * managed pod), owner and tenant label; the simulator sets info->node_name, ready and
+ * started_unix while the pod is bound and clears them after (no cache or snapshot holds
+ * it then).
  */
 struct af_sim_pod {
     double arrival;                    /* seconds after the trace's start */

@@ -220,8 +220,12 @@ static void bind(struct run *r, size_t p, size_t node, int tier)
 
     node_rates(r, node, -1);
     if (!sp->preexisting) {
+        /* Bound, started and Ready: what the cache would show of a running pod (the
+         * rollout brake reads readiness and start time). */
         af_free(info->node_name);
         info->node_name = af_xstrdup(n->name);
+        info->ready = true;
+        info->started_unix = r->start_unix + r->t;
     }
     af_cache_upsert_pod(r->cache, af_pod_info_ref(info));
     r->nz_cpu[node] += info->requests.v[AF_RES_CPU] > 0 ? info->requests.v[AF_RES_CPU]
@@ -282,6 +286,8 @@ static void leave(struct run *r, size_t p)
     if (!r->all[p]->preexisting) {
         af_free(info->node_name);
         info->node_name = NULL;
+        info->ready = false;
+        info->started_unix = 0;
     }
 }
 
@@ -642,6 +648,8 @@ static void run_finish(struct run *r)
     for (size_t p = r->n_bound; p < r->n_all; p++) {
         af_free(r->all[p]->info->node_name);
         r->all[p]->info->node_name = NULL;
+        r->all[p]->info->ready = false;
+        r->all[p]->info->started_unix = 0;
     }
 }
 
