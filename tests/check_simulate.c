@@ -822,6 +822,23 @@ START_TEST(test_usage_errors)
 }
 END_TEST
 
+START_TEST(test_help)
+{
+    const char *argv[] = {"accelfit", "simulate", "--help", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_str_eq(err, "");
+    ck_assert_ptr_nonnull(strstr(out, "usage: accelfit simulate"));
+    ck_assert_ptr_nonnull(strstr(out, "--percentage-of-nodes-to-score N"));
+    ck_assert_ptr_nonnull(strstr(out, "--workload-from-cluster"));
+    ck_assert_ptr_nonnull(strstr(out, "--report FILE.html"));
+    ck_assert_ptr_null(strstr(out, "%%"));
+    free(out);
+    free(err);
+}
+END_TEST
+
 static Suite *af_simulate_suite(void)
 {
     Suite *s = suite_create("simulate");
@@ -850,6 +867,7 @@ static Suite *af_simulate_suite(void)
     tcase_add_loop_test(tc, test_bad_trace_exits_2_with_one_line, 0, (int)AF_ARRAY_SIZE(bad_traces));
     tcase_add_test(tc, test_demo_day_through_the_binary);
     tcase_add_test(tc, test_usage_errors);
+    tcase_add_test(tc, test_help);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -46,7 +46,7 @@ static const char usage[] =
     "the model of kube-scheduler:\n"
     "  --percentage-of-nodes-to-score N\n"
     "                            kube-scheduler's percentageOfNodesToScore: 0 (default) is its\n"
-    "                            adaptive rule, 50 - nodes/125 percent, at least 5%% and 100\n"
+    "                            adaptive rule, 50 - nodes/125 percent, at least 5% and 100\n"
     "                            nodes; 1..100 a fixed share. Shows nodes examined per pod and\n"
     "                            how often accelfit then misses a cheaper node\n"
     "  --extender-weight N       the weight of accelfit's extenders entry (default 5, as in\n"
