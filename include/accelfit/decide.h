@@ -202,7 +202,7 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
 
 /*
  * Scores every candidate 0..10 (verdict and tier are filled too, as filter
- * would, so one call serves /explain). Deterministic. Cannot fail.
+ * would; reasons are left empty: af_filter writes them). Deterministic. Cannot fail.
  */
 void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
                    const struct af_pod_info *pod, const struct af_node_view *nodes,

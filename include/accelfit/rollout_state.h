@@ -144,4 +144,18 @@ void af_rollouts_status(struct af_rollouts *rs, const struct af_config *cfg,
 int af_rollouts_render(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, double now, struct af_buf *out) AF_MUST_CHECK;
 
+/*
+ * The rollout decision for `pod` (rd->rollout -1 when it is in none, or when `rs` is
+ * NULL) and, for a placement rollout, `plan` restricted to the classes of the side its
+ * unit was given (af_plan_restrict, with the reason). A variant rollout is decided by the
+ * admission webhook, which rewrote the pod for its side: its requests already pick the
+ * side, so the plan is left alone and the decision is only read (PEEK); a pod without
+ * the side annotation runs as written. What the server's filter, prioritize, preempt
+ * and /explain, and the simulator, call before af_filter. Cannot fail.
+ */
+struct af_plan;
+void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
+                       const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
+                       unsigned flags, struct af_plan *plan, struct af_rollout_decision *rd);
+
 #endif

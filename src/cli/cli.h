@@ -12,5 +12,6 @@ int af_cmd_recommend(int argc, char **argv);
 int af_cmd_serve(int argc, char **argv);
 int af_cmd_check_policy(int argc, char **argv);
 int af_cmd_costs(int argc, char **argv);
+int af_cmd_simulate(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const char usage[] =
     "  recommend      rank hardware for a workload, with instance types, counts and prices\n"
     "  check-policy   validate a policy (and catalog) file and print what it holds\n"
     "  costs          what running pods cost per hour, by tenant, namespace and class\n"
+    "  simulate       replay a trace of pods: what accelfit would cost against kube-scheduler\n"
     "\n"
     "options:\n"
     "  -h, --help     show this help (also: accelfit <command> --help)\n"
@@ -29,6 +30,7 @@ static const struct {
     {"recommend", af_cmd_recommend},
     {"check-policy", af_cmd_check_policy},
     {"costs", af_cmd_costs},
+    {"simulate", af_cmd_simulate},
 };
 
 int main(int argc, char **argv)

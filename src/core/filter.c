@@ -197,6 +197,7 @@ static bool mig_fits(const struct af_pod_info *pod, const struct af_node_info *n
 /*
  * A request larger than the node's whole allocatable (a MIG node asked for whole GPUs,
  * 8 GPUs asked of a 1-GPU node): no eviction makes room, so it is not a question of room.
+ * `out` NULL: only the answer, no reason.
  */
 static bool exceeds_node(const struct af_pod_info *pod, const struct af_node_info *node,
                          char *out, size_t n)
@@ -205,6 +206,8 @@ static bool exceeds_node(const struct af_pod_info *pod, const struct af_node_inf
         char want[32], have[32];
         if (r == AF_RES_PODS || r == AF_RES_MIG || pod->requests.v[r] <= node->allocatable.v[r])
             continue;
+        if (!out)
+            return true;
         af_res_format((enum af_res)r, pod->requests.v[r], want, sizeof(want));
         af_res_format((enum af_res)r, node->allocatable.v[r], have, sizeof(have));
         snprintf(out, n, "the pod requests %s %s; this node (%s) has %s allocatable in all",
@@ -277,18 +280,26 @@ static void memo_copy(char *dst, const char *src)
     memcpy(dst, src, strlen(src) + 1);
 }
 
-void af_filter(const struct af_policy *pol, const struct af_plan *plan,
-               const struct af_pod_info *pod, const struct af_node_view *nodes,
-               const char *const *names, size_t n, struct af_node_decision *out,
-               struct af_filter_summary *sum)
+/*
+ * af_filter's verdicts, with the reasons people read when `reasons` is set. Prioritize
+ * needs only verdicts and tiers: without reasons it formats nothing per node (the
+ * reasons of nodes without room, one snprintf and three amounts each, were a third of a
+ * filter-and-prioritize cycle at 500 candidates).
+ */
+static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan,
+                         const struct af_pod_info *pod, const struct af_node_view *nodes,
+                         const char *const *names, size_t n, struct af_node_decision *out,
+                         struct af_filter_summary *sum, bool reasons)
 {
     int best = -1, best_any = -1;
     size_t best_node = 0;
-    struct reason_memo pass[2], worse;
+    struct reason_memo pass[2], worse, refused;
+    const char *refused_family[MEMO_SLOTS];
 
     memset(pass[0].have, 0, sizeof(pass[0].have));
     memset(pass[1].have, 0, sizeof(pass[1].have));
     memset(worse.have, 0, sizeof(worse.have));
+    memset(refused.have, 0, sizeof(refused.have));
 
     if (sum)
         memset(sum, 0, sizeof(*sum));
@@ -308,11 +319,23 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
         }
         d->tier = af_plan_node_tier(plan, info);
         if (d->tier < 0) {
+            /* The reason depends on the node's class and family only: written once per
+             * class (nodes of unknown class differ in kind: each is written). */
+            int slot = memo_slot(info);
             d->verdict = AF_VERDICT_UNRESOLVABLE;
-            no_tier(pol, plan, info, d->reason, sizeof(d->reason));
+            if (!reasons)
+                continue;
+            if (slot == AF_CLASS__COUNT || !refused.have[slot] ||
+                strcmp(refused_family[slot] ? refused_family[slot] : "",
+                       info->family ? info->family : "")) {
+                no_tier(pol, plan, info, refused.text[slot], sizeof(refused.text[slot]));
+                refused.have[slot] = true;
+                refused_family[slot] = info->family;
+            }
+            memo_copy(d->reason, refused.text[slot]);
             continue;
         }
-        if (exceeds_node(pod, info, d->reason, sizeof(d->reason))) {
+        if (exceeds_node(pod, info, reasons ? d->reason : NULL, sizeof(d->reason))) {
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             d->tier = -1;
             continue;
@@ -364,6 +387,8 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
         if (d->tier == best || !plan->stated) {
             struct reason_memo *m = &pass[d->has_room ? 1 : 0];
             d->verdict = AF_VERDICT_PASS;
+            if (!reasons)
+                continue;
             if (d->tier != best || !m->have[slot]) {
                 char *r = d->tier == best ? m->text[slot] : d->reason;
                 tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
@@ -379,9 +404,12 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
                 memo_copy(d->reason, m->text[slot]);
         } else if (d->tier < best) {
             d->verdict = AF_VERDICT_FAILED;
-            no_room(pod, &nodes[i], d->reason, sizeof(d->reason));
+            if (reasons)
+                no_room(pod, &nodes[i], d->reason, sizeof(d->reason));
         } else {
             d->verdict = AF_VERDICT_FAILED;
+            if (!reasons)
+                continue;
             if (!worse.have[slot]) {
                 char *r = worse.text[slot];
                 tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
@@ -413,6 +441,14 @@ void af_filter(const struct af_policy *pol, const struct af_plan *plan,
     sum->best_tier = best;
     /* Only a pod that states its workload falls back: for the others tiers only rank. */
     sum->fallback = best > 0 && plan->stated;
+}
+
+void af_filter(const struct af_policy *pol, const struct af_plan *plan,
+               const struct af_pod_info *pod, const struct af_node_view *nodes,
+               const char *const *names, size_t n, struct af_node_decision *out,
+               struct af_filter_summary *sum)
+{
+    filter_nodes(pol, plan, pod, nodes, names, n, out, sum, true);
 }
 
 /* ---- prioritize ----------------------------------------------------------------------------- */
@@ -492,7 +528,7 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
         wt = wu = wc = 1;
     wsum = wt + wu + wc;
 
-    af_filter(pol, plan, pod, nodes, names, n, out, NULL);
+    filter_nodes(pol, plan, pod, nodes, names, n, out, NULL, false);
     for (size_t i = 0; i < n; i++) {
         struct af_node_decision *d = &out[i];
         const struct af_node_view *v = &nodes[i];

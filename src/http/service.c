@@ -199,54 +199,12 @@ static void set_reason(struct af_node_decision *d, const char *reason)
 
 /* ---- rollout steering ----------------------------------------------------------------------- */
 
-/*
- * The rollout decision for `pod` (rd->rollout -1 when it is in none) and, for a
- * placement rollout, the plan restricted to the classes of its unit's side. A variant
- * rollout is decided by the admission webhook, which rewrote the pod for its side:
- * its requests already pick the side, so the plan is left alone and the decision is
- * only read (an unannotated pod runs as written and is not decided here).
- */
+/* The rollout decision for `pod` and its plan restricted to its side (af_rollouts_steer). */
 static void steer(struct af_service *svc, const struct af_config *cfg,
                   const struct af_snapshot *snap, const struct af_pod_info *pod, unsigned flags,
                   struct af_plan *plan, struct af_rollout_decision *rd)
 {
-    const struct af_rollout *r;
-    char why[AF_REASON_MAX], cls[200];
-    int i;
-
-    memset(rd, 0, sizeof(*rd));
-    rd->rollout = -1;
-    if (!svc->rollouts || !pod || !pod->managed || !cfg->policy || !cfg->policy->n_rollouts)
-        return;
-    i = af_rollout_match(cfg->policy, pod);
-    if (i < 0)
-        return;
-    r = &cfg->policy->rollouts[i];
-    if (r->variant && !pod->rollout_side) {
-        rd->rollout = i;
-        af_rollout_unit(pod, rd->unit, sizeof(rd->unit));
-        snprintf(rd->reason, sizeof(rd->reason),
-                 "variant rollout %.63s: the pod carries no accelfit.io/rollout-side annotation "
-                 "(the webhook did not rewrite it): it runs as written",
-                 r->name);
-        return;
-    }
-    af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, NULL, af_wall_time(),
-                          r->variant ? flags | AF_ROLLOUTS_PEEK : flags, rd);
-    if (rd->rollout < 0 || r->variant || rd->side == AF_SIDE_NONE)
-        return;
-    {
-        uint32_t mask = rd->side == AF_SIDE_TARGET ? r->target : r->source;
-        size_t used = 0;
-        cls[0] = '\0';
-        for (int c = 0; c < AF_CLASS__COUNT && used < sizeof(cls); c++)
-            if (mask & (1u << c))
-                used += (size_t)snprintf(cls + used, sizeof(cls) - used, "%s%s", used ? ", " : "",
-                                         af_class_name((enum af_class)c));
-        snprintf(why, sizeof(why), "rollout %.63s steers unit %.70s to its %s side (%.60s)",
-                 r->name, rd->unit, af_rollout_side_name(rd->side), cls);
-    }
-    af_plan_restrict(plan, rd->side == AF_SIDE_TARGET ? r->target : r->source, why);
+    af_rollouts_steer(svc->rollouts, cfg, snap, pod, af_wall_time(), flags, plan, rd);
 }
 
 /* The candidates of a decoded request as the core wants them (arena memory). */

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * simulate: what accelfit would save on a cluster, before anyone installs it.
+ *
+ * A trace of pod arrivals (time, requests, intent annotations, labels, owner,
+ * tenant, how long each runs) is replayed against a cluster twice, side by side:
+ *
+ *   accelfit        kube-scheduler's filters (the model below) find the feasible
+ *                   nodes, accelfit's own af_plan_pod, rollout steering
+ *                   (af_rollouts_steer), af_filter and af_prioritize decide among
+ *                   them, and kube-scheduler adds the extender's score x weight x 10
+ *                   to its own plugin scores, as a scheduler configured with
+ *                   accelfit does;
+ *   kube-scheduler  the same model alone (src/sim/kubesched.c): NodeUnschedulable,
+ *                   NodeResourcesFit, TaintToleration and nodeSelector as filters;
+ *                   LeastAllocated, BalancedAllocation and TaintToleration as scores;
+ *                   percentageOfNodesToScore as upstream computes it. It knows
+ *                   nothing of cost or hardware class.
+ *
+ * Each side keeps its own struct af_cache, updated as pods bind and leave, so the
+ * decisions read the same snapshots the server reads. A pod that fits nowhere
+ * waits and is tried again whenever a pod leaves; its run starts when it is placed.
+ * Everything ends at the trace's end (the horizon): what still runs is cut there.
+ *
+ * Money: a node is paid (its hourly price) while at least one pod that is not a
+ * DaemonSet or mirror pod is on it. A pod's spend (tenants) is its share of its
+ * node's price (af_pod_share_usd) while it runs. Idle accelerator cost is, on a
+ * paid node, the price of its accelerators no pod requested.
+ *
+ * The lower bound: for each pod, the cheapest rate any node of the cluster could
+ * run it at if pods packed perfectly — the node's price times the pod's fraction of
+ * what the node is for (the mean of its fractions of the node's accelerator
+ * resources on an accelerator node, of cpu and memory on a CPU node; the fractions
+ * of all pods on one node sum to at most 1 in every resource, so these means do
+ * too) — times the shorter of its run times under the two schedulers. No placement of the work
+ * both schedulers ran can cost less, so the bound is never above either cost.
+ */
+#ifndef AF_SIMULATE_H
+#define AF_SIMULATE_H
+
+#include "accelfit/config.h"
+#include "accelfit/model.h"
+#include "accelfit/rollout.h"
+#include "accelfit/util.h"
+
+/* ---- the inputs ------------------------------------------------------------------------ */
+
+struct af_sim_taint {
+    char *key;
+    char *value;                       /* may be NULL */
+    char *effect;                      /* "NoSchedule", "PreferNoSchedule", "NoExecute" */
+};
+
+/* A node with what kube-scheduler's filters read besides the record the cache keeps. */
+struct af_sim_node {
+    struct af_node_info *info;         /* one reference */
+    struct af_pair *labels;
+    size_t n_labels;
+    struct af_sim_taint *taints;
+    size_t n_taints;
+};
+
+/*
+ * One pod of a trace. `info` holds its requests, intent annotations, labels (for a
+ * managed pod), owner and tenant label; the simulator sets info->node_name, ready and
+ * started_unix while the pod is bound and clears them after (no cache or snapshot holds
+ * it then).
+ */
+struct af_sim_pod {
+    double arrival;                    /* seconds after the trace's start */
+    double duration;                   /* seconds it runs once placed; < 0: until the end */
+    struct af_pod_info *info;          /* one reference */
+    char *tenant;                      /* label accelfit.io/tenant, else the namespace */
+    struct af_pair *node_selector;
+    size_t n_node_selector;
+    struct af_toleration *tolerations;
+    size_t n_tolerations;
+    bool preexisting;                  /* bound in the cluster file: runs from 0 where it is */
+};
+
+struct af_sim_cluster {
+    struct af_sim_node *nodes;         /* sorted by name */
+    size_t n_nodes;
+    struct af_sim_pod *bound;          /* pods the cluster file shows bound to one of its nodes */
+    size_t n_bound;
+};
+
+struct af_sim_trace {
+    double start_unix;                 /* wall time of t = 0 (rollout stages read it) */
+    double end;                        /* the horizon, seconds; > 0 */
+    struct af_sim_pod *pods;           /* sorted by arrival (stable) */
+    size_t n_pods;
+};
+
+void af_sim_cluster_release(struct af_sim_cluster *c);   /* zeroes it; cannot fail */
+/* Forgets the cluster's bound pods (--empty): the trace starts on idle nodes. */
+void af_sim_cluster_drop_pods(struct af_sim_cluster *c);
+void af_sim_trace_release(struct af_sim_trace *t);       /* zeroes it; cannot fail */
+
+/* ---- decoding (src/codec/simulate.c) ----------------------------------------------------- */
+
+/*
+ * A cluster file (JSON or YAML: a List of Nodes and Pods, as `kubectl get nodes,pods -A
+ * -o json` prints) into *out. Pods bound to a node of the file that are not terminal go
+ * to out->bound; others are ignored. With `trace` not NULL, the file's pods become that
+ * trace instead (--workload-from-cluster): arrival is metadata.creationTimestamp (t = 0
+ * at the earliest), duration runs from status.startTime to the latest
+ * containerStatuses[].state.terminated.finishedAt, or to the end for a pod still
+ * running; the end is the latest time the file shows. A pod without a creationTimestamp
+ * arrives at 0; a finished pod without a finishedAt is left out. DaemonSet and mirror pods
+ * stay bound where they are (they run on every node). Returns 0, or AF_EPARSE / AF_ETYPE /
+ * AF_EINVAL with `err` naming the item ("items[3]: ...").
+ */
+int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, const char *text,
+                                size_t len, struct af_sim_cluster *out, struct af_sim_trace *trace,
+                                struct af_error *err) AF_MUST_CHECK;
+
+/*
+ * A trace file (docs/simulate.md): a YAML or JSON document with `pods:` (and optional
+ * `start:`, `end:`), or JSON Lines, one pod entry per line. Returns 0, or an error
+ * with `err` naming the entry ("pods[2] (web): duration: ...", or line L for JSON
+ * Lines and YAML syntax).
+ */
+int af_codec_decode_trace(const char *name, const char *text, size_t len,
+                          struct af_sim_trace *out, struct af_error *err) AF_MUST_CHECK;
+
+/* "90", "90s", "15m", "1h30m", "2d": seconds; -1 when it is not a duration. */
+double af_sim_parse_duration(const char *s);
+
+/* ---- the kube-scheduler model (src/sim/kubesched.c) ---------------------------------------- */
+
+/* kube-scheduler's defaults for requests a pod leaves out, when scoring (not when fitting). */
+#define AF_KS_DEFAULT_MILLI_CPU 100
+#define AF_KS_DEFAULT_MEMORY (200LL * 1024 * 1024)
+#define AF_KS_MAX_NODE_SCORE 100
+
+/* What the model needs of one node at the moment of a decision. */
+struct af_ks_node {
+    const struct af_sim_node *node;
+    const struct af_node_view *view;   /* allocation the cache shows */
+    int64_t nonzero_cpu;               /* sum of the pods' cpu, 100m for a pod that asks none */
+    int64_t nonzero_mem;               /* likewise, 200 MiB */
+};
+
+/* Why a node failed kube-scheduler's filters (AF_KS_FIT when it did not). */
+enum af_ks_fit {
+    AF_KS_FIT = 0,
+    AF_KS_UNSCHEDULABLE,               /* spec.unschedulable, not tolerated */
+    AF_KS_NODE_SELECTOR,               /* a nodeSelector label does not match */
+    AF_KS_TAINT,                       /* a NoSchedule/NoExecute taint is not tolerated */
+    AF_KS_RESOURCES,                   /* requests exceed allocatable - used, or no pod slot */
+};
+
+/* NodeUnschedulable, NodeAffinity (nodeSelector), TaintToleration, NodeResourcesFit. Pure. */
+enum af_ks_fit af_ks_filter(const struct af_sim_pod *pod, const struct af_ks_node *n);
+
+/*
+ * NodeResourcesFit's LeastAllocated score (cpu and memory, weight 1 each, 0..100,
+ * integer arithmetic as upstream: ((alloc - requested) * 100 / alloc) per resource,
+ * averaged), with `requested` the node's non-zero requests plus the pod's. Pure.
+ */
+int64_t af_ks_least_allocated(const struct af_sim_pod *pod, const struct af_ks_node *n);
+/* NodeResourcesBalancedAllocation: (1 - |f_cpu - f_mem| / 2) * 100, fractions of
+ * allocatable after the pod (its actual requests), capped at 1. Pure. */
+int64_t af_ks_balanced(const struct af_sim_pod *pod, const struct af_ks_node *n);
+/* PreferNoSchedule taints the pod does not tolerate (TaintToleration's raw score). */
+int af_ks_intolerable_prefer(const struct af_sim_pod *pod, const struct af_ks_node *n);
+
+/*
+ * numFeasibleNodesToFind: how many feasible nodes kube-scheduler looks for before it
+ * stops filtering. `percentage` 0 is adaptive (50 - nodes/125, at least 5); fewer than
+ * 100 nodes are all scanned; never fewer than 100. Pure.
+ */
+int af_ks_feasible_to_find(int percentage, int n_nodes);
+
+/* ---- running it ------------------------------------------------------------------------------ */
+
+struct af_sim_options {
+    int percentage_of_nodes_to_score;  /* 0 adaptive (kube-scheduler's default), 1..100 */
+    int extender_weight;               /* the extenders[].weight kube-scheduler gives accelfit */
+    int buckets;                       /* points of the time series (>= 1) */
+};
+
+#define AF_SIM_OPTIONS_INIT {0, 5, 96}
+
+/* The sides of a comparison. */
+enum af_sim_side { AF_SIM_ACCELFIT = 0, AF_SIM_KUBE, AF_SIM_BOUND, AF_SIM__SIDES };
+
+/* Per class, with one slot past the last class for nodes of unknown class. */
+#define AF_SIM_CLASSES (AF_CLASS__COUNT + 1)
+
+struct af_sim_tenant {
+    char *name;
+    double spend_usd[AF_SIM__SIDES];
+    /* Hook: the policy's budget for this tenant in $/hour, < 0 when it has none. The
+     * policy has no tenants section yet; af_sim_run sets -1. */
+    double budget_usd_hr;
+};
+
+struct af_sim_rollout_stats {
+    char *name;
+    uint32_t target;                   /* classes (bit 1u << class) */
+    double share;                      /* target share at the start of the trace */
+    int target_pods[AF_SIM__SIDES];    /* placements on a target class (bound side: 0) */
+    int source_pods[AF_SIM__SIDES];
+    double *achieved[AF_SIM__SIDES];   /* per bucket: target / (target + source) running, < 0 none */
+};
+
+struct af_sim_side_stats {
+    double cost_usd;
+    double cost_by_class[AF_SIM_CLASSES];
+    double node_hours_by_class[AF_SIM_CLASSES];
+    double idle_accel_usd;
+    double pod_hours;                  /* work done: pod run time, system pods excluded */
+    int placed;                        /* trace pods placed (once each) */
+    int placed_by_class[AF_SIM_CLASSES];
+    int first_tier;                    /* on a node of the first tier of accelfit's plan */
+    int fallbacks;                     /* on a lower tier of it */
+    int outside;                       /* on a class the plan has no tier for */
+    int waited;                        /* pods that could not be placed when they arrived */
+    int unplaced;                      /* of those, still waiting at the end */
+    double wait_hours;                 /* waiting time summed, up to placement or the end */
+    /* The scan (percentageOfNodesToScore): nodes examined and feasible found per pod. */
+    double nodes_examined_avg;
+    double feasible_avg;
+    int scan_cut;                      /* pods whose scan stopped before the last node */
+    int cheapest_missed;               /* accelfit: placements costing more than its pick
+                                        * over every node would have */
+    double *cost_series;               /* [bucket * AF_SIM_CLASSES + class], dollars */
+};
+
+/* Where one trace pod went under one scheduler. Names are borrowed from the trace and
+ * the cluster given to af_sim_run: valid while they are. */
+struct af_sim_placement {
+    const char *ns, *name;
+    const char *node;                  /* NULL: never placed */
+    int cls;                           /* class slot of the node, -1 when never placed */
+    int tier;                          /* tier of the node in accelfit's plan, -1 none */
+    double placed_at;                  /* seconds after the start */
+    double ran;                        /* seconds it ran before it left or the end came */
+};
+
+struct af_sim_result {
+    size_t n_nodes;
+    size_t n_pods;                     /* trace pods */
+    size_t n_bound;                    /* pre-existing pods */
+    double horizon;                    /* seconds */
+    int feasible_to_find;              /* af_ks_feasible_to_find for this cluster */
+    int percentage;                    /* as given (0 adaptive) */
+    int buckets;
+    double bucket_seconds;
+    struct af_sim_side_stats side[AF_SIM__SIDES];
+    struct af_sim_tenant *tenants;     /* sorted by name */
+    size_t n_tenants;
+    struct af_sim_rollout_stats *rollouts;   /* the policy's rollouts, in its order */
+    size_t n_rollouts;
+    struct af_sim_placement *placements[2];   /* per trace pod, in trace order; accelfit, kube */
+};
+
+/*
+ * Replays `trace` on `cluster` for both schedulers and computes the lower bound.
+ * Trace pods are left as they were (node_name NULL). Cannot fail; release *out.
+ */
+void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluster,
+                struct af_sim_trace *trace, const struct af_sim_options *opt,
+                struct af_sim_result *out);
+void af_sim_result_release(struct af_sim_result *r);   /* zeroes it */
+
+/* A side's name for people: "accelfit", "kube-scheduler", "lower bound". Static. */
+const char *af_sim_side_name(enum af_sim_side s);
+/* A class slot's name: af_class_name, "unknown" for the last slot. Static. */
+const char *af_sim_class_name(int slot);
+
+/* ---- output (src/sim/report.c, src/sim/html.c) ------------------------------------------------ */
+
+/* The comparison as a table for people. Returns 0 or AF_ETOOBIG (out's cap). */
+int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out) AF_MUST_CHECK;
+/* The same numbers as one JSON object (docs/simulate.md), with every pod's placement. */
+int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out) AF_MUST_CHECK;
+/* A self-contained HTML page (inline SVG, no scripts, nothing fetched) with the table
+ * and charts: cost over time per class for both schedulers, placements by class,
+ * rollout share over time. `title` names the inputs. */
+int af_sim_render_html(const struct af_sim_result *r, const char *title,
+                       struct af_buf *out) AF_MUST_CHECK;
+
+#endif

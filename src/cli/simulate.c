@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * `accelfit simulate`: replays a trace of pods on a cluster with accelfit and with
+ * kube-scheduler alone, and prints what each would pay (src/sim does the work).
+ * Inputs are read whole before anything is printed, so bad input is one line on
+ * stderr and exit status 2, never a half-printed comparison.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelfit/codec.h"
+#include "accelfit/config.h"
+#include "accelfit/simulate.h"
+#include "accelfit/util.h"
+#include "cli/cli.h"
+
+static const char usage[] =
+    "usage: accelfit simulate (--cluster FILE | --demo) (--workload TRACE | --workload-from-cluster)\n"
+    "                         [options]\n"
+    "\n"
+    "Replays a trace of pod arrivals and departures on a cluster twice, side by side: with\n"
+    "accelfit (kube-scheduler's filters, then accelfit's own filter and prioritize, the code\n"
+    "the server runs, with its score added at the extender weight) and with kube-scheduler's\n"
+    "default scoring alone (LeastAllocated, BalancedAllocation, taints and tolerations,\n"
+    "nodeSelector; no cost or hardware class). Also computes a lower bound: every pod on the\n"
+    "cheapest node that can hold it, packed perfectly. Prints, for each: cost over the trace\n"
+    "(a node is paid while a pod runs on it) in total and per class, pods on their first-tier\n"
+    "class, fallbacks, pods that waited and for how long, rollout shares, tenant spend and\n"
+    "idle accelerator cost. Nothing is contacted: the cluster is a file.\n"
+    "\n"
+    "inputs:\n"
+    "  --cluster FILE            nodes (and running pods) as `kubectl get nodes,pods -A -o json`\n"
+    "                            prints, JSON or YAML; pods bound to a node stay for the trace\n"
+    "  --demo                    the embedded demo cluster (manifests/demo-cluster.yaml)\n"
+    "  --empty                   start with no pods: the cluster's running pods are left out\n"
+    "                            (with --workload-from-cluster, DaemonSet pods still run)\n"
+    "  --workload TRACE          the trace: YAML or JSON with pods: [...], or JSON Lines\n"
+    "                            (docs/simulate.md; examples/traces/demo-day.yaml)\n"
+    "  --workload-from-cluster   replay the cluster file's own pods instead: each arrives at its\n"
+    "                            creationTimestamp and runs as long as its status says\n"
+    "  --policy FILE             policy YAML (default: the built-in policy); its rollouts steer\n"
+    "  --catalog FILE            instance catalog YAML (default: the built-in catalog)\n"
+    "\n"
+    "the model of kube-scheduler:\n"
+    "  --percentage-of-nodes-to-score N\n"
+    "                            kube-scheduler's percentageOfNodesToScore: 0 (default) is its\n"
+    "                            adaptive rule, 50 - nodes/125 percent, at least 5% and 100\n"
+    "                            nodes; 1..100 a fixed share. Shows nodes examined per pod and\n"
+    "                            how often accelfit then misses a cheaper node\n"
+    "  --extender-weight N       the weight of accelfit's extenders entry (default 5, as in\n"
+    "                            manifests/base/kube-scheduler-config.yaml)\n"
+    "\n"
+    "output:\n"
+    "  --output FORMAT           table (default) or json\n"
+    "  --report FILE.html        also write a self-contained HTML page with charts: cost over\n"
+    "                            time per class, placements by class, rollout share over time\n"
+    "  --buckets N               points of the time series in the report (default 96)\n"
+    "  -h, --help                show this help\n"
+    "\n"
+    "examples:\n"
+    "  accelfit simulate --demo --empty --workload examples/traces/demo-day.yaml \\\n"
+    "      --policy examples/traces/demo-policy.yaml --report report.html\n"
+    "  kubectl get nodes,pods -A -o json > cluster.json\n"
+    "  accelfit simulate --cluster cluster.json --workload-from-cluster --output json\n"
+    "\n"
+    "exit status: 0 done, 1 the report cannot be written, 2 bad usage or bad input (one line\n"
+    "on stderr).\n";
+
+static int fail(const char *fmt, ...) AF_PRINTF(1, 2);
+
+static int fail(const char *fmt, ...)
+{
+    char msg[1200];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(stderr, "accelfit simulate: %s\n", msg);
+    return 2;
+}
+
+/* --name VALUE or --name=VALUE (value flags), --name (switches). 1 matched, 0 not, -1 no value. */
+static int flag(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(a, name, n))
+        return 0;
+    if (!val)
+        return a[n] == '\0';
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static int int_flag(const char *name, const char *v, int64_t min, int64_t max, int *out)
+{
+    int64_t x;
+
+    if (af_parse_int64(v, min, max, &x))
+        return fail("%s: expected an integer from %lld to %lld, got '%s'", name, (long long)min,
+                    (long long)max, v);
+    *out = (int)x;
+    return 0;
+}
+
+static int read_input(const char *path, struct af_buf *b)
+{
+    int rc = af_buf_read_file(b, path);
+    if (rc)
+        return fail("cannot read '%s': %s", path, af_strerror(rc));
+    return 0;
+}
+
+static int decode_error(const struct af_error *err)
+{
+    char msg[1024];
+
+    af_error_format(err, msg, sizeof(msg));
+    return fail("%s", msg);
+}
+
+int af_cmd_simulate(int argc, char **argv)
+{
+    const char *cluster = NULL, *workload = NULL, *policy = NULL, *catalog = NULL;
+    const char *output = "table", *report = NULL, *v = NULL;
+    bool demo = false, from_cluster = false, empty = false;
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+    struct af_config *cfg = NULL;
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_sim_result res;
+    struct af_buf cfile = AF_BUF_INIT(0), tfile = AF_BUF_INIT(0), out = AF_BUF_INIT(0);
+    struct af_error err;
+    int rc = 0;
+
+    memset(&cl, 0, sizeof(cl));
+    memset(&tr, 0, sizeof(tr));
+    memset(&res, 0, sizeof(res));
+    memset(&err, 0, sizeof(err));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (flag(argc, argv, &i, "--demo", NULL) == 1) {
+            demo = true;
+            continue;
+        }
+        if (flag(argc, argv, &i, "--empty", NULL) == 1) {
+            empty = true;
+            continue;
+        }
+        if (flag(argc, argv, &i, "--workload-from-cluster", NULL) == 1) {
+            from_cluster = true;
+            continue;
+        }
+        v = NULL;
+        if ((m = flag(argc, argv, &i, "--cluster", &v)) == 1)
+            cluster = v;
+        else if (m == 0 && (m = flag(argc, argv, &i, "--workload", &v)) == 1)
+            workload = v;
+        else if (m == 0 && (m = flag(argc, argv, &i, "--policy", &v)) == 1)
+            policy = v;
+        else if (m == 0 && (m = flag(argc, argv, &i, "--catalog", &v)) == 1)
+            catalog = v;
+        else if (m == 0 && (m = flag(argc, argv, &i, "--output", &v)) == 1)
+            output = v;
+        else if (m == 0 && (m = flag(argc, argv, &i, "--report", &v)) == 1)
+            report = v;
+        else if (m == 0 && (m = flag(argc, argv, &i, "--percentage-of-nodes-to-score", &v)) == 1) {
+            if (int_flag(a, v, 0, 100, &opt.percentage_of_nodes_to_score))
+                return 2;
+        } else if (m == 0 && (m = flag(argc, argv, &i, "--extender-weight", &v)) == 1) {
+            if (int_flag(a, v, 1, 1000, &opt.extender_weight))
+                return 2;
+        } else if (m == 0 && (m = flag(argc, argv, &i, "--buckets", &v)) == 1) {
+            if (int_flag(a, v, 1, 2000, &opt.buckets))
+                return 2;
+        }
+        if (m == -1)
+            return fail("%s needs a value (see accelfit simulate --help)", a);
+        if (m == 0)
+            return fail("unknown %s '%s' (see accelfit simulate --help)",
+                        a[0] == '-' ? "option" : "argument", a);
+    }
+    if (!!cluster + demo != 1)
+        return fail("give the cluster: --cluster FILE or --demo (one of them)");
+    if (!!workload + from_cluster != 1)
+        return fail("give the pods: --workload TRACE or --workload-from-cluster (one of them)");
+    if (strcmp(output, "table") && strcmp(output, "json"))
+        return fail("--output: expected table or json, got '%s'", output);
+
+    if (af_config_load(&cfg, catalog, policy, &err)) {
+        rc = decode_error(&err);
+        goto done;
+    }
+    if (demo) {
+        rc = af_codec_decode_sim_cluster(cfg, "<embedded demo cluster>",
+                                         af_embedded_demo_cluster_yaml,
+                                         af_embedded_demo_cluster_yaml_len, &cl,
+                                         from_cluster ? &tr : NULL, &err);
+    } else {
+        rc = read_input(cluster, &cfile);
+        if (rc)
+            goto done;
+        rc = af_codec_decode_sim_cluster(cfg, cluster, cfile.buf ? cfile.buf : "", cfile.len, &cl,
+                                         from_cluster ? &tr : NULL, &err);
+    }
+    if (rc) {
+        rc = decode_error(&err);
+        goto done;
+    }
+    if (empty)
+        af_sim_cluster_drop_pods(&cl);
+    if (!cl.n_nodes) {
+        rc = fail("the cluster '%s' has no nodes", demo ? "<embedded demo cluster>" : cluster);
+        goto done;
+    }
+    if (workload) {
+        rc = read_input(workload, &tfile);
+        if (rc)
+            goto done;
+        rc = af_codec_decode_trace(workload, tfile.buf ? tfile.buf : "", tfile.len, &tr, &err);
+        if (rc) {
+            rc = decode_error(&err);
+            goto done;
+        }
+    }
+
+    af_sim_run(cfg, &cl, &tr, &opt, &res);
+    if (report) {
+        struct af_buf html = AF_BUF_INIT(0);
+        char title[600];
+        FILE *f;
+        snprintf(title, sizeof(title), "cluster %s, %s%s%s",
+                 demo ? "--demo" : cluster, workload ? "trace " : "its own pods",
+                 workload ? workload : "", policy ? ", policy " : "");
+        if (policy)
+            snprintf(title + strlen(title), sizeof(title) - strlen(title), "%s", policy);
+        if (af_sim_render_html(&res, title, &html))
+            af_assert(!"unbounded buffer refused output");
+        f = fopen(report, "w");
+        if (f && fwrite(html.buf, 1, html.len, f) != html.len) {
+            fclose(f);
+            f = NULL;
+        }
+        if (!f || fclose(f)) {
+            fprintf(stderr, "accelfit simulate: cannot write the report '%s'\n", report);
+            af_buf_release(&html);
+            rc = 1;
+            goto done;
+        }
+        af_buf_release(&html);
+    }
+    if (!strcmp(output, "json") ? af_sim_render_json(&res, &out) : af_sim_render_text(&res, &out))
+        af_assert(!"unbounded buffer refused output");
+    fwrite(out.buf, 1, out.len, stdout);
+    if (report && strcmp(output, "json"))
+        printf("\nreport: %s\n", report);
+done:
+    af_sim_result_release(&res);
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+    af_config_unref(cfg);
+    af_buf_release(&cfile);
+    af_buf_release(&tfile);
+    af_buf_release(&out);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Helpers the simulator's two renderers share (report.c defines them, html.c uses
+ * them), so the table and the HTML page print the same rows with the same numbers.
+ */
+#ifndef AF_SIM_INTERNAL_H
+#define AF_SIM_INTERNAL_H
+
+#include "accelfit/simulate.h"
+
+/* "$1,234.56" (to the cent; "-$0.50" below zero). Cannot fail. */
+void af__sim_money(double usd, char *out, size_t n);
+/* One line on kube-scheduler's scan for this cluster. */
+void af__sim_scan_text(const struct af_sim_result *r, char *out, size_t n);
+/* One line comparing the costs. */
+void af__sim_summary(const struct af_sim_result *r, char *out, size_t n);
+/* "inferentia2, trainium1": the classes of a mask. */
+void af__sim_target_names(uint32_t mask, char *out, size_t n);
+
+/* The comparison's rows: a label, whether it is a detail of the row above, one cell per side. */
+typedef void (*af__sim_row_cb)(void *ud, const char *label, bool indent, char cell[][64]);
+void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud);
+
+#endif

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The simulator's comparison for people (a table) and for scripts (one JSON
+ * object). Both print the same rounded numbers: dollars to the cent, hours to a
+ * tenth; the HTML report (html.c) reuses af__sim_money for its own table.
+ */
+#include "accelfit/simulate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/internal.h"
+
+void af__sim_money(double usd, char *out, size_t n)
+{
+    char digits[64], *p = digits;
+    long long cents = llround(fabs(usd) * 100);
+    size_t len, lead, o = 0;
+
+    snprintf(digits, sizeof(digits), "%lld", cents / 100);
+    len = strlen(digits);
+    lead = len % 3 ? len % 3 : 3;
+    if (usd < 0 && cents > 0 && o + 1 < n)
+        out[o++] = '-';
+    if (o + 1 < n)
+        out[o++] = '$';
+    for (size_t i = 0; i < len && o + 1 < n; i++) {
+        if (i && (i - lead) % 3 == 0 && i >= lead && o + 1 < n)
+            out[o++] = ',';
+        out[o++] = *p++;
+    }
+    snprintf(out + o, n > o ? n - o : 0, ".%02lld", cents % 100);
+}
+
+void af__sim_scan_text(const struct af_sim_result *r, char *out, size_t n)
+{
+    if (r->percentage > 0)
+        snprintf(out, n, "percentageOfNodesToScore %d: kube-scheduler looks for %d feasible of %zu nodes",
+                 r->percentage, r->feasible_to_find, r->n_nodes);
+    else
+        snprintf(out, n,
+                 "percentageOfNodesToScore adaptive: kube-scheduler looks for %d feasible of %zu nodes",
+                 r->feasible_to_find, r->n_nodes);
+}
+
+/* The rows both the table and the HTML page show: label, then one cell per side. */
+void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud)
+{
+    char cell[AF_SIM__SIDES][64];
+    const struct af_sim_side_stats *s = r->side;
+    double nh[2] = {0, 0};
+
+    for (int c = 0; c < AF_SIM_CLASSES; c++) {
+        nh[0] += s[0].node_hours_by_class[c];
+        nh[1] += s[1].node_hours_by_class[c];
+    }
+
+#define ROW(label, indent, fmt_a, fmt_k, fmt_b) \
+    do {                                        \
+        fmt_a;                                  \
+        fmt_k;                                  \
+        fmt_b;                                  \
+        cb(ud, label, indent, cell);            \
+    } while (0)
+#define MONEY(side, v) af__sim_money((v), cell[side], sizeof(cell[side]))
+#define TEXT(side, ...) snprintf(cell[side], sizeof(cell[side]), __VA_ARGS__)
+
+    ROW("cost over the trace", false, MONEY(0, s[0].cost_usd), MONEY(1, s[1].cost_usd),
+        MONEY(2, s[2].cost_usd));
+    for (int c = 0; c < AF_SIM_CLASSES; c++) {
+        if (s[0].cost_usd == 0 && s[1].cost_usd == 0 && s[2].cost_usd == 0)
+            break;
+        if (fabs(s[0].cost_by_class[c]) < 0.005 && fabs(s[1].cost_by_class[c]) < 0.005 &&
+            fabs(s[2].cost_by_class[c]) < 0.005)
+            continue;
+        ROW(af_sim_class_name(c), true, MONEY(0, s[0].cost_by_class[c]),
+            MONEY(1, s[1].cost_by_class[c]), MONEY(2, s[2].cost_by_class[c]));
+    }
+    ROW("node-hours paid", false, TEXT(0, "%.1f", nh[0]), TEXT(1, "%.1f", nh[1]), TEXT(2, "-"));
+    ROW("idle accelerator cost", false, MONEY(0, s[0].idle_accel_usd),
+        MONEY(1, s[1].idle_accel_usd), TEXT(2, "-"));
+    ROW("pods placed", false, TEXT(0, "%d of %zu", s[0].placed, r->n_pods),
+        TEXT(1, "%d of %zu", s[1].placed, r->n_pods), TEXT(2, "%d", s[2].placed));
+    ROW("on their first-tier class", true, TEXT(0, "%d", s[0].first_tier),
+        TEXT(1, "%d", s[1].first_tier), TEXT(2, "-"));
+    ROW("on a fallback tier", true, TEXT(0, "%d", s[0].fallbacks), TEXT(1, "%d", s[1].fallbacks),
+        TEXT(2, "-"));
+    ROW("on a class accelfit refuses", true, TEXT(0, "%d", s[0].outside), TEXT(1, "%d", s[1].outside),
+        TEXT(2, "-"));
+    ROW("pods that waited", false, TEXT(0, "%d", s[0].waited), TEXT(1, "%d", s[1].waited),
+        TEXT(2, "-"));
+    ROW("still waiting at the end", true, TEXT(0, "%d", s[0].unplaced),
+        TEXT(1, "%d", s[1].unplaced), TEXT(2, "-"));
+    ROW("pod-hours waited", true, TEXT(0, "%.1f", s[0].wait_hours),
+        TEXT(1, "%.1f", s[1].wait_hours), TEXT(2, "-"));
+    ROW("pod-hours run", false, TEXT(0, "%.1f", s[0].pod_hours), TEXT(1, "%.1f", s[1].pod_hours),
+        TEXT(2, "%.1f", s[2].pod_hours));
+    ROW("nodes examined per pod", false, TEXT(0, "%.1f", s[0].nodes_examined_avg),
+        TEXT(1, "%.1f", s[1].nodes_examined_avg), TEXT(2, "-"));
+    if (s[0].scan_cut || s[1].scan_cut)
+        ROW("cheaper node not examined", true, TEXT(0, "%d", s[0].cheapest_missed), TEXT(1, "-"),
+            TEXT(2, "-"));
+#undef ROW
+#undef MONEY
+#undef TEXT
+}
+
+void af__sim_summary(const struct af_sim_result *r, char *out, size_t n)
+{
+    double a = r->side[AF_SIM_ACCELFIT].cost_usd, k = r->side[AF_SIM_KUBE].cost_usd;
+    double b = r->side[AF_SIM_BOUND].cost_usd;
+    char diff[48], above[48];
+
+    af__sim_money(fabs(k - a), diff, sizeof(diff));
+    af__sim_money(a - b, above, sizeof(above));
+    if (k > 0 && a <= k)
+        snprintf(out, n, "accelfit costs %s less than kube-scheduler alone (%.1f%%); %s above the lower bound",
+                 diff, 100.0 * (k - a) / k, above);
+    else if (k > 0)
+        snprintf(out, n, "accelfit costs %s more than kube-scheduler alone (%.1f%%); %s above the lower bound",
+                 diff, 100.0 * (a - k) / k, above);
+    else
+        snprintf(out, n, "neither scheduler paid for a node");
+}
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+struct text_ctx {
+    struct af_buf *out;
+    int err;
+};
+
+static void text_row(void *ud, const char *label, bool indent, char cell[][64])
+{
+    struct text_ctx *t = ud;
+    char name[64];
+
+    snprintf(name, sizeof(name), "%s%s", indent ? "  " : "", label);
+    if (af_buf_printf(t->out, "%-28s %16s %16s %14s\n", name, cell[0], cell[1], cell[2]))
+        t->err = AF_ETOOBIG;
+}
+
+static void rollout_share(const struct af_sim_rollout_stats *ro, int side, char *out, size_t n)
+{
+    int t = ro->target_pods[side], s = ro->source_pods[side];
+    if (t + s)
+        snprintf(out, n, "%d of %d on target (%.0f%%)", t, t + s, 100.0 * t / (t + s));
+    else
+        snprintf(out, n, "none placed");
+}
+
+void af__sim_target_names(uint32_t mask, char *out, size_t n)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++)
+        if (mask & (1u << c))
+            used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "",
+                                     af_class_name((enum af_class)c));
+}
+
+int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
+{
+    struct text_ctx t = {out, 0};
+    char line[400];
+    int err = 0;
+
+    af__sim_scan_text(r, line, sizeof(line));
+    err |= af_buf_printf(out, "%zu nodes, %zu pods in the trace, %zu already running; %.1f hours\n",
+                         r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
+    err |= af_buf_printf(out, "%s\n\n", line);
+    err |= af_buf_printf(out, "%-28s %16s %16s %14s\n", "", "accelfit", "kube-scheduler",
+                         "lower bound");
+    af__sim_rows(r, text_row, &t);
+    af__sim_summary(r, line, sizeof(line));
+    err |= af_buf_printf(out, "\n%s\n", line);
+    if (r->n_tenants) {
+        err |= af_buf_printf(out, "\n%-28s %16s %16s %14s  %s\n", "tenant spend", "accelfit",
+                             "kube-scheduler", "lower bound", "budget");
+        for (size_t i = 0; i < r->n_tenants; i++) {
+            char c[3][48];
+            for (int s = 0; s < AF_SIM__SIDES; s++)
+                af__sim_money(r->tenants[i].spend_usd[s], c[s], sizeof(c[s]));
+            err |= af_buf_printf(out, "  %-26s %16s %16s %14s  %s\n", r->tenants[i].name, c[0],
+                                 c[1], c[2], r->tenants[i].budget_usd_hr < 0 ? "none" : "set");
+        }
+    }
+    for (size_t k = 0; k < r->n_rollouts; k++) {
+        const struct af_sim_rollout_stats *ro = &r->rollouts[k];
+        char targets[200], a[64], ks[64];
+        af__sim_target_names(ro->target, targets, sizeof(targets));
+        rollout_share(ro, AF_SIM_ACCELFIT, a, sizeof(a));
+        rollout_share(ro, AF_SIM_KUBE, ks, sizeof(ks));
+        err |= af_buf_printf(out,
+                             "\nrollout %s (target %s, share %.0f%%)\n  accelfit: %s\n  "
+                             "kube-scheduler: %s\n",
+                             ro->name, targets, 100.0 * ro->share, a, ks);
+    }
+    return err || t.err ? AF_ETOOBIG : 0;
+}
+
+/* ---- JSON -------------------------------------------------------------------------------- */
+
+static int json_money(struct af_buf *b, const char *key, double usd, bool comma)
+{
+    return af_buf_printf(b, "%s\"%s\":%.2f", comma ? "," : "", key, round(usd * 100) / 100);
+}
+
+static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool bound)
+{
+    int err = 0;
+    bool first = true;
+
+    err |= af_buf_puts(b, "{");
+    err |= json_money(b, "cost_usd", s->cost_usd, false);
+    err |= af_buf_puts(b, ",\"cost_by_class\":{");
+    for (int c = 0; c < AF_SIM_CLASSES; c++) {
+        if (fabs(s->cost_by_class[c]) < 0.005)
+            continue;
+        err |= json_money(b, af_sim_class_name(c), s->cost_by_class[c], !first);
+        first = false;
+    }
+    err |= af_buf_puts(b, "},\"placed_by_class\":{");
+    first = true;
+    for (int c = 0; c < AF_SIM_CLASSES; c++) {
+        if (!s->placed_by_class[c])
+            continue;
+        err |= af_buf_printf(b, "%s\"%s\":%d", first ? "" : ",", af_sim_class_name(c),
+                             s->placed_by_class[c]);
+        first = false;
+    }
+    err |= af_buf_printf(b, "},\"placed\":%d,\"pod_hours\":%.1f", s->placed, s->pod_hours);
+    if (!bound) {
+        double nh = 0;
+        for (int c = 0; c < AF_SIM_CLASSES; c++)
+            nh += s->node_hours_by_class[c];
+        err |= af_buf_printf(b, ",\"node_hours\":%.1f", nh);
+        err |= json_money(b, "idle_accelerator_usd", s->idle_accel_usd, true);
+        err |= af_buf_printf(b,
+                             ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"waited\":%d,\"unplaced\":%d,"
+                             "\"wait_pod_hours\":%.1f,\"nodes_examined_per_pod\":%.1f,"
+                             "\"feasible_per_pod\":%.1f,\"scan_cut\":%d,\"cheapest_missed\":%d",
+                             s->first_tier, s->fallbacks, s->outside, s->waited, s->unplaced, s->wait_hours,
+                             s->nodes_examined_avg, s->feasible_avg, s->scan_cut,
+                             s->cheapest_missed);
+    }
+    return err | af_buf_puts(b, "}");
+}
+
+int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
+{
+    static const char *const keys[AF_SIM__SIDES] = {"accelfit", "kube_scheduler", "lower_bound"};
+    int err = 0;
+
+    err |= af_buf_printf(out,
+                         "{\"nodes\":%zu,\"pods\":%zu,\"already_running\":%zu,\"hours\":%.2f,"
+                         "\"scan\":{\"percentage_of_nodes_to_score\":%d,\"feasible_to_find\":%d},"
+                         "\"schedulers\":{",
+                         r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0, r->percentage,
+                         r->feasible_to_find);
+    for (int s = 0; s < AF_SIM__SIDES; s++) {
+        err |= af_buf_printf(out, "%s\"%s\":", s ? "," : "", keys[s]);
+        err |= json_side(out, &r->side[s], s == AF_SIM_BOUND);
+    }
+    err |= af_buf_puts(out, "}");
+    err |= json_money(out, "savings_usd",
+                      r->side[AF_SIM_KUBE].cost_usd - r->side[AF_SIM_ACCELFIT].cost_usd, true);
+    err |= af_buf_puts(out, ",\"tenants\":[");
+    for (size_t i = 0; i < r->n_tenants; i++) {
+        err |= af_buf_printf(out, "%s{\"name\":", i ? "," : "");
+        err |= af_buf_json_str(out, r->tenants[i].name);
+        for (int s = 0; s < AF_SIM__SIDES; s++)
+            err |= json_money(out, s == 0 ? "accelfit_usd" : s == 1 ? "kube_scheduler_usd"
+                                                                    : "lower_bound_usd",
+                              r->tenants[i].spend_usd[s], true);
+        if (r->tenants[i].budget_usd_hr < 0)
+            err |= af_buf_puts(out, ",\"budget_usd_per_hour\":null}");
+        else
+            err |= af_buf_printf(out, ",\"budget_usd_per_hour\":%.2f}", r->tenants[i].budget_usd_hr);
+    }
+    err |= af_buf_puts(out, "],\"rollouts\":[");
+    for (size_t k = 0; k < r->n_rollouts; k++) {
+        const struct af_sim_rollout_stats *ro = &r->rollouts[k];
+        err |= af_buf_printf(out, "%s{\"name\":", k ? "," : "");
+        err |= af_buf_json_str(out, ro->name);
+        err |= af_buf_printf(out,
+                             ",\"share\":%.2f,\"accelfit\":{\"target\":%d,\"source\":%d},"
+                             "\"kube_scheduler\":{\"target\":%d,\"source\":%d}}",
+                             ro->share, ro->target_pods[0], ro->source_pods[0], ro->target_pods[1],
+                             ro->source_pods[1]);
+    }
+    err |= af_buf_puts(out, "],\"pods\":[");
+    for (size_t i = 0; i < r->n_pods && r->placements[0]; i++) {
+        err |= af_buf_printf(out, "%s{\"namespace\":", i ? "," : "");
+        err |= af_buf_json_str(out, r->placements[0][i].ns);
+        err |= af_buf_puts(out, ",\"name\":");
+        err |= af_buf_json_str(out, r->placements[0][i].name);
+        for (int s = 0; s < 2; s++) {
+            const struct af_sim_placement *pl = &r->placements[s][i];
+            err |= af_buf_printf(out, ",\"%s\":", keys[s]);
+            if (!pl->node) {
+                err |= af_buf_puts(out, "null");
+                continue;
+            }
+            err |= af_buf_puts(out, "{\"node\":");
+            err |= af_buf_json_str(out, pl->node);
+            err |= af_buf_printf(out,
+                                 ",\"class\":\"%s\",\"placed_h\":%.2f,\"ran_h\":%.2f",
+                                 af_sim_class_name(pl->cls), pl->placed_at / 3600.0,
+                                 pl->ran / 3600.0);
+            if (pl->tier >= 0)
+                err |= af_buf_printf(out, ",\"tier\":%d}", pl->tier + 1);
+            else
+                err |= af_buf_puts(out, ",\"tier\":null}");
+        }
+        err |= af_buf_puts(out, "}");
+    }
+    err |= af_buf_puts(out, "]}\n");
+    return err ? AF_ETOOBIG : 0;
+}

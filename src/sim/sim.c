@@ -1,0 +1,805 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The simulator's engine: replays a trace on a cluster once per scheduler and
+ * keeps the books. Each run owns a struct af_cache that pods are bound into and
+ * deleted from as they come and go; every decision takes a fresh snapshot of it,
+ * as the server does for every request. accelfit's decisions go through the
+ * server's own functions (af_plan_pod, af_rollouts_steer, af_filter,
+ * af_prioritize); kube-scheduler's through the model in kubesched.c, which also
+ * supplies the feasible candidates accelfit sees. Money is integrated between
+ * events from per-class rates that change only when a node gains its first pod or
+ * loses its last, so a run costs O(events x decision), not O(time).
+ */
+#include "accelfit/simulate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/cache.h"
+#include "accelfit/decide.h"
+#include "accelfit/rollout_state.h"
+
+const char *af_sim_side_name(enum af_sim_side s)
+{
+    switch (s) {
+    case AF_SIM_ACCELFIT: return "accelfit";
+    case AF_SIM_KUBE: return "kube-scheduler";
+    case AF_SIM_BOUND: return "lower bound";
+    default: return "?";
+    }
+}
+
+const char *af_sim_class_name(int slot)
+{
+    return slot >= 0 && slot < AF_CLASS__COUNT ? af_class_name((enum af_class)slot) : "unknown";
+}
+
+static int class_slot(const struct af_node_info *n)
+{
+    return n->cls >= 0 && n->cls < AF_CLASS__COUNT ? (int)n->cls : AF_CLASS__COUNT;
+}
+
+static double node_price(const struct af_node_info *n)
+{
+    return n->price_known ? n->hourly_usd : 0;
+}
+
+/* ---- one run ------------------------------------------------------------------------------- */
+
+struct departure {
+    double t;
+    size_t pod;
+};
+
+struct run {
+    const struct af_config *cfg;
+    const struct af_sim_cluster *cl;
+    const struct af_sim_options *opt;
+    struct af_sim_result *res;
+    struct af_sim_side_stats *st;
+    enum af_sim_side side;
+    double start_unix, horizon;
+    struct af_cache *cache;
+    struct af_rollouts *rollouts;
+    size_t n_nodes;
+    /* per node */
+    int64_t *nz_cpu, *nz_mem, *accel_used;
+    int *workload;                     /* pods that are not DaemonSet or mirror pods */
+    struct af_node_view *own;          /* the allocation as this run keeps it (the cache's too) */
+    /* per pod (all: the cluster's bound pods first, then the trace's) */
+    size_t n_all, n_bound;
+    struct af_sim_pod **all;
+    int *node_of;                      /* -1 when not placed */
+    int *last_node;                    /* where it was placed, -1 never */
+    int *tier_of;                      /* its node's tier in accelfit's plan, -1 */
+    int *rollout_of;                   /* index into the policy's rollouts, -1 */
+    double *placed_at, *ran, *share_rate;
+    /* departures: a binary heap by time */
+    struct departure *heap;
+    size_t n_heap, cap_heap;
+    /* waiting pods in arrival order */
+    size_t *waiting;
+    double *wait_since;
+    size_t n_waiting;
+    /* rates and the clock */
+    double rate[AF_SIM_CLASSES];       /* $/hour of paid nodes per class */
+    int busy[AF_SIM_CLASSES];          /* paid nodes per class */
+    double idle_rate;
+    double t;
+    int next_bucket;
+    int *rollout_target, *rollout_source;   /* running pods per rollout */
+    size_t next_start;                 /* kube-scheduler's nextStartNodeIndex */
+    bool last_cut;                     /* the last decision's scan stopped early */
+    bool *cut;                         /* per waiting pod: its last scan stopped early */
+    long decisions;
+    double examined, feasible;
+    /* scratch for one decision */
+    struct af_ks_node *ks;
+    size_t *cand;
+    struct af_node_view *views;
+    const char **names;
+    struct af_node_decision *dec, *pdec;
+    int64_t *score;
+    int *prefer;
+};
+
+static void heap_push(struct run *r, double t, size_t pod)
+{
+    size_t i;
+
+    AF_GROW(r->heap, r->cap_heap, r->n_heap + 1);
+    i = r->n_heap++;
+    while (i > 0 && r->heap[(i - 1) / 2].t > t) {
+        r->heap[i] = r->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    r->heap[i].t = t;
+    r->heap[i].pod = pod;
+}
+
+static struct departure heap_pop(struct run *r)
+{
+    struct departure top = r->heap[0], last = r->heap[--r->n_heap];
+    size_t i = 0;
+
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= r->n_heap)
+            break;
+        if (c + 1 < r->n_heap && r->heap[c + 1].t < r->heap[c].t)
+            c++;
+        if (r->heap[c].t >= last.t)
+            break;
+        r->heap[i] = r->heap[c];
+        i = c;
+    }
+    if (r->n_heap)
+        r->heap[i] = last;
+    return top;
+}
+
+static double devices_alloc(const struct af_node_info *n)
+{
+    return (double)af_res_devices(&n->allocatable);
+}
+
+/* A node's contribution to the rates, added (sign 1) or taken away (-1). */
+static void node_rates(struct run *r, size_t i, int sign)
+{
+    const struct af_node_info *n = r->cl->nodes[i].info;
+    int slot = class_slot(n);
+    double dev = devices_alloc(n);
+
+    if (r->workload[i] <= 0)
+        return;
+    r->rate[slot] += sign * node_price(n);
+    r->busy[slot] += sign;
+    if (dev > 0 && r->accel_used[i] < dev)
+        r->idle_rate += sign * node_price(n) * (dev - (double)r->accel_used[i]) / dev;
+}
+
+static void sample_rollouts(struct run *r, int bucket)
+{
+    for (size_t k = 0; k < r->res->n_rollouts; k++) {
+        int t = r->rollout_target[k], s = r->rollout_source[k];
+        r->res->rollouts[k].achieved[r->side][bucket] = t + s ? (double)t / (t + s) : -1;
+    }
+}
+
+/* Integrates the rates from r->t to `t`, bucket by bucket (the last takes what is left). */
+static void advance(struct run *r, double t)
+{
+    int nb = r->res->buckets;
+
+    while (r->t < t) {
+        int b = r->next_bucket;
+        double edge = b < nb - 1 ? (b + 1) * r->res->bucket_seconds : INFINITY;
+        double upto = t < edge ? t : edge, dt = (upto - r->t) / 3600.0;
+        for (int c = 0; c < AF_SIM_CLASSES; c++) {
+            double usd = r->rate[c] * dt;
+            r->st->cost_usd += usd;
+            r->st->cost_by_class[c] += usd;
+            r->st->node_hours_by_class[c] += r->busy[c] * dt;
+            r->st->cost_series[(size_t)b * AF_SIM_CLASSES + c] += usd;
+        }
+        r->st->idle_accel_usd += r->idle_rate * dt;
+        r->t = upto;
+        if (upto >= edge) {
+            sample_rollouts(r, b);
+            r->next_bucket++;
+        }
+    }
+}
+
+static void rollout_count(struct run *r, size_t p, size_t node, int delta, bool placement)
+{
+    int k = r->rollout_of[p];
+    enum af_class cls = r->cl->nodes[node].info->cls;
+    const struct af_rollout *ro;
+
+    if (k < 0 || cls < 0)
+        return;
+    ro = &r->cfg->policy->rollouts[k];
+    if (ro->target & (1u << cls)) {
+        r->rollout_target[k] += delta;
+        if (placement)
+            r->res->rollouts[k].target_pods[r->side]++;
+    } else if (ro->source & (1u << cls)) {
+        r->rollout_source[k] += delta;
+        if (placement)
+            r->res->rollouts[k].source_pods[r->side]++;
+    }
+}
+
+static void bind(struct run *r, size_t p, size_t node, int tier)
+{
+    struct af_sim_pod *sp = r->all[p];
+    struct af_pod_info *info = sp->info;
+    const struct af_node_info *n = r->cl->nodes[node].info;
+
+    node_rates(r, node, -1);
+    if (!sp->preexisting) {
+        /* Bound, started and Ready: what the cache would show of a running pod (the
+         * rollout brake reads readiness and start time). */
+        af_free(info->node_name);
+        info->node_name = af_xstrdup(n->name);
+        info->ready = true;
+        info->started_unix = r->start_unix + r->t;
+    }
+    af_cache_upsert_pod(r->cache, af_pod_info_ref(info));
+    r->nz_cpu[node] += info->requests.v[AF_RES_CPU] > 0 ? info->requests.v[AF_RES_CPU]
+                                                          : AF_KS_DEFAULT_MILLI_CPU;
+    r->nz_mem[node] += info->requests.v[AF_RES_MEMORY] > 0 ? info->requests.v[AF_RES_MEMORY]
+                                                             : AF_KS_DEFAULT_MEMORY;
+    r->accel_used[node] += af_res_devices(&info->requests);
+    if (!info->system)
+        r->workload[node]++;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->own[node].used.v[k] += info->requests.v[k];
+    r->own[node].npods++;
+    r->own[node].nsystem += info->system;
+    node_rates(r, node, 1);
+    r->node_of[p] = (int)node;
+    r->last_node[p] = (int)node;
+    r->tier_of[p] = tier;
+    r->placed_at[p] = r->t;
+    r->share_rate[p] = info->system ? 0 : af_pod_share_usd(&info->requests, n);
+    rollout_count(r, p, node, 1, !sp->preexisting);
+    if (!sp->preexisting) {
+        int slot = class_slot(n);
+        r->st->placed++;
+        r->st->placed_by_class[slot]++;
+        if (tier == 0)
+            r->st->first_tier++;
+        else if (tier > 0)
+            r->st->fallbacks++;
+        else
+            r->st->outside++;
+        if (sp->duration >= 0 && r->t + sp->duration < r->horizon)
+            heap_push(r, r->t + sp->duration, p);
+    }
+}
+
+static void leave(struct run *r, size_t p)
+{
+    struct af_pod_info *info = r->all[p]->info;
+    size_t node = (size_t)r->node_of[p];
+
+    node_rates(r, node, -1);
+    af_cache_delete_pod(r->cache, info->ns, info->name);
+    r->nz_cpu[node] -= info->requests.v[AF_RES_CPU] > 0 ? info->requests.v[AF_RES_CPU]
+                                                          : AF_KS_DEFAULT_MILLI_CPU;
+    r->nz_mem[node] -= info->requests.v[AF_RES_MEMORY] > 0 ? info->requests.v[AF_RES_MEMORY]
+                                                             : AF_KS_DEFAULT_MEMORY;
+    r->accel_used[node] -= af_res_devices(&info->requests);
+    if (!info->system)
+        r->workload[node]--;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->own[node].used.v[k] -= info->requests.v[k];
+    r->own[node].npods--;
+    r->own[node].nsystem -= info->system;
+    node_rates(r, node, 1);
+    rollout_count(r, p, node, -1, false);
+    r->ran[p] = r->t - r->placed_at[p];
+    r->node_of[p] = -1;
+    if (!r->all[p]->preexisting) {
+        af_free(info->node_name);
+        info->node_name = NULL;
+        info->ready = false;
+        info->started_unix = 0;
+    }
+}
+
+/* kube-scheduler's total for candidate j of r->cand[0..n): its plugins, weighted. */
+static void ks_scores(struct run *r, const struct af_sim_pod *pod, size_t n)
+{
+    int max_prefer = 0, *prefer = r->prefer;
+
+    for (size_t j = 0; j < n; j++) {
+        prefer[j] = af_ks_intolerable_prefer(pod, &r->ks[r->cand[j]]);
+        if (prefer[j] > max_prefer)
+            max_prefer = prefer[j];
+    }
+    for (size_t j = 0; j < n; j++) {
+        const struct af_ks_node *k = &r->ks[r->cand[j]];
+        /* TaintToleration normalizes in reverse: the fewest intolerable taints score 100. */
+        int64_t taint = max_prefer ? AF_KS_MAX_NODE_SCORE -
+                                         (int64_t)prefer[j] * AF_KS_MAX_NODE_SCORE / max_prefer
+                                   : AF_KS_MAX_NODE_SCORE;
+        r->score[j] = af_ks_least_allocated(pod, k) + af_ks_balanced(pod, k) + 3 * taint;
+    }
+}
+
+/* Tries to place pod p now. Returns true when it was placed. */
+static bool decide(struct run *r, size_t p)
+{
+    struct af_sim_pod *pod = r->all[p];
+    /* accelfit reads a snapshot of its cache, as the server does for each request; the
+     * model of kube-scheduler reads the run's own books, which hold the same numbers. */
+    struct af_snapshot *snap = r->side == AF_SIM_ACCELFIT ? af_cache_snapshot(r->cache) : NULL;
+    const struct af_node_view *nv = snap ? snap->nodes : r->own;
+    int want = af_ks_feasible_to_find(r->opt->percentage_of_nodes_to_score, (int)r->n_nodes);
+    size_t n = 0, examined = 0, best = SIZE_MAX, pass = 0;
+    struct af_plan plan, open_plan;
+    int tier;
+    bool placed = false;
+
+    af_assert(!snap || snap->n_nodes == r->n_nodes);
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        r->ks[i].node = &r->cl->nodes[i];
+        r->ks[i].view = &nv[i];
+        r->ks[i].nonzero_cpu = r->nz_cpu[i];
+        r->ks[i].nonzero_mem = r->nz_mem[i];
+    }
+    /* The scan: round robin from where the last cycle stopped, until `want` fit. */
+    for (size_t j = 0; j < r->n_nodes && (int)n < want; j++) {
+        size_t i = (r->next_start + j) % r->n_nodes;
+        examined++;
+        if (af_ks_filter(pod, &r->ks[i]) == AF_KS_FIT)
+            r->cand[n++] = i;
+    }
+    if (r->n_nodes)
+        r->next_start = (r->next_start + examined) % r->n_nodes;
+    r->decisions++;
+    r->examined += (double)examined;
+    r->feasible += (double)n;
+    r->last_cut = examined < r->n_nodes;
+    if (r->last_cut)
+        r->st->scan_cut++;
+
+    if (r->side == AF_SIM_ACCELFIT) {
+        struct af_rollout_decision rd;
+        af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
+        plan = open_plan;
+        af_rollouts_steer(r->rollouts, r->cfg, snap, pod->info, r->start_unix + r->t, 0, &plan,
+                          &rd);
+        for (size_t j = 0; j < n; j++) {
+            r->views[j] = snap->nodes[r->cand[j]];
+            r->names[j] = r->views[j].info->name;
+        }
+        af_filter(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->dec, NULL);
+        /* kube-scheduler sends prioritize only the nodes filter kept. */
+        for (size_t j = 0; j < n; j++)
+            if (r->dec[j].verdict == AF_VERDICT_PASS)
+                r->cand[pass++] = r->cand[j];
+        n = pass;
+        ks_scores(r, pod, n);
+        for (size_t j = 0; j < n; j++) {
+            r->views[j] = snap->nodes[r->cand[j]];
+            r->names[j] = r->views[j].info->name;
+        }
+        af_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->pdec);
+        for (size_t j = 0; j < n; j++)
+            r->score[j] += (int64_t)r->pdec[j].score * r->opt->extender_weight *
+                           (AF_KS_MAX_NODE_SCORE / 10);
+    } else {
+        ks_scores(r, pod, n);
+    }
+    for (size_t j = 0; j < n; j++)
+        if (best == SIZE_MAX || r->score[j] > r->score[best])
+            best = j;
+    if (best != SIZE_MAX) {
+        size_t node = r->cand[best];
+        if (r->side == AF_SIM_ACCELFIT && examined < r->n_nodes) {
+            /* Would accelfit have picked a cheaper node had kube-scheduler scanned them all? */
+            double chosen = r->pdec[best].marginal_usd_hr, cheapest = chosen;
+            size_t m = 0;
+            for (size_t i = 0; i < r->n_nodes; i++)
+                if (af_ks_filter(pod, &r->ks[i]) == AF_KS_FIT) {
+                    r->views[m] = snap->nodes[i];
+                    r->names[m++] = snap->nodes[i].info->name;
+                }
+            af_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, m, r->dec);
+            for (size_t j = 0; j < m; j++)
+                if (r->dec[j].verdict == AF_VERDICT_PASS && r->dec[j].marginal_known &&
+                    r->dec[j].marginal_usd_hr < cheapest)
+                    cheapest = r->dec[j].marginal_usd_hr;
+            if (cheapest < chosen - 1e-9)
+                r->st->cheapest_missed++;
+        }
+        if (r->side != AF_SIM_ACCELFIT)   /* only for the books: which tier it landed on */
+            af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
+        tier = af_plan_node_tier(&open_plan, r->cl->nodes[node].info);
+        af_snapshot_unref(snap);
+        snap = NULL;
+        bind(r, p, node, tier);
+        placed = true;
+    }
+    af_snapshot_unref(snap);
+    return placed;
+}
+
+/*
+ * After a pod left `node`, the waiting pods try again, in arrival order. Only that
+ * node changed, so a pod whose last scan saw every node and that does not fit on this
+ * one now cannot be placed either (its last attempt stands); it is skipped.
+ */
+static void retry_waiting(struct run *r, size_t node)
+{
+    size_t keep = 0;
+    struct af_ks_node k = {&r->cl->nodes[node], &r->own[node], r->nz_cpu[node], r->nz_mem[node]};
+
+    for (size_t w = 0; w < r->n_waiting; w++) {
+        size_t p = r->waiting[w];
+        bool could = r->cut[w] || af_ks_filter(r->all[p], &k) == AF_KS_FIT;
+        if (could && decide(r, p)) {
+            r->st->wait_hours += (r->t - r->wait_since[w]) / 3600.0;
+            /* This node changed again: the next pods see it as it is now. */
+            k.nonzero_cpu = r->nz_cpu[node];
+            k.nonzero_mem = r->nz_mem[node];
+            continue;
+        }
+        if (could)
+            r->cut[w] = r->last_cut;
+        r->waiting[keep] = p;
+        r->wait_since[keep] = r->wait_since[w];
+        r->cut[keep] = r->cut[w];
+        keep++;
+    }
+    r->n_waiting = keep;
+}
+
+static void run_side(struct run *r, struct af_sim_trace *tr)
+{
+    size_t next = 0, n_trace = tr->n_pods;
+
+    for (size_t p = 0; p < r->n_bound; p++) {
+        /* Bound where the cluster file shows them; the node is known to exist. */
+        const char *name = r->all[p]->info->node_name;
+        size_t lo = 0, hi = r->n_nodes;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            int c = strcmp(r->cl->nodes[mid].info->name, name);
+            if (c == 0) {
+                lo = mid;
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        af_assert(lo < r->n_nodes && !strcmp(r->cl->nodes[lo].info->name, name));
+        bind(r, p, lo, -1);
+    }
+    for (;;) {
+        double t_arr = next < n_trace ? tr->pods[next].arrival : INFINITY;
+        double t_dep = r->n_heap ? r->heap[0].t : INFINITY;
+        double t = t_arr < t_dep ? t_arr : t_dep;
+        if (!(t < r->horizon))
+            break;
+        advance(r, t);
+        if (t_dep <= t_arr) {
+            struct departure d = heap_pop(r);
+            size_t node = (size_t)r->node_of[d.pod];
+            leave(r, d.pod);
+            retry_waiting(r, node);
+        } else {
+            size_t p = r->n_bound + next++;
+            if (!decide(r, p)) {
+                r->st->waited++;
+                r->waiting[r->n_waiting] = p;
+                r->cut[r->n_waiting] = r->last_cut;
+                r->wait_since[r->n_waiting++] = r->t;
+            }
+        }
+    }
+    advance(r, r->horizon);
+    while (r->next_bucket < r->res->buckets)
+        sample_rollouts(r, r->next_bucket++);
+    for (size_t p = 0; p < r->n_all; p++)
+        if (r->node_of[p] >= 0)
+            r->ran[p] = r->horizon - r->placed_at[p];
+    for (size_t w = 0; w < r->n_waiting; w++) {
+        r->st->unplaced++;
+        r->st->wait_hours += (r->horizon - r->wait_since[w]) / 3600.0;
+    }
+    if (r->decisions) {
+        r->st->nodes_examined_avg = r->examined / (double)r->decisions;
+        r->st->feasible_avg = r->feasible / (double)r->decisions;
+    }
+}
+
+/* ---- tenants -------------------------------------------------------------------------------- */
+
+static size_t tenant_index(struct af_sim_result *res, const char *name, size_t *cap)
+{
+    size_t lo = 0, hi = res->n_tenants;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(res->tenants[mid].name, name);
+        if (!c)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    AF_GROW(res->tenants, *cap, res->n_tenants + 1);
+    memmove(&res->tenants[lo + 1], &res->tenants[lo], (res->n_tenants - lo) * sizeof(*res->tenants));
+    memset(&res->tenants[lo], 0, sizeof(res->tenants[lo]));
+    res->tenants[lo].name = af_xstrdup(name);
+    res->tenants[lo].budget_usd_hr = -1;   /* hook: the policy's tenant budgets */
+    res->n_tenants++;
+    return lo;
+}
+
+/* ---- the lower bound ------------------------------------------------------------------------ */
+
+static bool accel_res(int r)
+{
+    return r != AF_RES_CPU && r != AF_RES_MEMORY && r != AF_RES_PODS;
+}
+
+/*
+ * The cheapest rate a node of the cluster could run the pod at, packed perfectly: the
+ * node's price times the pod's fraction of what the node is for — the mean of its
+ * fractions of the node's accelerator resources, or of cpu and memory on a node without
+ * accelerators. On one node these fractions sum to at most 1 over all its pods, so no
+ * placement pays less. -1 when no node can hold the pod even empty. *node_out: which.
+ */
+static double bound_rate(const struct af_sim_cluster *cl, const struct af_sim_pod *pod,
+                         size_t *node_out)
+{
+    double best = -1;
+    struct af_node_view empty;
+
+    for (size_t i = 0; i < cl->n_nodes; i++) {
+        const struct af_node_info *n = cl->nodes[i].info;
+        struct af_ks_node k = {&cl->nodes[i], &empty, 0, 0};
+        bool accel = false;
+        double sum = 0, rate;
+        int m = 0;
+
+        memset(&empty, 0, sizeof(empty));
+        empty.info = n;
+        if (!n->price_known || af_ks_filter(pod, &k) != AF_KS_FIT)
+            continue;
+        for (int r = 0; r < AF_RES__COUNT; r++)
+            accel |= accel_res(r) && n->allocatable.v[r] > 0;
+        for (int r = 0; r < AF_RES__COUNT; r++) {
+            if (r == AF_RES_PODS || n->allocatable.v[r] <= 0 || accel_res(r) != accel)
+                continue;
+            sum += (double)pod->info->requests.v[r] / (double)n->allocatable.v[r];
+            m++;
+        }
+        rate = m ? n->hourly_usd * sum / m : 0;
+        if (best < 0 || rate < best) {
+            best = rate;
+            *node_out = i;
+        }
+    }
+    return best;
+}
+
+/* ---- the whole comparison ----------------------------------------------------------------------- */
+
+static void run_init(struct run *r, const struct af_config *cfg, const struct af_sim_cluster *cl,
+                     struct af_sim_trace *tr, const struct af_sim_options *opt,
+                     struct af_sim_result *res, enum af_sim_side side)
+{
+    size_t n = cl->n_nodes;
+
+    memset(r, 0, sizeof(*r));
+    r->cfg = cfg;
+    r->cl = cl;
+    r->opt = opt;
+    r->res = res;
+    r->side = side;
+    r->st = &res->side[side];
+    r->start_unix = tr->start_unix;
+    r->horizon = tr->end;
+    r->n_nodes = n;
+    r->cache = af_cache_new();
+    r->rollouts = side == AF_SIM_ACCELFIT ? af_rollouts_new() : NULL;
+    for (size_t i = 0; i < n; i++)
+        af_cache_upsert_node(r->cache, af_node_info_ref(cl->nodes[i].info));
+    af_cache_set_synced(r->cache, true);
+    r->nz_cpu = af_xcalloc(n + 1, sizeof(*r->nz_cpu));
+    r->nz_mem = af_xcalloc(n + 1, sizeof(*r->nz_mem));
+    r->accel_used = af_xcalloc(n + 1, sizeof(*r->accel_used));
+    r->workload = af_xcalloc(n + 1, sizeof(*r->workload));
+    r->n_bound = cl->n_bound;
+    r->n_all = cl->n_bound + tr->n_pods;
+    r->all = af_xcalloc(r->n_all + 1, sizeof(*r->all));
+    for (size_t p = 0; p < cl->n_bound; p++)
+        r->all[p] = &cl->bound[p];
+    for (size_t p = 0; p < tr->n_pods; p++)
+        r->all[cl->n_bound + p] = &tr->pods[p];
+    r->node_of = af_xmalloc((r->n_all + 1) * sizeof(*r->node_of));
+    r->last_node = af_xmalloc((r->n_all + 1) * sizeof(*r->last_node));
+    r->tier_of = af_xmalloc((r->n_all + 1) * sizeof(*r->tier_of));
+    r->rollout_of = af_xmalloc((r->n_all + 1) * sizeof(*r->rollout_of));
+    for (size_t p = 0; p < r->n_all; p++) {
+        r->node_of[p] = r->last_node[p] = r->tier_of[p] = -1;
+        r->rollout_of[p] = cfg->policy ? af_rollout_match(cfg->policy, r->all[p]->info) : -1;
+    }
+    r->placed_at = af_xcalloc(r->n_all + 1, sizeof(double));
+    r->ran = af_xcalloc(r->n_all + 1, sizeof(double));
+    r->share_rate = af_xcalloc(r->n_all + 1, sizeof(double));
+    r->waiting = af_xmalloc((r->n_all + 1) * sizeof(*r->waiting));
+    r->wait_since = af_xmalloc((r->n_all + 1) * sizeof(*r->wait_since));
+    r->cut = af_xcalloc(r->n_all + 1, sizeof(*r->cut));
+    r->own = af_xcalloc(n + 1, sizeof(*r->own));
+    for (size_t i = 0; i < n; i++)
+        r->own[i].info = cl->nodes[i].info;
+    r->rollout_target = af_xcalloc(res->n_rollouts + 1, sizeof(int));
+    r->rollout_source = af_xcalloc(res->n_rollouts + 1, sizeof(int));
+    r->ks = af_xcalloc(n + 1, sizeof(*r->ks));
+    r->cand = af_xmalloc((n + 1) * sizeof(*r->cand));
+    r->views = af_xcalloc(n + 1, sizeof(*r->views));
+    r->names = af_xcalloc(n + 1, sizeof(*r->names));
+    r->prefer = af_xcalloc(n + 1, sizeof(*r->prefer));
+    r->dec = af_xmalloc((n + 1) * sizeof(*r->dec));
+    r->pdec = af_xmalloc((n + 1) * sizeof(*r->pdec));
+    r->score = af_xmalloc((n + 1) * sizeof(*r->score));
+}
+
+/* After a run: the cache and the rollout memory let go of every record, and the trace's
+ * pods go back unbound for the next run. The books stay. */
+static void run_finish(struct run *r)
+{
+    af_cache_free(r->cache);
+    r->cache = NULL;
+    af_rollouts_free(r->rollouts);
+    r->rollouts = NULL;
+    for (size_t p = r->n_bound; p < r->n_all; p++) {
+        af_free(r->all[p]->info->node_name);
+        r->all[p]->info->node_name = NULL;
+        r->all[p]->info->ready = false;
+        r->all[p]->info->started_unix = 0;
+    }
+}
+
+static void run_release(struct run *r)
+{
+    af_free(r->nz_cpu);
+    af_free(r->nz_mem);
+    af_free(r->accel_used);
+    af_free(r->workload);
+    af_free(r->all);
+    af_free(r->node_of);
+    af_free(r->last_node);
+    af_free(r->tier_of);
+    af_free(r->rollout_of);
+    af_free(r->placed_at);
+    af_free(r->ran);
+    af_free(r->share_rate);
+    af_free(r->heap);
+    af_free(r->waiting);
+    af_free(r->wait_since);
+    af_free(r->cut);
+    af_free(r->own);
+    af_free(r->rollout_target);
+    af_free(r->rollout_source);
+    af_free(r->ks);
+    af_free(r->cand);
+    af_free(r->views);
+    af_free(r->names);
+    af_free(r->dec);
+    af_free(r->pdec);
+    af_free(r->score);
+    af_free(r->prefer);
+}
+
+void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluster,
+                struct af_sim_trace *trace, const struct af_sim_options *opt,
+                struct af_sim_result *out)
+{
+    struct af_sim_options defaults = AF_SIM_OPTIONS_INIT;
+    struct run runs[2];
+    size_t cap_tenants = 0, n_all;
+    int nb;
+
+    if (!opt)
+        opt = &defaults;
+    nb = opt->buckets > 0 ? opt->buckets : 1;
+    memset(out, 0, sizeof(*out));
+    out->n_nodes = cluster->n_nodes;
+    out->n_pods = trace->n_pods;
+    out->n_bound = cluster->n_bound;
+    out->horizon = trace->end;
+    out->percentage = opt->percentage_of_nodes_to_score;
+    out->feasible_to_find = af_ks_feasible_to_find(opt->percentage_of_nodes_to_score,
+                                                   (int)cluster->n_nodes);
+    out->buckets = nb;
+    out->bucket_seconds = trace->end / nb;
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        out->side[s].cost_series = af_xcalloc((size_t)nb * AF_SIM_CLASSES, sizeof(double));
+    out->n_rollouts = cfg->policy ? cfg->policy->n_rollouts : 0;
+    out->rollouts = af_xcalloc(out->n_rollouts + 1, sizeof(*out->rollouts));
+    for (size_t k = 0; k < out->n_rollouts; k++) {
+        const struct af_rollout *ro = &cfg->policy->rollouts[k];
+        out->rollouts[k].name = af_xstrdup(ro->name);
+        out->rollouts[k].target = ro->target;
+        out->rollouts[k].share = af_rollout_share(ro, trace->start_unix, trace->start_unix, NULL);
+        for (int s = 0; s < AF_SIM__SIDES; s++) {
+            out->rollouts[k].achieved[s] = af_xmalloc((size_t)nb * sizeof(double));
+            for (int b = 0; b < nb; b++)
+                out->rollouts[k].achieved[s][b] = -1;
+        }
+    }
+
+    for (int s = 0; s < 2; s++) {
+        run_init(&runs[s], cfg, cluster, trace, opt, out, (enum af_sim_side)s);
+        run_side(&runs[s], trace);
+        run_finish(&runs[s]);
+    }
+
+    /* Tenants and work, per side; the lower bound from both runs' times. */
+    n_all = runs[0].n_all;
+    for (size_t p = 0; p < n_all; p++) {
+        const struct af_sim_pod *sp = runs[0].all[p];
+        size_t t, node = 0;
+        double lb_rate, lb_time;
+        if (sp->info->system)
+            continue;
+        t = tenant_index(out, sp->tenant, &cap_tenants);
+        for (int s = 0; s < 2; s++) {
+            out->tenants[t].spend_usd[s] += runs[s].share_rate[p] * runs[s].ran[p] / 3600.0;
+            out->side[s].pod_hours += runs[s].ran[p] / 3600.0;
+        }
+        lb_rate = bound_rate(cluster, sp, &node);
+        lb_time = fmin(runs[0].ran[p], runs[1].ran[p]);
+        if (lb_rate >= 0 && lb_time > 0) {
+            struct af_sim_side_stats *b = &out->side[AF_SIM_BOUND];
+            int slot = class_slot(cluster->nodes[node].info);
+            double from = sp->preexisting ? 0 : sp->arrival, to = fmin(from + lb_time, trace->end);
+            double usd = lb_rate * lb_time / 3600.0;
+            b->cost_usd += usd;
+            b->cost_by_class[slot] += usd;
+            b->pod_hours += lb_time / 3600.0;
+            out->tenants[t].spend_usd[AF_SIM_BOUND] += usd;
+            if (!sp->preexisting) {
+                b->placed++;
+                b->placed_by_class[slot]++;
+            }
+            /* Spread over the buckets the pod's window covers. */
+            for (int k = (int)(from / out->bucket_seconds); k < nb && k * out->bucket_seconds < to;
+                 k++) {
+                double lo = fmax(from, k * out->bucket_seconds);
+                double hi = fmin(to, (k + 1) * out->bucket_seconds);
+                if (k == nb - 1)
+                    hi = to;
+                if (hi > lo)
+                    b->cost_series[(size_t)k * AF_SIM_CLASSES + slot] += lb_rate * (hi - lo) / 3600.0;
+            }
+        }
+    }
+    for (int s = 0; s < 2; s++) {
+        out->placements[s] = af_xcalloc(trace->n_pods + 1, sizeof(*out->placements[s]));
+        for (size_t i = 0; i < trace->n_pods; i++) {
+            struct af_sim_placement *pl = &out->placements[s][i];
+            size_t p = runs[s].n_bound + i;
+            int node = runs[s].last_node[p];
+            pl->ns = trace->pods[i].info->ns;
+            pl->name = trace->pods[i].info->name;
+            pl->node = node >= 0 ? cluster->nodes[node].info->name : NULL;
+            pl->cls = node >= 0 ? class_slot(cluster->nodes[node].info) : -1;
+            pl->tier = runs[s].tier_of[p];
+            pl->placed_at = node >= 0 ? runs[s].placed_at[p] : 0;
+            pl->ran = runs[s].ran[p];
+        }
+        run_release(&runs[s]);
+    }
+}
+
+void af_sim_result_release(struct af_sim_result *r)
+{
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        af_free(r->side[s].cost_series);
+    for (size_t t = 0; t < r->n_tenants; t++)
+        af_free(r->tenants[t].name);
+    af_free(r->tenants);
+    for (size_t k = 0; k < r->n_rollouts; k++) {
+        af_free(r->rollouts[k].name);
+        for (int s = 0; s < AF_SIM__SIDES; s++)
+            af_free(r->rollouts[k].achieved[s]);
+    }
+    af_free(r->rollouts);
+    af_free(r->placements[0]);
+    af_free(r->placements[1]);
+    memset(r, 0, sizeof(*r));
+}
