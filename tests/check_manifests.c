@@ -2123,6 +2123,75 @@ static void check_tenant(const char *kind, const char *name, json_t *tmpl, json_
     af_free(want);
 }
 
+
+#define EXAMPLES_RUNNING "tests/fixtures/manifests/examples-running.yaml"
+
+/* The examples' pods as their controllers create them, running on nodes (EXAMPLES_RUNNING, which
+ * docs/deploy-eks.md shows `accelfit costs` on): still the rendered templates, as many as
+ * they ask for; and `accelfit costs` with the rendered policy charges each example's pods to
+ * the tenant its comment names. */
+static void check_examples_costs(struct deploy *d)
+{
+    char *text = af_test_read(EXAMPLES_RUNNING, NULL), *cmd, *out;
+    json_t *items = yaml_docs(EXAMPLES_RUNNING, text), *want = json_object(), *o, *p;
+    json_t *costs, *t;
+    size_t i, k, total = 0;
+    int st;
+
+    json_array_foreach(d->objs, i, o) {
+        json_t *tmpl = obj_at(o, "spec.template");
+        const char *ns = str_at(o, "metadata.namespace");
+        json_int_t n = 1, seen = 0;
+        char *tenant;
+        if (!tmpl || !str_at(tmpl, "spec.schedulerName"))
+            continue;
+        if (obj_at(o, "spec.replicas"))
+            n = json_integer_value(obj_at(o, "spec.replicas"));
+        else if (obj_at(o, "spec.parallelism"))
+            n = json_integer_value(obj_at(o, "spec.parallelism"));
+        json_array_foreach(items, k, p) {
+            if (!strcmp(or_empty(str_at(p, "kind")), "Pod") &&
+                !strcmp(or_empty(str_at(p, "metadata.namespace")), ns) &&
+                json_equal(obj_at(p, "metadata.labels"), obj_at(tmpl, "metadata.labels")) &&
+                json_equal(obj_at(p, "metadata.annotations"),
+                           obj_at(tmpl, "metadata.annotations")) &&
+                json_equal(obj_at(p, "spec.containers"), obj_at(tmpl, "spec.containers")))
+                seen++;
+        }
+        ck_assert_msg(seen == n, "%s: %lld running pods of %s %s/%s, which asks for %lld: copy "
+                      "its rendered template again", EXAMPLES_RUNNING, (long long)seen,
+                      str_at(o, "kind"), ns, str_at(o, "metadata.name"), (long long)n);
+        tenant = commented_tenant(str_at(o, "metadata.name"));
+        json_object_set_new(want, tenant, json_integer(
+            json_integer_value(json_object_get(want, tenant)) + n));
+        total += (size_t)n;
+        af_free(tenant);
+    }
+    ck_assert_uint_gt(total, 0);
+    cmd = af_xasprintf("'%s' costs --cluster '%s' --policy '%s' --output json", AF_BINARY,
+                       af_test_path(EXAMPLES_RUNNING), d->policy);
+    out = run_sh(cmd, &st);
+    ck_assert_msg(st == 0, "%s: exit %d", cmd, st);
+    costs = json_loads(out, 0, NULL);
+    ck_assert_msg(costs != NULL, "accelfit costs --output json: %s", out);
+    ck_assert_int_eq(json_integer_value(obj_at(costs, "total.pods")), (json_int_t)total);
+    json_array_foreach(obj_at(costs, "tenants"), i, t) {
+        json_int_t n = json_integer_value(json_object_get(want, str_at(t, "name")));
+        ck_assert_msg(json_integer_value(obj_at(t, "pods")) == n, "accelfit costs: tenant %s has "
+                      "%lld pods, the examples' comments give it %lld", str_at(t, "name"),
+                      (long long)json_integer_value(obj_at(t, "pods")), (long long)n);
+        ck_assert_msg((json_number_value(obj_at(t, "spend_usd_hr")) > 0) == (n > 0),
+                      "tenant %s: spend %g for %lld pods", str_at(t, "name"),
+                      json_number_value(obj_at(t, "spend_usd_hr")), (long long)n);
+    }
+    json_decref(costs);
+    json_decref(items);
+    json_decref(want);
+    af_free(text);
+    af_free(cmd);
+    af_free(out);
+}
+
 static void check_examples(struct deploy *d, json_t *names)
 {
     json_t *o, *profiles = obj_at(d->ksc, "profiles"), *mwc;
@@ -2235,8 +2304,10 @@ static void check_examples(struct deploy *d, json_t *names)
     }
     af_free(policy_path);
     json_decref(policy);
-    if (find_obj(d->objs, "Namespace", "ml"))
+    if (find_obj(d->objs, "Namespace", "ml")) {
         ck_assert_uint_eq(checked, AF_ARRAY_SIZE(example_rules));
+        check_examples_costs(d);
+    }
 }
 
 /* ---- the policy: validates, carries tenants and utilization, reloads as the kubelet updates it */
@@ -2250,11 +2321,11 @@ static char *read_abs(const char *path)
     return af_buf_detach(&b, NULL);
 }
 
-static json_t *policy_doc(const char *path)
+static json_t *yaml_file(const char *path)
 {
     char *text = read_abs(path);
     json_t *docs = yaml_docs(path, text), *p = json_incref(json_array_get(docs, 0));
-    ck_assert_msg(json_is_object(p), "%s: not a policy", path);
+    ck_assert_msg(json_is_object(p), "%s: not one YAML mapping", path);
     json_decref(docs);
     af_free(text);
     return p;
@@ -2397,7 +2468,7 @@ static void check_policy(struct deploy *d)
     af_free(cmd);
     af_free(out);
 
-    policy = policy_doc(d->policy);
+    policy = yaml_file(d->policy);
     check_costs(d, policy);
     ck_assert(metric(d, "accelfit_policy_generation") == 1);
     ck_assert(metric(d, "accelfit_policy_last_reload_success") == 1);
@@ -2481,8 +2552,8 @@ static void check_utilization_degraded(struct deploy *d)
  * change to the base's tenants or queries cannot be forgotten in the examples. */
 START_TEST(test_examples_policy_is_the_base_plus_a_rollout)
 {
-    json_t *base = policy_doc(af_test_path("manifests/base/accelfit-policy.yaml"));
-    json_t *ex = policy_doc(af_test_path("manifests/examples/policy.yaml"));
+    json_t *base = yaml_file(af_test_path("manifests/base/accelfit-policy.yaml"));
+    json_t *ex = yaml_file(af_test_path("manifests/examples/policy.yaml"));
     const char *key;
     json_t *v;
 
