@@ -11,8 +11,14 @@
  * rendered objects name is called on it, over TLS with the CA and host name kube-scheduler
  * would verify. The API requests accelfit made are recorded and compared with its
  * ClusterRole, in both directions. The example workloads' annotations are read by accelfit
- * with no note, by the rule their comments name. The Dockerfile's COPY and RUN paths exist
- * and its runtime packages are the ones `ldd accelfit` resolves to.
+ * with no note, by the rule their comments name, and their pods belong to the tenant their
+ * comments name. The policy ConfigMap passes `accelfit check-policy`, has tenants (GET /costs
+ * and /metrics show their budgets) and utilization queries; mounted as the kubelet mounts a
+ * ConfigMap (no subPath), an update of it is reloaded without a restart and a broken one is
+ * rejected at its line and column while the previous one serves. The rendered --prometheus is
+ * pointed at a port nothing listens on: accelfit stays ready, degraded. The examples' policy
+ * is the base's plus a rollout. The Dockerfile's COPY and RUN paths exist and its runtime
+ * packages are the ones `ldd accelfit` resolves to.
  *
  * Needs kubectl (Debian: kubernetes-client) for the rendering tests; without it they are
  * not run and the suite exits 77, which ctest reports as skipped, not passed.
@@ -23,6 +29,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1254,6 +1261,8 @@ struct deploy {
     json_t *argv;        /* accelfit's arguments, mapped */
     pid_t pid;
     char log[512];
+    char policy[512];    /* --policy, mapped: a ConfigMap volume laid out as the kubelet does */
+    char prom_url[256];  /* --prometheus as rendered ("" without it) */
 };
 
 static int port_of(const char *listen)
@@ -1351,8 +1360,27 @@ static char *map_file(struct deploy *d, json_t *pod, json_t *ctr, const char *pa
         data = json_string_value(json_object_get(obj_at(cm, "data"), file));
         ck_assert_msg(data != NULL, "ConfigMap %s has no key %s", str_at(cm, "metadata.name"),
                       file);
-        out = af_xasprintf("%s/cm-%s-%s", tmpdir, str_at(cm, "metadata.name"), file);
-        write_file(out, data);
+        /* As the kubelet lays a ConfigMap volume out: DIR/..TIMESTAMP/KEY, the symlink
+         * DIR/..data -> ..TIMESTAMP, and DIR/KEY -> ..data/KEY (cm_swap updates it). */
+        char *dir = af_xasprintf("%s/cm-%s", tmpdir, str_at(cm, "metadata.name"));
+        char *in_data = af_xasprintf("%s/..data/%s", dir, file);
+        char *link = af_xasprintf("..data/%s", file);
+        if (access(dir, F_OK) != 0) {
+            char *ts = af_xasprintf("%s/..2026_01_01_00_00_00.000000000", dir);
+            char *data_link = af_xasprintf("%s/..data", dir);
+            ck_assert_int_eq(mkdir(dir, 0700), 0);
+            ck_assert_int_eq(mkdir(ts, 0700), 0);
+            ck_assert_int_eq(symlink(strrchr(ts, '/') + 1, data_link), 0);
+            af_free(ts);
+            af_free(data_link);
+        }
+        write_file(in_data, data);
+        out = af_xasprintf("%s/%s", dir, file);
+        unlink(out);
+        ck_assert_int_eq(symlink(link, out), 0);
+        af_free(dir);
+        af_free(in_data);
+        af_free(link);
         return out;
     }
     ck_assert_msg(obj_at(vol, "secret") != NULL, "%s: neither a ConfigMap nor a Secret", path);
@@ -1409,10 +1437,18 @@ static void deploy_load(struct deploy *d, const char *dir)
         } else if (!strncmp(s, "--health-listen=", 16)) {
             d->health_port = port_of(eq + 1);
             v = af_xasprintf("--health-listen=127.0.0.1:%d", d->local_health);
+        } else if (!strncmp(s, "--prometheus=", 13)) {
+            /* Kept to check; here a port nothing listens on, which is what accelfit meets in
+             * a cluster without that Prometheus. */
+            snprintf(d->prom_url, sizeof(d->prom_url), "%s", eq + 1);
+            v = af_xasprintf("--prometheus=http://127.0.0.1:%d", af_test_free_port());
         } else if (!strncmp(s, "--policy=", 9) || !strncmp(s, "--catalog=", 10) ||
-                   !strncmp(s, "--tls-", 6) || !strncmp(s, "--client-ca-file=", 17)) {
+                   !strncmp(s, "--tls-", 6) || !strncmp(s, "--client-ca-file=", 17) ||
+                   (!strncmp(s, "--prometheus-", 13) && strstr(s, "-file="))) {
             char *local = map_file(d, d->pod, d->ctr, eq + 1);
             v = af_xasprintf("%.*s=%s", (int)(eq - s), s, local);
+            if (!strncmp(s, "--policy=", 9))
+                snprintf(d->policy, sizeof(d->policy), "%s", local);
             if (!strncmp(s, "--tls-cert-file=", 16)) {
                 /* The Secret's ca.crt, beside tls.crt: what the scheduler and webhook trust. */
                 d->tls = true;
@@ -1543,9 +1579,11 @@ static const char *service_url(struct deploy *d, const char *url, bool *https, c
     return slash ? slash : "";
 }
 
-/* POST `body` to the URL as kube-scheduler or the API server would: the Service's name and
- * port, connected to accelfit on this machine, TLS verified against the CA for that name. */
-static void call(struct deploy *d, const char *url, const char *body, struct af_test_resp *r)
+/* POST `body` (GET when `method` is NULL) to the URL as kube-scheduler or the API server
+ * would: the Service's name and port, connected to accelfit on this machine, TLS verified
+ * against the CA for that name. */
+static void call_method(struct deploy *d, const char *method, const char *url, const char *body,
+                        struct af_test_resp *r)
 {
     char host[256], connect_to[400];
     bool https;
@@ -1563,11 +1601,16 @@ static void call(struct deploy *d, const char *url, const char *body, struct af_
     if (https)
         curl_easy_setopt(c, CURLOPT_CAINFO, d->ca);
     u = af_xasprintf("%s://%s:%d%s", https ? "https" : "http", host, port, path);
-    ck_assert_msg(af_test_http(c, "POST", u, body, strlen(body), NULL, r) == CURLE_OK,
-                  "POST %s: %s", u, curl_easy_strerror(r->curl_rc));
+    ck_assert_msg(af_test_http(c, method, u, body, body ? strlen(body) : 0, NULL, r) == CURLE_OK,
+                  "%s %s: %s", method ? method : "GET", u, curl_easy_strerror(r->curl_rc));
     af_free(u);
     curl_easy_cleanup(c);
     curl_slist_free_all(ct);
+}
+
+static void call(struct deploy *d, const char *url, const char *body, struct af_test_resp *r)
+{
+    call_method(d, "POST", url, body, r);
 }
 
 static json_t *node_names(const struct fake_api *api)
@@ -2041,6 +2084,114 @@ static size_t b64_decode(const char *in, char *out, size_t cap)
     return n;
 }
 
+/* The tenant named by the comment that opens the example file defining `name`
+ * ("# Tenant research: ..."). Caller frees. */
+static char *commented_tenant(const char *name)
+{
+    json_t *files = files_under("manifests/examples", ".yaml"), *f;
+    char *needle = af_xasprintf("\n  name: %s\n", name), *tenant = NULL;
+    size_t i;
+    json_array_foreach(files, i, f) {
+        char *text = af_test_read(json_string_value(f), NULL), t[64];
+        if (strstr(text, needle) && sscanf(text, "# Tenant %63[a-z0-9-]:", t) == 1)
+            tenant = af_xstrdup(t);
+        af_free(text);
+    }
+    ck_assert_msg(tenant != NULL, "the example file defining %s does not open with "
+                  "'# Tenant NAME:'", name);
+    json_decref(files);
+    af_free(needle);
+    return tenant;
+}
+
+/* The example's pods belong to the tenant its comment names, by their namespace (which the
+ * policy's tenant owns, so `accelfit costs` and GET /costs charge the pods to it), and a
+ * tenant label on them names the same one. `ans` is accelfit's /explain of a pod. */
+static void check_tenant(const char *kind, const char *name, json_t *tmpl, json_t *ans)
+{
+    char *want = commented_tenant(name);
+    const char *label = json_string_value(
+        json_object_get(obj_at(tmpl, "metadata.labels"), "accelfit.io/tenant"));
+    ck_assert_msg(!strcmp(or_empty(str_at(ans, "tenant.name")), want),
+                  "%s %s: accelfit puts its pods in tenant %s, its comment says %s", kind, name,
+                  str_at(ans, "tenant.name"), want);
+    ck_assert_msg(!strcmp(or_empty(str_at(ans, "tenant.matched_by")), "namespace"),
+                  "%s %s: tenant matched by %s: the policy's tenant %s should own its namespace",
+                  kind, name, str_at(ans, "tenant.matched_by"), want);
+    ck_assert_msg(!label || !strcmp(label, want), "%s %s: label accelfit.io/tenant %s, but its "
+                  "namespace belongs to %s", kind, name, label, want);
+    af_free(want);
+}
+
+
+#define EXAMPLES_RUNNING "tests/fixtures/manifests/examples-running.yaml"
+
+/* The examples' pods as their controllers create them, running on nodes (EXAMPLES_RUNNING, which
+ * docs/deploy-eks.md shows `accelfit costs` on): still the rendered templates, as many as
+ * they ask for; and `accelfit costs` with the rendered policy charges each example's pods to
+ * the tenant its comment names. */
+static void check_examples_costs(struct deploy *d)
+{
+    char *text = af_test_read(EXAMPLES_RUNNING, NULL), *cmd, *out;
+    json_t *items = yaml_docs(EXAMPLES_RUNNING, text), *want = json_object(), *o, *p;
+    json_t *costs, *t;
+    size_t i, k, total = 0;
+    int st;
+
+    json_array_foreach(d->objs, i, o) {
+        json_t *tmpl = obj_at(o, "spec.template");
+        const char *ns = str_at(o, "metadata.namespace");
+        json_int_t n = 1, seen = 0;
+        char *tenant;
+        if (!tmpl || !str_at(tmpl, "spec.schedulerName"))
+            continue;
+        if (obj_at(o, "spec.replicas"))
+            n = json_integer_value(obj_at(o, "spec.replicas"));
+        else if (obj_at(o, "spec.parallelism"))
+            n = json_integer_value(obj_at(o, "spec.parallelism"));
+        json_array_foreach(items, k, p) {
+            if (!strcmp(or_empty(str_at(p, "kind")), "Pod") &&
+                !strcmp(or_empty(str_at(p, "metadata.namespace")), ns) &&
+                json_equal(obj_at(p, "metadata.labels"), obj_at(tmpl, "metadata.labels")) &&
+                json_equal(obj_at(p, "metadata.annotations"),
+                           obj_at(tmpl, "metadata.annotations")) &&
+                json_equal(obj_at(p, "spec.containers"), obj_at(tmpl, "spec.containers")))
+                seen++;
+        }
+        ck_assert_msg(seen == n, "%s: %lld running pods of %s %s/%s, which asks for %lld: copy "
+                      "its rendered template again", EXAMPLES_RUNNING, (long long)seen,
+                      str_at(o, "kind"), ns, str_at(o, "metadata.name"), (long long)n);
+        tenant = commented_tenant(str_at(o, "metadata.name"));
+        json_object_set_new(want, tenant, json_integer(
+            json_integer_value(json_object_get(want, tenant)) + n));
+        total += (size_t)n;
+        af_free(tenant);
+    }
+    ck_assert_uint_gt(total, 0);
+    cmd = af_xasprintf("'%s' costs --cluster '%s' --policy '%s' --output json", AF_BINARY,
+                       af_test_path(EXAMPLES_RUNNING), d->policy);
+    out = run_sh(cmd, &st);
+    ck_assert_msg(st == 0, "%s: exit %d", cmd, st);
+    costs = json_loads(out, 0, NULL);
+    ck_assert_msg(costs != NULL, "accelfit costs --output json: %s", out);
+    ck_assert_int_eq(json_integer_value(obj_at(costs, "total.pods")), (json_int_t)total);
+    json_array_foreach(obj_at(costs, "tenants"), i, t) {
+        json_int_t n = json_integer_value(json_object_get(want, str_at(t, "name")));
+        ck_assert_msg(json_integer_value(obj_at(t, "pods")) == n, "accelfit costs: tenant %s has "
+                      "%lld pods, the examples' comments give it %lld", str_at(t, "name"),
+                      (long long)json_integer_value(obj_at(t, "pods")), (long long)n);
+        ck_assert_msg((json_number_value(obj_at(t, "spend_usd_hr")) > 0) == (n > 0),
+                      "tenant %s: spend %g for %lld pods", str_at(t, "name"),
+                      json_number_value(obj_at(t, "spend_usd_hr")), (long long)n);
+    }
+    json_decref(costs);
+    json_decref(items);
+    json_decref(want);
+    af_free(text);
+    af_free(cmd);
+    af_free(out);
+}
+
 static void check_examples(struct deploy *d, json_t *names)
 {
     json_t *o, *profiles = obj_at(d->ksc, "profiles"), *mwc;
@@ -2108,6 +2259,7 @@ static void check_examples(struct deploy *d, json_t *names)
                           "%s %s: workload not read", kind, name);
         ck_assert_msg(!strcmp(or_empty(str_at(ans, "rule")), want), "%s %s: rule %s, its comments "
                       "say %s", kind, name, str_at(ans, "rule"), want);
+        check_tenant(kind, name, tmpl, ans);
         /* A pod that opts in to rollouts is sent to the webhook and joins its rollout. */
         if (!strcmp(or_empty(json_string_value(json_object_get(obj_at(tmpl, "metadata.labels"),
                                                       "accelfit.io/managed"))), "true")) {
@@ -2152,9 +2304,272 @@ static void check_examples(struct deploy *d, json_t *names)
     }
     af_free(policy_path);
     json_decref(policy);
-    if (find_obj(d->objs, "Namespace", "ml"))
+    if (find_obj(d->objs, "Namespace", "ml")) {
         ck_assert_uint_eq(checked, AF_ARRAY_SIZE(example_rules));
+        check_examples_costs(d);
+    }
 }
+
+/* ---- the policy: validates, carries tenants and utilization, reloads as the kubelet updates it */
+
+/* A file by its path on this machine (caller frees). */
+static char *read_abs(const char *path)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    ck_assert_msg(af_buf_read_file(&b, path) == 0, "cannot read %s", path);
+    ck_assert_int_eq(af_buf_add(&b, "", 1), 0);
+    return af_buf_detach(&b, NULL);
+}
+
+static json_t *yaml_file(const char *path)
+{
+    char *text = read_abs(path);
+    json_t *docs = yaml_docs(path, text), *p = json_incref(json_array_get(docs, 0));
+    ck_assert_msg(json_is_object(p), "%s: not one YAML mapping", path);
+    json_decref(docs);
+    af_free(text);
+    return p;
+}
+
+/* GET on accelfit's health port. */
+static char *get_health(struct deploy *d, const char *path, long *status)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r = {0};
+    char *u = af_xasprintf("http://127.0.0.1:%d%s", d->local_health, path), *body;
+    ck_assert_int_eq(af_test_http(c, NULL, u, NULL, 0, NULL, &r), CURLE_OK);
+    *status = r.status;
+    body = af_xstrdup(r.body ? r.body : "");
+    af_test_resp_free(&r);
+    af_free(u);
+    curl_easy_cleanup(c);
+    return body;
+}
+
+/* The value of `sample` (a metric name with its labels as accelfit writes them) in /metrics;
+ * NAN when there is none. */
+static double metric(struct deploy *d, const char *sample)
+{
+    long st;
+    char *text = get_health(d, "/metrics", &st), *p = text;
+    size_t n = strlen(sample);
+    double v = NAN;
+    ck_assert_int_eq(st, 200);
+    for (; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (!strncmp(p, sample, n) && p[n] == ' ') {
+            v = strtod(p + n + 1, NULL);
+            break;
+        }
+    }
+    af_free(text);
+    return v;
+}
+
+/* Polls /metrics until `sample` is `want` (a generous deadline: nothing here is timed). */
+static void wait_metric(struct deploy *d, const char *sample, double want)
+{
+    double v = NAN;
+    for (int i = 0; i < 300; i++) {
+        v = metric(d, sample);
+        if (v == want)
+            return;
+        sleep_ms(100);
+    }
+    ck_abort_msg("%s is %g, not %g; see %s", sample, v, want, d->log);
+}
+
+/* Updates the ConfigMap volume of `file` as the kubelet does: a new timestamped directory
+ * holding the new text, then a symlink renamed onto ..data. The file itself is never written. */
+static void cm_swap(const char *file, const char *text)
+{
+    static int swaps;
+    const char *slash = strrchr(file, '/');
+    char *dir = af_xasprintf("%.*s", (int)(slash - file), file);
+    char *ts = af_xasprintf("..2026_01_01_00_01_%02d.000000000", ++swaps);
+    char *ts_path = af_xasprintf("%s/%s", dir, ts), *in_ts = af_xasprintf("%s%s", ts_path, slash);
+    char *tmp = af_xasprintf("%s/..data_tmp", dir), *data = af_xasprintf("%s/..data", dir);
+
+    ck_assert_int_eq(mkdir(ts_path, 0700), 0);
+    write_file(in_ts, text);
+    ck_assert_int_eq(symlink(ts, tmp), 0);
+    ck_assert_int_eq(rename(tmp, data), 0);
+    af_free(dir);
+    af_free(ts);
+    af_free(ts_path);
+    af_free(in_ts);
+    af_free(tmp);
+    af_free(data);
+}
+
+/* GET /costs answers with the policy's tenants and their budgets, and /metrics has the same
+ * budgets. */
+static void check_costs(struct deploy *d, json_t *policy)
+{
+    struct af_test_resp r = {0};
+    char *u = af_xasprintf("%s://%s.%s.svc:%d/costs", d->tls ? "https" : "http", "accelfit", NS,
+                           d->listen_port);
+    json_t *costs, *t, *ct;
+    size_t i, k;
+
+    call_method(d, NULL, u, NULL, &r);
+    ck_assert_msg(r.status == 200, "GET /costs: %ld %s", r.status, r.body);
+    costs = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(costs);
+    ck_assert_uint_gt(json_array_size(obj_at(policy, "tenants")), 0);
+    json_array_foreach(obj_at(policy, "tenants"), i, t) {
+        const char *name = str_at(t, "name");
+        json_t *budget = obj_at(t, "budget_usd_per_hour");
+        bool found = false;
+        json_array_foreach(obj_at(costs, "tenants"), k, ct) {
+            if (strcmp(or_empty(str_at(ct, "name")), name))
+                continue;
+            found = true;
+            if (budget) {
+                char *sample = af_xasprintf("accelfit_tenant_budget_dollars_per_hour{tenant=\"%s\"}",
+                                            name);
+                ck_assert_msg(json_number_value(obj_at(ct, "budget_usd_hr")) ==
+                              json_number_value(budget), "/costs: tenant %s's budget", name);
+                ck_assert_msg(metric(d, sample) == json_number_value(budget), "%s", sample);
+                af_free(sample);
+            }
+        }
+        ck_assert_msg(found, "/costs has no tenant %s", name);
+    }
+    /* The policy's tenants, then the default tenant. */
+    ck_assert_uint_eq(json_array_size(obj_at(costs, "tenants")),
+                      json_array_size(obj_at(policy, "tenants")) + 1);
+    json_decref(costs);
+    af_test_resp_free(&r);
+    af_free(u);
+}
+
+/* The rendered policy validates with `accelfit check-policy`, carries tenants and the
+ * utilization queries, and is mounted so that it can change: no subPath. An update of the
+ * ConfigMap volume is reloaded without a restart (accelfit_policy_generation 2, the new budget
+ * in /costs and /metrics); a broken policy is logged with file:line:column, counted
+ * (accelfit_policy_last_reload_success 0) and the previous one keeps serving. */
+static void check_policy(struct deploy *d)
+{
+    json_t *m, *policy, *tenant = NULL, *t;
+    size_t i;
+    int st;
+    char *cmd, *out, *text, *p, *edited, *broken, *log, *at;
+    double budget;
+
+    ck_assert_msg(d->policy[0], "accelfit runs without --policy: the ConfigMap is not used");
+    json_array_foreach(obj_at(d->ctr, "volumeMounts"), i, m)
+        ck_assert_msg(!obj_at(m, "subPath"), "volumeMount %s: subPath, which the kubelet never "
+                      "updates", str_at(m, "name"));
+    cmd = af_xasprintf("'%s' check-policy --policy '%s' 2>&1", AF_BINARY, d->policy);
+    out = run_sh(cmd, &st);
+    ck_assert_msg(st == 0 && strstr(out, ": ok\n"), "check-policy: %s", out);
+    ck_assert_msg(strstr(out, "\n  tenants (docs/policy.md#tenants):\n"), "no tenants: %s", out);
+    ck_assert_msg(strstr(out, "\n  live utilization: "), "no utilization: section: %s", out);
+    af_free(cmd);
+    af_free(out);
+
+    policy = yaml_file(d->policy);
+    check_costs(d, policy);
+    ck_assert(metric(d, "accelfit_policy_generation") == 1);
+    ck_assert(metric(d, "accelfit_policy_last_reload_success") == 1);
+
+    /* A user raises the first budget by $1/h and applies: the kubelet swaps the volume. */
+    text = read_abs(d->policy);
+    p = strstr(text, "\n    budget_usd_per_hour: ");
+    ck_assert_msg(p != NULL, "%s: no tenant with a budget", d->policy);
+    p += strlen("\n    budget_usd_per_hour: ");
+    budget = strtod(p, NULL);
+    edited = af_xasprintf("%.*s%g%s", (int)(p - text), text, budget + 1, p + strcspn(p, " \n"));
+    json_array_foreach(obj_at(policy, "tenants"), i, t)
+        if (!tenant && obj_at(t, "budget_usd_per_hour"))
+            tenant = t;
+    json_object_set_new(tenant, "budget_usd_per_hour", json_real(budget + 1));
+    cm_swap(d->policy, edited);
+    wait_metric(d, "accelfit_policy_generation", 2);
+    check_costs(d, policy);
+
+    /* A broken policy: rejected at its line and column; generation 2 keeps serving. */
+    broken = af_xasprintf("%srulez: []\n", edited);
+    cm_swap(d->policy, broken);
+    wait_metric(d, "accelfit_policy_last_reload_success", 0);
+    ck_assert(metric(d, "accelfit_policy_generation") == 2);
+    ck_assert(metric(d, "accelfit_policy_reloads_total{result=\"error\"}") == 1);
+    check_costs(d, policy);
+    log = read_abs(d->log);
+    at = strstr(log, "policy reload rejected; the previous policy keeps serving");
+    ck_assert_msg(at != NULL, "no rejection logged: %s", log);
+    at = strstr(at, d->policy);
+    ck_assert_msg(at != NULL, "the rejection does not name %s: %s", d->policy, log);
+    at += strlen(d->policy);
+    ck_assert_msg(at[0] == ':' && isdigit((unsigned char)at[1]) && strchr(at + 1, ':') &&
+                  isdigit((unsigned char)strchr(at + 1, ':')[1]),
+                  "the rejection gives no line:column: %.80s", at);
+
+    /* Fixed: the same bytes as the serving policy, nothing to swap, success again. */
+    cm_swap(d->policy, edited);
+    wait_metric(d, "accelfit_policy_last_reload_success", 1);
+    ck_assert(metric(d, "accelfit_policy_generation") == 2);
+
+    af_free(log);
+    af_free(broken);
+    af_free(edited);
+    af_free(text);
+    json_decref(policy);
+}
+
+/* ---- live utilization: degraded, never failed ------------------------------------------------ */
+
+/* The rendered --prometheus is an in-cluster Service URL. accelfit was pointed at a port
+ * nothing listens on, which is what it meets in a cluster without that Prometheus: it stays
+ * ready, says it is degraded and scores on allocation (check_extender_verbs then checks every
+ * verb answers). */
+static void check_utilization_degraded(struct deploy *d)
+{
+    char host[256];
+    int port = 0;
+    long st = 0;
+    char *body = NULL;
+
+    ck_assert_msg(d->prom_url[0], "accelfit runs without --prometheus: the policy's utilization: "
+                  "section is never used");
+    ck_assert_msg(sscanf(d->prom_url, "http://%255[^:/]:%d", host, &port) == 2 && port > 0 &&
+                  strlen(host) > 4 && !strcmp(host + strlen(host) - 4, ".svc"),
+                  "--prometheus=%s: not http://<service>.<namespace>.svc:<port>", d->prom_url);
+    for (int i = 0; i < 300; i++) {
+        af_free(body);
+        body = get_health(d, "/readyz", &st);
+        if (strstr(body, "\nutilization: degraded: "))
+            break;
+        sleep_ms(100);
+    }
+    ck_assert_msg(st == 200 && strstr(body, "\nutilization: degraded: ") &&
+                  strstr(body, "scoring on allocation"), "/readyz %ld: %s", st, body);
+    ck_assert(metric(d, "accelfit_utilization_up") == 0);
+    af_free(body);
+}
+
+/* The examples' policy is the base's with a rollout: everything else is the same, so a
+ * change to the base's tenants or queries cannot be forgotten in the examples. */
+START_TEST(test_examples_policy_is_the_base_plus_a_rollout)
+{
+    json_t *base = yaml_file(af_test_path("manifests/base/accelfit-policy.yaml"));
+    json_t *ex = yaml_file(af_test_path("manifests/examples/policy.yaml"));
+    const char *key;
+    json_t *v;
+
+    ck_assert_uint_gt(json_array_size(obj_at(ex, "rollouts")), 0);
+    ck_assert_ptr_null(obj_at(base, "rollouts"));
+    json_object_del(ex, "rollouts");
+    json_object_foreach(base, key, v)
+        ck_assert_msg(json_equal(v, json_object_get(ex, key)), "manifests/examples/policy.yaml: "
+                      "'%s' differs from manifests/base/accelfit-policy.yaml's", key);
+    ck_assert_uint_eq(json_object_size(base), json_object_size(ex));
+    ck_assert_ptr_nonnull(obj_at(base, "tenants"));
+    ck_assert_ptr_nonnull(obj_at(base, "utilization"));
+    json_decref(base);
+    json_decref(ex);
+}
+END_TEST
 
 /* ---- the deployable kustomizations, end to end
  * ---------------------------------------------------- */
@@ -2188,6 +2603,7 @@ START_TEST(test_manifests_run_as_rendered)
     accelfit_start(&d, &api);
     names = node_names(&api);
 
+    check_utilization_degraded(&d);
     check_probes(&d);
     check_extender_verbs(&d, names);
     check_scheduler_tls(&d);
@@ -2195,6 +2611,7 @@ START_TEST(test_manifests_run_as_rendered)
     check_examples(&d, names);
     if (_i == 0)
         check_monitoring(&d);
+    check_policy(&d);
     check_rbac(&d, &api, names);
 
     json_decref(names);
@@ -2218,6 +2635,7 @@ static Suite *manifests_suite(bool kubectl)
     tcase_add_loop_test(files, test_scheduler_validation_refuses_what_kube_scheduler_refuses, 0,
                         AF_ARRAY_SIZE(invalid_cases));
     tcase_add_test(files, test_https_without_ca_is_refused);
+    tcase_add_test(files, test_examples_policy_is_the_base_plus_a_rollout);
     tcase_add_test(files, test_tls_scheduler_config_differs_only_in_tls);
     tcase_add_test(files, test_cluster_examples_match_what_accelfit_reads);
     tcase_add_test(files, test_dockerfile_paths_exist);

@@ -525,6 +525,7 @@ int af_service_costs(struct af_service *svc, struct af_buf *out)
     af_costs_unref(c);
 done:
     af_snapshot_unref(snap);
+    af_config_unref(cfg);
     return status;
 }
 
