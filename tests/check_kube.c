@@ -291,6 +291,178 @@ START_TEST(test_incluster_joins_host_port_and_finds_token)
 }
 END_TEST
 
+/* ---- loading rules (kubectl's): --kubeconfig, KUBECONFIG merged, in-cluster, ~/.kube/config ---- */
+
+/* Two files as `KUBECONFIG=one:two` merges them. */
+static const char kc_one[] =
+    "current-context: a\n"
+    "clusters:\n"
+    "- name: shared\n"
+    "  cluster: {server: 'https://one.example'}\n"
+    "contexts:\n"
+    "- name: a\n"
+    "  context: {cluster: shared, user: u1}\n"
+    "users:\n"
+    "- name: u1\n"
+    "  user: {token: tok-one}\n";
+static const char kc_two[] =
+    "current-context: b\n"
+    "clusters:\n"
+    "- name: shared\n"
+    "  cluster: {server: 'https://two.example'}\n"
+    "- name: only-two\n"
+    "  cluster: {server: 'https://only-two.example'}\n"
+    "contexts:\n"
+    "- name: a\n"
+    "  context: {cluster: only-two, user: u2}\n"
+    "- name: b\n"
+    "  context: {cluster: shared, user: u2}\n"
+    "users:\n"
+    "- name: u2\n"
+    "  user: {tokenFile: token}\n";
+
+/* A clean environment: HOME, KUBECONFIG, in-cluster variables and the SA dir under tmpdir. */
+static void rules_env(void)
+{
+    make_tmpdir();
+    ck_assert_int_eq(mkdir(tpath("home"), 0700), 0);
+    ck_assert_int_eq(mkdir(tpath("sa"), 0700), 0);
+    ck_assert_int_eq(mkdir(tpath("two"), 0700), 0);
+    setenv("HOME", tpath("home"), 1);
+    setenv("AF_SERVICEACCOUNT_DIR", tpath("sa"), 1);
+    unsetenv("KUBECONFIG");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
+static void rules_env_done(void)
+{
+    unsetenv("KUBECONFIG");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("AF_SERVICEACCOUNT_DIR");
+    rm_tmpdir();
+}
+
+START_TEST(test_kubeconfig_list_merges_first_wins)
+{
+    struct af_kube_source src = {0};
+    struct af_kube_conn *c;
+    struct af_error err;
+    char env[2048];
+
+    rules_env();
+    write_file(tpath("one"), kc_one, 0600);
+    write_file(tpath("two/config"), kc_two, 0600);
+    /* a missing file in the list is passed over, as kubectl does */
+    snprintf(env, sizeof(env), "%s:%s:%s", tpath("one"), tpath("missing"), tpath("two/config"));
+    setenv("KUBECONFIG", env, 1);
+
+    /* current-context from the first file that sets it; context a from the first file */
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "a");
+    ck_assert_str_eq(c->server, "https://one.example");
+    ck_assert_str_eq(c->token, "tok-one");
+    ck_assert_ptr_nonnull(strstr(c->origin, "KUBECONFIG="));
+    af_kube_conn_free(c);
+
+    /* a context only the second file has; its cluster "shared" is the first file's (first
+     * wins), its user the second file's with tokenFile relative to that file */
+    src.context = "b";
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "b");
+    ck_assert_str_eq(c->server, "https://one.example");
+    ck_assert_str_eq(c->token_file, tpath("two/token"));
+    af_kube_conn_free(c);
+
+    /* in the other order, the second file's values win */
+    snprintf(env, sizeof(env), "%s:%s", tpath("two/config"), tpath("one"));
+    setenv("KUBECONFIG", env, 1);
+    src.context = NULL;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "b");
+    ck_assert_str_eq(c->server, "https://two.example");
+    af_kube_conn_free(c);
+
+    /* --kubeconfig wins over KUBECONFIG */
+    src.kubeconfig = tpath("one");
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "a");
+    ck_assert_str_eq(c->server, "https://one.example");
+    ck_assert_ptr_nonnull(strstr(c->origin, "--kubeconfig"));
+    af_kube_conn_free(c);
+
+    /* no file of the list exists: an error naming the first */
+    snprintf(env, sizeof(env), "%s:%s", tpath("nope1"), tpath("nope2"));
+    setenv("KUBECONFIG", env, 1);
+    src.kubeconfig = NULL;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), AF_ENOENT);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err.text, "cannot read kubeconfig"), "got: %s", err.text);
+    ck_assert_msg(strstr(err.file, "nope1"), "got: %s", err.file);
+    rules_env_done();
+}
+END_TEST
+
+START_TEST(test_kubeconfig_fallbacks_incluster_then_home)
+{
+    struct af_kube_source src = {0};
+    struct af_kube_conn *c;
+    struct af_error err;
+
+    rules_env();
+    /* nothing anywhere: the error names every place tried */
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), AF_ENOENT);
+    ck_assert_msg(strstr(err.text, "KUBECONFIG is unset"), "got: %s", err.text);
+    ck_assert_msg(strstr(err.text, "KUBERNETES_SERVICE_HOST"), "got: %s", err.text);
+    ck_assert_msg(strstr(err.text, "/home/.kube/config does not exist"), "got: %s", err.text);
+
+    /* ~/.kube/config */
+    ck_assert_int_eq(mkdir(tpath("home/.kube"), 0700), 0);
+    write_file(tpath("home/.kube/config"), kc_two, 0600);
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://two.example");
+    ck_assert_ptr_nonnull(strstr(c->origin, "~/.kube/config"));
+    af_kube_conn_free(c);
+
+    /* the service host alone is not a pod: the token must be mounted too */
+    setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://two.example");
+    af_kube_conn_free(c);
+
+    /* in a pod, in-cluster comes before ~/.kube/config */
+    write_file(tpath("sa/token"), "sa-token\n", 0600);
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://10.100.0.1:443");
+    ck_assert_str_eq(c->token_file, tpath("sa/token"));
+    ck_assert_str_eq(c->origin, "in-cluster");
+    af_kube_conn_free(c);
+
+    /* ... but a --context names a kubeconfig entry */
+    src.context = "a";
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://only-two.example");
+    af_kube_conn_free(c);
+
+    /* and KUBECONFIG comes before in-cluster */
+    write_file(tpath("one"), kc_one, 0600);
+    setenv("KUBECONFIG", tpath("one"), 1);
+    src.context = NULL;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://one.example");
+    af_kube_conn_free(c);
+
+    /* --in-cluster is only in-cluster */
+    src.in_cluster = true;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://10.100.0.1:443");
+    af_kube_conn_free(c);
+    rules_env_done();
+}
+END_TEST
+
 /* ---- the fake API server -------------------------------------------------------------------- */
 
 struct server {
@@ -927,6 +1099,8 @@ Suite *af_kube_suite(void)
                         (int)AF_ARRAY_SIZE(bad_cases));
     tcase_add_test(tc, test_kubeconfig_env_first_of_colon_list);
     tcase_add_test(tc, test_incluster_joins_host_port_and_finds_token);
+    tcase_add_test(tc, test_kubeconfig_list_merges_first_wins);
+    tcase_add_test(tc, test_kubeconfig_fallbacks_incluster_then_home);
     suite_add_tcase(s, tc);
     TCase *e2e = tcase_create("reflector");
     tcase_set_timeout(e2e, 300);

@@ -23,18 +23,21 @@
 #define MAX_CLUSTER_FILE ((size_t)1 << 30)
 
 static const char usage[] =
-    "usage: accelfit serve [options] (--cluster FILE | --demo | --kubeconfig FILE | --in-cluster)\n"
+    "usage: accelfit serve [options] [--cluster FILE | --demo | --kubeconfig FILE | --in-cluster]\n"
     "\n"
     "Runs the kube-scheduler extender over HTTP: POST /filter, /prioritize, /preempt\n"
     "and /explain (also under --url-prefix), GET or HEAD /healthz, /readyz, /metrics\n"
     "and /explain?pod=NAMESPACE/NAME.\n"
     "\n"
-    "cluster source (exactly one):\n"
+    "cluster source (at most one; with none, the API server is found as kubectl finds it:\n"
+    "$KUBECONFIG (a merged colon-separated list), else in-cluster when the service-account\n"
+    "token is mounted, else ~/.kube/config):\n"
     "  --cluster FILE          serve a static cluster: a JSON or YAML List of Nodes and Pods\n"
     "                          (as `kubectl get nodes,pods -A -o json` prints)\n"
     "  --demo                  serve the embedded demo cluster (manifests/demo-cluster.yaml)\n"
     "  --kubeconfig FILE       list/watch Nodes and Pods from the API server of FILE\n"
-    "  --context NAME          kubeconfig context to use (default: current-context)\n"
+    "  --context NAME          kubeconfig context to use (default: current-context); also\n"
+    "                          applies to $KUBECONFIG and ~/.kube/config\n"
     "  --in-cluster            use the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
     "\n"
     "options:\n"
@@ -262,12 +265,11 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
                 return bad("--log-format must be text or json: '%s'", v);
         }
     }
-    if (sources == 0)
-        return bad("%s", "one of --cluster, --demo, --kubeconfig or --in-cluster is required");
     if (sources > 1)
         return bad("%s", "--cluster, --demo, --kubeconfig and --in-cluster exclude each other");
-    if (o->context && !o->kubeconfig)
-        return bad("%s", "--context needs --kubeconfig");
+    if (o->context && (o->in_cluster || o->cluster || o->demo))
+        return bad("%s", "--context names a kubeconfig context: it goes with --kubeconfig, "
+                         "$KUBECONFIG or ~/.kube/config");
     if (!o->http.tls_cert_file != !o->http.tls_key_file)
         return bad("%s", "--tls-cert-file and --tls-private-key-file go together");
     if (o->http.client_ca_file && !o->http.tls_cert_file)
@@ -350,11 +352,10 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
     struct af_error err;
     int rc;
 
+    struct af_kube_source src = {o->kubeconfig, o->context, o->in_cluster};
+
     memset(&err, 0, sizeof(err));
-    if (o->in_cluster)
-        rc = af_kube_incluster(&conn, &err);
-    else
-        rc = af_kubeconfig_load(&conn, o->kubeconfig, o->context, &err);
+    rc = af_kube_conn_resolve(&conn, &src, &err);
     if (rc != 0) {
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));
@@ -363,6 +364,8 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
                 msg[0] ? msg : af_strerror(rc));
         return 2;
     }
+    AF_LOG(AF_LOG_INFO, "cluster connection", "from", conn->origin ? conn->origin : "",
+           "context", conn->context ? conn->context : "", "server", conn->server, NULL);
     af_kube_options_default(&kopt);
     rc = af_kube_start(kube, conn, &kopt, holder, pub, st);
     if (rc != 0) {
