@@ -75,6 +75,15 @@ void af_watch_event_clear(struct af_watch_event *ev);
  */
 int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
                             size_t len, af_item_cb cb, void *ud, struct af_error *err) AF_MUST_CHECK;
+/*
+ * Reads and decodes the cluster file at `path`. Every error names the file and
+ * says what was expected and what was found: no such file, a directory, an
+ * empty file, malformed JSON or YAML (with line and column), a document that is
+ * not a List, Node or Pod (with the kind found). At most AF_CLUSTER_FILE_MAX bytes.
+ */
+#define AF_CLUSTER_FILE_MAX ((size_t)1 << 30)
+int af_codec_load_cluster_file(const struct af_config *cfg, const char *path, af_item_cb cb,
+                               void *ud, struct af_error *err) AF_MUST_CHECK;
 
 /* ---- extender/v1 ------------------------------------------------------------------------ */
 

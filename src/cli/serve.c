@@ -20,8 +20,6 @@
 #include "accelfit/util.h"
 #include "cli/cli.h"
 
-#define MAX_CLUSTER_FILE ((size_t)1 << 30)
-
 static const char usage[] =
     "usage: accelfit serve [options] [--cluster FILE | --demo | --kubeconfig FILE | --in-cluster]\n"
     "\n"
@@ -301,32 +299,19 @@ static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info 
 /* --cluster FILE / --demo: one snapshot, published once, marked synced. */
 static int load_static(const struct serve_opts *o, struct af_config *cfg, struct af_publisher *pub)
 {
-    struct af_buf file = AF_BUF_INIT(MAX_CLUSTER_FILE);
     struct af_error err;
     struct af_cache *cache;
     const char *name = o->demo ? "<embedded demo cluster>" : o->cluster;
-    const char *text;
-    size_t len;
     char nodes[32], pods[32];
     int rc;
 
     memset(&err, 0, sizeof(err));
-    if (o->demo) {
-        text = af_embedded_demo_cluster_yaml;
-        len = af_embedded_demo_cluster_yaml_len;
-    } else {
-        rc = af_buf_read_file(&file, o->cluster);
-        if (rc != 0) {
-            fprintf(stderr, "accelfit serve: cannot read cluster file '%s': %s\n", o->cluster,
-                    af_strerror(rc));
-            return 2;
-        }
-        text = file.buf ? file.buf : "";
-        len = file.len;
-    }
     cache = af_cache_new();
-    rc = af_codec_decode_cluster(cfg, name, text, len, upsert_item, cache, &err);
-    af_buf_release(&file);
+    if (o->demo)
+        rc = af_codec_decode_cluster(cfg, name, af_embedded_demo_cluster_yaml,
+                                     af_embedded_demo_cluster_yaml_len, upsert_item, cache, &err);
+    else
+        rc = af_codec_load_cluster_file(cfg, o->cluster, upsert_item, cache, &err);
     if (rc != 0) {
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));

@@ -11,11 +11,13 @@
  * The functions named af__codec_* are shared with extender.c (codec/internal.h);
  * json_t never leaves src/codec.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "accelfit/codec.h"
@@ -843,38 +845,113 @@ out:
 
 /* ---- cluster files ---------------------------------------------------------------------- */
 
-int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
-                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+#define CLUSTER_EXPECTED "a JSON or YAML List of Nodes and Pods, as `kubectl get nodes,pods -A -o json` prints"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = s ? strlen(s) : 0, m = strlen(suffix);
+    return n >= m && !strcasecmp(s + n - m, suffix);
+}
+
+/* JSON text to a tree; a syntax error names the file, line and column. */
+static int cluster_json(const char *name, const char *text, size_t len, json_t **out,
+                        struct af_error *err)
+{
+    json_error_t jerr;
+
+    *out = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
+    if (*out)
+        return 0;
+    return af_error_set(err, AF_EPARSE, name, jerr.line, jerr.column,
+                        "malformed JSON: %s (expected " CLUSTER_EXPECTED ")", jerr.text);
+}
+
+/* YAML text to a tree through af_yaml_to_json; a syntax error names line and column. */
+static int cluster_yaml(const char *name, const char *text, size_t len, json_t **out,
+                        struct af_error *err)
 {
     /* YAML aliases can make a small file expand: the JSON may be at most a few
      * times the YAML (plus a floor for tiny files). */
     struct af_buf js = AF_BUF_INIT(len < (SIZE_MAX - (64u << 20)) / 4 ? 4 * len + (64u << 20)
                                                                        : SIZE_MAX);
+    int rc = af_yaml_to_json(name, text, len, &js, err);
+
+    *out = NULL;
+    if (!rc) {
+        json_error_t jerr;
+        *out = json_loadb(js.buf ? js.buf : "null", js.buf ? js.len : 4,
+                          JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+        if (!*out)   /* the converter writes valid JSON; this is a bug if it happens */
+            rc = af_error_set(err, AF_EPARSE, name, 0, 0, "internal: YAML converted to bad "
+                              "JSON: %s", jerr.text);
+    }
+    af_buf_release(&js);
+    return rc;
+}
+
+/* What the top of a cluster file must be: a list of objects, a List, a Node or a Pod. */
+static int cluster_shape(const char *name, json_t *root, struct af_error *err)
+{
+    const char *kind;
+
+    if (json_is_null(root))
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "the file holds no document (expected " CLUSTER_EXPECTED ")");
+    if (json_is_array(root))
+        return 0;
+    if (!json_is_object(root))
+        return af_error_set(err, AF_ETYPE, name, 0, 0, "expected " CLUSTER_EXPECTED ", found a %s",
+                            af__codec_type_name(root));
+    kind = af__codec_get_str(root, "kind");
+    if (!kind && !af__codec_get(root, "items"))
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "expected " CLUSTER_EXPECTED ", found a mapping with neither kind "
+                            "nor items");
+    if (kind && strcmp(kind, "List") && strcmp(kind, "NodeList") && strcmp(kind, "PodList") &&
+        strcmp(kind, "Node") && strcmp(kind, "Pod"))
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "expected kind List, NodeList, PodList, Node or Pod, found kind "
+                            "'%.60s'",
+                            kind);
+    return 0;
+}
+
+int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
+                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+{
     struct af_error first = {0};
     json_t *root = NULL;
     size_t i = 0, skipped = 0;
     int rc;
 
+    if (!name)
+        name = "cluster";
     if (!text)
         return af_error_set(err, AF_EINVAL, name, 0, 0, "no input");
     while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
         i++;
-    if (i < len && (text[i] == '{' || text[i] == '[')) {
-        rc = af__codec_load(text, len, name ? name : "cluster", &root, err);
+    if (i == len)
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "the file is empty (expected " CLUSTER_EXPECTED ")");
+    if (ends_with(name, ".json")) {
+        rc = cluster_json(name, text, len, &root, err);
+    } else if (text[i] == '{' || text[i] == '[') {
+        /* JSON, or YAML in flow style, which starts the same way: a file not named .json
+         * that is not JSON is read as the YAML it may be (YAML is a superset of JSON). */
+        struct af_error jerr = {0};
+        rc = cluster_json(name, text, len, &root, &jerr);
+        if (rc)
+            rc = cluster_yaml(name, text, len, &root, err);
     } else {
-        rc = af_yaml_to_json(name ? name : "cluster", text, len, &js, err);
-        if (!rc)
-            rc = af__codec_load(js.buf ? js.buf : "null", js.buf ? js.len : 4,
-                                name ? name : "cluster", &root, err);
+        rc = cluster_yaml(name, text, len, &root, err);
     }
+    if (!rc)
+        rc = cluster_shape(name, root, err);
     if (!rc) {
-        if (json_is_null(root))
-            rc = 0; /* an empty document: no objects */
-        else
-            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, &skipped, &first);
+        rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, &skipped, &first);
         if (rc && err) {
             *err = first;
-            if (name && !err->file[0])
+            if (!err->file[0])
                 snprintf(err->file, sizeof(err->file), "%s", name);
         }
         /* One odd object must not keep the rest of the cluster out: skip it, loudly. */
@@ -883,10 +960,35 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
             af_error_format(&first, msg, sizeof(msg));
             snprintf(count, sizeof(count), "%zu", skipped);
             AF_LOG(AF_LOG_WARN, "cluster file: skipped objects that could not be decoded", "file",
-                   name ? name : "cluster", "skipped", count, "first", msg, NULL);
+                   name, "skipped", count, "first", msg, NULL);
         }
     }
     json_decref(root);
-    af_buf_release(&js);
+    return rc;
+}
+
+int af_codec_load_cluster_file(const struct af_config *cfg, const char *path, af_item_cb cb,
+                               void *ud, struct af_error *err)
+{
+    struct af_buf file = AF_BUF_INIT(AF_CLUSTER_FILE_MAX);
+    struct stat st;
+    int rc;
+
+    if (stat(path, &st) != 0)
+        return af_error_set(err, errno == ENOENT ? AF_ENOENT : AF_EIO, path, 0, 0,
+                            "%s (expected " CLUSTER_EXPECTED ")",
+                            errno == ENOENT ? "no such file" : strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return af_error_set(err, AF_EINVAL, path, 0, 0,
+                            "is a directory (expected a file holding " CLUSTER_EXPECTED ")");
+    rc = af_buf_read_file(&file, path);
+    if (rc == AF_ETOOBIG)
+        rc = af_error_set(err, rc, path, 0, 0, "larger than %zu MiB, the limit for a cluster file",
+                          (size_t)AF_CLUSTER_FILE_MAX >> 20);
+    else if (rc)
+        rc = af_error_set(err, rc, path, 0, 0, "cannot read: %s", af_strerror(rc));
+    if (!rc)
+        rc = af_codec_decode_cluster(cfg, path, file.buf ? file.buf : "", file.len, cb, ud, err);
+    af_buf_release(&file);
     return rc;
 }
