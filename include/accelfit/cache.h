@@ -104,6 +104,11 @@ struct af_cache_status {
     atomic_uint_least64_t pods;
     atomic_uint_least64_t events_posted;
     atomic_uint_least64_t events_dropped;
+    /* Snapshots built and published by the watch path, and the writer thread's time
+     * spent building them (under the cache lock) and publishing them. */
+    atomic_uint_least64_t snapshots_published;
+    atomic_uint_least64_t snapshot_build_ns;
+    atomic_uint_least64_t snapshot_build_max_ns;
 };
 
 #endif

@@ -17,6 +17,10 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
                              struct af_node_info **out, struct af_error *err);
 int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
                             struct af_error *err);
+/* One item of a List: decoded by its kind (or `def_kind` when it has none) and passed to
+ * `cb`; items of other kinds are ignored (0). Used by lists whole and streamed. */
+int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
+                        const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A request body (ExtenderArgs, preemption, /recommend, AdmissionReview): like
  * af__codec_load, but "\u0000" anywhere is refused with a message saying so, since a
  * name a C string would cut short must not stand for another. */

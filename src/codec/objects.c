@@ -636,6 +636,30 @@ static struct af_error *item_err(const size_t *skipped, struct af_error *err)
     return (!skipped || *skipped == 0) ? err : &scratch;
 }
 
+int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
+                        const char *def_kind, af_item_cb cb, void *ud, struct af_error *err)
+{
+    const char *kind = af__codec_get_str(it, "kind");
+    int rc = 0;
+
+    if (!kind)
+        kind = def_kind;
+    if (!kind)
+        return 0;
+    if (!strcmp(kind, "Node")) {
+        struct af_node_info *n;
+        rc = af__codec_node_from_json(cfg, it, where, &n, err);
+        if (!rc)
+            cb(ud, n, NULL);
+    } else if (!strcmp(kind, "Pod")) {
+        struct af_pod_info *p;
+        rc = af__codec_pod_from_json(it, where, &p, err);
+        if (!rc)
+            cb(ud, NULL, p);
+    }
+    return rc;
+}
+
 static int list_items(const struct af_config *cfg, json_t *arr, const char *where,
                       const char *def_kind, af_item_cb cb, void *ud, size_t *skipped,
                       struct af_error *err)
@@ -649,33 +673,14 @@ static int list_items(const struct af_config *cfg, json_t *arr, const char *wher
         return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an array, got %s", where,
                             af__codec_type_name(arr));
     json_array_foreach(arr, i, it) {
-        const char *kind = af__codec_get_str(it, "kind");
         char at[96];
         int rc;
-        if (!kind)
-            kind = def_kind;
-        if (!kind)
-            continue;
         snprintf(at, sizeof(at), "%s[%zu]", where, i);
-        if (!strcmp(kind, "Node")) {
-            struct af_node_info *n;
-            rc = af__codec_node_from_json(cfg, it, at, &n, item_err(skipped, err));
-            if (rc && !skipped)
-                return rc;
-            if (rc)
-                (*skipped)++;
-            else
-                cb(ud, n, NULL);
-        } else if (!strcmp(kind, "Pod")) {
-            struct af_pod_info *p;
-            rc = af__codec_pod_from_json(it, at, &p, item_err(skipped, err));
-            if (rc && !skipped)
-                return rc;
-            if (rc)
-                (*skipped)++;
-            else
-                cb(ud, NULL, p);
-        }
+        rc = af__codec_list_item(cfg, it, at, def_kind, cb, ud, item_err(skipped, err));
+        if (rc && !skipped)
+            return rc;
+        if (rc)
+            (*skipped)++;
     }
     return 0;
 }
@@ -739,26 +744,19 @@ int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, siz
                               af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
                               struct af_error *err)
 {
-    json_t *root;
+    struct af_list_stream *s;
     int rc;
 
     if (rv)
         *rv = NULL;
     if (cont)
         *cont = NULL;
-    rc = af__codec_load(json, len, "list", &root, err);
-    if (rc)
-        return rc;
-    rc = decode_list_json(cfg, root, cb, ud, rv, cont, skipped, err);
-    if (rc && rv) {
-        af_free(*rv);
-        *rv = NULL;
-    }
-    if (rc && cont) {
-        af_free(*cont);
-        *cont = NULL;
-    }
-    json_decref(root);
+    if (!json)
+        return af_error_set(err, AF_EINVAL, "", 0, 0, "list: no input");
+    s = af_list_stream_new(cfg, skipped != NULL, cb, ud);
+    (void)af_list_stream_feed(s, json, len);
+    rc = af_list_stream_finish(s, rv, cont, skipped, err);
+    af_list_stream_free(s);
     return rc;
 }
 

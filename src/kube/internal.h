@@ -19,7 +19,6 @@
 #include "accelfit/util.h"
 
 #define MAX_EVENT_BYTES (16u << 20)        /* one watch event */
-#define MAX_LIST_BYTES ((size_t)2 << 30)   /* one LIST page (rv=0 ignores limit) */
 #define TOKEN_FILE_MAX_AGE_NS (60ull * 1000000000ull)
 #define EVENT_QUEUE_MAX 256
 #define EVENT_DEDUP_WINDOW_S 600.0
@@ -40,6 +39,7 @@ struct ev_seen {
 };
 
 struct af_kube;
+struct list_items;
 
 struct reflector {
     struct af_kube *k;
@@ -50,7 +50,9 @@ struct reflector {
     bool listed;               /* a full list of this kind was applied */
     bool up;
     /* per-transfer state */
-    struct af_buf body;        /* LIST body / error body */
+    struct af_buf body;        /* the start of an error body, for the log */
+    struct af_list_stream *list;   /* the LIST being decoded as it arrives */
+    struct list_items *batch;  /* its decoded items not yet applied */
     struct af_buf line;        /* partial watch line */
     bool streaming;            /* 200 watch: parse lines */
     bool expired;              /* in-band ERROR 410 */

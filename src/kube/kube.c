@@ -157,7 +157,7 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
         r->kind = (enum af_kind)i;
         r->h = curl_easy_init();
         af_assert(r->h);
-        af_buf_init(&r->body, MAX_LIST_BYTES);
+        af_buf_init(&r->body, 64u << 10);
         af_buf_init(&r->line, MAX_EVENT_BYTES);
     }
     pthread_create(&k->publisher, NULL, af__kube_publisher_main, k);

@@ -8,6 +8,9 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,17 +72,6 @@ static const char *kind_name(enum af_kind kind)
 
 #define POD_FIELD_SELECTOR "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
 
-static size_t body_cb(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct reflector *r = ud;
-    size_t n = size * nmemb;
-    if (af_buf_add(&r->body, ptr, n)) {
-        r->failed = true;
-        return 0;
-    }
-    return n;
-}
-
 struct list_items {
     struct af_node_info **nodes;
     size_t n_nodes, cap_nodes;
@@ -98,6 +90,48 @@ static void list_item_cb(void *ud, struct af_node_info *node, struct af_pod_info
         AF_GROW(li->pods, li->cap_pods, li->n_pods + 1);
         li->pods[li->n_pods++] = pod;
     }
+}
+
+static void update_counts(struct af_kube *k);
+
+/* Applies the decoded items to the cache (one lock for the batch) and empties the batch. */
+static void apply_items(struct reflector *r, struct list_items *li)
+{
+    struct af_kube *k = r->k;
+    if (!li->n_nodes && !li->n_pods)
+        return;
+    pthread_mutex_lock(&k->cache_lock);
+    for (size_t i = 0; i < li->n_nodes; i++)
+        af_cache_upsert_node(k->cache, li->nodes[i]);
+    for (size_t i = 0; i < li->n_pods; i++)
+        af_cache_upsert_pod(k->cache, li->pods[i]);
+    update_counts(k);
+    pthread_mutex_unlock(&k->cache_lock);
+    li->n_nodes = li->n_pods = 0;
+}
+
+#define LIST_APPLY_BATCH 256
+
+/*
+ * LIST bodies are decoded as they arrive (af_list_stream) and applied in batches: the
+ * page is never held whole. Other answers keep a little of their body for the log.
+ */
+static size_t body_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct reflector *r = ud;
+    size_t n = size * nmemb;
+    if (!r->http_status)
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
+    if (r->http_status != 200 || !r->list) {
+        if (r->body.len < 4096 &&
+            af_buf_add(&r->body, ptr, n < 4096 - r->body.len ? n : 4096 - r->body.len))
+            return 0;
+        return n;
+    }
+    (void)af_list_stream_feed(r->list, ptr, n);
+    if (r->batch->n_nodes + r->batch->n_pods >= LIST_APPLY_BATCH)
+        apply_items(r, r->batch);
+    return n;
 }
 
 static void update_counts(struct af_kube *k)
@@ -127,6 +161,7 @@ static int do_get(struct reflector *r, const char *pq, struct creds *c)
     char *url;
     af_buf_reset(&r->body);
     r->failed = false;
+    r->http_status = 0;
     struct curl_slist *hdr = af__kube_http_setup(k, r->h, pq, c, &url);
     curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, body_cb);
@@ -185,14 +220,39 @@ static int do_list(struct reflector *r, const char *rv0)
             rc = af_buf_puts(&pq, POD_FIELD_SELECTOR "&");
         af_assert(rc == 0);
         pq.buf[--pq.len] = '\0'; /* trailing & or ? */
+        struct list_items li = {0};
+        struct af_config *cfg = af_config_holder_get(k->cfg);
         af__kube_creds_get(k, &c);
+        r->list = af_list_stream_new(cfg, true, list_item_cb, &li);
+        r->batch = &li;
         rc = do_get(r, pq.buf, &c);
         af_buf_release(&pq);
         if (!rc && r->http_status == 401)
             af__kube_creds_invalidate(k, c.gen);
         af__kube_creds_clear(&c);
-        if (rc)
+        struct af_error err;
+        memset(&err, 0, sizeof(err));
+        char *page_rv = NULL;
+        size_t skipped = 0;
+        int lrc = 0;
+        if (!rc && r->http_status == 200) {
+            free(cont);
+            cont = NULL;
+            lrc = af_list_stream_finish(r->list, &page_rv, &cont, &skipped, &err);
+        }
+        af_list_stream_free(r->list);
+        r->list = NULL;
+        r->batch = NULL;
+        af_config_unref(cfg);
+        /* what was decoded is applied, even from a page that then failed (the relist
+         * does not complete, so nothing is swept) */
+        apply_items(r, &li);
+        free(li.nodes);
+        free(li.pods);
+        if (rc) {
+            free(page_rv);
             break;
+        }
         if (r->http_status == 410 && cont && !retried_full) {
             /* continue token expired: one full (unpaginated) consistent list */
             AF_LOG(AF_LOG_INFO, "continue token expired; full list", "kind", kind_name(r->kind),
@@ -214,33 +274,13 @@ static int do_list(struct reflector *r, const char *rv0)
             rc = status_to_rc(r->http_status);
             break;
         }
-        struct list_items li = {0};
-        struct af_error err;
-        memset(&err, 0, sizeof(err));
-        char *page_rv = NULL;
-        free(cont);
-        cont = NULL;
-        struct af_config *cfg = af_config_holder_get(k->cfg);
-        size_t skipped = 0;
-        rc = af_codec_decode_list_skip(cfg, r->body.buf, r->body.len, list_item_cb, &li,
-                                       &page_rv, &cont, &skipped, &err);
-        af_config_unref(cfg);
+        rc = lrc;
         if (!rc && skipped) {
             char n[24];
             snprintf(n, sizeof(n), "%zu", skipped);
             AF_LOG(AF_LOG_WARN, "skipped undecodable objects in list", "kind",
                    kind_name(r->kind), "count", n, "first", err.text, NULL);
         }
-        af_buf_release(&r->body);
-        pthread_mutex_lock(&k->cache_lock);
-        for (size_t i = 0; i < li.n_nodes; i++)
-            af_cache_upsert_node(k->cache, li.nodes[i]);
-        for (size_t i = 0; i < li.n_pods; i++)
-            af_cache_upsert_pod(k->cache, li.pods[i]);
-        update_counts(k);
-        pthread_mutex_unlock(&k->cache_lock);
-        free(li.nodes);
-        free(li.pods);
         if (rc) {
             AF_LOG(AF_LOG_ERROR, "cannot decode list", "kind", kind_name(r->kind), "error",
                    err.text, NULL);
@@ -274,6 +314,11 @@ static int do_list(struct reflector *r, const char *rv0)
         AF_LOG(AF_LOG_INFO, "listed", "kind", kind_name(r->kind), "resourceVersion", r->rv,
                NULL);
         mark_dirty(k);
+#ifdef __GLIBC__
+        /* Decoding a list frees as much as it allocates, spread over this thread's arena;
+         * give the free pages back rather than keep the peak resident. */
+        malloc_trim(0);
+#endif
     }
     free(cont);
     free(rv);
@@ -569,10 +614,16 @@ void *af__kube_publisher_main(void *arg)
         }
         k->dirty = false;
         pthread_mutex_unlock(&k->lock);
+        uint64_t t0 = af_now_ns();
         pthread_mutex_lock(&k->cache_lock);
         struct af_snapshot *s = af_cache_snapshot(k->cache);
         pthread_mutex_unlock(&k->cache_lock);
         af_publisher_publish(k->pub, s);
+        uint64_t took = af_now_ns() - t0;
+        atomic_fetch_add(&k->st->snapshots_published, 1);
+        atomic_fetch_add(&k->st->snapshot_build_ns, took);
+        if (took > atomic_load(&k->st->snapshot_build_max_ns))
+            atomic_store(&k->st->snapshot_build_max_ns, took);
         pthread_mutex_lock(&k->lock);
     }
     pthread_mutex_unlock(&k->lock);
