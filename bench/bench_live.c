@@ -59,6 +59,26 @@ static void die(const char *what)
     exit(1);
 }
 
+/* CPU seconds (user + system) `pid` has used. */
+static double cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long ut = 0, st = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    /* fields after the command: state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* VmRSS and VmHWM of `pid`, in kB. */
 static void mem_kb(pid_t pid, long *rss, long *hwm)
 {
@@ -234,7 +254,7 @@ static void run_point(const char *accelfit, int nodes, int pods, double churn_s)
     char kc[128], url[128], admin[128];
     CURL *h = curl_easy_init();
     long rss, hwm, steady_rss;
-    double t0, sync_s = -1;
+    double t0, sync_s = -1, sync_cpu = 0;
 
     printf("\n== %d nodes, %d pods%s\n", nodes, pods, churn_s > 0 ? ", then churn" : "");
     fflush(stdout);
@@ -262,6 +282,7 @@ static void run_point(const char *accelfit, int nodes, int pods, double churn_s)
     while (now_s() - t0 < 300) {
         if (http(h, url, NULL, &resp) == 200) {
             sync_s = now_s() - t0;
+            sync_cpu = cpu_s(pid);
             break;
         }
         int st;
@@ -276,9 +297,9 @@ static void run_point(const char *accelfit, int nodes, int pods, double churn_s)
 
     /* bytes the server sent for the lists, as a sanity check of the object sizes */
     snprintf(admin, sizeof(admin), "http://127.0.0.1:%d/stats", srv.admin_port);
-    printf("sync %.2f s; resident after sync: steady %.1f MiB, peak (VmHWM) %.1f MiB "
-           "(peak/steady %.2f)\n",
-           sync_s, steady_rss / 1024.0, hwm / 1024.0, (double)hwm / (double)steady_rss);
+    printf("sync %.2f s (accelfit used %.2f s of CPU); resident "
+           "after sync: steady %.1f MiB, peak (VmHWM) %.1f MiB (peak/steady %.2f)\n",
+           sync_s, sync_cpu, steady_rss / 1024.0, hwm / 1024.0, (double)hwm / (double)steady_rss);
 
     if (churn_s > 0) {
         char *body = filter_body(nodes);

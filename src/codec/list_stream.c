@@ -156,16 +156,87 @@ static int decide_kind(struct af_list_stream *s, json_t *root)
     return 0;
 }
 
+/* The end of the object or array starting at text[at] (balanced, strings skipped), or 0. */
+static size_t container_end(const char *text, size_t at, size_t len)
+{
+    bool in_str = false, esc = false;
+    int depth = 0;
+    for (size_t j = at; j < len; j++) {
+        char c = text[j];
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return j + 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Replaces the values of the members `key` (with its quotes, e.g. "\"managedFields\"")
+ * by null, in place: big, and never read (metadata.managedFields, a Node's
+ * status.images are a third of a Node's JSON). A match is a member only where a key can
+ * be: after '{' or ',' (a quote inside a string is always escaped, so the text cannot
+ * be inside one). Returns the new length.
+ */
+static size_t cut_member(char *text, size_t len, const char *key)
+{
+    size_t klen = strlen(key), at = 0;
+    char *p;
+
+    while (at < len && (p = memmem(text + at, len - at, key, klen))) {
+        size_t k = (size_t)(p - text), v = k + klen, end;
+        size_t b = k;
+        at = k + klen;
+        while (b > 0 && ws(text[b - 1]))
+            b--;
+        if (b == 0 || (text[b - 1] != ',' && text[b - 1] != '{'))
+            continue;
+        while (v < len && ws(text[v]))
+            v++;
+        if (v >= len || text[v] != ':')
+            continue;
+        v++;
+        while (v < len && ws(text[v]))
+            v++;
+        if (v >= len || (text[v] != '[' && text[v] != '{') || !(end = container_end(text, v, len)))
+            continue;
+        if (end - v < 4)
+            continue;                    /* "[]", "{}": nothing to gain */
+        memcpy(text + v, "null", 4);
+        memmove(text + v + 4, text + end, len - end);
+        len -= (end - v) - 4;
+        at = v + 4;
+    }
+    return len;
+}
+
 /* One element's text: parse, decode, hand over (or count as skipped), free. */
-static int decode_item(struct af_list_stream *s, const char *text, size_t len)
+static int decode_item(struct af_list_stream *s, char *text, size_t len)
 {
     json_t *it;
     char where[48];
     int rc;
 
-    if (af__codec_load(text, len, "list item", &it, &s->item_err))
-        return fail(s, af_error_set(&s->err, AF_EPARSE, "", 0, 0, "items[%zu]: %s",
-                                    s->n_items, s->item_err.text));
+    json_error_t jerr;
+
+    len = cut_member(text, len, "\"managedFields\"");
+    len = cut_member(text, len, "\"images\"");
+    /* as af__codec_load, but an item may be any value (null and literals are ignored) */
+    it = json_loadb(text, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    if (!it)
+        return fail(s, af_error_set(&s->err, AF_EPARSE, "", 0, 0,
+                                    "list is not JSON: items[%zu]: %s at column %d", s->n_items,
+                                    jerr.text, jerr.column));
     snprintf(where, sizeof(where), "items[%zu]", s->n_items);
     s->n_items++;
     rc = af__codec_list_item(s->cfg, it, where, s->def_kind, s->cb, s->ud,
@@ -248,6 +319,48 @@ static bool value_byte(struct af_list_stream *s, struct af_buf *b, char c, bool 
     return false;
 }
 
+/*
+ * The fast path of value_byte for an object or array already begun: copies the run of
+ * data[at..len) that belongs to it in one piece. Returns the index after the run; *done
+ * when the value ended there.
+ */
+static size_t container_run(struct af_list_stream *s, struct af_buf *b, const char *data,
+                           size_t at, size_t len, bool *done, int *rc)
+{
+    size_t j = at;
+    bool in_str = s->in_str, esc = s->esc;
+    int depth = s->depth;
+
+    *done = false;
+    while (j < len) {
+        char c = data[j++];
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) {
+                *done = true;
+                break;
+            }
+        }
+    }
+    s->in_str = in_str;
+    s->esc = esc;
+    s->depth = depth;
+    if (af_buf_add(b, data + at, j - at))
+        *rc = fail(s, af_error_set(&s->err, AF_ETOOBIG, "", 0, 0,
+                                   "list: an item exceeds %zu bytes", b->cap));
+    return j;
+}
+
 /* Starts copying a value whose first byte is `c`. */
 static void value_start(struct af_list_stream *s, char c)
 {
@@ -327,6 +440,13 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
                 s->state = S_AFTER_VAL;
             break;
         case S_VAL:
+            if (s->first == '{' || s->first == '[') {
+                bool done;
+                i = container_run(s, &s->rest, data, i, len, &done, &rc) - 1;
+                if (done)
+                    s->state = S_AFTER_VAL;
+                break;
+            }
             if (value_byte(s, &s->rest, c, &again, &rc)) {
                 s->state = S_AFTER_VAL;
                 if (again)
@@ -362,6 +482,15 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             }
             break;
         case S_ITEM:
+            if (s->first == '{' || s->first == '[') {
+                bool done;
+                i = container_run(s, &s->item, data, i, len, &done, &rc) - 1;
+                if (done && !s->rc) {
+                    s->state = S_AFTER_ITEM;
+                    rc = item_done(s);
+                }
+                break;
+            }
             if (value_byte(s, &s->item, c, &again, &rc)) {
                 s->state = S_AFTER_ITEM;
                 if (again)
