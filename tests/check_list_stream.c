@@ -99,6 +99,12 @@ static const char *const lists[] = {
     "{\"kind\":\"NodeList\",\"items\":[{\"metadata\":{\"name\":\"a,\\\"images\\\":[1,2]\","
     "\"managedFields\":[{\"manager\":\"x\",\"fieldsV1\":{\"f:metadata\":{\"}\":{}}}}]},"
     "\"status\":{\"images\" : [{\"names\":[\"i]\"]}],\"allocatable\":{\"nvidia.com/gpu\":\"2\"}}}]}",
+    /* unread members cut (env, ports, volumes, tolerations), short ones and strings kept */
+    "{\"kind\":\"PodList\",\"items\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\","
+    "\"labels\":{\"env\":\"prod\",\"volumes\":\"[x]\"}},\"spec\":{\"nodeName\":\"a\","
+    "\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}}],\"containers\":[{\"name\":\"c\","
+    "\"env\" :\n [{\"name\":\"A\",\"value\":\"}]\\\\\"}],\"ports\":[],\"resources\":{"
+    "\"requests\":{\"cpu\":\"2\"}}}],\"tolerations\":[{\"key\":\"k\"}]}}]}",
     /* errors: a Status, a wrong kind, items not an array, not JSON, cut short, trailing */
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"too old\","
     "\"reason\":\"Expired\",\"code\":410}",
@@ -125,6 +131,7 @@ static const struct {
     {0, "node:x:0\npod:z/y:-:0\n", NULL, 0, NULL},
     {0, "node:solo:1\n", NULL, 0, NULL},
     {0, "node:a,\"images\":[1,2]:2\n", NULL, 0, NULL},
+    {0, "pod:n/p:a:2000\n", NULL, 0, NULL},
     {AF_EEXPIRED, "", NULL, 0, "Status 410 Expired: too old"},
     {AF_EINVAL, "", NULL, 0, "kind: expected NodeList, PodList or List, got 'ConfigMapList'"},
     {AF_ETYPE, "", NULL, 0, "items: expected an array, got object"},

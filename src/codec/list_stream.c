@@ -182,42 +182,73 @@ static size_t container_end(const char *text, size_t at, size_t len)
 }
 
 /*
- * Replaces the values of the members `key` (with its quotes, e.g. "\"managedFields\"")
- * by null, in place: big, and never read (metadata.managedFields, a Node's
- * status.images are a third of a Node's JSON). A match is a member only where a key can
- * be: after '{' or ',' (a quote inside a string is always escaped, so the text cannot
- * be inside one). Returns the new length.
+ * Members the decoder never reads, big enough to be worth not parsing: the Kubernetes
+ * bookkeeping (managedFields), a Node's images, addresses and nodeInfo, a Pod's volumes,
+ * and per-container env, mounts, ports and probes, tolerations and affinity. Only object
+ * and array values are cut; a label or annotation that happens to have one of these
+ * names has a string value and is kept. None of these names is a key, with an object or
+ * array value, anywhere the decoder reads (resources, ownerReferences, conditions,
+ * containerStatuses).
  */
-static size_t cut_member(char *text, size_t len, const char *key)
+static bool unread_key(const char *k, size_t n)
 {
-    size_t klen = strlen(key), at = 0;
-    char *p;
+    static const char *const keys[] = {
+        "managedFields", "images",        "addresses",      "nodeInfo",
+        "volumes",       "volumeMounts",  "env",            "envFrom",
+        "ports",         "tolerations",   "affinity",       "livenessProbe",
+        "readinessProbe", "startupProbe", "topologySpreadConstraints",
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++)
+        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n))
+            return true;
+    return false;
+}
 
-    while (at < len && (p = memmem(text + at, len - at, key, klen))) {
-        size_t k = (size_t)(p - text), v = k + klen, end;
-        size_t b = k;
-        at = k + klen;
-        while (b > 0 && ws(text[b - 1]))
-            b--;
-        if (b == 0 || (text[b - 1] != ',' && text[b - 1] != '{'))
-            continue;
-        while (v < len && ws(text[v]))
-            v++;
-        if (v >= len || text[v] != ':')
-            continue;
-        v++;
-        while (v < len && ws(text[v]))
-            v++;
-        if (v >= len || (text[v] != '[' && text[v] != '{') || !(end = container_end(text, v, len)))
-            continue;
-        if (end - v < 4)
-            continue;                    /* "[]", "{}": nothing to gain */
-        memcpy(text + v, "null", 4);
-        memmove(text + v + 4, text + end, len - end);
-        len -= (end - v) - 4;
-        at = v + 4;
+/*
+ * Replaces the object and array values of unread members (above) by null, in place,
+ * in one pass over the item. Returns the new length. The text is balanced (the
+ * scanner found its end); if it is not JSON, jansson still says so afterwards.
+ */
+static size_t cut_unread(char *text, size_t len)
+{
+    size_t r = 0, w = 0, key_at = 0;
+    bool in_str = false, esc = false;
+
+    while (r < len) {
+        char c = text[r];
+        text[w++] = c;
+        r++;
+        if (in_str) {
+            if (esc) {
+                esc = false;
+            } else if (c == '\\') {
+                esc = true;
+            } else if (c == '"') {
+                in_str = false;
+                /* a key: the string is followed by ':' */
+                size_t v = r, klen = w - 1 - key_at;
+                while (v < len && ws(text[v]))
+                    v++;
+                if (v >= len || text[v] != ':' || !unread_key(text + key_at, klen))
+                    continue;
+                v++;
+                while (v < len && ws(text[v]))
+                    v++;
+                if (v >= len || (text[v] != '[' && text[v] != '{'))
+                    continue;
+                size_t end = container_end(text, v, len);
+                if (!end || end - r < 5)
+                    continue;                   /* ":[]" is shorter than ":null" */
+                memcpy(text + w, ":null", 5);   /* w <= r, so this stays in text[..end) */
+                w += 5;
+                r = end;
+            }
+        } else if (c == '"') {
+            in_str = true;
+            key_at = w;
+        }
     }
-    return len;
+    return w;
 }
 
 /* One element's text: parse, decode, hand over (or count as skipped), free. */
@@ -229,8 +260,7 @@ static int decode_item(struct af_list_stream *s, char *text, size_t len)
 
     json_error_t jerr;
 
-    len = cut_member(text, len, "\"managedFields\"");
-    len = cut_member(text, len, "\"images\"");
+    len = cut_unread(text, len);
     /* as af__codec_load, but an item may be any value (null and literals are ignored) */
     it = json_loadb(text, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (!it)
