@@ -75,7 +75,8 @@ struct af_kube_source {
  * a kubeconfig entry); else ~/.kube/config. The service-account directory is
  * /var/run/secrets/kubernetes.io/serviceaccount unless AF_SERVICEACCOUNT_DIR
  * names another (for tests). Every command that talks to the API server uses
- * this. When nothing is found the error names each place that was tried.
+ * this. When nothing is found the error names each place that was tried; an error
+ * in a file that was found (or in the in-cluster files) is that file's error.
  */
 int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source *src,
                          struct af_error *err) AF_MUST_CHECK;

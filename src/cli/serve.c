@@ -345,7 +345,10 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));
         fprintf(stderr, "accelfit serve: %s: %s\n",
-                o->in_cluster ? "cannot configure in-cluster access" : "cannot load kubeconfig",
+                o->in_cluster   ? "cannot configure in-cluster access"
+                : o->kubeconfig ? "cannot load kubeconfig"
+                                : "no cluster to connect to (--cluster FILE and --demo serve "
+                                  "without one)",
                 msg[0] ? msg : af_strerror(rc));
         return 2;
     }

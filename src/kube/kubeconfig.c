@@ -556,8 +556,8 @@ int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source 
         char *path = af_xasprintf("%s/.kube/config", home);
         if (access(path, F_OK) != 0) {
             rc = af_error_set(err, AF_ENOENT, "", 0, 0,
-                              "no cluster to connect to: no --kubeconfig, KUBECONFIG is unset, "
-                              "not in a cluster (%s), and %s does not exist",
+                              "no --kubeconfig, KUBECONFIG is unset, not in a cluster (%s), "
+                              "and %s does not exist",
                               getenv("KUBERNETES_SERVICE_HOST")
                                   ? "no service-account token"
                                   : "KUBERNETES_SERVICE_HOST is unset",
@@ -569,8 +569,8 @@ int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source 
         free(path);
     } else {
         return af_error_set(err, AF_ENOENT, "", 0, 0,
-                            "no cluster to connect to: no --kubeconfig, and KUBECONFIG, "
-                            "KUBERNETES_SERVICE_HOST and HOME are unset");
+                            "no --kubeconfig, and KUBECONFIG, KUBERNETES_SERVICE_HOST and "
+                            "HOME are unset");
     }
     rc = af_kubeconfig_load(out, src->kubeconfig, src->context, err);
     if (!rc)
