@@ -131,28 +131,10 @@ static json_t *rest_object(struct af_list_stream *s)
 /* What kind of list this is, from the members seen so far: sets ->def_kind, or fails. */
 static int decide_kind(struct af_list_stream *s, json_t *root)
 {
-    const char *kind = af__codec_get_str(root, "kind");
-
-    if (kind && !strcmp(kind, "Status")) {
-        /* The API server answered with an error instead of a list (410 Expired on a stale
-         * continue token or resourceVersion). */
-        json_t *code = af__codec_get(root, "code");
-        json_int_t c = json_is_integer(code) ? json_integer_value(code) : 0;
-        const char *reason = af__codec_get_str(root, "reason");
-        const char *msg = af__codec_get_str(root, "message");
-        return fail(s, af_error_set(&s->err, c == 410 ? AF_EEXPIRED : AF_EHTTP, "", 0, 0,
-                                    "list: the API server returned Status %lld %.40s: %.200s",
-                                    (long long)c, reason ? reason : "", msg ? msg : ""));
-    }
-    if (kind && strcmp(kind, "NodeList") && strcmp(kind, "PodList") && strcmp(kind, "List") &&
-        strcmp(kind, "Node") && strcmp(kind, "Pod"))
-        return fail(s, af_error_set(&s->err, AF_EINVAL, "", 0, 0,
-                                    "kind: expected NodeList, PodList or List, got '%.60s'",
-                                    kind));
-    s->def_kind = !kind ? NULL : !strcmp(kind, "NodeList") ? "Node"
-                               : !strcmp(kind, "PodList")  ? "Pod"
-                                                           : NULL;
-    s->kind_known = kind != NULL;
+    int rc = af__codec_list_kind(root, &s->def_kind, &s->err);
+    if (rc)
+        return fail(s, rc);
+    s->kind_known = af__codec_get_str(root, "kind") != NULL;
     return 0;
 }
 
@@ -209,7 +191,7 @@ static bool unread_key(const char *k, size_t n)
  * in one pass over the item. Returns the new length. The text is balanced (the
  * scanner found its end); if it is not JSON, jansson still says so afterwards.
  */
-static size_t cut_unread(char *text, size_t len)
+size_t af__codec_cut_unread(char *text, size_t len)
 {
     size_t r = 0, w = 0, key_at = 0;
     bool in_str = false, esc = false;
@@ -260,7 +242,7 @@ static int decode_item(struct af_list_stream *s, char *text, size_t len)
 
     json_error_t jerr;
 
-    len = cut_unread(text, len);
+    len = af__codec_cut_unread(text, len);
     /* as af__codec_load, but an item may be any value (null and literals are ignored) */
     it = json_loadb(text, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (!it)
