@@ -602,15 +602,13 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
 
     s->n_pods = c->pods.n;
     s->pods = af_xmalloc((s->n_pods + 1) * sizeof(*s->pods));
-    s->pod_index_size = pow2_for(s->n_pods);
-    s->pod_index = af_xcalloc(s->pod_index_size, sizeof(uint32_t));
-    for (size_t i = 0; i < s->n_pods; i++) {
+    for (size_t i = 0; i < s->n_pods; i++)
         s->pods[i] = af_pod_info_ref(c->pods.pods[i]);
-        size_t pos = c->pods.meta[i].hash & (s->pod_index_size - 1);
-        while (s->pod_index[pos])
-            pos = (pos + 1) & (s->pod_index_size - 1);
-        s->pod_index[pos] = (uint32_t)i + 1;
-    }
+    /* The cache's own index has the snapshot's layout (slot + 1 into the same dense
+     * order, the same hash, linear probing): copied, not rebuilt. */
+    s->pod_index_size = c->pods.ix.size;
+    s->pod_index = af_xmalloc(s->pod_index_size * sizeof(uint32_t));
+    memcpy(s->pod_index, c->pods.ix.t, s->pod_index_size * sizeof(uint32_t));
 
     s->n_managed = c->managed.n;
     s->managed = af_xmalloc((s->n_managed + 1) * sizeof(*s->managed));
