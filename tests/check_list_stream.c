@@ -11,6 +11,7 @@
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/util.h"
+#include "codec/internal.h"
 #include "support/support.h"
 
 static struct af_config *cfg;
@@ -205,6 +206,41 @@ START_TEST(test_recorded_lists_stream_like_whole)
 }
 END_TEST
 
+/* Exactly the unread members' object and array values become null; nothing else moves. */
+static const struct {
+    const char *in, *out;
+} cuts[] = {
+    {"{\"a\":1}", "{\"a\":1}"},
+    {"{\"env\":[{\"name\":\"A\"}],\"resources\":{\"requests\":{\"cpu\":\"1\"}}}",
+     "{\"env\":null,\"resources\":{\"requests\":{\"cpu\":\"1\"}}}"},
+    /* two cuts in a row: the second key is read where it is, before the text moves */
+    {"{\"volumes\":[{\"x\":\"]\"}],\"env\" : [1,2,3],\"resources\":{\"limits\":{}},"
+     "\"ports\":[{\"p\":80}],\"name\":\"c\"}",
+     "{\"volumes\":null,\"env\":null,\"resources\":{\"limits\":{}},\"ports\":null,\"name\":\"c\"}"},
+    /* strings: a label named env, a value naming a key, escaped quotes and backslashes */
+    {"{\"labels\":{\"env\":\"prod\",\"x\":\"\\\"env\\\":[1,2,3]\",\"y\":\"a\\\\\"},"
+     "\"managedFields\":[{\"f:\\\"q\":{}}]}",
+     "{\"labels\":{\"env\":\"prod\",\"x\":\"\\\"env\\\":[1,2,3]\",\"y\":\"a\\\\\"},"
+     "\"managedFields\":null}"},
+    /* too short to gain, or not a container: kept */
+    {"{\"env\":[],\"ports\":{},\"images\":null,\"volumes\":\"v\"}",
+     "{\"env\":[],\"ports\":{},\"images\":null,\"volumes\":\"v\"}"},
+    /* not balanced, not closed: left alone */
+    {"{\"env\":[1,2,3", "{\"env\":[1,2,3"},
+    {"{\"env", "{\"env"},
+};
+
+START_TEST(test_cut_unread_members)
+{
+    char buf[512];
+    size_t n = strlen(cuts[_i].in);
+    memcpy(buf, cuts[_i].in, n + 1);
+    n = af__codec_cut_unread(buf, n);
+    buf[n] = '\0';
+    ck_assert_str_eq(buf, cuts[_i].out);
+}
+END_TEST
+
 Suite *af_list_stream_suite(void);
 Suite *af_list_stream_suite(void)
 {
@@ -213,6 +249,7 @@ Suite *af_list_stream_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_pieces_of_every_size_decode_alike, 0, (int)AF_ARRAY_SIZE(lists));
     tcase_add_test(tc, test_recorded_lists_stream_like_whole);
+    tcase_add_loop_test(tc, test_cut_unread_members, 0, (int)AF_ARRAY_SIZE(cuts));
     suite_add_tcase(s, tc);
     return s;
 }

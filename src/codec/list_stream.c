@@ -191,43 +191,60 @@ static bool unread_key(const char *k, size_t n)
  * in one pass over the item. Returns the new length. The text is balanced (the
  * scanner found its end); if it is not JSON, jansson still says so afterwards.
  */
+/* The index of the quote that closes the string whose opening quote is text[open]; 0
+ * when it is not closed. A quote is escaped when an odd number of backslashes precede it. */
+static size_t string_end(const char *text, size_t open, size_t len)
+{
+    size_t at = open + 1;
+    for (;;) {
+        const char *q = at < len ? memchr(text + at, '"', len - at) : NULL;
+        if (!q)
+            return 0;
+        size_t i = (size_t)(q - text), bs = 0;
+        while (i - bs > open + 1 && text[i - bs - 1] == '\\')
+            bs++;
+        if (bs % 2 == 0)
+            return i;
+        at = i + 1;
+    }
+}
+
 size_t af__codec_cut_unread(char *text, size_t len)
 {
-    size_t r = 0, w = 0, key_at = 0;
-    bool in_str = false, esc = false;
+    size_t r = 0, w = 0;
 
+    /* Outside strings only a quote matters (it starts a string, perhaps a key); strings
+     * are skipped with memchr. Bytes are moved down only once something was cut, and
+     * each string is looked at where it is, before it moves. */
     while (r < len) {
-        char c = text[r];
-        text[w++] = c;
-        r++;
-        if (in_str) {
-            if (esc) {
-                esc = false;
-            } else if (c == '\\') {
-                esc = true;
-            } else if (c == '"') {
-                in_str = false;
-                /* a key: the string is followed by ':' */
-                size_t v = r, klen = w - 1 - key_at;
-                while (v < len && ws(text[v]))
-                    v++;
-                if (v >= len || text[v] != ':' || !unread_key(text + key_at, klen))
-                    continue;
+        const char *q = memchr(text + r, '"', len - r);
+        size_t open = q ? (size_t)(q - text) : len;
+        size_t close = q ? string_end(text, open, len) : 0;
+        size_t upto = close ? close + 1 : len, end = 0;
+
+        if (close && unread_key(text + open + 1, close - open - 1)) {
+            /* a key (followed by ':') whose value is an object or array */
+            size_t v = upto;
+            while (v < len && ws(text[v]))
+                v++;
+            if (v < len && text[v] == ':') {
                 v++;
                 while (v < len && ws(text[v]))
                     v++;
-                if (v >= len || (text[v] != '[' && text[v] != '{'))
-                    continue;
-                size_t end = container_end(text, v, len);
-                if (!end || end - r < 5)
-                    continue;                   /* ":[]" is shorter than ":null" */
-                memcpy(text + w, ":null", 5);   /* w <= r, so this stays in text[..end) */
-                w += 5;
-                r = end;
+                if (v < len && (text[v] == '[' || text[v] == '{'))
+                    end = container_end(text, v, len);
             }
-        } else if (c == '"') {
-            in_str = true;
-            key_at = w;
+            if (end && end - upto < 5)
+                end = 0;                /* ":[]" is shorter than ":null" */
+        }
+        if (w != r)
+            memmove(text + w, text + r, upto - r);
+        w += upto - r;
+        r = upto;
+        if (end) {
+            memcpy(text + w, ":null", 5);   /* w <= r, so this stays in text[..end) */
+            w += 5;
+            r = end;
         }
     }
     return w;
