@@ -75,6 +75,7 @@ static const char usage[] =
     "  accelfit serve --in-cluster --listen :8443 --tls-cert-file tls.crt \\\n"
     "      --tls-private-key-file tls.key --client-ca-file ca.crt --health-listen :8080\n"
     "  accelfit serve --kubeconfig ~/.kube/config --context prod --when-not-ready reject\n"
+    "  accelfit serve --context prod --listen :8888     # $KUBECONFIG or ~/.kube/config\n"
     "\n"
     "exit status: 0 after SIGINT/SIGTERM, 1 when serving fails (cannot reach the\n"
     "cluster), 2 on bad flags, bad input or TLS files, or an address that cannot be\n"
