@@ -163,28 +163,6 @@ static size_t container_end(const char *text, size_t at, size_t len)
     return 0;
 }
 
-/*
- * Members the decoder never reads, big enough to be worth not parsing: the Kubernetes
- * bookkeeping (managedFields), a Node's images, addresses and nodeInfo, a Pod's volumes,
- * and per-container env, mounts, ports and probes, tolerations and affinity. Only object
- * and array values are cut; a label or annotation that happens to have one of these
- * names has a string value and is kept. None of these names is a key, with an object or
- * array value, anywhere the decoder reads (resources, ownerReferences, conditions,
- * containerStatuses).
- */
-static bool unread_key(const char *k, size_t n)
-{
-    static const char *const keys[] = {
-        "managedFields", "images",        "addresses",      "nodeInfo",
-        "volumes",       "volumeMounts",  "env",            "envFrom",
-        "ports",         "tolerations",   "affinity",       "livenessProbe",
-        "readinessProbe", "startupProbe", "topologySpreadConstraints",
-    };
-    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++)
-        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n))
-            return true;
-    return false;
-}
 
 /*
  * Replaces the object and array values of unread members (above) by null, in place,
@@ -222,7 +200,7 @@ size_t af__codec_cut_unread(char *text, size_t len)
         size_t close = q ? string_end(text, open, len) : 0;
         size_t upto = close ? close + 1 : len, end = 0;
 
-        if (close && unread_key(text + open + 1, close - open - 1)) {
+        if (close && af__codec_unread_key(text + open + 1, close - open - 1)) {
             /* a key (followed by ':') whose value is an object or array */
             size_t v = upto;
             while (v < len && ws(text[v]))

@@ -242,6 +242,31 @@ static char *dup_scalar(json_t *obj, const char *key)
     return s ? af_xstrdup(s) : NULL;
 }
 
+/* ---- what the decoders below never read ---------------------------------------------------- */
+
+/*
+ * Members the Node and Pod decoders below never read, big enough to be worth not
+ * parsing: list items and watch events are parsed with the object and array values of
+ * these cut out (af__codec_cut_unread, list_stream.c). A decoder that starts reading one
+ * of them must take it off this list. Only object and array values are cut, so a label
+ * or annotation with one of these names (a string) is kept; none of these names is a key
+ * with an object or array value anywhere the decoders read (resources, ownerReferences,
+ * conditions, containerStatuses).
+ */
+bool af__codec_unread_key(const char *k, size_t n)
+{
+    static const char *const keys[] = {
+        "managedFields", "images",        "addresses",      "nodeInfo",
+        "volumes",       "volumeMounts",  "env",            "envFrom",
+        "ports",         "tolerations",   "affinity",       "livenessProbe",
+        "readinessProbe", "startupProbe", "topologySpreadConstraints",
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++)
+        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n))
+            return true;
+    return false;
+}
+
 /* ---- Node ------------------------------------------------------------------------------- */
 
 /* The MIG profiles a node advertises (mixed strategy: nvidia.com/mig-1g.5gb: 7). */
