@@ -165,7 +165,7 @@ static size_t container_end(const char *text, size_t at, size_t len)
 
 
 /*
- * Replaces the object and array values of unread members (above) by null, in place,
+ * Replaces the object and array values of members the decoders never read (af__codec_unread_key, objects.c) by null, in place,
  * in one pass over the item. Returns the new length. The text is balanced (the
  * scanner found its end); if it is not JSON, jansson still says so afterwards.
  */
