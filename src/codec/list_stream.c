@@ -163,12 +163,6 @@ static size_t container_end(const char *text, size_t at, size_t len)
     return 0;
 }
 
-
-/*
- * Replaces the object and array values of members the decoders never read (af__codec_unread_key, objects.c) by null, in place,
- * in one pass over the item. Returns the new length. The text is balanced (the
- * scanner found its end); if it is not JSON, jansson still says so afterwards.
- */
 /* The index of the quote that closes the string whose opening quote is text[open]; 0
  * when it is not closed. A quote is escaped when an odd number of backslashes precede it. */
 static size_t string_end(const char *text, size_t open, size_t len)
@@ -187,6 +181,11 @@ static size_t string_end(const char *text, size_t open, size_t len)
     }
 }
 
+/*
+ * Replaces the object and array values of members the decoders never read
+ * (af__codec_unread_key, objects.c) by null, in place, in one pass over the item.
+ * Returns the new length. If the text is not JSON, jansson still says so afterwards.
+ */
 size_t af__codec_cut_unread(char *text, size_t len)
 {
     size_t r = 0, w = 0;
