@@ -216,7 +216,7 @@ static pid_t serve_start(const char *accelfit, const char *kubeconfig, int port)
     return pid;
 }
 
-/* ---- one point -------------------------------------------------------------------------------- */
+/* ---- one point ------------------------------------------------------------------------------ */
 
 static int cmp_double(const void *a, const void *b)
 {
