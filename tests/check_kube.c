@@ -491,6 +491,9 @@ static void make_certs(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
+/* Extra arguments for the next server_start (NULL-terminated), e.g. --synthetic-nodes. */
+static const char *const *server_extra;
+
 static void server_start(struct server *s)
 {
     int in[2], out[2];
@@ -501,10 +504,15 @@ static void server_start(struct server *s)
     if (s->pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
-        const char *script = af_test_path("tests/apiserver/fake_apiserver.py");
-        execlp("python3", "python3", script, "--cert", tpath("srv.crt"), "--key",
-               tpath("srv.key"), "--token", "token-1", "--bookmark-interval", "0.5",
-               (char *)NULL);
+        const char *argv[24] = {"python3",  af_test_path("tests/apiserver/fake_apiserver.py"),
+                                "--cert",   tpath("srv.crt"),
+                                "--key",    tpath("srv.key"),
+                                "--token",  "token-1",
+                                "--bookmark-interval", "0.5"};
+        size_t n = 10;
+        for (size_t i = 0; server_extra && server_extra[i] && n + 1 < 24; i++)
+            argv[n++] = server_extra[i];
+        execvp("python3", (char *const *)argv);
         _exit(127);
     }
     close(in[0]);
@@ -1087,6 +1095,77 @@ START_TEST(test_stop_is_prompt_while_server_stalls)
 }
 END_TEST
 
+/* Counts of the cache's snapshot and the server's objects agree (synthetic mode dumps counts). */
+static bool counts_match(const struct server *srv, struct af_publisher *pub, size_t *nodes,
+                         size_t *pods)
+{
+    json_t *d = admin(srv, "dump", NULL);
+    struct af_snapshot *s = af_publisher_acquire(pub);
+    bool eq = s && s->synced &&
+              s->n_nodes == (size_t)json_integer_value(json_object_get(d, "nodes")) &&
+              s->n_pods == (size_t)json_integer_value(json_object_get(d, "pods"));
+    *nodes = s ? s->n_nodes : 0;
+    *pods = s ? s->n_pods : 0;
+    af_snapshot_unref(s);
+    json_decref(d);
+    return eq;
+}
+
+/*
+ * The first list at resourceVersion=0 answered whole, as a v1.26 API server's watch cache
+ * does (limit ignored), with EKS-shaped objects: decoded as it streams in (64 KiB chunks
+ * cut items anywhere), then pods deleted and bound over the watch.
+ */
+START_TEST(test_reflector_streams_a_whole_list_then_churn)
+{
+    static const char *const extra[] = {"--synthetic-nodes", "60", "--synthetic-pods", "900",
+                                        "--rv0-ignores-limit", NULL};
+    struct rig r;
+    size_t nodes = 0, pods = 0;
+    server_extra = extra;
+    bool ok = rig_setup(&r);
+    server_extra = NULL;
+    if (!ok)
+        return;
+    struct af_kube_conn *conn = test_conn();
+    conn->token = af_xstrdup("token-1");
+    rig_start(&r, conn);
+    for (int i = 0; i < 300 && !counts_match(&r.srv, &r.pub, &nodes, &pods); i++)
+        sleep_s(0.1);
+    ck_assert_msg(nodes == 60 && pods == 900, "synced %zu nodes, %zu pods", nodes, pods);
+    /* one request per kind: the page size (2) was ignored and the answer streamed whole */
+    json_t *st = admin(&r.srv, "stats", NULL);
+    ck_assert_int_eq(json_integer_value(json_object_get(st, "list")), 2);
+    json_decref(st);
+
+    /* the records are what the objects say: node 1 is a p4d.24xlarge, pod 1 runs on it */
+    struct af_snapshot *s = af_publisher_acquire(&r.pub);
+    const struct af_node_view *v =
+        af_snapshot_find_node(s, "ip-10-0-0-1.us-west-2.compute.internal");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(v->info->cls, AF_CLASS_NVIDIA_A100);
+    ck_assert_int_eq(v->info->allocatable.v[AF_RES_GPU], 8);
+    ck_assert_str_eq(v->info->instance_type, "p4d.24xlarge");
+    const struct af_pod_info *p = af_snapshot_find_pod(s, "ml-training", "worker-0000001");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->node_name, "ip-10-0-0-1.us-west-2.compute.internal");
+    ck_assert_int_eq(p->requests.v[AF_RES_CPU], 250);
+    ck_assert_str_eq(p->owner_kind, "ReplicaSet");
+    af_snapshot_unref(s);
+
+    adminf(&r.srv, "churn", "{\"rate\":200}");
+    sleep_s(1.0);
+    adminf(&r.srv, "churn", "{\"rate\":0}");
+    for (int i = 0; i < 300 && !counts_match(&r.srv, &r.pub, &nodes, &pods); i++)
+        sleep_s(0.1);
+    ck_assert_msg(counts_match(&r.srv, &r.pub, &nodes, &pods), "after churn: %zu nodes, %zu pods",
+                  nodes, pods);
+    ck_assert_uint_ge(stat_u(&r.st.events_applied), 50);
+    rig_stop(&r);
+    rm_tmpdir();
+}
+END_TEST
+
 Suite *af_kube_suite(void);
 Suite *af_kube_suite(void)
 {
@@ -1109,6 +1188,7 @@ Suite *af_kube_suite(void)
     tcase_add_test(e2e, test_exec_credential_rerun_once_expired);
     tcase_add_test(e2e, test_fake_apiserver_frames_watch_like_the_recording);
     tcase_add_test(e2e, test_stop_is_prompt_while_server_stalls);
+    tcase_add_test(e2e, test_reflector_streams_a_whole_list_then_churn);
     suite_add_tcase(s, e2e);
     return s;
 }
