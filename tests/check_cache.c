@@ -217,10 +217,46 @@ START_TEST(test_publisher_refcounts)
     ck_assert_int_eq(atomic_load(&held->refcnt), 2);
     ck_assert_int_eq(atomic_load(&n->refcnt), 3);  /* mine, cache, snapshot */
     af_publisher_publish(&pub, af_cache_snapshot(c));
-    ck_assert_int_eq(atomic_load(&held->refcnt), 1);
+    /* replaced while a request holds it: retired, not freed, and never freed by the request */
+    ck_assert_int_eq(atomic_load(&held->refcnt), 2);
     ck_assert_int_eq(af_snapshot_find_node(held, "n1")->info->allocatable.v[AF_RES_CPU], 1000);
     af_snapshot_unref(held);
+    ck_assert_int_eq(atomic_load(&n->refcnt), 4);   /* mine, cache, both snapshots */
+    /* the next publish frees it, on the publishing thread; an unheld one goes at once */
+    af_publisher_publish(&pub, af_cache_snapshot(c));
     ck_assert_int_eq(atomic_load(&n->refcnt), 3);
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    ck_assert_int_eq(atomic_load(&n->refcnt), 3);
+    ck_assert_uint_eq(pub.n_retired, 0);
+    af_publisher_destroy(&pub);
+    af_cache_free(c);
+    ck_assert_int_eq(atomic_load(&n->refcnt), 1);
+    af_node_info_unref(n);
+}
+END_TEST
+
+/* Requests that hold snapshots through many publishes: at most AF_PUBLISHER_RETIRED are
+ * kept for the publisher to free; the rest are freed by their last holder; nothing leaks. */
+START_TEST(test_publisher_retires_held_snapshots)
+{
+    struct af_publisher pub;
+    struct af_snapshot *held[12];
+    struct af_cache *c = af_cache_new();
+    struct af_node_info *n = mknode("n1", 1000, 0);
+    af_cache_upsert_node(c, af_node_info_ref(n));
+    af_publisher_init(&pub);
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    for (size_t i = 0; i < AF_ARRAY_SIZE(held); i++) {
+        held[i] = af_publisher_acquire(&pub);
+        af_publisher_publish(&pub, af_cache_snapshot(c));
+        ck_assert_uint_le(pub.n_retired, AF_PUBLISHER_RETIRED);
+    }
+    ck_assert_uint_eq(pub.n_retired, AF_PUBLISHER_RETIRED);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(held); i++)
+        af_snapshot_unref(held[i]);
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    ck_assert_uint_eq(pub.n_retired, 0);
+    ck_assert_int_eq(atomic_load(&n->refcnt), 3);   /* mine, cache, current snapshot */
     af_publisher_destroy(&pub);
     af_cache_free(c);
     ck_assert_int_eq(atomic_load(&n->refcnt), 1);
@@ -304,6 +340,7 @@ Suite *af_cache_suite(void)
     tcase_add_test(tc, test_resync_sweeps_what_was_not_relisted);
     tcase_add_test(tc, test_snapshot_is_immutable_while_cache_changes);
     tcase_add_test(tc, test_publisher_refcounts);
+    tcase_add_test(tc, test_publisher_retires_held_snapshots);
     tcase_add_test(tc, test_random_operations_match_model);
     suite_add_tcase(s, tc);
     return s;

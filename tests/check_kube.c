@@ -291,6 +291,178 @@ START_TEST(test_incluster_joins_host_port_and_finds_token)
 }
 END_TEST
 
+/* ---- loading rules (kubectl's): --kubeconfig, KUBECONFIG merged, in-cluster, ~/.kube/config ---- */
+
+/* Two files as `KUBECONFIG=one:two` merges them. */
+static const char kc_one[] =
+    "current-context: a\n"
+    "clusters:\n"
+    "- name: shared\n"
+    "  cluster: {server: 'https://one.example'}\n"
+    "contexts:\n"
+    "- name: a\n"
+    "  context: {cluster: shared, user: u1}\n"
+    "users:\n"
+    "- name: u1\n"
+    "  user: {token: tok-one}\n";
+static const char kc_two[] =
+    "current-context: b\n"
+    "clusters:\n"
+    "- name: shared\n"
+    "  cluster: {server: 'https://two.example'}\n"
+    "- name: only-two\n"
+    "  cluster: {server: 'https://only-two.example'}\n"
+    "contexts:\n"
+    "- name: a\n"
+    "  context: {cluster: only-two, user: u2}\n"
+    "- name: b\n"
+    "  context: {cluster: shared, user: u2}\n"
+    "users:\n"
+    "- name: u2\n"
+    "  user: {tokenFile: token}\n";
+
+/* A clean environment: HOME, KUBECONFIG, in-cluster variables and the SA dir under tmpdir. */
+static void rules_env(void)
+{
+    make_tmpdir();
+    ck_assert_int_eq(mkdir(tpath("home"), 0700), 0);
+    ck_assert_int_eq(mkdir(tpath("sa"), 0700), 0);
+    ck_assert_int_eq(mkdir(tpath("two"), 0700), 0);
+    setenv("HOME", tpath("home"), 1);
+    setenv("AF_SERVICEACCOUNT_DIR", tpath("sa"), 1);
+    unsetenv("KUBECONFIG");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
+static void rules_env_done(void)
+{
+    unsetenv("KUBECONFIG");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("AF_SERVICEACCOUNT_DIR");
+    rm_tmpdir();
+}
+
+START_TEST(test_kubeconfig_list_merges_first_wins)
+{
+    struct af_kube_source src = {0};
+    struct af_kube_conn *c;
+    struct af_error err;
+    char env[2048];
+
+    rules_env();
+    write_file(tpath("one"), kc_one, 0600);
+    write_file(tpath("two/config"), kc_two, 0600);
+    /* a missing file in the list is passed over, as kubectl does */
+    snprintf(env, sizeof(env), "%s:%s:%s", tpath("one"), tpath("missing"), tpath("two/config"));
+    setenv("KUBECONFIG", env, 1);
+
+    /* current-context from the first file that sets it; context a from the first file */
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "a");
+    ck_assert_str_eq(c->server, "https://one.example");
+    ck_assert_str_eq(c->token, "tok-one");
+    ck_assert_ptr_nonnull(strstr(c->origin, "KUBECONFIG="));
+    af_kube_conn_free(c);
+
+    /* a context only the second file has; its cluster "shared" is the first file's (first
+     * wins), its user the second file's with tokenFile relative to that file */
+    src.context = "b";
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "b");
+    ck_assert_str_eq(c->server, "https://one.example");
+    ck_assert_str_eq(c->token_file, tpath("two/token"));
+    af_kube_conn_free(c);
+
+    /* in the other order, the second file's values win */
+    snprintf(env, sizeof(env), "%s:%s", tpath("two/config"), tpath("one"));
+    setenv("KUBECONFIG", env, 1);
+    src.context = NULL;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "b");
+    ck_assert_str_eq(c->server, "https://two.example");
+    af_kube_conn_free(c);
+
+    /* --kubeconfig wins over KUBECONFIG */
+    src.kubeconfig = tpath("one");
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->context, "a");
+    ck_assert_str_eq(c->server, "https://one.example");
+    ck_assert_ptr_nonnull(strstr(c->origin, "--kubeconfig"));
+    af_kube_conn_free(c);
+
+    /* no file of the list exists: an error naming the first */
+    snprintf(env, sizeof(env), "%s:%s", tpath("nope1"), tpath("nope2"));
+    setenv("KUBECONFIG", env, 1);
+    src.kubeconfig = NULL;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), AF_ENOENT);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err.text, "cannot read kubeconfig"), "got: %s", err.text);
+    ck_assert_msg(strstr(err.file, "nope1"), "got: %s", err.file);
+    rules_env_done();
+}
+END_TEST
+
+START_TEST(test_kubeconfig_fallbacks_incluster_then_home)
+{
+    struct af_kube_source src = {0};
+    struct af_kube_conn *c;
+    struct af_error err;
+
+    rules_env();
+    /* nothing anywhere: the error names every place tried */
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), AF_ENOENT);
+    ck_assert_msg(strstr(err.text, "KUBECONFIG is unset"), "got: %s", err.text);
+    ck_assert_msg(strstr(err.text, "KUBERNETES_SERVICE_HOST"), "got: %s", err.text);
+    ck_assert_msg(strstr(err.text, "/home/.kube/config does not exist"), "got: %s", err.text);
+
+    /* ~/.kube/config */
+    ck_assert_int_eq(mkdir(tpath("home/.kube"), 0700), 0);
+    write_file(tpath("home/.kube/config"), kc_two, 0600);
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://two.example");
+    ck_assert_ptr_nonnull(strstr(c->origin, "~/.kube/config"));
+    af_kube_conn_free(c);
+
+    /* the service host alone is not a pod: the token must be mounted too */
+    setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://two.example");
+    af_kube_conn_free(c);
+
+    /* in a pod, in-cluster comes before ~/.kube/config */
+    write_file(tpath("sa/token"), "sa-token\n", 0600);
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://10.100.0.1:443");
+    ck_assert_str_eq(c->token_file, tpath("sa/token"));
+    ck_assert_str_eq(c->origin, "in-cluster");
+    af_kube_conn_free(c);
+
+    /* ... but a --context names a kubeconfig entry */
+    src.context = "a";
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://only-two.example");
+    af_kube_conn_free(c);
+
+    /* and KUBECONFIG comes before in-cluster */
+    write_file(tpath("one"), kc_one, 0600);
+    setenv("KUBECONFIG", tpath("one"), 1);
+    src.context = NULL;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://one.example");
+    af_kube_conn_free(c);
+
+    /* --in-cluster is only in-cluster */
+    src.in_cluster = true;
+    ck_assert_int_eq(af_kube_conn_resolve(&c, &src, &err), 0);
+    ck_assert_str_eq(c->server, "https://10.100.0.1:443");
+    af_kube_conn_free(c);
+    rules_env_done();
+}
+END_TEST
+
 /* ---- the fake API server -------------------------------------------------------------------- */
 
 struct server {
@@ -319,6 +491,9 @@ static void make_certs(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
+/* Extra arguments for the next server_start (NULL-terminated), e.g. --synthetic-nodes. */
+static const char *const *server_extra;
+
 static void server_start(struct server *s)
 {
     int in[2], out[2];
@@ -329,10 +504,15 @@ static void server_start(struct server *s)
     if (s->pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
-        const char *script = af_test_path("tests/apiserver/fake_apiserver.py");
-        execlp("python3", "python3", script, "--cert", tpath("srv.crt"), "--key",
-               tpath("srv.key"), "--token", "token-1", "--bookmark-interval", "0.5",
-               (char *)NULL);
+        const char *argv[24] = {"python3",  af_test_path("tests/apiserver/fake_apiserver.py"),
+                                "--cert",   tpath("srv.crt"),
+                                "--key",    tpath("srv.key"),
+                                "--token",  "token-1",
+                                "--bookmark-interval", "0.5"};
+        size_t n = 10;
+        for (size_t i = 0; server_extra && server_extra[i] && n + 1 < 24; i++)
+            argv[n++] = server_extra[i];
+        execvp("python3", (char *const *)argv);
         _exit(127);
     }
     close(in[0]);
@@ -915,6 +1095,77 @@ START_TEST(test_stop_is_prompt_while_server_stalls)
 }
 END_TEST
 
+/* Counts of the cache's snapshot and the server's objects agree (synthetic mode dumps counts). */
+static bool counts_match(const struct server *srv, struct af_publisher *pub, size_t *nodes,
+                         size_t *pods)
+{
+    json_t *d = admin(srv, "dump", NULL);
+    struct af_snapshot *s = af_publisher_acquire(pub);
+    bool eq = s && s->synced &&
+              s->n_nodes == (size_t)json_integer_value(json_object_get(d, "nodes")) &&
+              s->n_pods == (size_t)json_integer_value(json_object_get(d, "pods"));
+    *nodes = s ? s->n_nodes : 0;
+    *pods = s ? s->n_pods : 0;
+    af_snapshot_unref(s);
+    json_decref(d);
+    return eq;
+}
+
+/*
+ * The first list at resourceVersion=0 answered whole, as a v1.26 API server's watch cache
+ * does (limit ignored), with EKS-shaped objects: decoded as it streams in (64 KiB chunks
+ * cut items anywhere), then pods deleted and bound over the watch.
+ */
+START_TEST(test_reflector_streams_a_whole_list_then_churn)
+{
+    static const char *const extra[] = {"--synthetic-nodes", "60", "--synthetic-pods", "900",
+                                        "--rv0-ignores-limit", NULL};
+    struct rig r;
+    size_t nodes = 0, pods = 0;
+    server_extra = extra;
+    bool ok = rig_setup(&r);
+    server_extra = NULL;
+    if (!ok)
+        return;
+    struct af_kube_conn *conn = test_conn();
+    conn->token = af_xstrdup("token-1");
+    rig_start(&r, conn);
+    for (int i = 0; i < 300 && !counts_match(&r.srv, &r.pub, &nodes, &pods); i++)
+        sleep_s(0.1);
+    ck_assert_msg(nodes == 60 && pods == 900, "synced %zu nodes, %zu pods", nodes, pods);
+    /* one request per kind: the page size (2) was ignored and the answer streamed whole */
+    json_t *st = admin(&r.srv, "stats", NULL);
+    ck_assert_int_eq(json_integer_value(json_object_get(st, "list")), 2);
+    json_decref(st);
+
+    /* the records are what the objects say: node 1 is a p4d.24xlarge, pod 1 runs on it */
+    struct af_snapshot *s = af_publisher_acquire(&r.pub);
+    const struct af_node_view *v =
+        af_snapshot_find_node(s, "ip-10-0-0-1.us-west-2.compute.internal");
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(v->info->cls, AF_CLASS_NVIDIA_A100);
+    ck_assert_int_eq(v->info->allocatable.v[AF_RES_GPU], 8);
+    ck_assert_str_eq(v->info->instance_type, "p4d.24xlarge");
+    const struct af_pod_info *p = af_snapshot_find_pod(s, "ml-training", "worker-0000001");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_str_eq(p->node_name, "ip-10-0-0-1.us-west-2.compute.internal");
+    ck_assert_int_eq(p->requests.v[AF_RES_CPU], 250);
+    ck_assert_str_eq(p->owner_kind, "ReplicaSet");
+    af_snapshot_unref(s);
+
+    adminf(&r.srv, "churn", "{\"rate\":200}");
+    sleep_s(1.0);
+    adminf(&r.srv, "churn", "{\"rate\":0}");
+    for (int i = 0; i < 300 && !counts_match(&r.srv, &r.pub, &nodes, &pods); i++)
+        sleep_s(0.1);
+    ck_assert_msg(counts_match(&r.srv, &r.pub, &nodes, &pods), "after churn: %zu nodes, %zu pods",
+                  nodes, pods);
+    ck_assert_uint_ge(stat_u(&r.st.events_applied), 50);
+    rig_stop(&r);
+    rm_tmpdir();
+}
+END_TEST
+
 Suite *af_kube_suite(void);
 Suite *af_kube_suite(void)
 {
@@ -927,6 +1178,8 @@ Suite *af_kube_suite(void)
                         (int)AF_ARRAY_SIZE(bad_cases));
     tcase_add_test(tc, test_kubeconfig_env_first_of_colon_list);
     tcase_add_test(tc, test_incluster_joins_host_port_and_finds_token);
+    tcase_add_test(tc, test_kubeconfig_list_merges_first_wins);
+    tcase_add_test(tc, test_kubeconfig_fallbacks_incluster_then_home);
     suite_add_tcase(s, tc);
     TCase *e2e = tcase_create("reflector");
     tcase_set_timeout(e2e, 300);
@@ -935,6 +1188,7 @@ Suite *af_kube_suite(void)
     tcase_add_test(e2e, test_exec_credential_rerun_once_expired);
     tcase_add_test(e2e, test_fake_apiserver_frames_watch_like_the_recording);
     tcase_add_test(e2e, test_stop_is_prompt_while_server_stalls);
+    tcase_add_test(e2e, test_reflector_streams_a_whole_list_then_churn);
     suite_add_tcase(s, e2e);
     return s;
 }

@@ -77,14 +77,26 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c);
 
 /* ---- publishing ------------------------------------------------------------------------ */
 
+/*
+ * Freeing a snapshot is O(nodes + pods) (a reference on every record), so it never
+ * happens on a request: a replaced snapshot that a request still holds is kept here,
+ * retired, and freed by the publishing thread on a later publish once no request holds
+ * it any more (at most AF_PUBLISHER_RETIRED are kept; beyond that the oldest is left to
+ * its last holder).
+ */
+#define AF_PUBLISHER_RETIRED 8
+
 struct af_publisher {
     pthread_mutex_t lock;
     struct af_snapshot *current;       /* protected by ->lock */
+    struct af_snapshot *retired[AF_PUBLISHER_RETIRED];   /* protected by ->lock */
+    size_t n_retired;
 };
 
 void af_publisher_init(struct af_publisher *p);
-void af_publisher_destroy(struct af_publisher *p);
-/* Steals `s`; the previous snapshot is released. */
+void af_publisher_destroy(struct af_publisher *p);   /* releases current and retired */
+/* Steals `s`; the previous snapshot is released now when no request holds it, else
+ * retired (above). */
 void af_publisher_publish(struct af_publisher *p, struct af_snapshot *s);
 /* New reference to the current snapshot, or NULL before the first publish. */
 struct af_snapshot *af_publisher_acquire(struct af_publisher *p);
@@ -104,6 +116,11 @@ struct af_cache_status {
     atomic_uint_least64_t pods;
     atomic_uint_least64_t events_posted;
     atomic_uint_least64_t events_dropped;
+    /* Snapshots built and published by the watch path, and the writer thread's time
+     * spent building them (under the cache lock) and publishing them. */
+    atomic_uint_least64_t snapshots_published;
+    atomic_uint_least64_t snapshot_build_ns;
+    atomic_uint_least64_t snapshot_build_max_ns;
 };
 
 #endif

@@ -46,6 +46,24 @@ int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, siz
                               af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
                               struct af_error *err) AF_MUST_CHECK;
 
+/*
+ * The same, decoded as the bytes arrive: a LIST answer is fed in pieces of any size
+ * and each item is decoded and handed to `cb` as soon as it is complete, so memory is
+ * one item at a time, never the page (a v1.26 API server sends the first list whole).
+ * With `skip_bad` an undecodable item is skipped and counted (as
+ * af_codec_decode_list_skip), else it fails the list. feed returns the list's error
+ * (then further input is ignored); finish checks the end, and gives what
+ * af_codec_decode_list_skip gives: rv, cont, *skipped (may be NULL), err.
+ */
+#define AF_LIST_ITEM_MAX (16u << 20)    /* one item's JSON */
+struct af_list_stream;
+struct af_list_stream *af_list_stream_new(const struct af_config *cfg, bool skip_bad,
+                                          af_item_cb cb, void *ud);
+int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len);
+int af_list_stream_finish(struct af_list_stream *s, char **rv, char **cont, size_t *skipped,
+                          struct af_error *err) AF_MUST_CHECK;
+void af_list_stream_free(struct af_list_stream *s);   /* NULL is fine */
+
 enum af_watch_type {
     AF_WATCH_ADDED = 0,
     AF_WATCH_MODIFIED,
@@ -75,6 +93,15 @@ void af_watch_event_clear(struct af_watch_event *ev);
  */
 int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
                             size_t len, af_item_cb cb, void *ud, struct af_error *err) AF_MUST_CHECK;
+/*
+ * Reads and decodes the cluster file at `path`. Every error names the file and
+ * says what was expected and what was found: no such file, a directory, an
+ * empty file, malformed JSON or YAML (with line and column), a document that is
+ * not a List, Node or Pod (with the kind found). At most AF_CLUSTER_FILE_MAX bytes.
+ */
+#define AF_CLUSTER_FILE_MAX ((size_t)1 << 30)
+int af_codec_load_cluster_file(const struct af_config *cfg, const char *path, af_item_cb cb,
+                               void *ud, struct af_error *err) AF_MUST_CHECK;
 
 /* ---- extender/v1 ------------------------------------------------------------------------ */
 

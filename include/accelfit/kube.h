@@ -40,17 +40,46 @@ struct af_kube_conn {
     char *tls_server_name;
     struct af_kube_exec *exec; /* NULL when not used */
     char *context;             /* the context name used, for messages */
+    char *origin;              /* where it came from, for messages: "in-cluster", "KUBECONFIG=a:b",
+                                * "--kubeconfig FILE", "~/.kube/config (PATH)"; may be NULL */
 };
+
+/* At most this many files of a KUBECONFIG list are read (the rest are ignored). */
+#define AF_KUBECONFIG_MAX_FILES 16
 
 /*
  * Loads `path` (NULL: $KUBECONFIG, then ~/.kube/config) and resolves
- * `context` (NULL: current-context). Unsupported features (auth-provider,
+ * `context` (NULL: current-context). A KUBECONFIG list ("a:b:c") is merged as
+ * kubectl merges it: the first file to name a cluster, user or context wins,
+ * current-context comes from the first file that sets it, files that do not
+ * exist are passed over (one must exist), and relative paths are relative to
+ * the file that holds the entry. Unsupported features (auth-provider,
  * username/password, proxy-url) are an AF_EUNSUPPORTED error naming them.
  */
 int af_kubeconfig_load(struct af_kube_conn **out, const char *path, const char *context,
                        struct af_error *err) AF_MUST_CHECK;
 /* In-cluster: KUBERNETES_SERVICE_HOST/PORT, the service-account token and CA. */
 int af_kube_incluster(struct af_kube_conn **out, struct af_error *err) AF_MUST_CHECK;
+
+/* What the command line said about the cluster connection (NULL/false: not given). */
+struct af_kube_source {
+    const char *kubeconfig;      /* --kubeconfig */
+    const char *context;         /* --context */
+    bool in_cluster;             /* --in-cluster */
+};
+
+/*
+ * The connection kubectl's loading rules give: --in-cluster; else --kubeconfig;
+ * else $KUBECONFIG (merged, above); else in-cluster when KUBERNETES_SERVICE_HOST
+ * is set and the service-account token exists (not with --context, which names
+ * a kubeconfig entry); else ~/.kube/config. The service-account directory is
+ * /var/run/secrets/kubernetes.io/serviceaccount unless AF_SERVICEACCOUNT_DIR
+ * names another (for tests). Every command that talks to the API server uses
+ * this. When nothing is found the error names each place that was tried; an error
+ * in a file that was found (or in the in-cluster files) is that file's error.
+ */
+int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source *src,
+                         struct af_error *err) AF_MUST_CHECK;
 void af_kube_conn_free(struct af_kube_conn *c);     /* NULL is fine */
 
 struct af_kube_options {

@@ -602,15 +602,13 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
 
     s->n_pods = c->pods.n;
     s->pods = af_xmalloc((s->n_pods + 1) * sizeof(*s->pods));
-    s->pod_index_size = pow2_for(s->n_pods);
-    s->pod_index = af_xcalloc(s->pod_index_size, sizeof(uint32_t));
-    for (size_t i = 0; i < s->n_pods; i++) {
+    for (size_t i = 0; i < s->n_pods; i++)
         s->pods[i] = af_pod_info_ref(c->pods.pods[i]);
-        size_t pos = c->pods.meta[i].hash & (s->pod_index_size - 1);
-        while (s->pod_index[pos])
-            pos = (pos + 1) & (s->pod_index_size - 1);
-        s->pod_index[pos] = (uint32_t)i + 1;
-    }
+    /* The cache's own index has the snapshot's layout (slot + 1 into the same dense
+     * order, the same hash, linear probing): copied, not rebuilt. */
+    s->pod_index_size = c->pods.ix.size;
+    s->pod_index = af_xmalloc(s->pod_index_size * sizeof(uint32_t));
+    memcpy(s->pod_index, c->pods.ix.t, s->pod_index_size * sizeof(uint32_t));
 
     s->n_managed = c->managed.n;
     s->managed = af_xmalloc((s->n_managed + 1) * sizeof(*s->managed));
@@ -680,23 +678,47 @@ void af_publisher_init(struct af_publisher *p)
 {
     pthread_mutex_init(&p->lock, NULL);
     p->current = NULL;
+    p->n_retired = 0;
 }
 
 void af_publisher_destroy(struct af_publisher *p)
 {
     af_snapshot_unref(p->current);
     p->current = NULL;
+    for (size_t i = 0; i < p->n_retired; i++)
+        af_snapshot_unref(p->retired[i]);
+    p->n_retired = 0;
     pthread_mutex_destroy(&p->lock);
 }
 
 void af_publisher_publish(struct af_publisher *p, struct af_snapshot *s)
 {
-    struct af_snapshot *old;
+    struct af_snapshot *drop[AF_PUBLISHER_RETIRED + 1];
+    size_t n_drop = 0, w = 0;
+
     pthread_mutex_lock(&p->lock);
-    old = p->current;
+    if (p->current) {
+        if (p->n_retired == AF_PUBLISHER_RETIRED) {
+            /* a request has held the oldest through 8 publishes: it frees it */
+            drop[n_drop++] = p->retired[0];
+            memmove(p->retired, p->retired + 1, (AF_PUBLISHER_RETIRED - 1) * sizeof(*p->retired));
+            p->n_retired--;
+        }
+        p->retired[p->n_retired++] = p->current;
+    }
     p->current = s;
+    /* Retired snapshots no request holds (only this list's reference is left; nothing
+     * can take a new one) are freed here, on the publishing thread. */
+    for (size_t i = 0; i < p->n_retired; i++) {
+        if (atomic_load(&p->retired[i]->refcnt) == 1)
+            drop[n_drop++] = p->retired[i];
+        else
+            p->retired[w++] = p->retired[i];
+    }
+    p->n_retired = w;
     pthread_mutex_unlock(&p->lock);
-    af_snapshot_unref(old); /* outside the lock: freeing 150k refs is not "tiny" */
+    for (size_t i = 0; i < n_drop; i++)
+        af_snapshot_unref(drop[i]);   /* outside the lock: freeing 150k refs is not "tiny" */
 }
 
 struct af_snapshot *af_publisher_acquire(struct af_publisher *p)

@@ -24,22 +24,23 @@
 #include "accelfit/util.h"
 #include "cli/cli.h"
 
-#define MAX_CLUSTER_FILE ((size_t)1 << 30)
-
 static const char usage[] =
-    "usage: accelfit serve [options] (--cluster FILE | --demo | --kubeconfig FILE | --in-cluster)\n"
+    "usage: accelfit serve [options] [--cluster FILE | --demo | --kubeconfig FILE | --in-cluster]\n"
     "\n"
     "Runs the kube-scheduler extender over HTTP: POST /filter, /prioritize, /preempt\n"
     "and /explain (also under --url-prefix), GET or HEAD /healthz, /readyz, /metrics\n"
     "and /explain?pod=NAMESPACE/NAME; /recommend; GET /rollouts, POST /rollouts/ack\n"
     "and the admission webhook POST /mutate (docs/http-api.md).\n"
     "\n"
-    "cluster source (exactly one):\n"
+    "cluster source (at most one; with none, the API server is found as kubectl finds it:\n"
+    "$KUBECONFIG (a merged colon-separated list), else in-cluster when the service-account\n"
+    "token is mounted, else ~/.kube/config):\n"
     "  --cluster FILE          serve a static cluster: a JSON or YAML List of Nodes and Pods\n"
     "                          (as `kubectl get nodes,pods -A -o json` prints)\n"
     "  --demo                  serve the embedded demo cluster (manifests/demo-cluster.yaml)\n"
     "  --kubeconfig FILE       list/watch Nodes and Pods from the API server of FILE\n"
-    "  --context NAME          kubeconfig context to use (default: current-context)\n"
+    "  --context NAME          kubeconfig context to use (default: current-context); also\n"
+    "                          applies to $KUBECONFIG and ~/.kube/config\n"
     "  --in-cluster            use the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
     "\n"
     "options:\n"
@@ -96,6 +97,7 @@ static const char usage[] =
     "  accelfit serve --in-cluster --listen :8443 --tls-cert-file tls.crt \\\n"
     "      --tls-private-key-file tls.key --client-ca-file ca.crt --health-listen :8080\n"
     "  accelfit serve --kubeconfig ~/.kube/config --context prod --when-not-ready reject\n"
+    "  accelfit serve --context prod --listen :8888     # $KUBECONFIG or ~/.kube/config\n"
     "\n"
     "exit status: 0 after SIGINT/SIGTERM, 1 when serving fails (cannot reach the\n"
     "cluster), 2 on bad flags, bad input or TLS files, or an address that cannot be\n"
@@ -314,12 +316,11 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
                 return bad("--log-format must be text or json: '%s'", v);
         }
     }
-    if (sources == 0)
-        return bad("%s", "one of --cluster, --demo, --kubeconfig or --in-cluster is required");
     if (sources > 1)
         return bad("%s", "--cluster, --demo, --kubeconfig and --in-cluster exclude each other");
-    if (o->context && !o->kubeconfig)
-        return bad("%s", "--context needs --kubeconfig");
+    if (o->context && (o->in_cluster || o->cluster || o->demo))
+        return bad("%s", "--context names a kubeconfig context: it goes with --kubeconfig, "
+                         "$KUBECONFIG or ~/.kube/config");
     if (!o->http.tls_cert_file != !o->http.tls_key_file)
         return bad("%s", "--tls-cert-file and --tls-private-key-file go together");
     if (o->http.client_ca_file && !o->http.tls_cert_file)
@@ -359,32 +360,19 @@ static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info 
 /* --cluster FILE / --demo: one snapshot, published once, marked synced. */
 static int load_static(const struct serve_opts *o, struct af_config *cfg, struct af_publisher *pub)
 {
-    struct af_buf file = AF_BUF_INIT(MAX_CLUSTER_FILE);
     struct af_error err;
     struct af_cache *cache;
     const char *name = o->demo ? "<embedded demo cluster>" : o->cluster;
-    const char *text;
-    size_t len;
     char nodes[32], pods[32];
     int rc;
 
     memset(&err, 0, sizeof(err));
-    if (o->demo) {
-        text = af_embedded_demo_cluster_yaml;
-        len = af_embedded_demo_cluster_yaml_len;
-    } else {
-        rc = af_buf_read_file(&file, o->cluster);
-        if (rc != 0) {
-            fprintf(stderr, "accelfit serve: cannot read cluster file '%s': %s\n", o->cluster,
-                    af_strerror(rc));
-            return 2;
-        }
-        text = file.buf ? file.buf : "";
-        len = file.len;
-    }
     cache = af_cache_new();
-    rc = af_codec_decode_cluster(cfg, name, text, len, upsert_item, cache, &err);
-    af_buf_release(&file);
+    if (o->demo)
+        rc = af_codec_decode_cluster(cfg, name, af_embedded_demo_cluster_yaml,
+                                     af_embedded_demo_cluster_yaml_len, upsert_item, cache, &err);
+    else
+        rc = af_codec_load_cluster_file(cfg, o->cluster, upsert_item, cache, &err);
     if (rc != 0) {
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));
@@ -427,19 +415,23 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
     struct af_error err;
     int rc;
 
+    struct af_kube_source src = {o->kubeconfig, o->context, o->in_cluster};
+
     memset(&err, 0, sizeof(err));
-    if (o->in_cluster)
-        rc = af_kube_incluster(&conn, &err);
-    else
-        rc = af_kubeconfig_load(&conn, o->kubeconfig, o->context, &err);
+    rc = af_kube_conn_resolve(&conn, &src, &err);
     if (rc != 0) {
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));
         fprintf(stderr, "accelfit serve: %s: %s\n",
-                o->in_cluster ? "cannot configure in-cluster access" : "cannot load kubeconfig",
+                o->in_cluster   ? "cannot configure in-cluster access"
+                : o->kubeconfig ? "cannot load kubeconfig"
+                                : "no cluster to connect to (--cluster FILE and --demo serve "
+                                  "without one)",
                 msg[0] ? msg : af_strerror(rc));
         return 2;
     }
+    AF_LOG(AF_LOG_INFO, "cluster connection", "from", conn->origin ? conn->origin : "",
+           "context", conn->context ? conn->context : "", "server", conn->server, NULL);
     af_kube_options_default(&kopt);
     rc = af_kube_start(kube, conn, &kopt, holder, pub, st);
     if (rc != 0) {

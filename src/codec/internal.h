@@ -17,6 +17,18 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
                              struct af_node_info **out, struct af_error *err);
 int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info **out,
                             struct af_error *err);
+/* One item of a List: decoded by its kind (or `def_kind` when it has none) and passed to
+ * `cb`; items of other kinds are ignored (0). Used by lists whole and streamed. */
+int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
+                        const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
+/* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a
+ * lone Node or Pod, no kind); an error for a Status (AF_EEXPIRED for 410) or another kind. */
+int af__codec_list_kind(json_t *root, const char **def_kind, struct af_error *err);
+/* Cuts the object and array values of members the decoders never read (managedFields,
+ * env, volumes, images, ...: af__codec_unread_key, objects.c) out of JSON text, in place,
+ * before it is parsed. Returns the new length. */
+size_t af__codec_cut_unread(char *text, size_t len);
+bool af__codec_unread_key(const char *k, size_t n);
 /* A request body (ExtenderArgs, preemption, /recommend, AdmissionReview): like
  * af__codec_load, but "\u0000" anywhere is refused with a message saying so, since a
  * name a C string would cut short must not stand for another. */

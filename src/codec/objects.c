@@ -11,11 +11,13 @@
  * The functions named af__codec_* are shared with extender.c (codec/internal.h);
  * json_t never leaves src/codec.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "accelfit/codec.h"
@@ -238,6 +240,31 @@ static char *dup_scalar(json_t *obj, const char *key)
     char buf[SCALAR_MAX];
     const char *s = scalar_text(af__codec_get(obj, key), buf, sizeof(buf));
     return s ? af_xstrdup(s) : NULL;
+}
+
+/* ---- what the decoders below never read ---------------------------------------------------- */
+
+/*
+ * Members the Node and Pod decoders below never read, big enough to be worth not
+ * parsing: list items and watch events are parsed with the object and array values of
+ * these cut out (af__codec_cut_unread, list_stream.c). A decoder that starts reading one
+ * of them must take it off this list. Only object and array values are cut, so a label
+ * or annotation with one of these names (a string) is kept; none of these names is a key
+ * with an object or array value anywhere the decoders read (resources, ownerReferences,
+ * conditions, containerStatuses).
+ */
+bool af__codec_unread_key(const char *k, size_t n)
+{
+    static const char *const keys[] = {
+        "managedFields", "images",        "addresses",      "nodeInfo",
+        "volumes",       "volumeMounts",  "env",            "envFrom",
+        "ports",         "tolerations",   "affinity",       "livenessProbe",
+        "readinessProbe", "startupProbe", "topologySpreadConstraints",
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++)
+        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n))
+            return true;
+    return false;
 }
 
 /* ---- Node ------------------------------------------------------------------------------- */
@@ -634,6 +661,30 @@ static struct af_error *item_err(const size_t *skipped, struct af_error *err)
     return (!skipped || *skipped == 0) ? err : &scratch;
 }
 
+int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
+                        const char *def_kind, af_item_cb cb, void *ud, struct af_error *err)
+{
+    const char *kind = af__codec_get_str(it, "kind");
+    int rc = 0;
+
+    if (!kind)
+        kind = def_kind;
+    if (!kind)
+        return 0;
+    if (!strcmp(kind, "Node")) {
+        struct af_node_info *n;
+        rc = af__codec_node_from_json(cfg, it, where, &n, err);
+        if (!rc)
+            cb(ud, n, NULL);
+    } else if (!strcmp(kind, "Pod")) {
+        struct af_pod_info *p;
+        rc = af__codec_pod_from_json(it, where, &p, err);
+        if (!rc)
+            cb(ud, NULL, p);
+    }
+    return rc;
+}
+
 static int list_items(const struct af_config *cfg, json_t *arr, const char *where,
                       const char *def_kind, af_item_cb cb, void *ud, size_t *skipped,
                       struct af_error *err)
@@ -647,82 +698,69 @@ static int list_items(const struct af_config *cfg, json_t *arr, const char *wher
         return af_error_set(err, AF_ETYPE, "", 0, 0, "%s: expected an array, got %s", where,
                             af__codec_type_name(arr));
     json_array_foreach(arr, i, it) {
-        const char *kind = af__codec_get_str(it, "kind");
         char at[96];
         int rc;
-        if (!kind)
-            kind = def_kind;
-        if (!kind)
-            continue;
         snprintf(at, sizeof(at), "%s[%zu]", where, i);
-        if (!strcmp(kind, "Node")) {
-            struct af_node_info *n;
-            rc = af__codec_node_from_json(cfg, it, at, &n, item_err(skipped, err));
-            if (rc && !skipped)
-                return rc;
-            if (rc)
-                (*skipped)++;
-            else
-                cb(ud, n, NULL);
-        } else if (!strcmp(kind, "Pod")) {
-            struct af_pod_info *p;
-            rc = af__codec_pod_from_json(it, at, &p, item_err(skipped, err));
-            if (rc && !skipped)
-                return rc;
-            if (rc)
-                (*skipped)++;
-            else
-                cb(ud, NULL, p);
-        }
+        rc = af__codec_list_item(cfg, it, at, def_kind, cb, ud, item_err(skipped, err));
+        if (rc && !skipped)
+            return rc;
+        if (rc)
+            (*skipped)++;
     }
     return 0;
 }
 
-static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_cb cb, void *ud,
-                            char **rv, char **cont, size_t *skipped, struct af_error *err)
+int af__codec_list_kind(json_t *root, const char **def_kind, struct af_error *err)
 {
-    const char *kind, *def_kind = NULL;
-    json_t *meta;
+    const char *kind = af__codec_get_str(root, "kind");
+
+    *def_kind = NULL;
+    if (kind && !strcmp(kind, "Status")) {
+        /* The API server answered with an error instead of a list (410 Expired on a stale
+         * continue token or resourceVersion). */
+        json_t *code = af__codec_get(root, "code");
+        json_int_t c = json_is_integer(code) ? json_integer_value(code) : 0;
+        const char *reason = af__codec_get_str(root, "reason");
+        const char *msg = af__codec_get_str(root, "message");
+        return af_error_set(err, c == 410 ? AF_EEXPIRED : AF_EHTTP, "", 0, 0,
+                            "list: the API server returned Status %lld %.40s: %.200s",
+                            (long long)c, reason ? reason : "", msg ? msg : "");
+    }
+    if (kind && strcmp(kind, "NodeList") && strcmp(kind, "PodList") && strcmp(kind, "List") &&
+        strcmp(kind, "Node") && strcmp(kind, "Pod"))
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "kind: expected NodeList, PodList or List, got '%.60s'", kind);
+    if (kind && !strcmp(kind, "NodeList"))
+        *def_kind = "Node";
+    else if (kind && !strcmp(kind, "PodList"))
+        *def_kind = "Pod";
+    return 0;
+}
+
+/* A list already parsed (cluster files): its items, or the root itself when it is a
+ * Node or Pod. API server lists are streamed instead (list_stream.c). */
+static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_cb cb, void *ud,
+                            size_t *skipped, struct af_error *err)
+{
+    const char *kind, *def_kind;
+    int rc;
 
     if (json_is_array(root))
         return list_items(cfg, root, "items", NULL, cb, ud, skipped, err);
     if (!json_is_object(root))
         return af_error_set(err, AF_ETYPE, "", 0, 0, "list: expected an object, got %s",
                             af__codec_type_name(root));
+    rc = af__codec_list_kind(root, &def_kind, err);
+    if (rc)
+        return rc;
     kind = af__codec_get_str(root, "kind");
     if (kind && (!strcmp(kind, "Node") || !strcmp(kind, "Pod"))) {
-        json_t *arr = json_array();
-        int rc;
-        json_array_append(arr, root);
-        rc = list_items(cfg, arr, "items", NULL, cb, ud, skipped, err);
-        json_decref(arr);
+        rc = af__codec_list_item(cfg, root, "items[0]", NULL, cb, ud, item_err(skipped, err));
+        if (rc && skipped) {
+            (*skipped)++;
+            rc = 0;
+        }
         return rc;
-    }
-    if (kind && !strcmp(kind, "Status")) {
-        /* The API server answered with an error instead of a list (410 Expired on a stale
-         * continue token or resourceVersion). */
-        json_t *code = af__codec_get(root, "code");
-        json_int_t c = json_is_integer(code) ? json_integer_value(code) : 0;
-        const char *reason = af__codec_get_str(root, "reason"), *msg = af__codec_get_str(root, "message");
-        return af_error_set(err, c == 410 ? AF_EEXPIRED : AF_EHTTP, "", 0, 0,
-                            "list: the API server returned Status %lld %.40s: %.200s",
-                            (long long)c, reason ? reason : "", msg ? msg : "");
-    }
-    if (kind && strcmp(kind, "NodeList") && strcmp(kind, "PodList") && strcmp(kind, "List"))
-        return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "kind: expected NodeList, PodList or List, got '%.60s'", kind);
-    if (kind && !strcmp(kind, "NodeList"))
-        def_kind = "Node";
-    else if (kind && !strcmp(kind, "PodList"))
-        def_kind = "Pod";
-    meta = af__codec_get(root, "metadata");
-    if (rv) {
-        const char *s = af__codec_get_str(meta, "resourceVersion");
-        *rv = s && *s ? af_xstrdup(s) : NULL;
-    }
-    if (cont) {
-        const char *s = af__codec_get_str(meta, "continue");
-        *cont = s && *s ? af_xstrdup(s) : NULL;
     }
     return list_items(cfg, af__codec_get(root, "items"), "items", def_kind, cb, ud, skipped, err);
 }
@@ -737,26 +775,19 @@ int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, siz
                               af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
                               struct af_error *err)
 {
-    json_t *root;
+    struct af_list_stream *s;
     int rc;
 
     if (rv)
         *rv = NULL;
     if (cont)
         *cont = NULL;
-    rc = af__codec_load(json, len, "list", &root, err);
-    if (rc)
-        return rc;
-    rc = decode_list_json(cfg, root, cb, ud, rv, cont, skipped, err);
-    if (rc && rv) {
-        af_free(*rv);
-        *rv = NULL;
-    }
-    if (rc && cont) {
-        af_free(*cont);
-        *cont = NULL;
-    }
-    json_decref(root);
+    if (!json)
+        return af_error_set(err, AF_EINVAL, "", 0, 0, "list: no input");
+    s = af_list_stream_new(cfg, skipped != NULL, cb, ud);
+    (void)af_list_stream_feed(s, json, len);
+    rc = af_list_stream_finish(s, rv, cont, skipped, err);
+    af_list_stream_free(s);
     return rc;
 }
 
@@ -783,7 +814,15 @@ int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, 
     int rc = 0, t = -1;
 
     memset(ev, 0, sizeof(*ev));
-    rc = af__codec_load(json, len, "watch event", &root, err);
+    if (json) {
+        /* parse without what is never read (a third of a Node, a fifth of a Pod) */
+        char *copy = af_xmalloc(len + 1);
+        memcpy(copy, json, len);
+        rc = af__codec_load(copy, af__codec_cut_unread(copy, len), "watch event", &root, err);
+        af_free(copy);
+    } else {
+        rc = af__codec_load(json, len, "watch event", &root, err);
+    }
     if (rc)
         return rc;
     if (!json_is_object(root)) {
@@ -843,38 +882,113 @@ out:
 
 /* ---- cluster files ---------------------------------------------------------------------- */
 
-int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
-                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+#define CLUSTER_EXPECTED "a JSON or YAML List of Nodes and Pods, as `kubectl get nodes,pods -A -o json` prints"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = s ? strlen(s) : 0, m = strlen(suffix);
+    return n >= m && !strcasecmp(s + n - m, suffix);
+}
+
+/* JSON text to a tree; a syntax error names the file, line and column. */
+static int cluster_json(const char *name, const char *text, size_t len, json_t **out,
+                        struct af_error *err)
+{
+    json_error_t jerr;
+
+    *out = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
+    if (*out)
+        return 0;
+    return af_error_set(err, AF_EPARSE, name, jerr.line, jerr.column,
+                        "malformed JSON: %s (expected " CLUSTER_EXPECTED ")", jerr.text);
+}
+
+/* YAML text to a tree through af_yaml_to_json; a syntax error names line and column. */
+static int cluster_yaml(const char *name, const char *text, size_t len, json_t **out,
+                        struct af_error *err)
 {
     /* YAML aliases can make a small file expand: the JSON may be at most a few
      * times the YAML (plus a floor for tiny files). */
     struct af_buf js = AF_BUF_INIT(len < (SIZE_MAX - (64u << 20)) / 4 ? 4 * len + (64u << 20)
                                                                        : SIZE_MAX);
+    int rc = af_yaml_to_json(name, text, len, &js, err);
+
+    *out = NULL;
+    if (!rc) {
+        json_error_t jerr;
+        *out = json_loadb(js.buf ? js.buf : "null", js.buf ? js.len : 4,
+                          JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+        if (!*out)   /* the converter writes valid JSON; this is a bug if it happens */
+            rc = af_error_set(err, AF_EPARSE, name, 0, 0, "internal: YAML converted to bad "
+                              "JSON: %s", jerr.text);
+    }
+    af_buf_release(&js);
+    return rc;
+}
+
+/* What the top of a cluster file must be: a list of objects, a List, a Node or a Pod. */
+static int cluster_shape(const char *name, json_t *root, struct af_error *err)
+{
+    const char *kind;
+
+    if (json_is_null(root))
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "the file holds no document (expected " CLUSTER_EXPECTED ")");
+    if (json_is_array(root))
+        return 0;
+    if (!json_is_object(root))
+        return af_error_set(err, AF_ETYPE, name, 0, 0, "expected " CLUSTER_EXPECTED ", found a %s",
+                            af__codec_type_name(root));
+    kind = af__codec_get_str(root, "kind");
+    if (!kind && !af__codec_get(root, "items"))
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "expected " CLUSTER_EXPECTED ", found a mapping with neither kind "
+                            "nor items");
+    if (kind && strcmp(kind, "List") && strcmp(kind, "NodeList") && strcmp(kind, "PodList") &&
+        strcmp(kind, "Node") && strcmp(kind, "Pod"))
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "expected kind List, NodeList, PodList, Node or Pod, found kind "
+                            "'%.60s'",
+                            kind);
+    return 0;
+}
+
+int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
+                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+{
     struct af_error first = {0};
     json_t *root = NULL;
     size_t i = 0, skipped = 0;
     int rc;
 
+    if (!name)
+        name = "cluster";
     if (!text)
         return af_error_set(err, AF_EINVAL, name, 0, 0, "no input");
     while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
         i++;
-    if (i < len && (text[i] == '{' || text[i] == '[')) {
-        rc = af__codec_load(text, len, name ? name : "cluster", &root, err);
+    if (i == len)
+        return af_error_set(err, AF_EINVAL, name, 0, 0,
+                            "the file is empty (expected " CLUSTER_EXPECTED ")");
+    if (ends_with(name, ".json")) {
+        rc = cluster_json(name, text, len, &root, err);
+    } else if (text[i] == '{' || text[i] == '[') {
+        /* JSON, or YAML in flow style, which starts the same way: a file not named .json
+         * that is not JSON is read as the YAML it may be (YAML is a superset of JSON). */
+        struct af_error jerr = {0};
+        rc = cluster_json(name, text, len, &root, &jerr);
+        if (rc)
+            rc = cluster_yaml(name, text, len, &root, err);
     } else {
-        rc = af_yaml_to_json(name ? name : "cluster", text, len, &js, err);
-        if (!rc)
-            rc = af__codec_load(js.buf ? js.buf : "null", js.buf ? js.len : 4,
-                                name ? name : "cluster", &root, err);
+        rc = cluster_yaml(name, text, len, &root, err);
     }
+    if (!rc)
+        rc = cluster_shape(name, root, err);
     if (!rc) {
-        if (json_is_null(root))
-            rc = 0; /* an empty document: no objects */
-        else
-            rc = decode_list_json(cfg, root, cb, ud, NULL, NULL, &skipped, &first);
+        rc = decode_list_json(cfg, root, cb, ud, &skipped, &first);
         if (rc && err) {
             *err = first;
-            if (name && !err->file[0])
+            if (!err->file[0])
                 snprintf(err->file, sizeof(err->file), "%s", name);
         }
         /* One odd object must not keep the rest of the cluster out: skip it, loudly. */
@@ -883,10 +997,35 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
             af_error_format(&first, msg, sizeof(msg));
             snprintf(count, sizeof(count), "%zu", skipped);
             AF_LOG(AF_LOG_WARN, "cluster file: skipped objects that could not be decoded", "file",
-                   name ? name : "cluster", "skipped", count, "first", msg, NULL);
+                   name, "skipped", count, "first", msg, NULL);
         }
     }
     json_decref(root);
-    af_buf_release(&js);
+    return rc;
+}
+
+int af_codec_load_cluster_file(const struct af_config *cfg, const char *path, af_item_cb cb,
+                               void *ud, struct af_error *err)
+{
+    struct af_buf file = AF_BUF_INIT(AF_CLUSTER_FILE_MAX);
+    struct stat st;
+    int rc;
+
+    if (stat(path, &st) != 0)
+        return af_error_set(err, errno == ENOENT ? AF_ENOENT : AF_EIO, path, 0, 0,
+                            "%s (expected " CLUSTER_EXPECTED ")",
+                            errno == ENOENT ? "no such file" : strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return af_error_set(err, AF_EINVAL, path, 0, 0,
+                            "is a directory (expected a file holding " CLUSTER_EXPECTED ")");
+    rc = af_buf_read_file(&file, path);
+    if (rc == AF_ETOOBIG)
+        rc = af_error_set(err, rc, path, 0, 0, "larger than %zu MiB, the limit for a cluster file",
+                          (size_t)AF_CLUSTER_FILE_MAX >> 20);
+    else if (rc)
+        rc = af_error_set(err, rc, path, 0, 0, "cannot read: %s", af_strerror(rc));
+    if (!rc)
+        rc = af_codec_decode_cluster(cfg, path, file.buf ? file.buf : "", file.len, cb, ud, err);
+    af_buf_release(&file);
     return rc;
 }

@@ -90,6 +90,15 @@ static int render_cluster(struct af_service *svc, struct af_buf *o)
             {"accelfit_events_dropped_total", "counter",
              "Kubernetes Events dropped (queue full or over budget).",
              atomic_load(&st->events_dropped)},
+            {"accelfit_snapshots_published_total", "counter",
+             "Snapshots built and published from the watch.",
+             atomic_load(&st->snapshots_published)},
+            {"accelfit_snapshot_build_microseconds_total", "counter",
+             "Time spent building and publishing those snapshots.",
+             atomic_load(&st->snapshot_build_ns) / 1000},
+            {"accelfit_snapshot_build_max_microseconds", "gauge",
+             "Longest snapshot build and publish so far.",
+             atomic_load(&st->snapshot_build_max_ns) / 1000},
         };
         rc = af_metrics_header(o, "accelfit_cache_last_sync_age_seconds", "gauge",
                     "Seconds since the last full list or bookmark (0 before the first).");

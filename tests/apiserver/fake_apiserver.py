@@ -36,10 +36,19 @@ JSON body:
   stats                              request counters
   requests                           every API request so far: [{method, path}] (path with
                                      its query), e.g. to compare with an RBAC role
+  churn {rate}                       (with --synthetic-*) `rate` pod events per second
+                                     until rate 0: a running pod is deleted, a new one
+                                     bound to a random node is added, in turn
+
+With --synthetic-nodes N --synthetic-pods M (benchmarks) the initial state is N Nodes and
+M Pods shaped like a real EKS cluster's (tests/apiserver/synthetic.py), rendered once at
+start and listed from the rendered bytes; admin changes overlay them. `dump` then reports
+counts only.
 On start it prints one line "READY <https port> <admin port>" on stdout.
 """
 import argparse
 import base64
+import bisect
 import copy
 import datetime
 import json
@@ -54,6 +63,8 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+import synthetic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "apiserver")
@@ -126,11 +137,54 @@ class State:
             pods = json.load(f)["items"]
         self.node_tmpl = copy.deepcopy(nodes[0])
         self.pod_tmpl = copy.deepcopy(pods[0])
+        self.synth = None               # {kind: [bytes]} in synthetic mode
+        self.churn_rate = 0.0
+        if ARGS.synthetic_nodes or ARGS.synthetic_pods:
+            self._synthesize(ARGS.synthetic_nodes, ARGS.synthetic_pods)
+            nodes, pods = [], []
         for n in nodes:
             self._put("nodes", n, record=False)
         for p in pods:
             self._put("pods", p, record=False)
         self.history_start = self.rv
+
+    def _synthesize(self, n_nodes, n_pods):
+        rv = self.rv
+        self.synth_nodes = max(n_nodes, 1)
+        self.synth = {"nodes": [synthetic.dumps(synthetic.node_obj(i, rv)) for i in range(n_nodes)],
+                      "pods": [synthetic.dumps(synthetic.pod_obj(i, rv, self.synth_nodes))
+                               for i in range(n_pods)]}
+        self.synth_keys = {"nodes": [synthetic.node_name(i) for i in range(n_nodes)],
+                           "pods": ["%s/%s" % synthetic.pod_key(i) for i in range(n_pods)]}
+        self.synth_index = {k: {key: i for i, key in enumerate(v)} for k, v in self.synth_keys.items()}
+        self.synth_gone = {"nodes": set(), "pods": set()}   # replaced or deleted by the overlay
+        self.synth_next = n_pods                            # index of the next churned-in pod
+
+    def get(self, kind, key):
+        """The current object (a dict) under `key`, synthetic or not; KeyError when absent."""
+        if key in self.objs[kind]:
+            return self.objs[kind][key]
+        if self.synth is not None and key in self.synth_index[kind] and key not in self.synth_gone[kind]:
+            return json.loads(self.synth[kind][self.synth_index[kind][key]])
+        raise KeyError(key)
+
+    def churn_step(self, n):
+        """One churn event (under cond): delete a live pod (even n) or add a bound one (odd n)."""
+        if n % 2 == 0:
+            live = [k for k in self.objs["pods"]]
+            if not live or random.random() < 0.5:
+                i = random.randrange(len(self.synth_keys["pods"]))
+                key = self.synth_keys["pods"][i]
+                if key in self.synth_gone["pods"]:
+                    return
+            else:
+                key = random.choice(live)
+            self._put("pods", self.get("pods", key), delete=True)
+        else:
+            i = self.synth_next
+            self.synth_next += 1
+            node = random.randrange(len(self.synth_keys["nodes"]))
+            self._put("pods", synthetic.pod_obj(i, self.rv, self.synth_nodes, node))
 
     @staticmethod
     def key(kind, obj):
@@ -143,6 +197,9 @@ class State:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         k = self.key(kind, obj)
         old = self.objs[kind].get(k)
+        if self.synth is not None and k in self.synth_index[kind] and k not in self.synth_gone[kind]:
+            old = json.loads(self.synth[kind][self.synth_index[kind][k]])
+            self.synth_gone[kind].add(k)
         if delete:
             self.objs[kind].pop(k, None)
             typ = "DELETED"
@@ -206,6 +263,10 @@ class State:
         return p
 
     def dump(self):
+        if self.synth is not None:
+            return {"rv": str(self.rv),
+                    "nodes": len(self.synth["nodes"]) - len(self.synth_gone["nodes"]) + len(self.objs["nodes"]),
+                    "pods": len(self.synth["pods"]) - len(self.synth_gone["pods"]) + len(self.objs["pods"])}
         used = {}
         for n in self.objs["nodes"]:
             used[n] = {}
@@ -354,7 +415,54 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.list(kind, q)
 
+    def list_synthetic(self, kind, q):
+        """Lists the rendered synthetic objects, then the overlay; continue = a position."""
+        limit = int(q.get("limit") or 0)
+        cont = q.get("continue")
+        if ARGS.rv0_ignores_limit and q.get("resourceVersion") == "0" and not cont:
+            limit = 0   # kube-apiserver < 1.27 answers rv=0 from its watch cache, whole
+        with STATE.cond:
+            STATE.stats["list"] += 1
+            list_rv, pos = STATE.rv, 0
+            if cont:
+                tok = json.loads(base64.b64decode(cont))
+                list_rv, pos = tok["rv"], tok["start"]
+            rendered, keys, gone = STATE.synth[kind], STATE.synth_keys[kind], STATE.synth_gone[kind]
+            overlay = sorted(STATE.objs[kind])
+            total = len(rendered) + len(overlay)
+            items = []
+            while pos < total and not (limit and len(items) >= limit):
+                if pos < len(rendered):
+                    if keys[pos] not in gone:
+                        items.append(rendered[pos])
+                else:
+                    items.append(synthetic.dumps(STATE.objs[kind][overlay[pos - len(rendered)]]))
+                pos += 1
+            meta = {"resourceVersion": str(list_rv)}
+            if pos < total:
+                meta["continue"] = base64.b64encode(json.dumps({"rv": list_rv, "start": pos}).encode()).decode()
+                meta["remainingItemCount"] = total - pos
+        head = ('{"kind":"%s","apiVersion":"v1","metadata":%s,"items":[' % (
+            "NodeList" if kind == "nodes" else "PodList", json.dumps(meta, separators=(",", ":")))).encode()
+        self.start(200, "OK")
+        buf = [head]
+        size = len(head)
+        for n, it in enumerate(items):
+            if n:
+                buf.append(b",")
+            buf.append(it)
+            size += len(it) + 1
+            if size >= 65536:
+                self.chunk(b"".join(buf))
+                buf, size = [], 0
+        buf.append(b"]}\n")
+        self.chunk(b"".join(buf))
+        self.end_chunks()
+
     def list(self, kind, q):
+        if STATE.synth is not None:
+            self.list_synthetic(kind, q)
+            return
         sel = q.get("fieldSelector", "")
         limit = int(q.get("limit") or 0)
         cont = q.get("continue")
@@ -445,7 +553,8 @@ class Handler(BaseHTTPRequestHandler):
                     else:
                         if rv < STATE.history_start:
                             out = None
-                        for (hrv, hkind, typ, obj, old) in STATE.history:
+                        first = bisect.bisect_right(STATE.history, rv, key=lambda h: h[0])
+                        for (hrv, hkind, typ, obj, old) in STATE.history[first:]:
                             if out is None:
                                 break
                             if hrv <= rv or hkind != kind:
@@ -523,13 +632,18 @@ class AdminHandler(BaseHTTPRequestHandler):
             if cmd == "add_node":
                 s._put("nodes", s.make_node(a))
             elif cmd == "modify_node":
-                s._put("nodes", s.make_node(a, s.objs["nodes"][a["name"]]))
+                s._put("nodes", s.make_node(a, s.get("nodes", a["name"])))
             elif cmd == "delete_node":
-                s._put("nodes", s.objs["nodes"][a["name"]], delete=True)
+                s._put("nodes", s.get("nodes", a["name"]), delete=True)
             elif cmd in ("add_pod", "modify_pod"):
                 s._put("pods", s.make_pod(a))
             elif cmd == "delete_pod":
-                s._put("pods", s.objs["pods"][a.get("ns", "default") + "/" + a["name"]], delete=True)
+                s._put("pods", s.get("pods", a.get("ns", "default") + "/" + a["name"]), delete=True)
+            elif cmd == "churn":
+                running = s.churn_rate > 0
+                s.churn_rate = float(a.get("rate", 0))
+                if s.churn_rate > 0 and not running and s.synth is not None:
+                    threading.Thread(target=churn_loop, daemon=True).start()
             elif cmd == "close_watches":
                 s.close_mid += 1
             elif cmd == "expire_watches":
@@ -572,6 +686,22 @@ class AdminHandler(BaseHTTPRequestHandler):
         self.reply({"ok": True, "rv": str(rv)})
 
 
+def churn_loop():
+    """Pod events at STATE.churn_rate per second until the rate is set to 0."""
+    n = 0
+    t = time.time()
+    while True:
+        with STATE.cond:
+            rate = STATE.churn_rate
+            if rate <= 0:
+                return
+            STATE.churn_step(n)
+            STATE.cond.notify_all()
+        n += 1
+        t += 1.0 / rate
+        time.sleep(max(0.0, t - time.time()))
+
+
 # API servers behind a proxy (Rancher, some gateways) live under a path; clients keep it as
 # a prefix of every request. The fake server answers both with and without this one.
 PROXY_PREFIX = "/k8s/clusters/c-1"
@@ -594,6 +724,11 @@ def main():
     ap.add_argument("--token", default="test-token")
     ap.add_argument("--bookmark-interval", type=float, default=1.0)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--synthetic-nodes", type=int, default=0)
+    ap.add_argument("--synthetic-pods", type=int, default=0)
+    ap.add_argument("--rv0-ignores-limit", action="store_true",
+                    help="(synthetic) answer resourceVersion=0 lists whole, as a v1.26 "
+                         "kube-apiserver's watch cache does")
     ARGS = ap.parse_args()
     STATE = State(ARGS.token)
 

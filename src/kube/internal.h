@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube internals shared by its parts (not a public interface):
+ *   kube.c       options, start and stop (threads, curl handles, the server URL)
+ *   transport.c  credentials (token, token file, exec plugins) and the common
+ *                libcurl setup of every request (TLS, auth headers, timeouts)
+ *   reflector.c  LIST + WATCH of one kind into the shared cache (410, bookmarks,
+ *                backoff) and the publisher thread that snapshots it
+ *   events.c     the Event queue (dedup, budget) and its posting thread
+ */
+#ifndef AF_KUBE_INTERNAL_H
+#define AF_KUBE_INTERNAL_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "accelfit/kube.h"
+#include "accelfit/util.h"
+
+#define MAX_EVENT_BYTES (16u << 20)        /* one watch event */
+#define TOKEN_FILE_MAX_AGE_NS (60ull * 1000000000ull)
+#define EVENT_QUEUE_MAX 256
+#define EVENT_DEDUP_WINDOW_S 600.0
+#define EVENT_DEDUP_MAX 4096
+#define EXEC_TIMEOUT_NS (60ull * 1000000000ull)
+
+/* ---- pending Events ---------------------------------------------------------------------- */
+
+struct ev_item {
+    char *ns, *pod, *uid, *type, *reason, *message;
+    int count;
+    double first, last;
+};
+
+struct ev_seen {
+    uint64_t hash;
+    double first;
+};
+
+struct af_kube;
+struct list_items;
+
+struct reflector {
+    struct af_kube *k;
+    enum af_kind kind;
+    pthread_t thread;
+    CURL *h;
+    char *rv;                  /* last seen resourceVersion */
+    bool listed;               /* a full list of this kind was applied */
+    bool up;
+    /* per-transfer state */
+    struct af_buf body;        /* the start of an error body, for the log */
+    struct af_list_stream *list;   /* the LIST being decoded as it arrives */
+    struct list_items *batch;  /* its decoded items not yet applied */
+    struct af_buf line;        /* partial watch line */
+    bool streaming;            /* 200 watch: parse lines */
+    bool expired;              /* in-band ERROR 410 */
+    bool failed;               /* other in-band ERROR or oversize event */
+    long http_status;
+    uint64_t events;           /* events seen on this watch */
+};
+
+struct af_kube {
+    struct af_kube_conn *conn;
+    struct af_kube_options opt;
+    struct af_config_holder *cfg;
+    struct af_publisher *pub;
+    struct af_cache_status *st;
+    struct af_cache_status own_st;   /* used when the caller passes no status */
+    atomic_bool stop;
+    double low_speed_time;
+    char *base_url;            /* scheme://host:port[/prefix] used in URLs */
+    struct curl_slist *connect_to;
+
+    /* stop / dirty signalling */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool dirty;                /* protected by ->lock */
+    uint64_t dirty_since;      /* protected by ->lock */
+
+    pthread_mutex_t cache_lock;
+    struct af_cache *cache;    /* protected by ->cache_lock */
+
+    /* credentials, protected by ->cred_lock */
+    pthread_mutex_t cred_lock;
+    unsigned cred_gen;
+    char *file_token;
+    uint64_t file_token_read_ns;
+    bool exec_valid;
+    char *exec_token, *exec_cert, *exec_key;
+    double exec_expiry;        /* wall seconds; 0 = none given */
+
+    struct reflector refl[2];
+    pthread_t publisher;
+
+    /* events, protected by ->ev_lock */
+    pthread_t ev_thread;
+    pthread_mutex_t ev_lock;
+    pthread_cond_t ev_cond;
+    struct ev_item queue[EVENT_QUEUE_MAX];
+    size_t q_head, q_len;
+    struct ev_seen *seen;
+    size_t n_seen;
+    double tokens;
+    double tokens_at;
+};
+
+struct creds {
+    char *token;
+    char *cert_pem;
+    char *key_pem;
+    unsigned gen;
+};
+
+/* transport.c */
+/* Current credentials (runs the exec plugin or re-reads the token file when due). */
+void af__kube_creds_get(struct af_kube *k, struct creds *c);
+void af__kube_creds_clear(struct creds *c);
+/* After a 401 with credentials of generation `gen`: force a refresh (once per generation). */
+void af__kube_creds_invalidate(struct af_kube *k, unsigned gen);
+/* Sets the common options on `h` for `path_query`. Returns the header list to free. */
+struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *path_query,
+                                       const struct creds *c, char **urlp);
+
+/* reflector.c: thread bodies (arg: struct reflector *, struct af_kube *) */
+void *af__kube_reflector_main(void *arg);
+void *af__kube_publisher_main(void *arg);
+
+/* events.c */
+void *af__kube_events_main(void *arg);   /* arg: struct af_kube * */
+void af__kube_ev_item_free(struct ev_item *e);
+
+#endif

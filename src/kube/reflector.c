@@ -1,0 +1,631 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kube reflector: one thread per kind (nodes, pods) LISTs (paginated, 410 on a
+ * continue token answered with one full list) and WATCHes (bookmarks, in-band
+ * 410, backoff with full jitter), applying what it decodes to the shared cache
+ * under ->cache_lock; the publisher thread coalesces changes and publishes
+ * snapshots. The lock is never held across network I/O or JSON decoding.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "accelfit/codec.h"
+#include "accelfit/kube.h"
+#include "accelfit/util.h"
+
+#include "kube/internal.h"
+
+static double rand01(void)
+{
+    static _Thread_local unsigned seed;
+    if (!seed)
+        seed = (unsigned)af_now_ns() ^ (unsigned)(uintptr_t)&seed;
+    return (double)rand_r(&seed) / ((double)RAND_MAX + 1.0);
+}
+
+/* Sleeps up to `s` seconds; returns false when stop was requested. */
+static bool sleep_stop(struct af_kube *k, double s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(s * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&k->lock);
+    while (!atomic_load(&k->stop)) {
+        if (pthread_cond_timedwait(&k->cond, &k->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&k->lock);
+    return !atomic_load(&k->stop);
+}
+
+static void mark_dirty(struct af_kube *k)
+{
+    pthread_mutex_lock(&k->lock);
+    if (!k->dirty) {
+        k->dirty = true;
+        k->dirty_since = af_now_ns();
+        pthread_cond_broadcast(&k->cond);
+    }
+    pthread_mutex_unlock(&k->lock);
+}
+
+/* ---- reflector ---------------------------------------------------------------------------------- */
+
+static const char *kind_path(enum af_kind kind)
+{
+    return kind == AF_KIND_NODE ? "/api/v1/nodes" : "/api/v1/pods";
+}
+
+static const char *kind_name(enum af_kind kind)
+{
+    return kind == AF_KIND_NODE ? "nodes" : "pods";
+}
+
+#define POD_FIELD_SELECTOR "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+
+struct list_items {
+    struct af_node_info **nodes;
+    size_t n_nodes, cap_nodes;
+    struct af_pod_info **pods;
+    size_t n_pods, cap_pods;
+};
+
+static void list_item_cb(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    struct list_items *li = ud;
+    if (node) {
+        AF_GROW(li->nodes, li->cap_nodes, li->n_nodes + 1);
+        li->nodes[li->n_nodes++] = node;
+    }
+    if (pod) {
+        AF_GROW(li->pods, li->cap_pods, li->n_pods + 1);
+        li->pods[li->n_pods++] = pod;
+    }
+}
+
+static void update_counts(struct af_kube *k);
+
+/* Applies the decoded items to the cache (one lock for the batch) and empties the batch. */
+static void apply_items(struct reflector *r, struct list_items *li)
+{
+    struct af_kube *k = r->k;
+    if (!li->n_nodes && !li->n_pods)
+        return;
+    pthread_mutex_lock(&k->cache_lock);
+    for (size_t i = 0; i < li->n_nodes; i++)
+        af_cache_upsert_node(k->cache, li->nodes[i]);
+    for (size_t i = 0; i < li->n_pods; i++)
+        af_cache_upsert_pod(k->cache, li->pods[i]);
+    update_counts(k);
+    pthread_mutex_unlock(&k->cache_lock);
+    li->n_nodes = li->n_pods = 0;
+}
+
+#define LIST_APPLY_BATCH 256
+
+/*
+ * LIST bodies are decoded as they arrive (af_list_stream) and applied in batches: the
+ * page is never held whole. Other answers keep a little of their body for the log.
+ */
+static size_t body_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct reflector *r = ud;
+    size_t n = size * nmemb;
+    if (!r->http_status)
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
+    if (r->http_status != 200 || !r->list) {
+        if (r->body.len < 4096 &&
+            af_buf_add(&r->body, ptr, n < 4096 - r->body.len ? n : 4096 - r->body.len))
+            return 0;
+        return n;
+    }
+    (void)af_list_stream_feed(r->list, ptr, n);
+    if (r->batch->n_nodes + r->batch->n_pods >= LIST_APPLY_BATCH)
+        apply_items(r, r->batch);
+    return n;
+}
+
+static void update_counts(struct af_kube *k)
+{
+    atomic_store(&k->st->nodes, af_cache_node_count(k->cache));
+    atomic_store(&k->st->pods, af_cache_pod_count(k->cache));
+}
+
+static void set_up(struct reflector *r, bool up)
+{
+    struct af_kube *k = r->k;
+    pthread_mutex_lock(&k->lock);
+    r->up = up;
+    bool all = k->refl[0].up && k->refl[1].up;
+    atomic_store(&k->st->watch_up, all);
+    if (all)
+        atomic_store(&k->st->down_since_ns, 0);
+    else if (!atomic_load(&k->st->down_since_ns))
+        atomic_store(&k->st->down_since_ns, af_now_ns());
+    pthread_mutex_unlock(&k->lock);
+}
+
+/* Performs a GET into r->body. Returns 0 with r->http_status set, AF_ECANCELED or AF_ECONN. */
+static int do_get(struct reflector *r, const char *pq, struct creds *c)
+{
+    struct af_kube *k = r->k;
+    char *url;
+    af_buf_reset(&r->body);
+    r->failed = false;
+    r->http_status = 0;
+    struct curl_slist *hdr = af__kube_http_setup(k, r->h, pq, c, &url);
+    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, body_cb);
+    curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
+    CURLcode cc = curl_easy_perform(r->h);
+    curl_slist_free_all(hdr);
+    free(url);
+    r->http_status = 0;
+    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
+    if (atomic_load(&k->stop))
+        return AF_ECANCELED;
+    if (cc != CURLE_OK) {
+        AF_LOG(AF_LOG_WARN, "list failed", "kind", kind_name(r->kind), "error",
+               r->failed ? "response too large" : curl_easy_strerror(cc), NULL);
+        return AF_ECONN;
+    }
+    return 0;
+}
+
+static int status_to_rc(long st)
+{
+    if (st == 401)
+        return AF_EUNAUTH;
+    if (st == 410)
+        return AF_EEXPIRED;
+    return AF_EHTTP;
+}
+
+/* LIST (paginated) and resync the cache. `rv0` is "0" for the first list, "" later. */
+static int do_list(struct reflector *r, const char *rv0)
+{
+    struct af_kube *k = r->k;
+    char *cont = NULL, *rv = NULL;
+    int limit = k->opt.page_size > 0 ? k->opt.page_size : 500;
+    bool retried_full = false;
+    int rc = 0;
+
+    pthread_mutex_lock(&k->cache_lock);
+    af_cache_begin_resync(k->cache, r->kind);
+    pthread_mutex_unlock(&k->cache_lock);
+    for (;;) {
+        struct af_buf pq = AF_BUF_INIT(0);
+        struct creds c;
+        bool sel = r->kind == AF_KIND_POD;
+        rc = af_buf_printf(&pq, "%s?", kind_path(r->kind));
+        if (!rc && limit > 0)
+            rc = af_buf_printf(&pq, "limit=%d&", limit);
+        if (!rc && cont) {
+            char *esc = curl_easy_escape(r->h, cont, 0);
+            rc = af_buf_printf(&pq, "continue=%s&", esc);
+            curl_free(esc);
+        } else if (!rc && *rv0) {
+            rc = af_buf_printf(&pq, "resourceVersion=%s&", rv0);
+        }
+        if (!rc && sel)
+            rc = af_buf_puts(&pq, POD_FIELD_SELECTOR "&");
+        af_assert(rc == 0);
+        pq.buf[--pq.len] = '\0'; /* trailing & or ? */
+        struct list_items li = {0};
+        struct af_config *cfg = af_config_holder_get(k->cfg);
+        af__kube_creds_get(k, &c);
+        r->list = af_list_stream_new(cfg, true, list_item_cb, &li);
+        r->batch = &li;
+        rc = do_get(r, pq.buf, &c);
+        af_buf_release(&pq);
+        if (!rc && r->http_status == 401)
+            af__kube_creds_invalidate(k, c.gen);
+        af__kube_creds_clear(&c);
+        struct af_error err;
+        memset(&err, 0, sizeof(err));
+        char *page_rv = NULL;
+        size_t skipped = 0;
+        int lrc = 0;
+        if (!rc && r->http_status == 200) {
+            free(cont);
+            cont = NULL;
+            lrc = af_list_stream_finish(r->list, &page_rv, &cont, &skipped, &err);
+        }
+        af_list_stream_free(r->list);
+        r->list = NULL;
+        r->batch = NULL;
+        af_config_unref(cfg);
+        /* what was decoded is applied, even from a page that then failed (the relist
+         * does not complete, so nothing is swept) */
+        apply_items(r, &li);
+        free(li.nodes);
+        free(li.pods);
+        if (rc) {
+            free(page_rv);
+            break;
+        }
+        if (r->http_status == 410 && cont && !retried_full) {
+            /* continue token expired: one full (unpaginated) consistent list */
+            AF_LOG(AF_LOG_INFO, "continue token expired; full list", "kind", kind_name(r->kind),
+                   NULL);
+            free(cont);
+            cont = NULL;
+            retried_full = true;
+            limit = 0;
+            rv0 = "";
+            pthread_mutex_lock(&k->cache_lock);
+            af_cache_begin_resync(k->cache, r->kind);
+            pthread_mutex_unlock(&k->cache_lock);
+            continue;
+        }
+        if (r->http_status != 200) {
+            char st[16];
+            snprintf(st, sizeof(st), "%ld", r->http_status);
+            AF_LOG(AF_LOG_WARN, "list failed", "kind", kind_name(r->kind), "status", st, NULL);
+            rc = status_to_rc(r->http_status);
+            break;
+        }
+        rc = lrc;
+        if (!rc && skipped) {
+            char n[24];
+            snprintf(n, sizeof(n), "%zu", skipped);
+            AF_LOG(AF_LOG_WARN, "skipped undecodable objects in list", "kind",
+                   kind_name(r->kind), "count", n, "first", err.text, NULL);
+        }
+        if (rc) {
+            AF_LOG(AF_LOG_ERROR, "cannot decode list", "kind", kind_name(r->kind), "error",
+                   err.text, NULL);
+            free(page_rv);
+            break;
+        }
+        if (page_rv) {
+            free(rv);
+            rv = page_rv;
+        }
+        if (!cont || !*cont)
+            break;
+        mark_dirty(k);
+    }
+    if (!rc) {
+        free(r->rv);
+        r->rv = rv ? rv : af_xstrdup("");
+        rv = NULL;
+        pthread_mutex_lock(&k->cache_lock);
+        af_cache_end_resync(k->cache, r->kind);
+        r->listed = true;
+        if (k->refl[0].listed && k->refl[1].listed && !atomic_load(&k->st->synced)) {
+            af_cache_set_synced(k->cache, true);
+            atomic_store(&k->st->synced, true);
+        }
+        update_counts(k);
+        pthread_mutex_unlock(&k->cache_lock);
+        atomic_store(&k->st->last_sync_ns, af_now_ns());
+        /* every completed full list counts, the initial one of each kind included */
+        atomic_fetch_add(&k->st->relists, 1);
+        AF_LOG(AF_LOG_INFO, "listed", "kind", kind_name(r->kind), "resourceVersion", r->rv,
+               NULL);
+        mark_dirty(k);
+#ifdef __GLIBC__
+        /* Decoding a list frees as much as it allocates, spread over this thread's arena;
+         * give the free pages back rather than keep the peak resident. */
+        malloc_trim(0);
+#endif
+    }
+    free(cont);
+    free(rv);
+    return rc;
+}
+
+/* Applies up to one batch of the complete lines in r->line; keeps the rest. */
+static void process_batch(struct reflector *r)
+{
+    struct af_kube *k = r->k;
+    char *buf = r->line.buf;
+    size_t start = 0, n = r->line.len;
+    struct af_watch_event evs[64];
+    size_t nev = 0;
+    struct af_config *cfg = NULL;
+
+    while (start < n) {
+        char *nl = memchr(buf + start, '\n', n - start);
+        if (!nl)
+            break;
+        size_t len = (size_t)(nl - (buf + start));
+        const char *s = buf + start;
+        start += len + 1;
+        while (len && (s[len - 1] == '\r' || s[len - 1] == ' '))
+            len--;
+        if (!len)
+            continue;
+        if (!cfg)
+            cfg = af_config_holder_get(k->cfg);
+        struct af_error err;
+        memset(&err, 0, sizeof(err));
+        struct af_watch_event *ev = &evs[nev];
+        memset(ev, 0, sizeof(*ev));
+        if (af_codec_decode_watch_event(cfg, r->kind, s, len, ev, &err)) {
+            /* Skipped, not retried: restarting from the same RV would replay the same
+             * event forever and leave every other object stale. */
+            AF_LOG(AF_LOG_ERROR, "undecodable watch event skipped", "kind", kind_name(r->kind),
+                   "error", err.text, NULL);
+            af_watch_event_clear(ev);
+            continue;
+        }
+        nev++;
+        if (ev->type == AF_WATCH_ERROR) {
+            if (ev->status_code == 410) {
+                r->expired = true;
+            } else {
+                char code[16];
+                snprintf(code, sizeof(code), "%d", ev->status_code);
+                AF_LOG(AF_LOG_WARN, "watch error event", "kind", kind_name(r->kind), "code",
+                       code, "message", ev->status_message ? ev->status_message : "", NULL);
+                r->failed = true;
+            }
+            break;
+        }
+        if (nev == AF_ARRAY_SIZE(evs))
+            break; /* apply this batch; the rest is handled by the next call */
+    }
+    if (cfg)
+        af_config_unref(cfg);
+
+    if (nev) {
+        uint64_t applied = 0;
+        pthread_mutex_lock(&k->cache_lock);
+        for (size_t i = 0; i < nev; i++) {
+            struct af_watch_event *ev = &evs[i];
+            switch (ev->type) {
+            case AF_WATCH_ADDED:
+            case AF_WATCH_MODIFIED:
+                if (ev->node)
+                    af_cache_upsert_node(k->cache, af_node_info_ref(ev->node));
+                if (ev->pod)
+                    af_cache_upsert_pod(k->cache, af_pod_info_ref(ev->pod));
+                applied++;
+                break;
+            case AF_WATCH_DELETED:
+                if (ev->node)
+                    af_cache_delete_node(k->cache, ev->node->name);
+                if (ev->pod)
+                    af_cache_delete_pod(k->cache, ev->pod->ns, ev->pod->name);
+                applied++;
+                break;
+            case AF_WATCH_BOOKMARK:
+                atomic_store(&k->st->last_sync_ns, af_now_ns());
+                break;
+            case AF_WATCH_ERROR:
+                break;
+            }
+            if (ev->type != AF_WATCH_ERROR && ev->rv && *ev->rv) {
+                free(r->rv);
+                r->rv = ev->rv;
+                ev->rv = NULL;
+            }
+        }
+        update_counts(k);
+        pthread_mutex_unlock(&k->cache_lock);
+        for (size_t i = 0; i < nev; i++)
+            af_watch_event_clear(&evs[i]);
+        r->events += nev;
+        if (applied) {
+            atomic_fetch_add(&k->st->events_applied, applied);
+            atomic_store(&k->st->last_event_ns, af_now_ns());
+            mark_dirty(k);
+        }
+    }
+    /* keep the unconsumed tail */
+    if (start > 0) {
+        memmove(buf, buf + start, n - start);
+        r->line.len = n - start;
+        buf[r->line.len] = '\0';
+    }
+}
+
+static void process_lines(struct reflector *r)
+{
+    while (!r->failed && !r->expired && r->line.len && memchr(r->line.buf, '\n', r->line.len))
+        process_batch(r);
+}
+
+static size_t watch_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct reflector *r = ud;
+    size_t n = size * nmemb;
+    if (!r->streaming) {
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
+        if (r->http_status != 200) {
+            /* keep a bit of the error body for the log */
+            if (r->body.len < 4096 && af_buf_add(&r->body, ptr, n < 4096 ? n : 4096))
+                return n;
+            return n;
+        }
+        r->streaming = true;
+    }
+    if (af_buf_add(&r->line, ptr, n)) {
+        AF_LOG(AF_LOG_ERROR, "watch event exceeds limit; restarting watch", "kind",
+               kind_name(r->kind), NULL);
+        r->failed = true;
+        return 0;
+    }
+    if (memchr(ptr, '\n', n))
+        process_lines(r);
+    return (r->failed || r->expired) ? 0 : n;
+}
+
+static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct reflector *r = ud;
+    size_t n = size * nmemb;
+    if (n <= 2 && (ptr[0] == '\r' || ptr[0] == '\n')) {
+        long st = 0;
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &st);
+        if (st == 200)
+            set_up(r, true);
+    }
+    return n;
+}
+
+/* One WATCH from r->rv. 0: ended normally (timeout), else an AF_E* code. */
+static int do_watch(struct reflector *r, int *short_watch)
+{
+    struct af_kube *k = r->k;
+    int tmin = k->opt.watch_timeout_min_s > 0 ? k->opt.watch_timeout_min_s : 300;
+    int timeout = tmin + (int)(rand01() * tmin);
+    char *pq = af_xasprintf("%s?watch=true&resourceVersion=%s&allowWatchBookmarks=true"
+                            "&timeoutSeconds=%d%s",
+                            kind_path(r->kind), r->rv ? r->rv : "", timeout,
+                            r->kind == AF_KIND_POD ? "&" POD_FIELD_SELECTOR : "");
+    struct creds c;
+    char *url;
+    uint64_t t0 = af_now_ns();
+
+    af__kube_creds_get(k, &c);
+    af_buf_reset(&r->body);
+    af_buf_reset(&r->line);
+    r->streaming = r->expired = r->failed = false;
+    r->http_status = 0;
+    r->events = 0;
+    struct curl_slist *hdr = af__kube_http_setup(k, r->h, pq, &c, &url);
+    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, watch_cb);
+    curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(r->h, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(r->h, CURLOPT_HEADERDATA, r);
+    CURLcode cc = curl_easy_perform(r->h);
+    curl_slist_free_all(hdr);
+    free(url);
+    free(pq);
+    set_up(r, false);
+    if (!r->http_status)
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
+    unsigned gen = c.gen;
+    af__kube_creds_clear(&c);
+    af_buf_release(&r->line);
+    *short_watch = af_now_ns() - t0 < 1000000000ull && r->events == 0;
+
+    if (atomic_load(&k->stop))
+        return AF_ECANCELED;
+    if (r->expired) {
+        AF_LOG(AF_LOG_INFO, "watch expired (410); relisting", "kind", kind_name(r->kind), NULL);
+        return AF_EEXPIRED;
+    }
+    if (r->http_status && r->http_status != 200) {
+        char st[16];
+        snprintf(st, sizeof(st), "%ld", r->http_status);
+        AF_LOG(AF_LOG_WARN, "watch failed", "kind", kind_name(r->kind), "status", st, NULL);
+        if (r->http_status == 401)
+            af__kube_creds_invalidate(k, gen);
+        return status_to_rc(r->http_status);
+    }
+    if (r->failed)
+        return AF_EIO;
+    if (cc != CURLE_OK) {
+        AF_LOG(AF_LOG_WARN, "watch interrupted", "kind", kind_name(r->kind), "error",
+               curl_easy_strerror(cc), NULL);
+        return AF_ECONN;
+    }
+    return 0;
+}
+
+void *af__kube_reflector_main(void *arg)
+{
+    struct reflector *r = arg;
+    struct af_kube *k = r->k;
+    double backoff = k->opt.backoff_initial_s;
+    uint64_t last_trouble = af_now_ns();
+    bool need_list = true;
+    bool first_list = true;
+    bool watched = false;
+    int unauth_retries = 0;
+
+    while (!atomic_load(&k->stop)) {
+        int rc, short_watch = 0;
+        if (need_list) {
+            rc = do_list(r, first_list ? "0" : "");
+            if (!rc) {
+                need_list = false;
+                first_list = false;
+            }
+        } else {
+            if (watched)
+                atomic_fetch_add(&k->st->watch_restarts, 1);
+            watched = true;
+            rc = do_watch(r, &short_watch);
+            if (rc == AF_EEXPIRED) {
+                need_list = true;
+                continue; /* relist right away with a consistent read */
+            }
+            if (!rc && short_watch)
+                rc = AF_EIO; /* "very short watch": back off */
+        }
+        if (rc == AF_ECANCELED)
+            break;
+        if (rc == AF_EUNAUTH && unauth_retries++ < 1)
+            continue; /* credentials were refreshed: retry once at once */
+        if (!rc) {
+            unauth_retries = 0;
+            continue;
+        }
+        /* back off: full jitter, doubling, reset after 2 min without trouble */
+        uint64_t now = af_now_ns();
+        if (now - last_trouble > 120ull * 1000000000ull)
+            backoff = k->opt.backoff_initial_s;
+        last_trouble = now;
+        double d = backoff * rand01();
+        backoff *= 2;
+        if (backoff > k->opt.backoff_max_s)
+            backoff = k->opt.backoff_max_s;
+        unauth_retries = 0;
+        if (!sleep_stop(k, d))
+            break;
+    }
+    return NULL;
+}
+
+/* ---- publisher ------------------------------------------------------------------------------ */
+
+void *af__kube_publisher_main(void *arg)
+{
+    struct af_kube *k = arg;
+    pthread_mutex_lock(&k->lock);
+    while (!atomic_load(&k->stop)) {
+        if (!k->dirty) {
+            pthread_cond_wait(&k->cond, &k->lock);
+            continue;
+        }
+        uint64_t due = k->dirty_since + (uint64_t)(k->opt.publish_interval_s * 1e9);
+        uint64_t now = af_now_ns();
+        if (now < due) {
+            pthread_mutex_unlock(&k->lock);
+            double left = (double)(due - now) / 1e9;
+            (void)sleep_stop(k, left);
+            pthread_mutex_lock(&k->lock);
+            continue;
+        }
+        k->dirty = false;
+        pthread_mutex_unlock(&k->lock);
+        uint64_t t0 = af_now_ns();
+        pthread_mutex_lock(&k->cache_lock);
+        struct af_snapshot *s = af_cache_snapshot(k->cache);
+        pthread_mutex_unlock(&k->cache_lock);
+        af_publisher_publish(k->pub, s);
+        uint64_t took = af_now_ns() - t0;
+        atomic_fetch_add(&k->st->snapshots_published, 1);
+        atomic_fetch_add(&k->st->snapshot_build_ns, took);
+        if (took > atomic_load(&k->st->snapshot_build_max_ns))
+            atomic_store(&k->st->snapshot_build_max_ns, took);
+        pthread_mutex_lock(&k->lock);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return NULL;
+}
