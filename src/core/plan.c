@@ -156,6 +156,23 @@ static const char *accel_resource(const struct af_pod_info *pod)
     return "no accelerator";
 }
 
+/* Whole devices (GPUs, Neuron devices) the pod requests, which it pays its share of a node's
+ * price for (objective cost compares that share); 0 when none or beyond any instance. */
+static int whole_devices(const struct af_resources *r)
+{
+    static const enum af_res whole[] = {AF_RES_GPU, AF_RES_NEURON, AF_RES_NEURONDEVICE};
+    int64_t n = 0;
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(whole); i++) {
+        if (r->v[whole[i]] <= 0)
+            continue;
+        if (r->v[whole[i]] > 4096)
+            return 0;
+        n += r->v[whole[i]];
+    }
+    return n <= 4096 ? (int)n : 0;
+}
+
 /* Whether a node of class `cls` can serve the pod's requests at all. */
 static bool kind_fits(const struct af_plan *p, enum af_class cls)
 {
@@ -324,6 +341,7 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
     out->requested = af_res_accel_kind(&pod->requests);
     out->devices = af_res_devices(&pod->requests);
     out->neuron_cores = pod->requests.v[AF_RES_NEURONCORE];
+    out->profile.devices = whole_devices(&pod->requests);
     out->stated = out->profile.workload != AF_WORKLOAD_UNKNOWN;
     if (!out->stated) {
         out->workload_inferred = true;
