@@ -404,6 +404,24 @@ void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why)
     plan->allowed = plan->restricted ? plan->allowed & classes : classes;
     plan->restricted = true;
     snprintf(plan->restrict_why, sizeof(plan->restrict_why), "%s", why ? why : "");
+    if (plan->n_restrictions >= 0 && plan->n_restrictions < AF_PLAN_RESTRICTIONS) {
+        struct af_plan_restriction *r = &plan->restrictions[plan->n_restrictions++];
+        r->classes = classes;
+        snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
+    }
+}
+
+const char *af_plan_restrict_why(const struct af_plan *plan, enum af_class cls)
+{
+    bool known = cls > AF_CLASS_UNKNOWN && cls < AF_CLASS__COUNT;
+
+    if (!plan->restricted || (known && (plan->allowed & (1u << cls))))
+        return NULL;
+    for (int i = 0; i < plan->n_restrictions && i < AF_PLAN_RESTRICTIONS; i++)
+        if (!known || !(plan->restrictions[i].classes & (1u << cls)))
+            return plan->restrictions[i].why;
+    /* excluded by a restriction beyond the ones kept */
+    return plan->restrict_why;
 }
 
 void af_plan_limit_cost(struct af_plan *plan, uint32_t classes, double usd_hr, const char *why)
@@ -422,8 +440,7 @@ void af_plan_require_spot(struct af_plan *plan, const char *why)
 /* Outside an explicit restriction (af_plan_restrict); an unknown class is outside any. */
 static bool excluded(const struct af_plan *plan, enum af_class c)
 {
-    return plan->restricted &&
-           (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT || !(plan->allowed & (1u << c)));
+    return af_plan_restrict_why(plan, c) != NULL;
 }
 
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node)
