@@ -4,8 +4,9 @@
  * policy rule that matches the profile names the classes in order; this file
  * drops the classes the workload cannot use (Neuron without a Neuron-compiled
  * PyTorch or TensorFlow artifact, classes whose largest instances cannot hold
- * the model), and sizes each remaining class with the cheapest instance type
- * of the catalog that holds the model in at most max_instances instances.
+ * the model), and sizes each remaining class with the instance type of the
+ * catalog that holds the model in at most max_instances instances where the
+ * workload pays least (a pod pays its devices' share of an instance).
  * Every tier and every dropped class carries its reason in plain words, since
  * people act on these answers and need to see the arithmetic.
  *
