@@ -358,7 +358,7 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
         maxi = 1;
     for (size_t i = 0; i < cat->n_types; i++) {
         const struct af_instance_type *t = &cat->types[i];
-        double cap = capacity_gib(t);
+        double cap = capacity_gib(t), pays;
         int n = 1;
 
         if (t->cls != ts->cls || !family_allowed(ts, t->family))
@@ -381,15 +381,12 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
                 continue;
             }
         }
-        {
-            double pays =
-                af_select_workload_usd(t, n, paid_devices(p, t, n, devices_needed(t, n, needed)));
-            if (better(t, n, pays, &best)) {
-                best.t = t;
-                best.n = n;
-                best.total = n * t->price_usd_hr;
-                best.pays = pays;
-            }
+        pays = af_select_workload_usd(t, n, paid_devices(p, t, n, devices_needed(t, n, needed)));
+        if (better(t, n, pays, &best)) {
+            best.t = t;
+            best.n = n;
+            best.total = n * t->price_usd_hr;
+            best.pays = pays;
         }
     }
 
