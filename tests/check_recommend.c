@@ -77,6 +77,11 @@ static void assert_json_shape(const json_t *j)
         ck_assert(json_is_string(json_object_get(t, "instance_type")));
         ck_assert_int_ge(json_integer_value(json_object_get(t, "instances")), 1);
         ck_assert(json_is_number(usd) || json_is_null(usd));
+        /* what the workload pays: priced exactly when the tier is, never above its price */
+        ck_assert_int_eq(json_is_number(json_object_get(t, "workload_usd")), json_is_number(usd));
+        if (json_is_number(usd))
+            ck_assert(json_number_value(json_object_get(t, "workload_usd")) <=
+                      json_number_value(usd) + 1e-9);
         ck_assert(json_is_number(json_object_get(t, "accelerator_memory_gib")));
         ck_assert(json_is_array(reasons));
         ck_assert_uint_ge(json_array_size(reasons), 3);
@@ -164,6 +169,8 @@ START_TEST(test_json_answer_for_70b_training_on_trainium)
     ck_assert_str_eq(json_string_value(json_object_get(first, "instance_type")), "trn1.32xlarge");
     ck_assert_int_eq(json_integer_value(json_object_get(first, "instances")), 3);
     ck_assert_double_eq_tol(json_number_value(json_object_get(first, "hourly_usd")), 64.5, 1e-9);
+    /* split across three instances: the job pays for them whole */
+    ck_assert_double_eq_tol(json_number_value(json_object_get(first, "workload_usd")), 64.5, 1e-9);
     ck_assert_double_eq_tol(json_number_value(json_object_get(first, "accelerator_memory_gib")),
                             1536, 1e-9);
     ck_assert(json_number_value(json_object_get(j, "memory_needed_gib")) > 1173);

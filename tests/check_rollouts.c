@@ -537,6 +537,59 @@ START_TEST(test_plan_restriction_refuses_other_classes_for_good)
 }
 END_TEST
 
+START_TEST(test_each_restriction_keeps_its_own_reason)
+{
+    static const char rollout[] = "rollout r steers unit Pod/web-1 to its target side (nvidia-l4)";
+    static const char tenant[] = "tenant team-a may use only nvidia-a10g, nvidia-l4";
+    struct podspec p = {.name = "web-1"};
+    struct af_pod_info *pod;
+    struct af_plan *plan = af_xmalloc(sizeof(*plan));
+    struct af_node_decision dec[3];
+    struct af_filter_summary sum;
+    struct af_snapshot *snap;
+    struct af_node_view views[3];
+    const char *names[3] = {"a10g-00", "l4-00", "inf2-00"};
+
+    cluster(1, 1, 8);
+    snap = af_publisher_acquire(&pub);
+    for (int i = 0; i < 3; i++)
+        views[i] = *af_snapshot_find_node(snap, names[i]);
+    pod = pod_info(&p);
+
+    /* A rollout's side (L4), then a tenant's classes (A10G only): the A10G node is outside
+     * the rollout's side and the L4 node outside the tenant's classes; each refusal names
+     * the restriction that excludes the node, not the last one applied. */
+    af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+    af_plan_restrict(plan, L4, rollout);
+    af_plan_restrict(plan, A10G, "tenant team-a may use only nvidia-a10g");
+    af_filter(cfg->policy, plan, pod, views, names, 3, dec, &sum);
+    ck_assert_int_eq(dec[0].verdict, AF_VERDICT_UNRESOLVABLE);
+    ck_assert_str_eq(dec[0].reason, "rollout r steers unit Pod/web-1 to its target side "
+                                    "(nvidia-l4); this node is nvidia-a10g");
+    ck_assert_int_eq(dec[1].verdict, AF_VERDICT_UNRESOLVABLE);
+    ck_assert_str_eq(dec[1].reason,
+                     "tenant team-a may use only nvidia-a10g; this node is nvidia-l4");
+    ck_assert_str_eq(af_plan_restrict_why(plan, AF_CLASS_UNKNOWN), rollout);
+
+    /* The tenant first (budget.c runs before or after the rollout's steer alike): a node
+     * the tenant allows and the rollout does not is the rollout's refusal. */
+    af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+    af_plan_restrict(plan, A10G | L4, tenant);
+    af_plan_restrict(plan, L4, rollout);
+    af_filter(cfg->policy, plan, pod, views, names, 3, dec, &sum);
+    ck_assert_int_eq(dec[0].verdict, AF_VERDICT_UNRESOLVABLE);
+    ck_assert_str_eq(dec[0].reason, "rollout r steers unit Pod/web-1 to its target side "
+                                    "(nvidia-l4); this node is nvidia-a10g");
+    ck_assert_int_eq(dec[1].verdict, AF_VERDICT_PASS);
+    ck_assert_ptr_null(af_plan_restrict_why(plan, AF_CLASS_NVIDIA_L4));
+    ck_assert_str_eq(af_plan_restrict_why(plan, AF_CLASS_NVIDIA_T4), tenant);
+
+    af_pod_info_unref(pod);
+    af_snapshot_unref(snap);
+    af_free(plan);
+}
+END_TEST
+
 /* ---- the cache lists managed pods, Failed ones too ------------------------------------------- */
 
 START_TEST(test_cache_keeps_managed_pods_terminal_included)
@@ -1241,6 +1294,7 @@ Suite *af_rollouts_suite(void)
     tcase_add_test(tc, test_unit_is_job_pod_group_or_pod);
     tcase_add_test(tc, test_stages_advance_with_time);
     tcase_add_test(tc, test_plan_restriction_refuses_other_classes_for_good);
+    tcase_add_test(tc, test_each_restriction_keeps_its_own_reason);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cache");

@@ -107,6 +107,18 @@ static void assert_sane_selection(const struct af_selection *s)
             ck_assert(t->accel_memory_gib >= t->memory_needed_gib);
         for (size_t j = 0; j < i; j++)
             ck_assert_int_ne(s->tiers[j].cls, t->cls);
+        /* What the workload pays is never more than the instances' price; a model split
+         * across instances pays for them whole. */
+        if (t->price_known) {
+            ck_assert(t->workload_usd > 0 || t->hourly_usd == 0);
+            ck_assert(t->workload_usd <= t->hourly_usd + 1e-9);
+            if (t->instances > 1)
+                ck_assert_double_eq_tol(t->workload_usd, t->hourly_usd, 1e-9);
+        }
+        /* Objective cost: within a kind, cheapest for the workload first. */
+        if (s->price_ordered && i > 0 && t->price_known &&
+            af_class_kind(s->tiers[i - 1].cls) == af_class_kind(t->cls))
+            ck_assert(s->tiers[i - 1].workload_usd <= t->workload_usd + 1e-9);
     }
     for (size_t i = 0; i < s->n_dropped; i++)
         ck_assert(s->dropped[i].reason[0] != '\0');
@@ -317,10 +329,13 @@ END_TEST
 START_TEST(test_fallback_chain_of_neuron_inference)
 {
     static const enum af_class chain[] = {AF_CLASS_INFERENTIA2, AF_CLASS_TRAINIUM1,
-                                          AF_CLASS_NVIDIA_A10G, AF_CLASS_NVIDIA_A100};
+                                          AF_CLASS_NVIDIA_A100, AF_CLASS_NVIDIA_A10G};
     static struct af_selection s;
 
-    /* docs/policy.md's example chain: inferentia2 -> trainium1 -> nvidia-a10g -> nvidia-a100. */
+    /* docs/decision-framework.md's example: the rule's chain inferentia2 -> trainium1 ->
+     * nvidia-a10g -> nvidia-a100, the GPU tiers in the order of what the model pays: one of
+     * the eight A100s of a p4d.24xlarge ($2.74/h) before two of the four A10Gs of a
+     * g5.12xlarge ($2.84/h). */
     select_for(&s, AF_WORKLOAD_INFERENCE, 13e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_TENSORFLOW, true,
                false);
     ck_assert_uint_eq(s.n_tiers, AF_ARRAY_SIZE(chain));
@@ -328,6 +343,87 @@ START_TEST(test_fallback_chain_of_neuron_inference)
         ck_assert_int_eq(s.tiers[i].cls, chain[i]);
     ck_assert(any_reason_has(&s.tiers[0], "decision framework"));
     ck_assert(any_reason_has(&s.tiers[1], "fallback 1 of rule inference-cost-neuron"));
+}
+END_TEST
+
+static int tier_of(const struct af_selection *s, enum af_class c)
+{
+    for (size_t i = 0; i < s->n_tiers; i++)
+        if (s->tiers[i].cls == c)
+            return (int)i;
+    return -1;
+}
+
+START_TEST(test_cost_compares_what_a_one_gpu_pod_pays)
+{
+    static struct af_selection s;
+    const struct af_tier *a100, *h100;
+
+    /* The catalog's cheapest H100 instance is a 1-GPU p5.4xlarge ($6.88/h), its cheapest A100
+     * one an 8-GPU p4d.24xlarge ($21.96/h); a 1-GPU batch pod pays $2.745/h of the latter. */
+    select_for(&s, AF_WORKLOAD_BATCH_INFERENCE, 350e6, AF_OBJECTIVE_COST, AF_FRAMEWORK_UNKNOWN,
+               false, false);
+    ck_assert_int_ge(tier_of(&s, AF_CLASS_NVIDIA_A100), 0);
+    ck_assert_int_ge(tier_of(&s, AF_CLASS_NVIDIA_H100), 0);
+    ck_assert_int_lt(tier_of(&s, AF_CLASS_NVIDIA_A100), tier_of(&s, AF_CLASS_NVIDIA_H100));
+    ck_assert_int_lt(tier_of(&s, AF_CLASS_NVIDIA_A100), tier_of(&s, AF_CLASS_NVIDIA_V100));
+    a100 = &s.tiers[tier_of(&s, AF_CLASS_NVIDIA_A100)];
+    h100 = &s.tiers[tier_of(&s, AF_CLASS_NVIDIA_H100)];
+    ck_assert_str_eq(a100->instance->name, "p4d.24xlarge");
+    ck_assert_double_eq_tol(a100->hourly_usd, 21.96, 0.01);
+    ck_assert_double_eq_tol(a100->workload_usd, a100->hourly_usd / 8, 1e-9);
+    ck_assert(any_reason_has(a100, "the workload pays for the devices it gets, 1 of 8: $2.7"));
+    /* A whole 1-GPU instance: the smaller of two equal shares (not 1 of 8 of a p5.48xlarge). */
+    ck_assert_str_eq(h100->instance->name, "p5.4xlarge");
+    ck_assert_double_eq_tol(h100->workload_usd, 6.88, 0.01);
+    ck_assert_double_eq_tol(h100->workload_usd, h100->hourly_usd, 1e-9);
+    ck_assert(!any_reason_has(h100, "the workload pays for the devices it gets"));
+}
+END_TEST
+
+START_TEST(test_cost_uses_the_pods_device_request)
+{
+    static struct af_selection s;
+    struct af_profile p;
+
+    /* Size unknown: nothing says how many devices the workload gets, so whole instances
+     * compare; a pod's request of one GPU says it gets one, and pays its share. */
+    af_profile_init(&p);
+    p.workload = AF_WORKLOAD_BATCH_INFERENCE;
+    p.objective = AF_OBJECTIVE_COST;
+    af_select(cfg->policy, cfg->catalog, &p, false, &s);
+    assert_sane_selection(&s);
+    ck_assert_int_gt(tier_of(&s, AF_CLASS_NVIDIA_A100), tier_of(&s, AF_CLASS_NVIDIA_H100));
+    p.devices = 1;
+    af_select(cfg->policy, cfg->catalog, &p, false, &s);
+    assert_sane_selection(&s);
+    ck_assert_int_lt(tier_of(&s, AF_CLASS_NVIDIA_A100), tier_of(&s, AF_CLASS_NVIDIA_H100));
+    ck_assert_double_eq_tol(s.tiers[tier_of(&s, AF_CLASS_NVIDIA_A100)].workload_usd,
+                            s.tiers[tier_of(&s, AF_CLASS_NVIDIA_A100)].hourly_usd / 8, 1e-9);
+    /* Eight GPUs are the whole p4d: 21.96 against a p5.48xlarge's 55.04. */
+    p.devices = 8;
+    af_select(cfg->policy, cfg->catalog, &p, false, &s);
+    assert_sane_selection(&s);
+    ck_assert_double_eq_tol(s.tiers[tier_of(&s, AF_CLASS_NVIDIA_A100)].workload_usd,
+                            s.tiers[tier_of(&s, AF_CLASS_NVIDIA_A100)].hourly_usd, 1e-9);
+}
+END_TEST
+
+START_TEST(test_cost_of_a_model_on_whole_nodes_is_the_nodes_price)
+{
+    static struct af_selection s;
+    const struct af_tier *a100, *h100;
+
+    /* 70B training needs 1173 GiB: two whole p4de.24xlarge ($54.89/h) or two whole
+     * p5.48xlarge ($110.08/h), compared at the instances' price. */
+    select_for(&s, AF_WORKLOAD_TRAINING, 70e9, AF_OBJECTIVE_COST, AF_FRAMEWORK_JAX, false, false);
+    ck_assert_int_lt(tier_of(&s, AF_CLASS_NVIDIA_A100), tier_of(&s, AF_CLASS_NVIDIA_H100));
+    a100 = &s.tiers[tier_of(&s, AF_CLASS_NVIDIA_A100)];
+    h100 = &s.tiers[tier_of(&s, AF_CLASS_NVIDIA_H100)];
+    ck_assert_int_eq(a100->instances, 2);
+    ck_assert_double_eq_tol(a100->workload_usd, a100->hourly_usd, 1e-9);
+    ck_assert_double_eq_tol(h100->workload_usd, h100->hourly_usd, 1e-9);
+    ck_assert_double_eq_tol(h100->hourly_usd, 2 * 55.04, 0.01);
 }
 END_TEST
 
@@ -487,6 +583,9 @@ static Suite *af_select_suite(void)
     tcase_add_loop_test(tc, test_jax_never_gets_neuron, 0, (int)AF_ARRAY_SIZE(jax_cases));
     tcase_add_test(tc, test_neuron_gate);
     tcase_add_test(tc, test_fallback_chain_of_neuron_inference);
+    tcase_add_test(tc, test_cost_compares_what_a_one_gpu_pod_pays);
+    tcase_add_test(tc, test_cost_uses_the_pods_device_request);
+    tcase_add_test(tc, test_cost_of_a_model_on_whole_nodes_is_the_nodes_price);
     tcase_add_test(tc, test_memory_needed);
     tcase_add_test(tc, test_unknown_size_gets_the_smallest_instance);
     tcase_add_test(tc, test_cpu_workloads_size_host_memory);

@@ -71,6 +71,7 @@ void af_effective_requests(const struct af_container_req *containers, size_t n_c
 /* ---- intent and plan ------------------------------------------------------------------ */
 
 #define AF_NOTE_MAX 8
+#define AF_PLAN_RESTRICTIONS 4                 /* restrictions kept with their reasons */
 
 /*
  * What accelfit knows and what it only prefers, for one pod. Knowledge narrows
@@ -103,7 +104,7 @@ struct af_plan {
     /* An explicit restriction (af_plan_restrict): only these classes may be used. */
     bool restricted;
     uint32_t allowed;                          /* bit (1u << class) */
-    char restrict_why[AF_REASON_MAX];          /* why, quoted in the refusal */
+    char restrict_why[AF_REASON_MAX];          /* the last restriction's why (see restrictions) */
     /* An explicit cost limit (af_plan_limit_cost): on a priced node of a class in
      * `limit_classes`, a pod whose share of the price exceeds `limit_usd_hr` is refused. */
     uint32_t limit_classes;                    /* bit (1u << class); 0: no limit */
@@ -112,6 +113,13 @@ struct af_plan {
     /* Explicit policy (af_plan_require_spot): only spot nodes may be used. */
     bool spot_only;
     char spot_why[AF_REASON_MAX];
+    /* Each explicit restriction on its own (a rollout's side, a tenant's classes), so a
+     * refusal quotes the one that excludes the node's class (af_plan_restrict_why). */
+    struct af_plan_restriction {
+        uint32_t classes;                      /* bit (1u << class) */
+        char why[AF_REASON_MAX];
+    } restrictions[AF_PLAN_RESTRICTIONS];
+    int n_restrictions;
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */
@@ -123,9 +131,17 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
  * a rollout steering the pod's unit to one side. af_plan_node_tier then gives -1 for a
  * node of any other class (or of an unknown class), so filter refuses it
  * FailedAndUnresolvable with `why` and the node's class, and prioritize scores it 0.
- * A second call narrows further (the intersection; the last `why` is kept). Cannot fail.
+ * A second call narrows further (the intersection); each call's classes and `why` are kept
+ * (the first AF_PLAN_RESTRICTIONS; `restrict_why` is the last). Cannot fail.
  */
 void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why);
+
+/*
+ * Why a node of class `cls` is outside the plan's explicit restrictions: the reason of the
+ * first restriction that excludes the class (an unknown class is outside every one), or
+ * NULL when none does. Cannot fail.
+ */
+const char *af_plan_restrict_why(const struct af_plan *plan, enum af_class cls);
 
 /*
  * A cost ceiling as explicit policy (a tenant's hard budget, accelfit/tenant.h): on a node

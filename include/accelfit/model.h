@@ -236,6 +236,7 @@ struct af_profile {
     enum af_framework framework;
     bool neuron_ready;
     enum af_precision precision;
+    int devices;               /* devices a pod requests (whole GPUs or Neuron devices); 0 = none stated */
 };
 
 /* A count as people write it: "70B", "1.5B", "350M", "12k", "1.2T", "950" (never an

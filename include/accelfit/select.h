@@ -29,6 +29,8 @@ struct af_tier {
     int devices;                               /* accelerators per instance the model needs (0: all/none) */
     bool price_known;
     double hourly_usd;                         /* instances x price, when known */
+    double workload_usd;                       /* what the workload pays per hour, when known: its
+                                                  devices' share of hourly_usd, or all of it */
     double accel_memory_gib;                   /* instances x accelerator memory per instance */
     double memory_needed_gib;                  /* 0 when the model size is unknown */
     char reasons[AF_TIER_REASONS][AF_REASON_MAX];
@@ -80,6 +82,17 @@ int af_profile_set(struct af_profile *p, const char *key, const char *value, cha
                    size_t n) AF_MUST_CHECK;
 /* The profile has what a recommendation needs (a workload). 0 or AF_EINVAL + message. */
 int af_profile_check(const struct af_profile *p, char *err, size_t n) AF_MUST_CHECK;
+
+/*
+ * What a workload pays per hour on `instances` x `t` when it gets `devices` devices of each
+ * (a pod gets the devices it requests, not the instance): devices x price / devices per
+ * instance, the share rule of af_pod_share_usd; the whole price when `devices` is 0 or
+ * covers the instance, and for a type without accelerators. af_select passes 0 when nothing
+ * says how many devices the workload gets and for a model split across instances (it has
+ * them to itself); objective cost orders tiers by the result. Negative when the price is
+ * unknown.
+ */
+double af_select_workload_usd(const struct af_instance_type *t, int instances, int devices);
 
 /* Memory the model needs in GiB for this profile under `pol` (0 when unknown). */
 double af_select_memory_needed_gib(const struct af_policy *pol, const struct af_profile *profile);

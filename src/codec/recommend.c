@@ -95,6 +95,11 @@ void af_recommend_json(const struct af_profile *p, const struct af_config *cfg,
             json_num(b, t->hourly_usd);
         else
             put(b, "null");
+        put(b, ",\"workload_usd\":");
+        if (t->price_known)
+            json_num(b, t->workload_usd);
+        else
+            put(b, "null");
         put(b, ",\"price_per_instance_usd\":");
         if (t->price_known)
             json_num(b, t->instance->price_usd_hr);

@@ -78,10 +78,10 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
                  plan->neuron_gen);
         return;
     }
-    if (plan->restricted && (node->cls <= AF_CLASS_UNKNOWN || node->cls >= AF_CLASS__COUNT ||
-                             !(plan->allowed & (1u << node->cls)))) {
-        /* explicit policy (af_plan_restrict): a rollout steers the pod's unit elsewhere */
-        snprintf(out, n, "%.180s; this node is %s", plan->restrict_why, af_class_name(node->cls));
+    if (af_plan_restrict_why(plan, node->cls)) {
+        /* explicit policy (af_plan_restrict): a rollout's side, a tenant's classes */
+        snprintf(out, n, "%.180s; this node is %s", af_plan_restrict_why(plan, node->cls),
+                 af_class_name(node->cls));
         return;
     }
     tier_list(plan, list, sizeof(list));

@@ -156,6 +156,23 @@ static const char *accel_resource(const struct af_pod_info *pod)
     return "no accelerator";
 }
 
+/* Whole devices (GPUs, Neuron devices) the pod requests, which it pays its share of a node's
+ * price for (objective cost compares that share); 0 when none or beyond any instance. */
+static int whole_devices(const struct af_resources *r)
+{
+    static const enum af_res whole[] = {AF_RES_GPU, AF_RES_NEURON, AF_RES_NEURONDEVICE};
+    int64_t n = 0;
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(whole); i++) {
+        if (r->v[whole[i]] <= 0)
+            continue;
+        if (r->v[whole[i]] > 4096)
+            return 0;
+        n += r->v[whole[i]];
+    }
+    return n <= 4096 ? (int)n : 0;
+}
+
 /* Whether a node of class `cls` can serve the pod's requests at all. */
 static bool kind_fits(const struct af_plan *p, enum af_class cls)
 {
@@ -324,6 +341,7 @@ void af_plan_pod(const struct af_policy *pol, const struct af_catalog *cat,
     out->requested = af_res_accel_kind(&pod->requests);
     out->devices = af_res_devices(&pod->requests);
     out->neuron_cores = pod->requests.v[AF_RES_NEURONCORE];
+    out->profile.devices = whole_devices(&pod->requests);
     out->stated = out->profile.workload != AF_WORKLOAD_UNKNOWN;
     if (!out->stated) {
         out->workload_inferred = true;
@@ -386,6 +404,24 @@ void af_plan_restrict(struct af_plan *plan, uint32_t classes, const char *why)
     plan->allowed = plan->restricted ? plan->allowed & classes : classes;
     plan->restricted = true;
     snprintf(plan->restrict_why, sizeof(plan->restrict_why), "%s", why ? why : "");
+    if (plan->n_restrictions >= 0 && plan->n_restrictions < AF_PLAN_RESTRICTIONS) {
+        struct af_plan_restriction *r = &plan->restrictions[plan->n_restrictions++];
+        r->classes = classes;
+        snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
+    }
+}
+
+const char *af_plan_restrict_why(const struct af_plan *plan, enum af_class cls)
+{
+    bool known = cls > AF_CLASS_UNKNOWN && cls < AF_CLASS__COUNT;
+
+    if (!plan->restricted || (known && (plan->allowed & (1u << cls))))
+        return NULL;
+    for (int i = 0; i < plan->n_restrictions && i < AF_PLAN_RESTRICTIONS; i++)
+        if (!known || !(plan->restrictions[i].classes & (1u << cls)))
+            return plan->restrictions[i].why;
+    /* excluded by a restriction beyond the ones kept */
+    return plan->restrict_why;
 }
 
 void af_plan_limit_cost(struct af_plan *plan, uint32_t classes, double usd_hr, const char *why)
@@ -404,8 +440,7 @@ void af_plan_require_spot(struct af_plan *plan, const char *why)
 /* Outside an explicit restriction (af_plan_restrict); an unknown class is outside any. */
 static bool excluded(const struct af_plan *plan, enum af_class c)
 {
-    return plan->restricted &&
-           (c <= AF_CLASS_UNKNOWN || c >= AF_CLASS__COUNT || !(plan->allowed & (1u << c)));
+    return af_plan_restrict_why(plan, c) != NULL;
 }
 
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node)

@@ -4,8 +4,9 @@
  * policy rule that matches the profile names the classes in order; this file
  * drops the classes the workload cannot use (Neuron without a Neuron-compiled
  * PyTorch or TensorFlow artifact, classes whose largest instances cannot hold
- * the model), and sizes each remaining class with the cheapest instance type
- * of the catalog that holds the model in at most max_instances instances.
+ * the model), and sizes each remaining class with the instance type of the
+ * catalog that holds the model in at most max_instances instances where the
+ * workload pays least (a pod pays its devices' share of an instance).
  * Every tier and every dropped class carries its reason in plain words, since
  * people act on these answers and need to see the arithmetic.
  *
@@ -136,10 +137,38 @@ struct pick {
     const struct af_instance_type *t;
     int n;
     double total;
+    double pays;               /* what the workload pays (af_select_workload_usd) */
 };
 
+/* Devices of each of n instances of t that hold `needed` GiB: 0 when unknown or no devices. */
+static int devices_needed(const struct af_instance_type *t, int n, double needed)
+{
+    double per;
+    int d;
+
+    if (!(needed > 0) || t->accel_count <= 0 || !(t->accel_memory_gib_per_device > 0))
+        return 0;
+    per = needed / n / t->accel_memory_gib_per_device;
+    d = (int)ceil(per - 1e-9);
+    return d < 1 ? 1 : d > t->accel_count ? t->accel_count : d;
+}
+
+/* Devices of its instance the workload pays for, 0 when it pays for whole instances: a pod
+ * gets the devices it requests (stated, else the `model` devices the model needs), but a
+ * model split across instances runs over their EFA interconnect and has them to itself. */
+static int paid_devices(const struct af_profile *p, const struct af_instance_type *t, int n,
+                        int model)
+{
+    int d = p->devices > 0 ? p->devices : model;
+
+    if (n > 1 || t->accel_count <= 0 || t->accel_kind == AF_ACCEL_NONE || d <= 0 ||
+        d >= t->accel_count)
+        return 0;
+    return d;
+}
+
 /* True when candidate (t, n) is a better choice than `best`. */
-static bool better(const struct af_instance_type *t, int n, const struct pick *best)
+static bool better(const struct af_instance_type *t, int n, double pays, const struct pick *best)
 {
     bool priced = t->price_usd_hr >= 0, best_priced;
     double total = n * t->price_usd_hr;
@@ -154,6 +183,9 @@ static bool better(const struct af_instance_type *t, int n, const struct pick *b
     best_priced = best->t->price_usd_hr >= 0;
     if (priced != best_priced)
         return priced;
+    /* What the workload pays first (its devices' share), then the smaller instance. */
+    if (priced && pays != best->pays)
+        return pays < best->pays;
     if (priced && total != best->total)
         return total < best->total;
     if (n != best->n)
@@ -266,9 +298,26 @@ static void arithmetic_reason(const struct af_policy *pol, const struct af_profi
     }
 }
 
-static void price_reason(const struct af_catalog *cat, struct af_tier *tier)
+/* "2 x p4de.24xlarge, $54.89/h", or a share: "1 of the 8 devices of a p4d.24xlarge, $2.74/h". */
+static void describe_paid(const struct af_profile *p, const struct af_tier *tier, char *out,
+                          size_t n)
+{
+    int d = paid_devices(p, tier->instance, tier->instances, tier->devices);
+    char usd[32];
+
+    fmt_usd(usd, sizeof(usd), tier->workload_usd);
+    if (d)
+        snprintf(out, n, "%d of the %d devices of a %s, %s/h", d, tier->instance->accel_count,
+                 tier->instance->name, usd);
+    else
+        snprintf(out, n, "%d x %s, %s/h", tier->instances, tier->instance->name, usd);
+}
+
+static void price_reason(const struct af_catalog *cat, const struct af_profile *p,
+                         struct af_tier *tier)
 {
     const struct af_instance_type *t = tier->instance;
+    int paid = paid_devices(p, t, tier->instances, tier->devices);
     char total[32], each[32];
 
     if (!tier->price_known) {
@@ -285,6 +334,13 @@ static void price_reason(const struct af_catalog *cat, struct af_tier *tier)
                    each);
     else
         add_reason(tier, "%s/h on-demand, %s", total, price_where(cat));
+    if (paid) {
+        fmt_usd(total, sizeof(total), tier->workload_usd);
+        add_reason(tier,
+                   "the workload pays for the devices it gets, %d of %d: %s/h (what objective "
+                   "cost compares)",
+                   paid, t->accel_count, total);
+    }
 }
 
 /* Sizes one tier; returns false (with a dropped entry) when the class cannot hold the model. */
@@ -295,14 +351,14 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
     int maxi =
         p->workload >= 0 && p->workload < AF_WORKLOAD__COUNT ? pol->max_instances[p->workload] : 1;
     const struct af_instance_type *largest = NULL;
-    struct pick best = {NULL, 0, 0};
+    struct pick best = {NULL, 0, 0, 0};
     size_t candidates = 0, no_efa = 0;
 
     if (maxi < 1)
         maxi = 1;
     for (size_t i = 0; i < cat->n_types; i++) {
         const struct af_instance_type *t = &cat->types[i];
-        double cap = capacity_gib(t);
+        double cap = capacity_gib(t), pays;
         int n = 1;
 
         if (t->cls != ts->cls || !family_allowed(ts, t->family))
@@ -325,10 +381,12 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
                 continue;
             }
         }
-        if (better(t, n, &best)) {
+        pays = af_select_workload_usd(t, n, paid_devices(p, t, n, devices_needed(t, n, needed)));
+        if (better(t, n, pays, &best)) {
             best.t = t;
             best.n = n;
             best.total = n * t->price_usd_hr;
+            best.pays = pays;
         }
     }
 
@@ -371,32 +429,45 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
     tier->instances = best.n;
     /* Devices each instance must give the workload: a pod gets the devices it
      * requests, not the instance, so the tier says how many to request. */
-    if (needed > 0 && best.t->accel_count > 0 && best.t->accel_memory_gib_per_device > 0) {
-        double per = needed / best.n / best.t->accel_memory_gib_per_device;
-        int d = (int)ceil(per - 1e-9);
-        tier->devices = d < 1 ? 1 : d > best.t->accel_count ? best.t->accel_count : d;
-    }
+    tier->devices = devices_needed(best.t, best.n, needed);
     tier->price_known = best.t->price_usd_hr >= 0;
     tier->hourly_usd = tier->price_known ? best.total : 0;
+    tier->workload_usd = tier->price_known ? best.pays : 0;
     tier->accel_memory_gib = best.n * af_instance_accel_memory_gib(best.t);
     tier->memory_needed_gib = needed;
     return true;
 }
 
-/* True when tier a costs less per hour than b; unpriced tiers cost "more" than any price. */
+double af_select_workload_usd(const struct af_instance_type *t, int instances, int devices)
+{
+    double whole = instances * t->price_usd_hr;
+
+    if (t->price_usd_hr < 0)
+        return -1;
+    if (devices <= 0 || t->accel_count <= 0 || t->accel_kind == AF_ACCEL_NONE ||
+        devices >= t->accel_count)
+        return whole;
+    return whole * devices / t->accel_count;
+}
+
+/* True when the workload pays less per hour on tier a than on b; unpriced tiers cost
+ * "more" than any price. */
 static bool cheaper(const struct af_tier *a, const struct af_tier *b)
 {
     if (a->price_known != b->price_known)
         return a->price_known;
-    return a->price_known && a->hourly_usd < b->hourly_usd;
+    return a->price_known && a->workload_usd < b->workload_usd;
 }
 
 /*
- * Objective cost: the tiers of one accelerator kind go cheapest first. Kinds keep
- * the rule's order: a pod's requests fix its kind, so for a pod this is plain price
- * order; across kinds (recommend) per-hour prices compare different work per hour
- * (a Neuron rule exists because the model is compiled for Neuron), so the rule
- * decides and compare_kinds says what the other kind would cost. Stable.
+ * Objective cost: the tiers of one accelerator kind go cheapest first, by what the
+ * workload pays (af_select_workload_usd): a 1-GPU pod pays an eighth of a p4d.24xlarge,
+ * less than a whole p5.4xlarge, however the instances' prices compare; a model that
+ * needs whole instances pays for them. Kinds keep the rule's order: a pod's requests fix
+ * its kind, so for a pod this is plain price order; across kinds (recommend) per-hour
+ * prices compare different work per hour (a Neuron rule exists because the model is
+ * compiled for Neuron), so the rule decides and compare_kinds says what the other kind
+ * would cost. Stable.
  */
 static void order_by_price(struct af_selection *sel)
 {
@@ -412,13 +483,14 @@ static void order_by_price(struct af_selection *sel)
     }
 }
 
-/* States, with the arithmetic, how tier 1's price compares with the cheapest tier of
- * another accelerator kind; a saving is quoted only when the numbers show one. */
-static void compare_kinds(struct af_selection *sel)
+/* States, with the arithmetic, how what the workload pays on tier 1 compares with the
+ * cheapest tier of another accelerator kind; a saving is quoted only when the numbers show
+ * one. */
+static void compare_kinds(struct af_selection *sel, const struct af_profile *p)
 {
     struct af_tier *first = sel->n_tiers ? &sel->tiers[0] : NULL;
     const struct af_tier *other = NULL;
-    char a[32], b[32];
+    char a[32], b[AF_REASON_MAX / 2];
     double pct;
 
     if (!first || !first->price_known)
@@ -426,25 +498,25 @@ static void compare_kinds(struct af_selection *sel)
     for (size_t i = 1; i < sel->n_tiers; i++) {
         const struct af_tier *t = &sel->tiers[i];
         if (af_class_kind(t->cls) != af_class_kind(first->cls) && t->price_known &&
-            (!other || t->hourly_usd < other->hourly_usd))
+            (!other || t->workload_usd < other->workload_usd))
             other = t;
     }
-    if (!other || !(other->hourly_usd > 0))
+    if (!other || !(other->workload_usd > 0))
         return;
-    fmt_usd(a, sizeof(a), first->hourly_usd);
-    fmt_usd(b, sizeof(b), other->hourly_usd);
-    pct = 100.0 * (other->hourly_usd - first->hourly_usd) / other->hourly_usd;
+    fmt_usd(a, sizeof(a), first->workload_usd);
+    describe_paid(p, other, b, sizeof(b));
+    pct = 100.0 * (other->workload_usd - first->workload_usd) / other->workload_usd;
     if (pct >= 0.5)
         add_reason(first, "%.0f%% cheaper per hour than the cheapest %s tier that holds the model "
-                          "(%s, %d x %s, %s/h)",
+                          "(%s, %s)",
                    pct, af_accel_kind_name(af_class_kind(other->cls)), af_class_name(other->cls),
-                   other->instances, other->instance->name, b);
+                   b);
     else
         add_reason(first,
-                   "%s/h is %.0f%% more per hour than %s (%d x %s, %s/h); the rule ranks %s "
+                   "%s/h is %.0f%% more per hour than %s (%s); the rule ranks %s "
                    "first for this workload, since per-hour prices across accelerator kinds "
                    "do not compare work done per hour",
-                   a, -pct, af_class_name(other->cls), other->instances, other->instance->name, b,
+                   a, -pct, af_class_name(other->cls), b,
                    af_accel_kind_name(af_class_kind(first->cls)));
 }
 
@@ -505,7 +577,7 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
         if (!size_tier(pol, cat, profile, ts, needed, out, tier))
             continue;
         arithmetic_reason(pol, profile, tier);
-        price_reason(cat, tier);
+        price_reason(cat, profile, tier);
         if (af_class_kind(ts->cls) == AF_ACCEL_NEURON)
             add_reason(tier,
                        "runs the Neuron-compiled %s model on NeuronCore-v%d (inf2 and trn1 "
@@ -517,7 +589,7 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
     if (profile->objective == AF_OBJECTIVE_COST) {
         order_by_price(out);
         out->price_ordered = true;
-        compare_kinds(out);
+        compare_kinds(out, profile);
     }
     af_selection_label(out);
 }
