@@ -61,6 +61,14 @@ struct af_reload {
 
 /* ---- one reload ---------------------------------------------------------------------------- */
 
+/* Counted before a swap becomes visible, so whoever sees the new generation (a scrape, a
+ * test polling /metrics) also sees the reload that made it counted and successful. */
+static void count(struct af_reload *r, enum af_reload_result res)
+{
+    atomic_fetch_add(&r->counts[res], 1);
+    atomic_store(&r->last_ok, res != AF_RELOAD_ERROR);
+}
+
 static enum af_reload_result reload_locked(struct af_reload *r)
 {
     struct af_config *cur = af_config_holder_get(r->holder), *next = NULL;
@@ -78,21 +86,24 @@ static enum af_reload_result reload_locked(struct af_reload *r)
         AF_LOG(AF_LOG_ERROR, "policy reload rejected; the previous policy keeps serving", "error",
                msg[0] ? msg : af_strerror(rc), "generation", gen, NULL);
         res = AF_RELOAD_ERROR;
+        count(r, res);
     } else if (cur && !strcmp(next->policy_sha256, cur->policy_sha256) &&
                !strcmp(next->catalog_sha256, cur->catalog_sha256)) {
         AF_LOG(AF_LOG_DEBUG, "policy unchanged: not swapped", "policy_hash", cur->policy_sha256,
                NULL);
         res = AF_RELOAD_UNCHANGED;
+        count(r, res);
     } else {
         next->generation = (cur ? cur->generation : 0) + 1;
         snprintf(gen, sizeof(gen), "%llu", (unsigned long long)next->generation);
+        res = AF_RELOAD_OK;
+        count(r, res);
         af_config_holder_set(r->holder, af_config_ref(next));
         AF_LOG(AF_LOG_INFO, "policy reloaded", "policy", next->policy->source, "catalog",
                next->catalog->source, "generation", gen, "policy_hash", next->policy_sha256,
                NULL);
         if (r->swapped)
             r->swapped(r->ud, next);
-        res = AF_RELOAD_OK;
     }
     af_config_unref(next);
     af_config_unref(cur);
@@ -110,8 +121,6 @@ enum af_reload_result af_reload_now(struct af_reload *r)
     }
     pthread_mutex_lock(&r->lock);
     res = reload_locked(r);
-    atomic_fetch_add(&r->counts[res], 1);
-    atomic_store(&r->last_ok, res != AF_RELOAD_ERROR);
     pthread_mutex_unlock(&r->lock);
     return res;
 }
