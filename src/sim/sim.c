@@ -82,6 +82,8 @@ struct run {
     const int *policy_tenant;          /* index into the policy's tenants, -1 (the trace's) */
     double *tenant_rate;               /* spend now, $/hour: the books af_tenant_steer reads */
     int *tenant_pods;                  /* running pods */
+    double *min_premium;               /* per pod: its smallest share of a premium node of its
+                                        * tenant, < 0 until computed (waiting pods only) */
     /* departures: a binary heap by time */
     struct departure *heap;
     size_t n_heap, cap_heap;
@@ -478,24 +480,81 @@ static bool decide(struct run *r, size_t p)
     return placed;
 }
 
+/* The hard budget of pod p's tenant, NULL when it has none (or the trace's tenants). */
+static const struct af_tenant *hard_budget(const struct run *r, size_t p)
+{
+    int k = r->tenant_of[p], pk = r->policy_tenant[k];
+    const struct af_tenant *t = pk >= 0 ? &r->cfg->policy->tenants[pk] : NULL;
+
+    return t && t->has_budget && t->over_budget == AF_OVER_BUDGET_HARD ? t : NULL;
+}
+
+static bool premium_for(const struct af_tenant *t, const struct af_node_info *n)
+{
+    return n->price_known && n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT &&
+           (t->premium & (1u << n->cls));
+}
+
+/* Whether pod p's hard budget surely refuses `node` at its tenant's spend now (with a
+ * millionth of a dollar to spare, so that no node the filter would take is skipped). */
+static bool budget_refuses(const struct run *r, size_t p, size_t node)
+{
+    const struct af_tenant *t = hard_budget(r, p);
+    const struct af_node_info *n = r->cl->nodes[node].info;
+
+    return t && premium_for(t, n) &&
+           r->tenant_rate[r->tenant_of[p]] + af_pod_share_usd(&r->all[p]->info->requests, n) >
+               t->budget_usd_hr + 1e-6;
+}
+
+/*
+ * Whether pod p's tenant's spend has come down far enough that its hard budget may now let
+ * it onto a premium node it refused before: spend + the pod's smallest share of a premium
+ * node of the cluster that could hold it empty (kube-scheduler's filters) within the budget
+ * (to a millionth of a dollar, so that no pod the filter would take is skipped).
+ */
+static bool budget_may_admit(struct run *r, size_t p)
+{
+    const struct af_tenant *t = hard_budget(r, p);
+
+    if (!t)
+        return false;
+    if (r->min_premium[p] < 0) {
+        double best = INFINITY;
+        struct af_node_view empty;
+        for (size_t i = 0; i < r->n_nodes; i++) {
+            const struct af_node_info *n = r->cl->nodes[i].info;
+            struct af_ks_node k = {&r->cl->nodes[i], &empty, 0, 0};
+            memset(&empty, 0, sizeof(empty));
+            empty.info = n;
+            if (premium_for(t, n) && af_ks_filter(r->all[p], &k) == AF_KS_FIT)
+                best = fmin(best, af_pod_share_usd(&r->all[p]->info->requests, n));
+        }
+        r->min_premium[p] = best;
+    }
+    return r->tenant_rate[r->tenant_of[p]] + r->min_premium[p] <= t->budget_usd_hr + 1e-6;
+}
+
 /*
  * After a pod of tenant `tenant` left `node`, the waiting pods try again, in arrival
  * order. Only that node and that tenant's spend changed, so a pod whose last scan saw
- * every node and that does not fit on this one now cannot be placed either (its last
- * attempt stands) and is skipped, unless it is that tenant's and a hard budget may have
- * refused it elsewhere (accelfit's side).
+ * every node and that does not fit on this one now (or, on accelfit's side, whose hard
+ * budget still refuses it) cannot be placed either (its last attempt stands) and is
+ * skipped, unless it is that tenant's and the lower spend may now let its hard budget
+ * admit it to a premium node elsewhere.
  */
 static void retry_waiting(struct run *r, size_t node, int tenant)
 {
-    bool budget = r->side == AF_SIM_ACCELFIT && r->res->tenants[tenant].budget_usd_hr >= 0 &&
-                  r->res->tenants[tenant].hard;
+    bool budget = r->side == AF_SIM_ACCELFIT;
     size_t keep = 0;
     struct af_ks_node k = {&r->cl->nodes[node], &r->own[node], r->nz_cpu[node], r->nz_mem[node]};
 
     for (size_t w = 0; w < r->n_waiting; w++) {
         size_t p = r->waiting[w];
-        bool could = r->cut[w] || (budget && r->tenant_of[p] == tenant) ||
-                     af_ks_filter(r->all[p], &k) == AF_KS_FIT;
+        bool could = r->cut[w] ||
+                     (af_ks_filter(r->all[p], &k) == AF_KS_FIT &&
+                      !(budget && budget_refuses(r, p, node))) ||
+                     (budget && r->tenant_of[p] == tenant && budget_may_admit(r, p));
         if (could && decide(r, p)) {
             r->st->wait_hours += (r->t - r->wait_since[w]) / 3600.0;
             /* This node changed again: the next pods see it as it is now. */
@@ -744,6 +803,9 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->policy_tenant = policy_tenant;
     r->tenant_rate = af_xcalloc(res->n_tenants + 1, sizeof(double));
     r->tenant_pods = af_xcalloc(res->n_tenants + 1, sizeof(int));
+    r->min_premium = af_xmalloc((r->n_all + 1) * sizeof(double));
+    for (size_t p = 0; p < r->n_all; p++)
+        r->min_premium[p] = -1;
     r->waiting = af_xmalloc((r->n_all + 1) * sizeof(*r->waiting));
     r->wait_since = af_xmalloc((r->n_all + 1) * sizeof(*r->wait_since));
     r->cut = af_xcalloc(r->n_all + 1, sizeof(*r->cut));
@@ -794,6 +856,7 @@ static void run_release(struct run *r)
     af_free(r->share_rate);
     af_free(r->tenant_rate);
     af_free(r->tenant_pods);
+    af_free(r->min_premium);
     af_free(r->heap);
     af_free(r->waiting);
     af_free(r->wait_since);
