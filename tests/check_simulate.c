@@ -989,7 +989,9 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_str_eq(err, "");
     ck_assert_ptr_nonnull(strstr(out, "kube-scheduler"));
     ck_assert_ptr_nonnull(strstr(out, "rollout detector-to-t4"));
-    ck_assert_ptr_nonnull(strstr(out, "team-llm"));
+    ck_assert_ptr_nonnull(strstr(out, "tenants (the policy's)"));
+    ck_assert_ptr_nonnull(strstr(out, "team-llm: budget $60.00/h, hard"));
+    ck_assert_ptr_nonnull(strstr(out, "team-vision: budget $10.00/h, soft"));
     ck_assert_ptr_nonnull(strstr(out, "report: "));
     {
         FILE *f = fopen(report, "r");
@@ -999,6 +1001,8 @@ START_TEST(test_demo_day_through_the_binary)
         fclose(f);
         ck_assert_uint_gt(len, 1000);
         assert_well_formed(html);
+        ck_assert_ptr_nonnull(strstr(html, "team-llm: budget $60.00/h, hard"));
+        ck_assert_ptr_nonnull(strstr(html, "hours over budget"));
         af_free(html);
     }
     free(out);
@@ -1009,6 +1013,8 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_int_eq(af_test_exec(argv, NULL, &json, &err), 0);
     ck_assert_ptr_nonnull(strstr(json, "\"schedulers\":{\"accelfit\":{\"cost_usd\":"));
     ck_assert_ptr_nonnull(strstr(json, "\"pods\":[{\"namespace\":"));
+    ck_assert_ptr_nonnull(strstr(json, "\"tenants_from\":\"policy\""));
+    ck_assert_ptr_nonnull(strstr(json, "{\"name\":\"team-llm\","));
     free(json);
     free(err);
     unlink(report);
