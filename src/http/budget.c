@@ -418,6 +418,7 @@ int af_service_costs(struct af_service *svc, struct af_buf *out)
     }
     af_costs_unref(c);
 done:
+    af_config_unref(cfg);
     af_snapshot_unref(snap);
     return status;
 }
