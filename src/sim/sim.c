@@ -71,7 +71,7 @@ struct run {
     struct af_node_view *own;          /* the allocation as this run keeps it (the cache's too) */
     /* per pod (all: the cluster's bound pods first, then the trace's) */
     size_t n_all, n_bound;
-    struct af_sim_pod **all;
+    struct af_sim_pod **all;           /* borrowed from af_sim_run */
     int *node_of;                      /* -1 when not placed */
     int *last_node;                    /* where it was placed, -1 never */
     int *tier_of;                      /* its node's tier in accelfit's plan, -1 */
@@ -757,8 +757,8 @@ static double bound_rate(const struct af_sim_cluster *cl, const struct af_sim_po
 
 static void run_init(struct run *r, const struct af_config *cfg, const struct af_sim_cluster *cl,
                      struct af_sim_trace *tr, const struct af_sim_options *opt,
-                     struct af_sim_result *res, enum af_sim_side side, const int *tenant_of,
-                     const int *policy_tenant)
+                     struct af_sim_result *res, enum af_sim_side side, struct af_sim_pod **all,
+                     const int *tenant_of, const int *policy_tenant)
 {
     size_t n = cl->n_nodes;
 
@@ -783,11 +783,7 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->workload = af_xcalloc(n + 1, sizeof(*r->workload));
     r->n_bound = cl->n_bound;
     r->n_all = cl->n_bound + tr->n_pods;
-    r->all = af_xcalloc(r->n_all + 1, sizeof(*r->all));
-    for (size_t p = 0; p < cl->n_bound; p++)
-        r->all[p] = &cl->bound[p];
-    for (size_t p = 0; p < tr->n_pods; p++)
-        r->all[cl->n_bound + p] = &tr->pods[p];
+    r->all = all;
     r->node_of = af_xmalloc((r->n_all + 1) * sizeof(*r->node_of));
     r->last_node = af_xmalloc((r->n_all + 1) * sizeof(*r->last_node));
     r->tier_of = af_xmalloc((r->n_all + 1) * sizeof(*r->tier_of));
@@ -846,7 +842,6 @@ static void run_release(struct run *r)
     af_free(r->nz_mem);
     af_free(r->accel_used);
     af_free(r->workload);
-    af_free(r->all);
     af_free(r->node_of);
     af_free(r->last_node);
     af_free(r->tier_of);
@@ -922,7 +917,7 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
     tenant_of = tenants_init(cfg, all, n_all, out, &policy_tenant);
 
     for (int s = 0; s < 2; s++) {
-        run_init(&runs[s], cfg, cluster, trace, opt, out, (enum af_sim_side)s, tenant_of,
+        run_init(&runs[s], cfg, cluster, trace, opt, out, (enum af_sim_side)s, all, tenant_of,
                  policy_tenant);
         run_side(&runs[s], trace);
         run_finish(&runs[s]);
