@@ -7,7 +7,9 @@
  * (default 10,000) arriving over 24 hours (CPU preprocessing, 1-GPU inference, 4- and
  * 8-GPU training, Neuron inference; each runs 10 minutes to 6 hours), decodes both
  * through the codec as the command does, and times af_sim_run: both schedulers and the
- * lower bound, with kube-scheduler's adaptive percentageOfNodesToScore and with 100%.
+ * lower bound, with kube-scheduler's adaptive percentageOfNodesToScore and with 100%,
+ * then again under a policy whose tenants (the trace's seven namespaces) have $250/h
+ * budgets, hard and soft alternately.
  * Usage: bench_simulate [nodes] [pods]
  */
 #include <stdio.h>
@@ -131,6 +133,39 @@ int main(int argc, char **argv)
                r.side[AF_SIM_BOUND].cost_usd, r.side[AF_SIM_KUBE].nodes_examined_avg,
                r.side[AF_SIM_ACCELFIT].cheapest_missed);
         af_sim_result_release(&r);
+    }
+    /* The same under tenants with budgets (the trace's seven namespaces, hard and soft
+     * alternately): accelfit's side decides with each tenant's running spend. */
+    {
+        struct af_buf pb = AF_BUF_INIT(0);
+        struct af_config *tcfg = NULL;
+        struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+        struct af_sim_result r;
+        double ms, over[2] = {0, 0};
+        af_assert(!af_buf_add(&pb, af_embedded_policy_yaml, af_embedded_policy_yaml_len));
+        af_assert(!af_buf_puts(&pb, "\ntenants:\n"));
+        for (int t = 0; t < 7; t++)
+            af_assert(!af_buf_printf(&pb,
+                                     "  - {name: team-%d, namespaces: [team-%d], "
+                                     "budget_usd_per_hour: 250, over_budget: %s}\n",
+                                     t, t, t % 2 ? "soft" : "hard"));
+        af_assert(af_config_load_mem(&tcfg, "<embedded>", af_embedded_catalog_yaml,
+                                     af_embedded_catalog_yaml_len, "bench-tenants", pb.buf, pb.len,
+                                     &err) == 0);
+        t0 = af_now_ns();
+        af_sim_run(tcfg, &cl, &tr, &opt, &r);
+        ms = (double)(af_now_ns() - t0) / 1e6;
+        for (size_t i = 0; i < r.n_tenants; i++)
+            for (int s = 0; s < 2; s++)
+                over[s] += r.tenants[i].over_hours[s];
+        printf("simulate, 7 tenants at $250/h    %8.1f ms  (%.0f us per pod and scheduler; "
+               "accelfit $%.0f, %d pods waited; tenant-hours over budget: accelfit %.1f, "
+               "kube-scheduler %.1f)\n",
+               ms, ms * 1000.0 / (2.0 * pods), r.side[AF_SIM_ACCELFIT].cost_usd,
+               r.side[AF_SIM_ACCELFIT].waited, over[0], over[1]);
+        af_sim_result_release(&r);
+        af_config_unref(tcfg);
+        af_buf_release(&pb);
     }
     af_sim_trace_release(&tr);
     af_sim_cluster_release(&cl);

@@ -174,6 +174,7 @@ START_TEST(test_tiny_trace_costs_to_the_cent)
     ck_assert_double_eq(cents(tenant(&r, "team-b")->spend_usd[AF_SIM_ACCELFIT]), 5.00);
     ck_assert_double_eq(cents(tenant(&r, "team-b")->spend_usd[AF_SIM_KUBE]), 20.00);
     ck_assert_double_lt(tenant(&r, "team-a")->budget_usd_hr, 0);
+    ck_assert(!r.tenants_from_policy);   /* the default policy lists no tenants */
 
     ck_assert_int_eq(a->placed, 3);
     ck_assert_int_eq(k->placed, 3);
@@ -531,6 +532,221 @@ START_TEST(test_rollout_share_is_steered_over_hours)
 }
 END_TEST
 
+/* ---- tenants ------------------------------------------------------------------------------ */
+
+/* policies/default.yaml with `extra` appended, loaded from a file as `--policy` loads it. */
+static struct af_config *load_policy_with(const char *extra)
+{
+    char dir[] = "/tmp/af-sim-tenants-XXXXXX";
+    char *path, *policy;
+    size_t len;
+    struct af_config *c = NULL;
+    struct af_error err;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    path = af_xasprintf("%s/policy.yaml", dir);
+    policy = af_test_read("policies/default.yaml", &len);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(policy, 1, len, f), len);
+    ck_assert_uint_eq(fwrite(extra, 1, strlen(extra), f), strlen(extra));
+    ck_assert_int_eq(fclose(f), 0);
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_config_load(&c, NULL, path, &err) == 0, "%s", err.text);
+    unlink(path);
+    rmdir(dir);
+    af_free(path);
+    free(policy);
+    return c;
+}
+
+/*
+ * One tenant, research (namespace ml), on a CPU node at $4.00/h and an 8 x A100 node at
+ * $32.00/h:
+ *   prep    14 of 16 cpu, 0h-3h: share 14/16 x 4.00 = $3.50/h
+ *   train   2 of 8 GPUs (12 of 96 cpu, 96 of 1152 Gi), arrives 1h, runs 2h:
+ *           share 2/8 x 32.00 = $8.00/h
+ * With a hard budget of $10/h, train at 1h would take research to 3.50 + 8.00 = $11.50/h:
+ * the A100 node is refused (every tier of a training pod is premium) and train waits
+ * until prep leaves the CPU node at 3h (a node train could never use: the tenant's spend
+ * is what changed), then runs 3h-5h. Spend: 3.50 x 3 + 8.00 x 2 = $26.50, at most
+ * $8.00/h. Without a budget train runs 1h-3h, next to prep: the same $26.50, at most
+ * $11.50/h. kube-scheduler knows nothing of budgets: train runs 1h-3h there, $11.50/h
+ * for 2 hours over $10.
+ */
+static const char budget_cluster[] =
+    "{\"kind\":\"List\",\"items\":["
+    NODE("cpu-big", "c6i.4xlarge", "4.00", "16", "32Gi", "", "") ","
+    NODE("gpu-a100", "p4d.24xlarge", "32.00", "96", "1152Gi", ",\"nvidia.com/gpu\":\"8\"",
+         GPU_TAINT)
+    "]}";
+static const char budget_trace[] =
+    "end: 8h\n"
+    "pods:\n"
+    "  - {name: prep, namespace: ml, at: 0, duration: 3h,\n"
+    "     annotations: {accelfit.io/workload: preprocessing}, requests: {cpu: 14, memory: 8Gi}}\n"
+    "  - {name: train, namespace: ml, at: 1h, duration: 2h,\n"
+    "     annotations: {accelfit.io/workload: training},\n"
+    "     requests: {cpu: 12, memory: 96Gi, nvidia.com/gpu: 2},\n"
+    "     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}\n";
+
+/* The placements borrow names from the cluster and the trace: the caller releases them. */
+static void run_budget_trace(const char *tenants, struct af_sim_cluster *cl,
+                             struct af_sim_trace *tr, struct af_sim_result *r)
+{
+    struct af_config *c = load_policy_with(tenants);
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_codec_decode_sim_cluster(c, "c", budget_cluster, strlen(budget_cluster), cl,
+                                              NULL, &err) == 0,
+                  "%s", err.text);
+    ck_assert_msg(af_codec_decode_trace("t", budget_trace, strlen(budget_trace), tr, &err) == 0,
+                  "%s", err.text);
+    opt.check_spend = true;
+    af_sim_run(c, cl, tr, &opt, r);
+    ck_assert_int_gt(r->spend_checks, 0);
+    ck_assert_int_eq(r->spend_mismatches, 0);
+    af_config_unref(c);
+}
+
+START_TEST(test_hard_budget_refuses_premium_until_spend_drops)
+{
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_sim_result r;
+    const struct af_sim_tenant *t;
+    const struct af_sim_placement *pl;
+    struct af_buf text = AF_BUF_INIT(0), json = AF_BUF_INIT(0);
+
+    run_budget_trace("\ntenants:\n"
+                     "  - name: research\n"
+                     "    namespaces: [ml]\n"
+                     "    budget_usd_per_hour: 10\n"
+                     "    over_budget: hard\n",
+                     &cl, &tr, &r);
+    ck_assert(r.tenants_from_policy);
+    /* The default tenant has no pods here: only research is listed. */
+    ck_assert_uint_eq(r.n_tenants, 1);
+    t = tenant(&r, "research");
+    ck_assert_double_eq(t->budget_usd_hr, 10);
+    ck_assert(t->hard);
+
+    pl = placed(&r, AF_SIM_ACCELFIT, "train");
+    ck_assert_str_eq(pl->node, "gpu-a100");
+    ck_assert_double_eq_tol(pl->placed_at, 3 * 3600.0, 1e-6);   /* refused at 1h */
+    ck_assert_int_eq(r.side[AF_SIM_ACCELFIT].waited, 1);
+    ck_assert_double_eq_tol(t->spend_usd[AF_SIM_ACCELFIT], 26.50, 1e-9);
+    ck_assert_double_eq_tol(t->peak_usd_hr[AF_SIM_ACCELFIT], 8.00, 1e-9);
+    ck_assert_double_eq_tol(t->over_hours[AF_SIM_ACCELFIT], 0, 1e-9);
+    /* kube-scheduler alone places it at once and runs over the budget. */
+    pl = placed(&r, AF_SIM_KUBE, "train");
+    ck_assert_str_eq(pl->node, "gpu-a100");
+    ck_assert_double_eq_tol(pl->placed_at, 1 * 3600.0, 1e-6);
+    ck_assert_double_eq_tol(t->spend_usd[AF_SIM_KUBE], 26.50, 1e-9);
+    ck_assert_double_eq_tol(t->peak_usd_hr[AF_SIM_KUBE], 11.50, 1e-9);
+    ck_assert_double_eq_tol(t->over_hours[AF_SIM_KUBE], 2.0, 1e-9);
+
+    ck_assert_int_eq(af_sim_render_text(&r, &text), 0);
+    ck_assert_ptr_nonnull(strstr(text.buf, "tenants (the policy's)"));
+    ck_assert_ptr_nonnull(strstr(text.buf, "research: budget $10.00/h, hard"));
+    ck_assert_ptr_nonnull(strstr(text.buf, "  peak spend                          $8.00/h"
+                                           "         $11.50/h              -\n"));
+    ck_assert_ptr_nonnull(strstr(text.buf, "  hours over budget                       0.0"
+                                           "              2.0              -\n"));
+    ck_assert_int_eq(af_sim_render_json(&r, &json), 0);
+    ck_assert_ptr_nonnull(strstr(json.buf, "\"tenants_from\":\"policy\""));
+    ck_assert_ptr_nonnull(strstr(json.buf, "\"budget_usd_per_hour\":10.00,\"over_budget\":\"hard\""));
+    ck_assert_ptr_nonnull(strstr(json.buf, "\"peak_usd_per_hour\":{\"accelfit\":8.00,"
+                                           "\"kube_scheduler\":11.50}"));
+    ck_assert_ptr_nonnull(strstr(json.buf, "\"hours_over_budget\":{\"accelfit\":0.0,"
+                                           "\"kube_scheduler\":2.0}"));
+    af_buf_release(&text);
+    af_buf_release(&json);
+    af_sim_result_release(&r);
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+}
+END_TEST
+
+START_TEST(test_without_a_budget_the_premium_node_is_taken_at_once)
+{
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_sim_result r;
+    const struct af_sim_tenant *t;
+    const struct af_sim_placement *pl;
+
+    run_budget_trace("\ntenants:\n"
+                     "  - name: research\n"
+                     "    namespaces: [ml]\n",
+                     &cl, &tr, &r);
+    ck_assert(r.tenants_from_policy);
+    t = tenant(&r, "research");
+    ck_assert_double_lt(t->budget_usd_hr, 0);
+    pl = placed(&r, AF_SIM_ACCELFIT, "train");
+    ck_assert_str_eq(pl->node, "gpu-a100");
+    ck_assert_double_eq_tol(pl->placed_at, 1 * 3600.0, 1e-6);
+    ck_assert_int_eq(r.side[AF_SIM_ACCELFIT].waited, 0);
+    ck_assert_double_eq_tol(t->spend_usd[AF_SIM_ACCELFIT], 26.50, 1e-9);
+    ck_assert_double_eq_tol(t->peak_usd_hr[AF_SIM_ACCELFIT], 11.50, 1e-9);
+    ck_assert_double_eq_tol(t->over_hours[AF_SIM_ACCELFIT], 0, 1e-9);
+    af_sim_result_release(&r);
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+}
+END_TEST
+
+/*
+ * The books the budget reads, kept as pods bind and leave, against af_costs_compute over
+ * a snapshot of the cache (what the server computes) at every decision of both schedulers:
+ * the demo day on the demo cluster with its running pods (DaemonSet pods included), under
+ * the demo policy's tenants, and under a policy without tenants (the total only).
+ */
+START_TEST(test_running_spend_equals_costs_compute)
+{
+    char *cluster_text, *trace_text;
+    size_t clen, tlen;
+    struct af_config *pcfg = NULL;
+    struct af_error err;
+
+    cluster_text = af_test_read("manifests/demo-cluster.yaml", &clen);
+    trace_text = af_test_read("examples/traces/demo-day.yaml", &tlen);
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_config_load(&pcfg, NULL, af_test_path("examples/traces/demo-policy.yaml"),
+                                 &err) == 0,
+                  "%s", err.text);
+    for (int pass = 0; pass < 2; pass++) {
+        struct af_config *c = pass ? cfg : pcfg;
+        struct af_sim_cluster cl;
+        struct af_sim_trace tr;
+        struct af_sim_result r;
+        struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+
+        ck_assert_msg(af_codec_decode_sim_cluster(c, "demo", cluster_text, clen, &cl, NULL,
+                                                  &err) == 0,
+                      "%s", err.text);
+        ck_assert_uint_gt(cl.n_bound, 0);
+        ck_assert_msg(af_codec_decode_trace("day", trace_text, tlen, &tr, &err) == 0, "%s",
+                      err.text);
+        opt.check_spend = true;
+        af_sim_run(c, &cl, &tr, &opt, &r);
+        ck_assert_int_eq(r.tenants_from_policy, pass == 0);
+        /* per tenant and in total, at every decision: hundreds of comparisons */
+        ck_assert_int_gt(r.spend_checks, 2 * (long)tr.n_pods);
+        ck_assert_int_eq(r.spend_mismatches, 0);
+        af_sim_result_release(&r);
+        af_sim_trace_release(&tr);
+        af_sim_cluster_release(&cl);
+    }
+    af_config_unref(pcfg);
+    free(cluster_text);
+    free(trace_text);
+}
+END_TEST
+
 /* ---- the report ------------------------------------------------------------------------------------ */
 
 static const char *const void_tags[] = {"meta", "br", NULL};   /* HTML's; SVG's close with /> */
@@ -773,7 +989,9 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_str_eq(err, "");
     ck_assert_ptr_nonnull(strstr(out, "kube-scheduler"));
     ck_assert_ptr_nonnull(strstr(out, "rollout detector-to-t4"));
-    ck_assert_ptr_nonnull(strstr(out, "team-llm"));
+    ck_assert_ptr_nonnull(strstr(out, "tenants (the policy's)"));
+    ck_assert_ptr_nonnull(strstr(out, "team-llm: budget $60.00/h, hard"));
+    ck_assert_ptr_nonnull(strstr(out, "team-vision: budget $10.00/h, soft"));
     ck_assert_ptr_nonnull(strstr(out, "report: "));
     {
         FILE *f = fopen(report, "r");
@@ -783,6 +1001,8 @@ START_TEST(test_demo_day_through_the_binary)
         fclose(f);
         ck_assert_uint_gt(len, 1000);
         assert_well_formed(html);
+        ck_assert_ptr_nonnull(strstr(html, "team-llm: budget $60.00/h, hard"));
+        ck_assert_ptr_nonnull(strstr(html, "hours over budget"));
         af_free(html);
     }
     free(out);
@@ -793,6 +1013,8 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_int_eq(af_test_exec(argv, NULL, &json, &err), 0);
     ck_assert_ptr_nonnull(strstr(json, "\"schedulers\":{\"accelfit\":{\"cost_usd\":"));
     ck_assert_ptr_nonnull(strstr(json, "\"pods\":[{\"namespace\":"));
+    ck_assert_ptr_nonnull(strstr(json, "\"tenants_from\":\"policy\""));
+    ck_assert_ptr_nonnull(strstr(json, "{\"name\":\"team-llm\","));
     free(json);
     free(err);
     unlink(report);
@@ -849,6 +1071,9 @@ static Suite *af_simulate_suite(void)
     tcase_add_loop_test(tc, test_lower_bound_never_above_either_scheduler, 0, 8);
     tcase_add_test(tc, test_scan_cut_short_misses_the_cheap_node);
     tcase_add_test(tc, test_rollout_share_is_steered_over_hours);
+    tcase_add_test(tc, test_hard_budget_refuses_premium_until_spend_drops);
+    tcase_add_test(tc, test_without_a_budget_the_premium_node_is_taken_at_once);
+    tcase_add_test(tc, test_running_spend_equals_costs_compute);
     tcase_add_test(tc, test_html_report_is_well_formed_and_holds_the_table);
     suite_add_tcase(s, tc);
 

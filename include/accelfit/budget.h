@@ -2,22 +2,17 @@
 /*
  * budget: tenants' budgets at decision time, and the cost reports (GET /costs,
  * `accelfit costs`, the accelfit_tenant_* and accelfit_idle_cost_* gauges).
- * The HTTP side of accelfit/costs.h and accelfit/tenant.h (src/http/budget.c).
+ * The HTTP side of accelfit/costs.h and accelfit/tenant_budget.h (src/http/budget.c).
  *
  * Costs are computed once per (snapshot, config): a struct af_costs_memo keeps
  * the last result with references on the snapshot and config it was computed
  * from, and recomputes only when either changes, so filter, prioritize,
  * /explain, /costs and /metrics reuse one computation between cache changes.
  *
- * At decision time a pod's tenant shapes its plan, as explicit policy:
- *   classes          af_plan_restrict to the tenant's classes
- *   capacity: spot   af_plan_require_spot
- *   hard budget      af_plan_limit_cost: a premium node where the pod's share of the
- *                    price would take spend past the budget is refused
- *                    (FailedAndUnresolvable, naming the tenant, budget and spend)
- * and a soft budget lowers scores after prioritize (af_budget_rank): a premium node
- * that would take spend past the budget scores half, and 0 when it is the last
- * candidate of its class with room (left to tenants within budget).
+ * What a pod's tenant does to its plan (classes, spot capacity, a hard budget's
+ * cost ceiling before filter; a soft budget's ranking after prioritize) is
+ * decided in the core (accelfit/tenant_budget.h); af_budget_steer only supplies
+ * the tenant's spend from the memo.
  */
 #ifndef AF_BUDGET_H
 #define AF_BUDGET_H
@@ -26,6 +21,7 @@
 #include "accelfit/costs.h"
 #include "accelfit/decide.h"
 #include "accelfit/http.h"
+#include "accelfit/tenant_budget.h"
 
 /* ---- the memo --------------------------------------------------------------------------------- */
 
@@ -45,39 +41,22 @@ struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cf
 
 /* ---- decisions ------------------------------------------------------------------------------------ */
 
-struct af_budget_decision {
-    int tenant;                        /* index into cfg->policy->tenants; -1: no tenants */
-    const struct af_tenant *t;         /* borrowed from the config; NULL when tenant < 0 */
-    enum af_tenant_match how;
-    double spend_usd_hr;
-    bool spend_known;                  /* spend_usd_hr was looked up */
-    bool soft;                         /* a soft budget: af_budget_rank lowers scores */
-    char effect[AF_REASON_MAX];        /* what the tenant's policy does to this pod */
-};
-
 /* af_budget_steer flags: look the tenant's spend up even when it has no budget (/explain). */
 #define AF_BUDGET_SPEND (1u << 0)
 
 /*
- * Finds the pod's tenant and narrows `plan` as explicit policy (see above). The tenant's
- * spend (svc->costs memo) is looked up when it has a budget, or with AF_BUDGET_SPEND, so a
- * policy without budgets costs filter nothing. `bd` is always filled. Cannot fail.
+ * af_tenant_steer with the tenant's spend from the costs of `snap` (svc->costs memo;
+ * `svc` may be NULL: computed for this call). The spend is looked up when the tenant has
+ * a budget, or with AF_BUDGET_SPEND, so a policy without budgets costs filter nothing;
+ * with `snap` NULL it is unknown. `td` is always filled; the soft budget is then
+ * af_tenant_rank's. Cannot fail.
  */
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
                      const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
-                     struct af_budget_decision *bd);
-
-/*
- * The soft budget after prioritize (or filter, for /explain's reasons): lowers the score
- * of each passing premium node where the pod's share of the price would take the
- * tenant's spend past its budget, and says so in the node's reason. Does nothing for a
- * hard budget or no budget. Cannot fail.
- */
-void af_budget_rank(const struct af_budget_decision *bd, const struct af_pod_info *pod,
-                    const struct af_node_view *views, size_t n, struct af_node_decision *dec);
+                     struct af_tenant_decision *td);
 
 /* The "tenant" object of /explain (or null when the policy has no tenants). */
-int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *out) AF_MUST_CHECK;
+int af_budget_explain_json(const struct af_tenant_decision *td, struct af_buf *out) AF_MUST_CHECK;
 
 /* ---- reports ---------------------------------------------------------------------------------------- */
 

@@ -7,10 +7,11 @@
  *
  *   accelfit        kube-scheduler's filters (the model below) find the feasible
  *                   nodes, accelfit's own af_plan_pod, rollout steering
- *                   (af_rollouts_steer), af_filter and af_prioritize decide among
- *                   them, and kube-scheduler adds the extender's score x weight x 10
- *                   to its own plugin scores, as a scheduler configured with
- *                   accelfit does;
+ *                   (af_rollouts_steer), the tenant's classes and budget
+ *                   (af_tenant_steer, af_tenant_rank, with the tenant's spend at that
+ *                   moment), af_filter and af_prioritize decide among them, and
+ *                   kube-scheduler adds the extender's score x weight x 10 to its own
+ *                   plugin scores, as a scheduler configured with accelfit does;
  *   kube-scheduler  the same model alone (src/sim/kubesched.c): NodeUnschedulable,
  *                   NodeResourcesFit, TaintToleration and nodeSelector as filters;
  *                   LeastAllocated, BalancedAllocation and TaintToleration as scores;
@@ -24,8 +25,14 @@
  *
  * Money: a node is paid (its hourly price) while at least one pod that is not a
  * DaemonSet or mirror pod is on it. A pod's spend (tenants) is its share of its
- * node's price (af_pod_share_usd) while it runs. Idle accelerator cost is, on a
- * paid node, the price of its accelerators no pod requested.
+ * node's price (af_pod_share_usd) while it runs, as af_costs_compute counts it.
+ * Idle accelerator cost is, on a paid node, the price of its accelerators no pod
+ * requested.
+ *
+ * Tenants: with a policy that lists tenants (af_tenants_listed), each pod belongs to
+ * the tenant af_tenant_of gives, as in the server, and accelfit's side decides with
+ * that tenant's spend kept as pods bind and leave; kube-scheduler's side and the lower
+ * bound know no budgets. Otherwise pods are grouped by the trace's tenant field.
  *
  * The lower bound: for each pod, the cheapest rate any node of the cluster could
  * run it at if pods packed perfectly — the node's price times the pod's fraction of
@@ -179,9 +186,13 @@ struct af_sim_options {
     int percentage_of_nodes_to_score;  /* 0 adaptive (kube-scheduler's default), 1..100 */
     int extender_weight;               /* the extenders[].weight kube-scheduler gives accelfit */
     int buckets;                       /* points of the time series (>= 1) */
+    /* A self-check: at every decision, both sides recompute the spend with af_costs_compute
+     * over a snapshot of their cache and compare it with the books (af_sim_result's
+     * spend_checks and spend_mismatches). O(pods) per decision. */
+    bool check_spend;
 };
 
-#define AF_SIM_OPTIONS_INIT {0, 5, 96}
+#define AF_SIM_OPTIONS_INIT {0, 5, 96, false}
 
 /* The sides of a comparison. */
 enum af_sim_side { AF_SIM_ACCELFIT = 0, AF_SIM_KUBE, AF_SIM_BOUND, AF_SIM__SIDES };
@@ -189,12 +200,18 @@ enum af_sim_side { AF_SIM_ACCELFIT = 0, AF_SIM_KUBE, AF_SIM_BOUND, AF_SIM__SIDES
 /* Per class, with one slot past the last class for nodes of unknown class. */
 #define AF_SIM_CLASSES (AF_CLASS__COUNT + 1)
 
+/*
+ * A tenant's spend: the sum of its running pods' shares of their nodes' prices
+ * (af_pod_share_usd), DaemonSet pods included, as GET /costs counts it. The spend rate
+ * changes only when one of its pods binds or leaves.
+ */
 struct af_sim_tenant {
     char *name;
-    double spend_usd[AF_SIM__SIDES];
-    /* Hook: the policy's budget for this tenant in $/hour, < 0 when it has none. The
-     * policy has no tenants section yet; af_sim_run sets -1. */
-    double budget_usd_hr;
+    double spend_usd[AF_SIM__SIDES];   /* dollars over the trace (the bound: trace work only) */
+    double budget_usd_hr;              /* the policy's budget, < 0 when it has none */
+    bool hard;                         /* over_budget: hard (else soft) */
+    double peak_usd_hr[2];             /* highest spend rate; accelfit, kube-scheduler */
+    double over_hours[2];              /* hours the spend rate was above the budget */
 };
 
 struct af_sim_rollout_stats {
@@ -252,6 +269,12 @@ struct af_sim_result {
     struct af_sim_side_stats side[AF_SIM__SIDES];
     struct af_sim_tenant *tenants;     /* sorted by name */
     size_t n_tenants;
+    /* true: tenants are the policy's (af_tenant_of: namespace, label, default), with their
+     * budgets; false (a policy without a `tenants:` section): the trace's grouping, a pod's
+     * accelfit.io/tenant label else its namespace, without budgets. */
+    bool tenants_from_policy;
+    long spend_checks;                 /* af_sim_options.check_spend: comparisons made */
+    long spend_mismatches;             /* and how many differed by more than $0.000001/h */
     struct af_sim_rollout_stats *rollouts;   /* the policy's rollouts, in its order */
     size_t n_rollouts;
     struct af_sim_placement *placements[2];   /* per trace pod, in trace order; accelfit, kube */

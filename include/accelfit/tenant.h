@@ -67,4 +67,11 @@ const char *af_over_budget_name(enum af_over_budget o);     /* "soft", "hard". S
 int af_tenant_of(const struct af_policy *pol, const struct af_pod_info *pod,
                  enum af_tenant_match *how);
 
+/*
+ * Whether the policy lists tenants (a `tenants:` section with at least one entry, the
+ * default tenant included), rather than holding only the default tenant every loaded
+ * policy gets. Cannot fail.
+ */
+bool af_tenants_listed(const struct af_policy *pol);
+
 #endif

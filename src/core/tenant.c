@@ -65,3 +65,9 @@ int af_tenant_of(const struct af_policy *pol, const struct af_pod_info *pod,
         *how = m;
     return found;
 }
+
+bool af_tenants_listed(const struct af_policy *pol)
+{
+    /* the synthesized default is the only tenant without a line in its file */
+    return pol && (pol->n_tenants > 1 || (pol->n_tenants == 1 && pol->tenants[0].line > 0));
+}

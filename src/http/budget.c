@@ -3,11 +3,12 @@
  * Tenants' budgets at decision time and the cost reports (accelfit/budget.h).
  * The costs of one snapshot under one config are computed once (af_costs_compute,
  * in the core) and kept in a small mutex-guarded memo with references on both,
- * so requests between two cache changes share them. A pod's tenant narrows its
- * plan as explicit policy (allowed classes, spot capacity, the cost ceiling of a
- * hard budget) before the core filters; a soft budget only lowers scores after
- * the core has scored. The /costs document, its table twin in `accelfit costs`,
- * and the tenant and idle-cost gauges are rendered here from the same struct.
+ * so requests between two cache changes share them. At decision time the server
+ * looks the pod's tenant's spend up in that memo and hands it to the core
+ * (af_tenant_steer, accelfit/tenant_budget.h), which decides what the tenant's
+ * policy does to the pod. The /costs document, its table twin in `accelfit
+ * costs`, /explain's tenant object and the tenant and idle-cost gauges are
+ * rendered here.
  */
 #include "accelfit/budget.h"
 
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "accelfit/tenant.h"
+#include "accelfit/tenant_budget.h"
 
 /* ---- the memo ------------------------------------------------------------------------------------ */
 
@@ -82,133 +84,25 @@ struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cf
 
 /* ---- decisions --------------------------------------------------------------------------------------- */
 
-/* "nvidia-a100, nvidia-h100" for a class mask. */
-static void class_list(uint32_t mask, char *out, size_t n)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++) {
-        int w;
-        if (!(mask & (1u << c)))
-            continue;
-        w = snprintf(out + used, n - used, "%s%s", used ? ", " : "",
-                     af_class_name((enum af_class)c));
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-}
-
-/* "$31.20/h of $30.00/h spent" and the like: the tenant's standing, for reasons. */
-static void standing(const struct af_budget_decision *bd, const char *mode, char *out, size_t n)
-{
-    const struct af_tenant *t = bd->t;
-
-    if (bd->spend_usd_hr >= t->budget_usd_hr)
-        snprintf(out, n, "tenant %s over its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
-                 bd->spend_usd_hr, t->budget_usd_hr);
-    else
-        snprintf(out, n, "tenant %s's %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
-                 bd->spend_usd_hr, t->budget_usd_hr);
-}
-
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
                      const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
-                     struct af_budget_decision *bd)
+                     struct af_tenant_decision *td)
 {
-    const struct af_tenant *t;
-    char why[AF_REASON_MAX], list[200];
-    size_t used = 0;
+    const struct af_policy *pol = cfg ? cfg->policy : NULL;
+    int tenant = af_tenant_of(pol, pod, NULL);
+    double spend = 0;
+    bool known = false;
 
-    memset(bd, 0, sizeof(*bd));
-    bd->tenant = af_tenant_of(cfg ? cfg->policy : NULL, pod, &bd->how);
-    if (bd->tenant < 0)
-        return;
-    t = bd->t = &cfg->policy->tenants[bd->tenant];
-    if ((t->has_budget || (flags & AF_BUDGET_SPEND)) && snap) {
+    /* The spend only when the decision needs it (or /explain shows it): a policy without
+     * budgets costs filter nothing. */
+    if (tenant >= 0 && snap && (af_tenant_needs_spend(pol, tenant) || (flags & AF_BUDGET_SPEND))) {
         struct af_costs *c = af_costs_memo_get(svc ? svc->costs : NULL, cfg, snap);
-        if ((size_t)bd->tenant < c->n_tenants)
-            bd->spend_usd_hr = c->tenants[bd->tenant].spend_usd_hr;
+        if ((size_t)tenant < c->n_tenants)
+            spend = c->tenants[tenant].spend_usd_hr;
         af_costs_unref(c);
-        bd->spend_known = true;
+        known = true;
     }
-    if (t->classes) {
-        class_list(t->classes, list, sizeof(list));
-        snprintf(why, sizeof(why), "tenant %.63s may use only %.150s", t->name, list);
-        af_plan_restrict(plan, t->classes, why);
-        used += (size_t)snprintf(bd->effect + used, sizeof(bd->effect) - used,
-                                 "classes limited to the tenant's; ");
-    }
-    if (t->spot_only) {
-        snprintf(why, sizeof(why), "tenant %.63s runs on spot capacity only", t->name);
-        af_plan_require_spot(plan, why);
-        used += (size_t)snprintf(bd->effect + used, sizeof(bd->effect) - used,
-                                 "spot nodes only; ");
-    }
-    if (t->has_budget) {
-        double left = t->budget_usd_hr - bd->spend_usd_hr;
-        char room[64];
-        bool hard = t->over_budget == AF_OVER_BUDGET_HARD;
-        if (left >= 0)
-            snprintf(room, sizeof(room), "$%.2f/h left", left);
-        else
-            snprintf(room, sizeof(room), "already $%.2f/h over", -left);
-        if (hard) {
-            standing(bd, "hard", why, sizeof(why));
-            af_plan_limit_cost(plan, t->premium, left, why);
-        }
-        bd->soft = !hard;
-        snprintf(bd->effect + used, sizeof(bd->effect) - used,
-                 "%s budget: premium nodes where the pod's share would pass $%.2f/h %s (%s)",
-                 hard ? "hard" : "soft", t->budget_usd_hr, hard ? "are refused" : "score lower",
-                 room);
-    } else if (used >= 2) {
-        bd->effect[used - 2] = '\0';   /* no trailing "; " */
-    } else {
-        snprintf(bd->effect, sizeof(bd->effect), "no budget, no limits");
-    }
-}
-
-static bool premium_node(const struct af_tenant *t, const struct af_node_info *n)
-{
-    return n && n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT &&
-           (t->premium & (1u << n->cls)) && n->price_known;
-}
-
-void af_budget_rank(const struct af_budget_decision *bd, const struct af_pod_info *pod,
-                    const struct af_node_view *views, size_t n, struct af_node_decision *dec)
-{
-    int with_room[AF_CLASS__COUNT];
-    char stand[AF_REASON_MAX];
-
-    if (!bd->soft || !bd->t || !pod)
-        return;
-    memset(with_room, 0, sizeof(with_room));
-    for (size_t i = 0; i < n; i++)
-        if (dec[i].verdict == AF_VERDICT_PASS && dec[i].has_room && views[i].info &&
-            views[i].info->cls > AF_CLASS_UNKNOWN && views[i].info->cls < AF_CLASS__COUNT)
-            with_room[views[i].info->cls]++;
-    standing(bd, "soft", stand, sizeof(stand));
-    for (size_t i = 0; i < n; i++) {
-        const struct af_node_info *info = views[i].info;
-        struct af_node_decision *d = &dec[i];
-        char was[AF_REASON_MAX];
-        double add;
-        bool last;
-
-        if (d->verdict != AF_VERDICT_PASS || !premium_node(bd->t, info))
-            continue;
-        add = af_pod_share_usd(&pod->requests, info);
-        if (!(bd->spend_usd_hr + add > bd->t->budget_usd_hr))
-            continue;
-        last = d->has_room && with_room[info->cls] == 1;
-        d->score = last ? 0 : d->score / 2;
-        memcpy(was, d->reason, sizeof(was));
-        af_reasonf(d->reason, "%.80s; %.100s; this node would add $%.2f/h: %s", was, stand, add,
-                   last ? "last of its class with room, left to tenants within budget (score 0)"
-                        : "score halved");
-    }
+    af_tenant_steer(pol, pod, spend, known, plan, td);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
@@ -287,9 +181,9 @@ static const char *slot_name(int slot)
     return slot >= AF_CLASS__COUNT ? "unknown" : af_class_name((enum af_class)slot);
 }
 
-int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *out)
+int af_budget_explain_json(const struct af_tenant_decision *td, struct af_buf *out)
 {
-    const struct af_tenant *t = bd->t;
+    const struct af_tenant *t = td->t;
     bool f = true;
     int rc;
 
@@ -299,7 +193,7 @@ int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *o
     if (!rc)
         rc = kstr(out, &f, "name", t->name);
     if (!rc)
-        rc = kstr(out, &f, "matched_by", af_tenant_match_name(bd->how));
+        rc = kstr(out, &f, "matched_by", af_tenant_match_name(td->how));
     if (!rc && t->has_budget)
         rc = knum(out, &f, "budget_usd_hr", t->budget_usd_hr);
     else if (!rc)
@@ -307,8 +201,8 @@ int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *o
     if (!rc)
         rc = kstr(out, &f, "over_budget",
                   t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
-    if (!rc && bd->spend_known)
-        rc = knum(out, &f, "spend_usd_hr", bd->spend_usd_hr);
+    if (!rc && td->spend_known)
+        rc = knum(out, &f, "spend_usd_hr", td->spend_usd_hr);
     else if (!rc)
         rc = kraw(out, &f, "spend_usd_hr", "null");
     if (!rc)
@@ -320,7 +214,7 @@ int af_budget_explain_json(const struct af_budget_decision *bd, struct af_buf *o
     if (!rc)
         rc = kstr(out, &f, "capacity", t->spot_only ? "spot" : "any");
     if (!rc)
-        rc = kstr(out, &f, "effect", bd->effect);
+        rc = kstr(out, &f, "effect", td->effect);
     return rc ? rc : af_buf_puts(out, "}");
 }
 

@@ -444,7 +444,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         struct af_filter_summary sum;
 
         struct af_rollout_decision rd;
-        struct af_budget_decision bd;
+        struct af_tenant_decision bd;
 
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
@@ -526,7 +526,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         const struct af_pod_info *pod = af_ext_args_pod(args);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af_rollout_decision rd;
-        struct af_budget_decision bd;
+        struct af_tenant_decision bd;
 
         struct af_util_snapshot *us = af_prom_acquire(svc->util);
 
@@ -536,7 +536,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
         live_score(cfg, plan, pod, &c, us, dec);
         af_util_snapshot_unref(us);
-        af_budget_rank(&bd, pod, c.views, c.n, dec);   /* after the live score: it lowers it */
+        af_tenant_rank(&bd, pod, c.views, c.n, dec);   /* after the live score: it lowers it */
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
     if (rc != 0) {
@@ -627,7 +627,7 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
 
         struct af_rollout_decision rd;
-        struct af_budget_decision bd;
+        struct af_tenant_decision bd;
 
         dec = af_xmalloc((n + 1) * sizeof(*dec));   /* af_filter initializes every entry */
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
@@ -936,7 +936,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
     struct af_filter_summary sum;
     struct af_rollout_decision rd;
-    struct af_budget_decision bd;
+    struct af_tenant_decision bd;
     struct jw w = {out, 0, false};
     char podname[600];
     struct af_util_snapshot *us = af_prom_acquire(svc->util);
@@ -951,8 +951,8 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     live_filter(svc, cfg, plan, in->pod, ar, &in->c, fdec, &sum);
     af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
     live_score(cfg, plan, in->pod, &in->c, us, pdec);
-    af_budget_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
-    af_budget_rank(&bd, in->pod, in->c.views, in->c.n, pdec);   /* the scores */
+    af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
+    af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, pdec);   /* the scores */
 
     snprintf(podname, sizeof(podname), "%s/%s", in->pod->ns ? in->pod->ns : "",
              in->pod->name ? in->pod->name : "");

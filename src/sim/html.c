@@ -340,22 +340,29 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
     }
 
     if (r->n_tenants) {
-        put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>tenant</th>");
+        put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>");
+        esc(&p, af__sim_tenants_title(r));
+        put(&p, "</th>");
         for (int s = 0; s < AF_SIM__SIDES; s++)
-            putf(&p, "<th>%s</th>", af_sim_side_name((enum af_sim_side)s));
-        put(&p, "<th>budget</th></tr></thead><tbody>\n");
+            putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
+                 af_sim_side_name((enum af_sim_side)s));
+        put(&p, "</tr></thead><tbody>\n");
         for (size_t i = 0; i < r->n_tenants; i++) {
-            put(&p, "<tr><th>");
-            esc(&p, r->tenants[i].name);
-            put(&p, "</th>");
-            for (int s = 0; s < AF_SIM__SIDES; s++) {
-                af__sim_money(r->tenants[i].spend_usd[s], line, sizeof(line));
-                putf(&p, "<td>%s</td>", line);
-            }
-            put(&p, r->tenants[i].budget_usd_hr < 0 ? "<td>none</td></tr>\n" : "<td>set</td></tr>\n");
+            af__sim_tenant_label(&r->tenants[i], line, sizeof(line));
+            put(&p, "<tr><th colspan=\"4\">");
+            esc(&p, line);
+            put(&p, "</th></tr>\n");
+            af__sim_tenant_rows(r, i, table_row, &p);
         }
-        put(&p, "</tbody></table>\n<p class=\"note\">Budgets come from the policy's tenants; "
-                "this policy sets none.</p></div>");
+        put(&p, "</tbody></table>\n<p class=\"note\">");
+        put(&p, r->tenants_from_policy
+                    ? "Tenants are the policy's (a pod's namespace, else its accelfit.io/tenant "
+                      "label, else default). accelfit's side applies their classes and budgets "
+                      "as the server does, with the spend of that moment; kube-scheduler knows "
+                      "nothing of budgets, and the lower bound ignores them."
+                    : "Tenants are the trace's (a pod's accelfit.io/tenant label, else its "
+                      "namespace): the policy has no tenants section, so no budgets.");
+        put(&p, " Spend is each running pod's share of its node's price.</p></div>");
     }
     put(&p, "</div>\n<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
             "runs on it. The lower bound prices each pod at the cheapest node that could hold "

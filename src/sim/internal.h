@@ -21,4 +21,13 @@ void af__sim_target_names(uint32_t mask, char *out, size_t n);
 typedef void (*af__sim_row_cb)(void *ud, const char *label, bool indent, char cell[][64]);
 void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud);
 
+/* The tenants' part: a title ("tenants (the policy's)"), one label per tenant ("team-llm:
+ * budget $30.00/h, hard"), then its rows: spend, average and peak rates, hours over budget. */
+const char *af__sim_tenants_title(const struct af_sim_result *r);
+void af__sim_tenant_label(const struct af_sim_tenant *t, char *out, size_t n);
+void af__sim_tenant_rows(const struct af_sim_result *r, size_t i, af__sim_row_cb cb, void *ud);
+/* Dollars per hour over the whole trace. */
+double af__sim_tenant_average(const struct af_sim_result *r, const struct af_sim_tenant *t,
+                              int side);
+
 #endif

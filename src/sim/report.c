@@ -106,6 +106,60 @@ void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud)
 #undef TEXT
 }
 
+const char *af__sim_tenants_title(const struct af_sim_result *r)
+{
+    return r->tenants_from_policy ? "tenants (the policy's)" : "tenants (the trace's)";
+}
+
+void af__sim_tenant_label(const struct af_sim_tenant *t, char *out, size_t n)
+{
+    char budget[48];
+
+    if (t->budget_usd_hr < 0) {
+        snprintf(out, n, "%s: no budget", t->name);
+        return;
+    }
+    af__sim_money(t->budget_usd_hr, budget, sizeof(budget));
+    snprintf(out, n, "%s: budget %s/h, %s", t->name, budget, t->hard ? "hard" : "soft");
+}
+
+double af__sim_tenant_average(const struct af_sim_result *r, const struct af_sim_tenant *t,
+                              int side)
+{
+    return r->horizon > 0 ? t->spend_usd[side] / (r->horizon / 3600.0) : 0;
+}
+
+/* "$26.77/h" */
+static void rate_cell(double usd_hr, char *out, size_t n)
+{
+    char money[48];
+
+    af__sim_money(usd_hr, money, sizeof(money));
+    snprintf(out, n, "%s/h", money);
+}
+
+void af__sim_tenant_rows(const struct af_sim_result *r, size_t i, af__sim_row_cb cb, void *ud)
+{
+    const struct af_sim_tenant *t = &r->tenants[i];
+    char cell[AF_SIM__SIDES][64];
+
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        af__sim_money(t->spend_usd[s], cell[s], sizeof(cell[s]));
+    cb(ud, "spend over the trace", true, cell);
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        rate_cell(af__sim_tenant_average(r, t, s), cell[s], sizeof(cell[s]));
+    cb(ud, "average spend", true, cell);
+    for (int s = 0; s < 2; s++)
+        rate_cell(t->peak_usd_hr[s], cell[s], sizeof(cell[s]));
+    snprintf(cell[AF_SIM_BOUND], sizeof(cell[AF_SIM_BOUND]), "-");
+    cb(ud, "peak spend", true, cell);
+    if (t->budget_usd_hr < 0)
+        return;
+    for (int s = 0; s < 2; s++)
+        snprintf(cell[s], sizeof(cell[s]), "%.1f", t->over_hours[s]);
+    cb(ud, "hours over budget", true, cell);
+}
+
 void af__sim_summary(const struct af_sim_result *r, char *out, size_t n)
 {
     double a = r->side[AF_SIM_ACCELFIT].cost_usd, k = r->side[AF_SIM_KUBE].cost_usd;
@@ -177,14 +231,12 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     af__sim_summary(r, line, sizeof(line));
     err |= af_buf_printf(out, "\n%s\n", line);
     if (r->n_tenants) {
-        err |= af_buf_printf(out, "\n%-28s %16s %16s %14s  %s\n", "tenant spend", "accelfit",
-                             "kube-scheduler", "lower bound", "budget");
+        err |= af_buf_printf(out, "\n%-28s %16s %16s %14s\n", af__sim_tenants_title(r),
+                             "accelfit", "kube-scheduler", "lower bound");
         for (size_t i = 0; i < r->n_tenants; i++) {
-            char c[3][48];
-            for (int s = 0; s < AF_SIM__SIDES; s++)
-                af__sim_money(r->tenants[i].spend_usd[s], c[s], sizeof(c[s]));
-            err |= af_buf_printf(out, "  %-26s %16s %16s %14s  %s\n", r->tenants[i].name, c[0],
-                                 c[1], c[2], r->tenants[i].budget_usd_hr < 0 ? "none" : "set");
+            af__sim_tenant_label(&r->tenants[i], line, sizeof(line));
+            err |= af_buf_printf(out, "%s\n", line);
+            af__sim_tenant_rows(r, i, text_row, &t);
         }
     }
     for (size_t k = 0; k < r->n_rollouts; k++) {
@@ -267,18 +319,32 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
     err |= af_buf_puts(out, "}");
     err |= json_money(out, "savings_usd",
                       r->side[AF_SIM_KUBE].cost_usd - r->side[AF_SIM_ACCELFIT].cost_usd, true);
-    err |= af_buf_puts(out, ",\"tenants\":[");
+    err |= af_buf_printf(out, ",\"tenants_from\":\"%s\",\"tenants\":[",
+                         r->tenants_from_policy ? "policy" : "trace");
     for (size_t i = 0; i < r->n_tenants; i++) {
+        const struct af_sim_tenant *t = &r->tenants[i];
         err |= af_buf_printf(out, "%s{\"name\":", i ? "," : "");
-        err |= af_buf_json_str(out, r->tenants[i].name);
+        err |= af_buf_json_str(out, t->name);
         for (int s = 0; s < AF_SIM__SIDES; s++)
             err |= json_money(out, s == 0 ? "accelfit_usd" : s == 1 ? "kube_scheduler_usd"
                                                                     : "lower_bound_usd",
-                              r->tenants[i].spend_usd[s], true);
-        if (r->tenants[i].budget_usd_hr < 0)
-            err |= af_buf_puts(out, ",\"budget_usd_per_hour\":null}");
+                              t->spend_usd[s], true);
+        if (t->budget_usd_hr < 0)
+            err |= af_buf_puts(out, ",\"budget_usd_per_hour\":null,\"over_budget\":null");
         else
-            err |= af_buf_printf(out, ",\"budget_usd_per_hour\":%.2f}", r->tenants[i].budget_usd_hr);
+            err |= af_buf_printf(out, ",\"budget_usd_per_hour\":%.2f,\"over_budget\":\"%s\"",
+                                 t->budget_usd_hr, t->hard ? "hard" : "soft");
+        err |= af_buf_puts(out, ",\"average_usd_per_hour\":{");
+        for (int s = 0; s < AF_SIM__SIDES; s++)
+            err |= json_money(out, keys[s], af__sim_tenant_average(r, t, s), s > 0);
+        err |= af_buf_puts(out, "},\"peak_usd_per_hour\":{");
+        for (int s = 0; s < 2; s++)
+            err |= json_money(out, keys[s], t->peak_usd_hr[s], s > 0);
+        if (t->budget_usd_hr < 0)
+            err |= af_buf_puts(out, "},\"hours_over_budget\":null}");
+        else
+            err |= af_buf_printf(out, "},\"hours_over_budget\":{\"%s\":%.1f,\"%s\":%.1f}}",
+                                 keys[0], t->over_hours[0], keys[1], t->over_hours[1]);
     }
     err |= af_buf_puts(out, "],\"rollouts\":[");
     for (size_t k = 0; k < r->n_rollouts; k++) {

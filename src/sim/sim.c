@@ -17,8 +17,10 @@
 #include <string.h>
 
 #include "accelfit/cache.h"
+#include "accelfit/costs.h"
 #include "accelfit/decide.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/tenant_budget.h"
 
 const char *af_sim_side_name(enum af_sim_side s)
 {
@@ -69,12 +71,19 @@ struct run {
     struct af_node_view *own;          /* the allocation as this run keeps it (the cache's too) */
     /* per pod (all: the cluster's bound pods first, then the trace's) */
     size_t n_all, n_bound;
-    struct af_sim_pod **all;
+    struct af_sim_pod **all;           /* borrowed from af_sim_run */
     int *node_of;                      /* -1 when not placed */
     int *last_node;                    /* where it was placed, -1 never */
     int *tier_of;                      /* its node's tier in accelfit's plan, -1 */
     int *rollout_of;                   /* index into the policy's rollouts, -1 */
+    const int *tenant_of;              /* index into res->tenants */
     double *placed_at, *ran, *share_rate;
+    /* per tenant of res->tenants */
+    const int *policy_tenant;          /* index into the policy's tenants, -1 (the trace's) */
+    double *tenant_rate;               /* spend now, $/hour: the books af_tenant_steer reads */
+    int *tenant_pods;                  /* running pods */
+    double *min_premium;               /* per pod: its smallest share of a premium node of its
+                                        * tenant, < 0 until computed (waiting pods only) */
     /* departures: a binary heap by time */
     struct departure *heap;
     size_t n_heap, cap_heap;
@@ -172,6 +181,16 @@ static void advance(struct run *r, double t)
 {
     int nb = r->res->buckets;
 
+    if (r->t < t) {
+        double dt = (t - r->t) / 3600.0;
+        for (size_t i = 0; i < r->res->n_tenants; i++) {
+            struct af_sim_tenant *tn = &r->res->tenants[i];
+            tn->spend_usd[r->side] += r->tenant_rate[i] * dt;
+            /* to a millionth of a dollar: the books' rounding is not an overrun */
+            if (tn->budget_usd_hr >= 0 && r->tenant_rate[i] > tn->budget_usd_hr + 1e-6)
+                tn->over_hours[r->side] += dt;
+        }
+    }
     while (r->t < t) {
         int b = r->next_bucket;
         double edge = b < nb - 1 ? (b + 1) * r->res->bucket_seconds : INFINITY;
@@ -212,6 +231,20 @@ static void rollout_count(struct run *r, size_t p, size_t node, int delta, bool 
     }
 }
 
+/* The pod's share joins (sign 1) or leaves (-1) its tenant's spend rate. */
+static void tenant_count(struct run *r, size_t p, int sign)
+{
+    int k = r->tenant_of[p];
+    struct af_sim_tenant *tn = &r->res->tenants[k];
+
+    r->tenant_pods[k] += sign;
+    r->tenant_rate[k] += sign * r->share_rate[p];
+    if (!r->tenant_pods[k])
+        r->tenant_rate[k] = 0;   /* no pods, no rounding left over */
+    if (r->tenant_rate[k] > tn->peak_usd_hr[r->side])
+        tn->peak_usd_hr[r->side] = r->tenant_rate[k];
+}
+
 static void bind(struct run *r, size_t p, size_t node, int tier)
 {
     struct af_sim_pod *sp = r->all[p];
@@ -244,7 +277,8 @@ static void bind(struct run *r, size_t p, size_t node, int tier)
     r->last_node[p] = (int)node;
     r->tier_of[p] = tier;
     r->placed_at[p] = r->t;
-    r->share_rate[p] = info->system ? 0 : af_pod_share_usd(&info->requests, n);
+    r->share_rate[p] = af_pod_share_usd(&info->requests, n);
+    tenant_count(r, p, 1);
     rollout_count(r, p, node, 1, !sp->preexisting);
     if (!sp->preexisting) {
         int slot = class_slot(n);
@@ -280,6 +314,7 @@ static void leave(struct run *r, size_t p)
     r->own[node].npods--;
     r->own[node].nsystem -= info->system;
     node_rates(r, node, 1);
+    tenant_count(r, p, -1);
     rollout_count(r, p, node, -1, false);
     r->ran[p] = r->t - r->placed_at[p];
     r->node_of[p] = -1;
@@ -311,6 +346,33 @@ static void ks_scores(struct run *r, const struct af_sim_pod *pod, size_t n)
     }
 }
 
+/*
+ * af_sim_options.check_spend: the books against af_costs_compute over a snapshot of the
+ * cache, as the server computes spend: each tenant (the policy's) and the total.
+ */
+static void check_spend(struct run *r)
+{
+    struct af_snapshot *snap = af_cache_snapshot(r->cache);
+    struct af_costs *c = af_costs_compute(r->cfg->policy, snap->nodes, snap->n_nodes, snap->pods,
+                                          snap->n_pods);
+    double total = 0;
+
+    for (size_t i = 0; i < r->res->n_tenants; i++) {
+        int k = r->policy_tenant[i];
+        total += r->tenant_rate[i];
+        if (k < 0 || (size_t)k >= c->n_tenants)
+            continue;
+        r->res->spend_checks++;
+        if (fabs(c->tenants[k].spend_usd_hr - r->tenant_rate[i]) > 1e-6)
+            r->res->spend_mismatches++;
+    }
+    r->res->spend_checks++;
+    if (fabs(c->spend_usd_hr - total) > 1e-6)
+        r->res->spend_mismatches++;
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+
 /* Tries to place pod p now. Returns true when it was placed. */
 static bool decide(struct run *r, size_t p)
 {
@@ -325,6 +387,8 @@ static bool decide(struct run *r, size_t p)
     int tier;
     bool placed = false;
 
+    if (r->opt->check_spend)
+        check_spend(r);
     af_assert(!snap || snap->n_nodes == r->n_nodes);
     for (size_t i = 0; i < r->n_nodes; i++) {
         r->ks[i].node = &r->cl->nodes[i];
@@ -350,10 +414,15 @@ static bool decide(struct run *r, size_t p)
 
     if (r->side == AF_SIM_ACCELFIT) {
         struct af_rollout_decision rd;
+        struct af_tenant_decision td;
         af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
         plan = open_plan;
         af_rollouts_steer(r->rollouts, r->cfg, snap, pod->info, r->start_unix + r->t, 0, &plan,
                           &rd);
+        /* The tenant's classes and budget, as the server applies them, with the spend the
+         * cluster shows at this moment (the books, equal to af_costs_compute's). */
+        af_tenant_steer(r->cfg->policy, pod->info, r->tenant_rate[r->tenant_of[p]],
+                        r->res->tenants_from_policy, &plan, &td);
         for (size_t j = 0; j < n; j++) {
             r->views[j] = snap->nodes[r->cand[j]];
             r->names[j] = r->views[j].info->name;
@@ -370,6 +439,7 @@ static bool decide(struct run *r, size_t p)
             r->names[j] = r->views[j].info->name;
         }
         af_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->pdec);
+        af_tenant_rank(&td, pod->info, r->views, n, r->pdec);   /* a soft budget */
         for (size_t j = 0; j < n; j++)
             r->score[j] += (int64_t)r->pdec[j].score * r->opt->extender_weight *
                            (AF_KS_MAX_NODE_SCORE / 10);
@@ -410,19 +480,81 @@ static bool decide(struct run *r, size_t p)
     return placed;
 }
 
-/*
- * After a pod left `node`, the waiting pods try again, in arrival order. Only that
- * node changed, so a pod whose last scan saw every node and that does not fit on this
- * one now cannot be placed either (its last attempt stands); it is skipped.
- */
-static void retry_waiting(struct run *r, size_t node)
+/* The hard budget of pod p's tenant, NULL when it has none (or the trace's tenants). */
+static const struct af_tenant *hard_budget(const struct run *r, size_t p)
 {
+    int k = r->tenant_of[p], pk = r->policy_tenant[k];
+    const struct af_tenant *t = pk >= 0 ? &r->cfg->policy->tenants[pk] : NULL;
+
+    return t && t->has_budget && t->over_budget == AF_OVER_BUDGET_HARD ? t : NULL;
+}
+
+static bool premium_for(const struct af_tenant *t, const struct af_node_info *n)
+{
+    return n->price_known && n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT &&
+           (t->premium & (1u << n->cls));
+}
+
+/* Whether pod p's hard budget surely refuses `node` at its tenant's spend now (with a
+ * millionth of a dollar to spare, so that no node the filter would take is skipped). */
+static bool budget_refuses(const struct run *r, size_t p, size_t node)
+{
+    const struct af_tenant *t = hard_budget(r, p);
+    const struct af_node_info *n = r->cl->nodes[node].info;
+
+    return t && premium_for(t, n) &&
+           r->tenant_rate[r->tenant_of[p]] + af_pod_share_usd(&r->all[p]->info->requests, n) >
+               t->budget_usd_hr + 1e-6;
+}
+
+/*
+ * Whether pod p's tenant's spend has come down far enough that its hard budget may now let
+ * it onto a premium node it refused before: spend + the pod's smallest share of a premium
+ * node of the cluster that could hold it empty (kube-scheduler's filters) within the budget
+ * (to a millionth of a dollar, so that no pod the filter would take is skipped).
+ */
+static bool budget_may_admit(struct run *r, size_t p)
+{
+    const struct af_tenant *t = hard_budget(r, p);
+
+    if (!t)
+        return false;
+    if (r->min_premium[p] < 0) {
+        double best = INFINITY;
+        struct af_node_view empty;
+        for (size_t i = 0; i < r->n_nodes; i++) {
+            const struct af_node_info *n = r->cl->nodes[i].info;
+            struct af_ks_node k = {&r->cl->nodes[i], &empty, 0, 0};
+            memset(&empty, 0, sizeof(empty));
+            empty.info = n;
+            if (premium_for(t, n) && af_ks_filter(r->all[p], &k) == AF_KS_FIT)
+                best = fmin(best, af_pod_share_usd(&r->all[p]->info->requests, n));
+        }
+        r->min_premium[p] = best;
+    }
+    return r->tenant_rate[r->tenant_of[p]] + r->min_premium[p] <= t->budget_usd_hr + 1e-6;
+}
+
+/*
+ * After a pod of tenant `tenant` left `node`, the waiting pods try again, in arrival
+ * order. Only that node and that tenant's spend changed, so a pod whose last scan saw
+ * every node and that does not fit on this one now (or, on accelfit's side, whose hard
+ * budget still refuses it) cannot be placed either (its last attempt stands) and is
+ * skipped, unless it is that tenant's and the lower spend may now let its hard budget
+ * admit it to a premium node elsewhere.
+ */
+static void retry_waiting(struct run *r, size_t node, int tenant)
+{
+    bool budget = r->side == AF_SIM_ACCELFIT;
     size_t keep = 0;
     struct af_ks_node k = {&r->cl->nodes[node], &r->own[node], r->nz_cpu[node], r->nz_mem[node]};
 
     for (size_t w = 0; w < r->n_waiting; w++) {
         size_t p = r->waiting[w];
-        bool could = r->cut[w] || af_ks_filter(r->all[p], &k) == AF_KS_FIT;
+        bool could = r->cut[w] ||
+                     (af_ks_filter(r->all[p], &k) == AF_KS_FIT &&
+                      !(budget && budget_refuses(r, p, node))) ||
+                     (budget && r->tenant_of[p] == tenant && budget_may_admit(r, p));
         if (could && decide(r, p)) {
             r->st->wait_hours += (r->t - r->wait_since[w]) / 3600.0;
             /* This node changed again: the next pods see it as it is now. */
@@ -474,7 +606,7 @@ static void run_side(struct run *r, struct af_sim_trace *tr)
             struct departure d = heap_pop(r);
             size_t node = (size_t)r->node_of[d.pod];
             leave(r, d.pod);
-            retry_waiting(r, node);
+            retry_waiting(r, node, r->tenant_of[d.pod]);
         } else {
             size_t p = r->n_bound + next++;
             if (!decide(r, p)) {
@@ -521,9 +653,56 @@ static size_t tenant_index(struct af_sim_result *res, const char *name, size_t *
     memmove(&res->tenants[lo + 1], &res->tenants[lo], (res->n_tenants - lo) * sizeof(*res->tenants));
     memset(&res->tenants[lo], 0, sizeof(res->tenants[lo]));
     res->tenants[lo].name = af_xstrdup(name);
-    res->tenants[lo].budget_usd_hr = -1;   /* hook: the policy's tenant budgets */
+    res->tenants[lo].budget_usd_hr = -1;
     res->n_tenants++;
     return lo;
+}
+
+/* The tenant a pod's spend goes to: the policy's (af_tenant_of, as the server assigns it)
+ * when the policy lists tenants, else the trace's. Borrowed from the policy or the pod. */
+static const char *tenant_name(const struct af_policy *pol, bool from_policy,
+                               const struct af_sim_pod *sp, int *policy_index)
+{
+    int k = from_policy ? af_tenant_of(pol, sp->info, NULL) : -1;
+
+    *policy_index = k;
+    if (k >= 0)
+        return pol->tenants[k].name;
+    return sp->tenant ? sp->tenant : "";
+}
+
+/*
+ * Fills out->tenants (with the policy's budgets) for every pod of `all` and returns each
+ * pod's index into it, and *policy_tenant each tenant's index into the policy's (-1).
+ * Two passes: the sorted inserts of the first move indices around.
+ */
+static int *tenants_init(const struct af_config *cfg, struct af_sim_pod *const *all, size_t n_all,
+                         struct af_sim_result *out, int **policy_tenant)
+{
+    const struct af_policy *pol = cfg->policy;
+    size_t cap = 0;
+    int *of = af_xmalloc((n_all + 1) * sizeof(*of));
+
+    out->tenants_from_policy = af_tenants_listed(pol);
+    for (size_t p = 0; p < n_all; p++) {
+        int k;
+        tenant_index(out, tenant_name(pol, out->tenants_from_policy, all[p], &k), &cap);
+    }
+    *policy_tenant = af_xmalloc((out->n_tenants + 1) * sizeof(**policy_tenant));
+    for (size_t i = 0; i < out->n_tenants; i++)
+        (*policy_tenant)[i] = -1;
+    for (size_t p = 0; p < n_all; p++) {
+        int k;
+        size_t i = tenant_index(out, tenant_name(pol, out->tenants_from_policy, all[p], &k), &cap);
+        of[p] = (int)i;
+        if (k >= 0) {
+            const struct af_tenant *t = &pol->tenants[k];
+            (*policy_tenant)[i] = k;
+            out->tenants[i].budget_usd_hr = t->has_budget ? t->budget_usd_hr : -1;
+            out->tenants[i].hard = t->has_budget && t->over_budget == AF_OVER_BUDGET_HARD;
+        }
+    }
+    return of;
 }
 
 /* ---- the lower bound ------------------------------------------------------------------------ */
@@ -578,7 +757,8 @@ static double bound_rate(const struct af_sim_cluster *cl, const struct af_sim_po
 
 static void run_init(struct run *r, const struct af_config *cfg, const struct af_sim_cluster *cl,
                      struct af_sim_trace *tr, const struct af_sim_options *opt,
-                     struct af_sim_result *res, enum af_sim_side side)
+                     struct af_sim_result *res, enum af_sim_side side, struct af_sim_pod **all,
+                     const int *tenant_of, const int *policy_tenant)
 {
     size_t n = cl->n_nodes;
 
@@ -603,11 +783,7 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->workload = af_xcalloc(n + 1, sizeof(*r->workload));
     r->n_bound = cl->n_bound;
     r->n_all = cl->n_bound + tr->n_pods;
-    r->all = af_xcalloc(r->n_all + 1, sizeof(*r->all));
-    for (size_t p = 0; p < cl->n_bound; p++)
-        r->all[p] = &cl->bound[p];
-    for (size_t p = 0; p < tr->n_pods; p++)
-        r->all[cl->n_bound + p] = &tr->pods[p];
+    r->all = all;
     r->node_of = af_xmalloc((r->n_all + 1) * sizeof(*r->node_of));
     r->last_node = af_xmalloc((r->n_all + 1) * sizeof(*r->last_node));
     r->tier_of = af_xmalloc((r->n_all + 1) * sizeof(*r->tier_of));
@@ -619,6 +795,13 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->placed_at = af_xcalloc(r->n_all + 1, sizeof(double));
     r->ran = af_xcalloc(r->n_all + 1, sizeof(double));
     r->share_rate = af_xcalloc(r->n_all + 1, sizeof(double));
+    r->tenant_of = tenant_of;
+    r->policy_tenant = policy_tenant;
+    r->tenant_rate = af_xcalloc(res->n_tenants + 1, sizeof(double));
+    r->tenant_pods = af_xcalloc(res->n_tenants + 1, sizeof(int));
+    r->min_premium = af_xmalloc((r->n_all + 1) * sizeof(double));
+    for (size_t p = 0; p < r->n_all; p++)
+        r->min_premium[p] = -1;
     r->waiting = af_xmalloc((r->n_all + 1) * sizeof(*r->waiting));
     r->wait_since = af_xmalloc((r->n_all + 1) * sizeof(*r->wait_since));
     r->cut = af_xcalloc(r->n_all + 1, sizeof(*r->cut));
@@ -659,7 +842,6 @@ static void run_release(struct run *r)
     af_free(r->nz_mem);
     af_free(r->accel_used);
     af_free(r->workload);
-    af_free(r->all);
     af_free(r->node_of);
     af_free(r->last_node);
     af_free(r->tier_of);
@@ -667,6 +849,9 @@ static void run_release(struct run *r)
     af_free(r->placed_at);
     af_free(r->ran);
     af_free(r->share_rate);
+    af_free(r->tenant_rate);
+    af_free(r->tenant_pods);
+    af_free(r->min_premium);
     af_free(r->heap);
     af_free(r->waiting);
     af_free(r->wait_since);
@@ -690,7 +875,9 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
 {
     struct af_sim_options defaults = AF_SIM_OPTIONS_INIT;
     struct run runs[2];
-    size_t cap_tenants = 0, n_all;
+    size_t n_all = cluster->n_bound + trace->n_pods;
+    struct af_sim_pod **all = af_xmalloc((n_all + 1) * sizeof(*all));
+    int *tenant_of, *policy_tenant;
     int nb;
 
     if (!opt)
@@ -722,25 +909,30 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
         }
     }
 
+    /* Every pod, as the runs number them: the cluster's bound pods, then the trace's. */
+    for (size_t p = 0; p < cluster->n_bound; p++)
+        all[p] = &cluster->bound[p];
+    for (size_t p = 0; p < trace->n_pods; p++)
+        all[cluster->n_bound + p] = &trace->pods[p];
+    tenant_of = tenants_init(cfg, all, n_all, out, &policy_tenant);
+
     for (int s = 0; s < 2; s++) {
-        run_init(&runs[s], cfg, cluster, trace, opt, out, (enum af_sim_side)s);
+        run_init(&runs[s], cfg, cluster, trace, opt, out, (enum af_sim_side)s, all, tenant_of,
+                 policy_tenant);
         run_side(&runs[s], trace);
         run_finish(&runs[s]);
     }
 
-    /* Tenants and work, per side; the lower bound from both runs' times. */
-    n_all = runs[0].n_all;
+    /* Work, per side (tenants' spend was integrated as the runs went); the lower bound
+     * from both runs' times. */
     for (size_t p = 0; p < n_all; p++) {
-        const struct af_sim_pod *sp = runs[0].all[p];
-        size_t t, node = 0;
+        const struct af_sim_pod *sp = all[p];
+        size_t t = (size_t)tenant_of[p], node = 0;
         double lb_rate, lb_time;
         if (sp->info->system)
             continue;
-        t = tenant_index(out, sp->tenant, &cap_tenants);
-        for (int s = 0; s < 2; s++) {
-            out->tenants[t].spend_usd[s] += runs[s].share_rate[p] * runs[s].ran[p] / 3600.0;
+        for (int s = 0; s < 2; s++)
             out->side[s].pod_hours += runs[s].ran[p] / 3600.0;
-        }
         lb_rate = bound_rate(cluster, sp, &node);
         lb_time = fmin(runs[0].ran[p], runs[1].ran[p]);
         if (lb_rate >= 0 && lb_time > 0) {
@@ -784,6 +976,9 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
         }
         run_release(&runs[s]);
     }
+    af_free(all);
+    af_free(tenant_of);
+    af_free(policy_tenant);
 }
 
 void af_sim_result_release(struct af_sim_result *r)
