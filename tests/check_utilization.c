@@ -567,6 +567,9 @@ static const struct {
      "expected an object with \"queries\""},
     {{"--prometheus", "http://127.0.0.1:1", "--prometheus-interval", "0"},
      "--prometheus-interval must be 1..3600 seconds"},
+    /* the embedded policy's utilization.staleness is 120 s: every sample would go stale */
+    {{"--prometheus", "http://127.0.0.1:1", "--prometheus-interval", "300"},
+     "--prometheus-interval 300s is longer than utilization.staleness (120s) of <embedded>"},
 };
 
 START_TEST(test_bad_prometheus_flags_exit_2_with_one_line)

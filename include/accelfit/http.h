@@ -130,10 +130,12 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUS
  * Live utilization (src/http/service_util.c). The status writes one line for /readyz
  * ("utilization: live ..." or "utilization: degraded: <why>; scoring on allocation"), ""
  * without a source; degraded never makes the server not ready. The metrics render
- * accelfit_utilization_* and the allocated-but-idle waste gauges (nothing without a source).
+ * accelfit_utilization_* and the allocated-but-idle waste gauges (nothing without a source),
+ * the waste under `cfg`, the config the whole scrape took (borrowed).
  */
 void af_service_utilization_status(struct af_service *svc, char *out, size_t n);
-int af_service_render_utilization(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
+int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
+                                  struct af_buf *out) AF_MUST_CHECK;
 
 /* ---- server -------------------------------------------------------------------------------- */
 

@@ -29,8 +29,8 @@ static const char usage[] =
     "\n"
     "Runs the kube-scheduler extender over HTTP: POST /filter, /prioritize, /preempt\n"
     "and /explain (also under --url-prefix), GET or HEAD /healthz, /readyz, /metrics\n"
-    "and /explain?pod=NAMESPACE/NAME; /recommend; GET /rollouts, POST /rollouts/ack\n"
-    "and the admission webhook POST /mutate (docs/http-api.md).\n"
+    "and /explain?pod=NAMESPACE/NAME; /recommend; GET /costs; GET /rollouts, POST\n"
+    "/rollouts/ack and the admission webhook POST /mutate (docs/http-api.md).\n"
     "\n"
     "cluster source (at most one; with none, the API server is found as kubectl finds it:\n"
     "$KUBECONFIG (a merged colon-separated list), else in-cluster when the service-account\n"
@@ -118,8 +118,9 @@ static void on_signal(int sig)
     stop_flag = 1;
     /*
      * Bounded shutdown: if the HTTP loop has not returned within 10 s (a
-     * connection wedged inside libwebsockets), SIGALRM's default action ends
-     * the process. Cancelled as soon as the loop returns.
+     * connection wedged inside libwebsockets) and every thread stopped (a
+     * Prometheus query in flight, the watch), SIGALRM's default action ends the
+     * process. Cancelled once everything has stopped.
      */
     alarm(10);
 }
@@ -362,6 +363,7 @@ static int load_static(const struct serve_opts *o, struct af_config *cfg, struct
 {
     struct af_error err;
     struct af_cache *cache;
+    struct af_snapshot *snap, *prev;
     const char *name = o->demo ? "<embedded demo cluster>" : o->cluster;
     char nodes[32], pods[32];
     int rc;
@@ -383,7 +385,12 @@ static int load_static(const struct serve_opts *o, struct af_config *cfg, struct
     af_cache_set_synced(cache, true);
     snprintf(nodes, sizeof(nodes), "%zu", af_cache_node_count(cache));
     snprintf(pods, sizeof(pods), "%zu", af_cache_pod_count(cache));
-    af_publisher_publish(pub, af_cache_snapshot(cache));
+    snap = af_cache_snapshot(cache);
+    prev = af_publisher_acquire(pub);
+    if (prev)   /* decoded again after a reload: a new generation, as /explain and /costs say */
+        snap->generation = prev->generation + 1;
+    af_snapshot_unref(prev);
+    af_publisher_publish(pub, snap);
     af_cache_free(cache);
     AF_LOG(AF_LOG_INFO, "static cluster loaded", "source", name, "nodes", nodes, "pods", pods,
            NULL);
@@ -495,6 +502,17 @@ int af_cmd_serve(int argc, char **argv)
     svc.when_not_ready = o.when_not_ready;
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
+    if (o.prom.interval_s > 0 && cfg->policy && o.prom.interval_s > cfg->policy->util.staleness_s) {
+        /* Every sample would be stale before the next round came: scoring would silently
+         * fall back to allocation most of the time. */
+        fprintf(stderr,
+                "accelfit serve: --prometheus-interval %gs is longer than utilization.staleness "
+                "(%gs) of %s: samples would go stale between rounds; lower the interval or "
+                "raise the staleness\n",
+                o.prom.interval_s, cfg->policy->util.staleness_s, cfg->policy->source);
+        rc = 2;
+        goto out;
+    }
     if (o.prom.url || o.prom.metrics_file) {
         /* Live utilization: its own thread (or a recording); requests only read it. */
         rc = af_prom_start(&svc.util, &o.prom, &holder, why, sizeof(why));
@@ -544,7 +562,6 @@ int af_cmd_serve(int argc, char **argv)
     o.http.error = why;
     o.http.error_len = sizeof(why);
     rc = af_http_run(&o.http, &svc, &stop_flag);
-    alarm(0);
     if (rc != 0) {
         if (why[0])
             fprintf(stderr, "accelfit serve: %s\n", why);
@@ -564,5 +581,6 @@ out:
     af_metrics_free(svc.metrics);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);
+    alarm(0);   /* everything stopped in time */
     return rc;
 }

@@ -204,7 +204,7 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
     if (!rc)
         rc = af_budget_render_metrics(svc, cfg, out);   /* tenants and idle cost (budget.c) */
     if (!rc)
-        rc = af_service_render_utilization(svc, out);
+        rc = af_service_render_utilization(svc, cfg, out);
     af_config_unref(cfg);
     return rc;
 }

@@ -48,11 +48,11 @@ static int waste_row(struct af_buf *o, const char *metric, const char *node, con
     return rc;
 }
 
-int af_service_render_utilization(struct af_service *svc, struct af_buf *o)
+int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
+                                  struct af_buf *o)
 {
     struct af_util_snapshot *us;
     struct af_snapshot *snap;
-    struct af_config *cfg;
     double now;
     int rc;
 
@@ -93,8 +93,7 @@ int af_service_render_utilization(struct af_service *svc, struct af_buf *o)
         return rc;
     }
 
-    cfg = af_config_holder_get(svc->config);
-    snap = af_publisher_acquire(svc->pub);
+    snap = cfg ? af_publisher_acquire(svc->pub) : NULL;   /* waste needs the policy */
     rc = af_metrics_header(o, "accelfit_idle_allocated_accelerators", "gauge",
                            "Accelerators (GPUs, NeuronCores) allocated to pods but idle for "
                            "the whole utilization.waste.window, by node and class.");
@@ -122,7 +121,6 @@ int af_service_render_utilization(struct af_service *svc, struct af_buf *o)
                            w.usd_per_hour);
     }
     af_snapshot_unref(snap);
-    af_config_unref(cfg);
     af_util_snapshot_unref(us);
     return rc;
 }
