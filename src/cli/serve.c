@@ -391,8 +391,8 @@ static int load_static(const struct serve_opts *o, struct af_config *cfg, struct
 }
 
 /* A static cluster after a reload: decoded again, so its nodes are classified and
- * priced by the new catalog and policy (a watched cluster's are as the API server
- * next sends them). */
+ * priced by the new catalog and policy (a watched cluster's nodes are listed again:
+ * reload_live). */
 struct restatic {
     const struct serve_opts *o;
     struct af_publisher *pub;
@@ -405,6 +405,14 @@ static void reload_static(void *ud, struct af_config *cfg)
     if (load_static(rs->o, cfg, rs->pub) != 0)
         AF_LOG(AF_LOG_WARN, "cluster not decoded again after the reload; its nodes keep how "
                "the previous policy read them", NULL);
+}
+
+/* A watched cluster after a reload: its nodes are listed again and read under the new
+ * config, on the reflector's thread (af_kube_reclassify_nodes). */
+static void reload_live(void *ud, struct af_config *cfg)
+{
+    (void)cfg;
+    af_kube_reclassify_nodes(ud);
 }
 
 static int start_kube(const struct serve_opts *o, struct af_config_holder *holder,
@@ -525,6 +533,9 @@ int af_cmd_serve(int argc, char **argv)
         restatic.pub = &pub;
         ropt.swapped = reload_static;
         ropt.ud = &restatic;
+    } else {
+        ropt.swapped = reload_live;
+        ropt.ud = kube;
     }
     if (af_reload_start(&reloader, &holder, &ropt) != 0)
         AF_LOG(AF_LOG_WARN, "cannot start the policy reloader: the policy is not reloaded", NULL);
