@@ -5,9 +5,12 @@
  * The HTTP side of accelfit/costs.h and accelfit/tenant_budget.h (src/http/budget.c).
  *
  * Costs are computed once per (snapshot, config): a struct af_costs_memo keeps
- * the last result with references on the snapshot and config it was computed
- * from, and recomputes only when either changes, so filter, prioritize,
- * /explain, /costs and /metrics reuse one computation between cache changes.
+ * the last two results with references on the snapshot and config each was
+ * computed from, and recomputes only for a pair it does not hold, so filter,
+ * prioritize, /explain, /costs and /metrics reuse one computation between cache
+ * changes. `serve` computes each new snapshot's before publishing it
+ * (af_costs_memo_warm) when the policy has a budget, so the first filter after
+ * a change does not.
  *
  * What a pod's tenant does to its plan (classes, spot capacity, a hard budget's
  * cost ceiling before filter; a soft budget's ranking after prioritize) is
@@ -33,11 +36,20 @@ void af_costs_memo_free(struct af_costs_memo *m);   /* NULL is fine */
 /*
  * The costs of `snap` under `cfg`'s policy: a new reference the caller drops with
  * af_costs_unref. From the memo when it holds this (snapshot, config) pair, else
- * computed and kept (the memo then holds references on both until the next change).
+ * computed and kept (the memo holds references on both until two newer pairs are).
  * `m` may be NULL: computed for this call only. Cannot fail.
  */
 struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cfg,
                                    struct af_snapshot *snap);
+/*
+ * Computes the costs of `snap` under `cfg` into the memo ahead of the requests that
+ * will ask for them (af_publisher's on_publish, before `snap` is published), unless
+ * the memo holds them already. The computation runs outside the memo's lock, so
+ * requests on the snapshot still current keep finding theirs meanwhile, and after
+ * the publish too (the memo keeps the pair before); a request that gets to a pair
+ * first computes it itself, as without warming. NULL `m` or `snap`: nothing.
+ */
+void af_costs_memo_warm(struct af_costs_memo *m, struct af_config *cfg, struct af_snapshot *snap);
 
 /* ---- decisions ------------------------------------------------------------------------------------ */
 

@@ -91,12 +91,22 @@ struct af_publisher {
     struct af_snapshot *current;       /* protected by ->lock */
     struct af_snapshot *retired[AF_PUBLISHER_RETIRED];   /* protected by ->lock */
     size_t n_retired;
+    /*
+     * Optional (NULL after init; set before the first publish): called by
+     * af_publisher_publish with each snapshot (borrowed) just before it becomes
+     * current, on the publishing thread, so what every request would otherwise
+     * compute first of a new snapshot is ready when requests get it (the service
+     * warms its costs memo: af_costs_memo_warm). Requests keep the previous snapshot
+     * meanwhile.
+     */
+    void (*on_publish)(void *ud, struct af_snapshot *s);
+    void *on_publish_ud;
 };
 
 void af_publisher_init(struct af_publisher *p);
 void af_publisher_destroy(struct af_publisher *p);   /* releases current and retired */
-/* Steals `s`; the previous snapshot is released now when no request holds it, else
- * retired (above). */
+/* Steals `s`; calls ->on_publish, then makes `s` current; the previous snapshot is
+ * released now when no request holds it, else retired (above). */
 void af_publisher_publish(struct af_publisher *p, struct af_snapshot *s);
 /* New reference to the current snapshot, or NULL before the first publish. */
 struct af_snapshot *af_publisher_acquire(struct af_publisher *p);

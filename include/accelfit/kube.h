@@ -104,6 +104,21 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
 void af_kube_stop(struct af_kube *k);               /* joins the threads, frees; NULL is fine */
 
 /*
+ * Asks for every cached node to be read again under the current config, after a
+ * reload swapped the policy or catalog (reload.h): the node reflector ends its
+ * watch and lists the nodes again (a consistent, paginated LIST), decoding each
+ * with the config then current, so classes, device memory and prices follow the
+ * new catalog and policy. A node is classified from all its labels, allocatable
+ * and annotations, which the cache does not keep (af_node_info holds only what
+ * decisions read), so the API server's copy is the one to read again. Pods are
+ * not listed: nothing in a cached pod depends on the config. Never blocks;
+ * requests keep being served from the current snapshot meanwhile. Requests that
+ * arrive while a list is under way are folded into one more list after it.
+ * Thread-safe; NULL is fine.
+ */
+void af_kube_reclassify_nodes(struct af_kube *k);
+
+/*
  * Queues an Event on a pod (type "Normal" or "Warning"). Never blocks; drops
  * (and counts) when the queue is full or the budget is spent; repeated
  * (pod, reason, message) within a window only bump the count. Thread-safe.

@@ -679,6 +679,8 @@ void af_publisher_init(struct af_publisher *p)
     pthread_mutex_init(&p->lock, NULL);
     p->current = NULL;
     p->n_retired = 0;
+    p->on_publish = NULL;
+    p->on_publish_ud = NULL;
 }
 
 void af_publisher_destroy(struct af_publisher *p)
@@ -696,6 +698,8 @@ void af_publisher_publish(struct af_publisher *p, struct af_snapshot *s)
     struct af_snapshot *drop[AF_PUBLISHER_RETIRED + 1];
     size_t n_drop = 0, w = 0;
 
+    if (p->on_publish && s)
+        p->on_publish(p->on_publish_ud, s);   /* not under the lock: requests go on */
     pthread_mutex_lock(&p->lock);
     if (p->current) {
         if (p->n_retired == AF_PUBLISHER_RETIRED) {

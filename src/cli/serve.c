@@ -398,8 +398,8 @@ static int load_static(const struct serve_opts *o, struct af_config *cfg, struct
 }
 
 /* A static cluster after a reload: decoded again, so its nodes are classified and
- * priced by the new catalog and policy (a watched cluster's are as the API server
- * next sends them). */
+ * priced by the new catalog and policy (a watched cluster's nodes are listed again:
+ * reload_live). */
 struct restatic {
     const struct serve_opts *o;
     struct af_publisher *pub;
@@ -412,6 +412,30 @@ static void reload_static(void *ud, struct af_config *cfg)
     if (load_static(rs->o, cfg, rs->pub) != 0)
         AF_LOG(AF_LOG_WARN, "cluster not decoded again after the reload; its nodes keep how "
                "the previous policy read them", NULL);
+}
+
+/* Each snapshot's tenant costs are computed on the publishing thread before requests
+ * get it (af_costs_memo_warm) when the policy has a budget, which filter and prioritize
+ * then read; otherwise only /costs, /explain and /metrics ask, and compute them then. */
+static void warm_costs(void *ud, struct af_snapshot *snap)
+{
+    struct af_service *svc = ud;
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    bool budgets = false;
+
+    for (size_t i = 0; i < cfg->policy->n_tenants && !budgets; i++)
+        budgets = cfg->policy->tenants[i].has_budget;
+    if (budgets)
+        af_costs_memo_warm(svc->costs, cfg, snap);
+    af_config_unref(cfg);
+}
+
+/* A watched cluster after a reload: its nodes are listed again and read under the new
+ * config, on the reflector's thread (af_kube_reclassify_nodes). */
+static void reload_live(void *ud, struct af_config *cfg)
+{
+    (void)cfg;
+    af_kube_reclassify_nodes(ud);
 }
 
 static int start_kube(const struct serve_opts *o, struct af_config_holder *holder,
@@ -499,6 +523,8 @@ int af_cmd_serve(int argc, char **argv)
     svc.metrics = af_metrics_new();
     svc.rollouts = af_rollouts_new();   /* decisions not yet seen, the brake */
     svc.costs = af_costs_memo_new();    /* spend and idle cost, once per snapshot */
+    pub.on_publish = warm_costs;         /* ... computed before requests get the snapshot */
+    pub.on_publish_ud = &svc;
     svc.when_not_ready = o.when_not_ready;
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
@@ -543,6 +569,9 @@ int af_cmd_serve(int argc, char **argv)
         restatic.pub = &pub;
         ropt.swapped = reload_static;
         ropt.ud = &restatic;
+    } else {
+        ropt.swapped = reload_live;
+        ropt.ud = kube;
     }
     if (af_reload_start(&reloader, &holder, &ropt) != 0)
         AF_LOG(AF_LOG_WARN, "cannot start the policy reloader: the policy is not reloaded", NULL);

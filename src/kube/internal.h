@@ -49,6 +49,7 @@ struct reflector {
     char *rv;                  /* last seen resourceVersion */
     bool listed;               /* a full list of this kind was applied */
     bool up;
+    atomic_bool relist;        /* list again (af_kube_reclassify_nodes); taken by the loop */
     /* per-transfer state */
     struct af_buf body;        /* the start of an error body, for the log */
     struct af_list_stream *list;   /* the LIST being decoded as it arrives */

@@ -155,6 +155,7 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
         struct reflector *r = &k->refl[i];
         r->k = k;
         r->kind = (enum af_kind)i;
+        atomic_init(&r->relist, false);
         r->h = curl_easy_init();
         af_assert(r->h);
         af_buf_init(&r->body, 64u << 10);
@@ -166,6 +167,14 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
         pthread_create(&k->refl[i].thread, NULL, af__kube_reflector_main, &k->refl[i]);
     *out = k;
     return 0;
+}
+
+void af_kube_reclassify_nodes(struct af_kube *k)
+{
+    /* the node reflector's watch sees this within about a second (its progress
+     * callback) and its loop lists again (reflector.c) */
+    if (k)
+        atomic_store(&k->refl[AF_KIND_NODE].relist, true);
 }
 
 void af_kube_stop(struct af_kube *k)

@@ -462,6 +462,22 @@ static size_t watch_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     return (r->failed || r->expired) ? 0 : n;
 }
 
+/*
+ * The watch's progress callback (libcurl calls it at least about once a second, idle or
+ * not): ends the transfer on stop, as every transfer's does, and when a relist was asked
+ * for (af_kube_reclassify_nodes), so that a quiet watch does not hold it back.
+ */
+static int watch_xferinfo_cb(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult,
+                             curl_off_t uln)
+{
+    struct reflector *r = ud;
+    (void)dlt;
+    (void)dln;
+    (void)ult;
+    (void)uln;
+    return atomic_load(&r->k->stop) || atomic_load(&r->relist) ? 1 : 0;
+}
+
 static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct reflector *r = ud;
@@ -501,6 +517,8 @@ static int do_watch(struct reflector *r, int *short_watch)
     curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(r->h, CURLOPT_HEADERFUNCTION, header_cb);
     curl_easy_setopt(r->h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(r->h, CURLOPT_XFERINFOFUNCTION, watch_xferinfo_cb);
+    curl_easy_setopt(r->h, CURLOPT_XFERINFODATA, r);
     CURLcode cc = curl_easy_perform(r->h);
     curl_slist_free_all(hdr);
     free(url);
@@ -515,6 +533,12 @@ static int do_watch(struct reflector *r, int *short_watch)
 
     if (atomic_load(&k->stop))
         return AF_ECANCELED;
+    if (atomic_load(&r->relist)) {
+        /* ended to list again (the loop does it at once): whatever else happened to
+         * this watch, the list supersedes it */
+        *short_watch = 0;
+        return 0;
+    }
     if (r->expired) {
         AF_LOG(AF_LOG_INFO, "watch expired (410); relisting", "kind", kind_name(r->kind), NULL);
         return AF_EEXPIRED;
@@ -550,6 +574,16 @@ void *af__kube_reflector_main(void *arg)
 
     while (!atomic_load(&k->stop)) {
         int rc, short_watch = 0;
+        if (atomic_exchange(&r->relist, false)) {
+            /* After a policy or catalog swap: every node read again under the new config.
+             * A list, not a re-classification in place, because the cache keeps only what
+             * decisions read of a node, not the labels and annotations classifying it
+             * reads (af_kube_reclassify_nodes). A consistent list, as after a 410. */
+            if (!need_list)
+                AF_LOG(AF_LOG_INFO, "relisting to classify under the new policy", "kind",
+                       kind_name(r->kind), NULL);
+            need_list = true;
+        }
         if (need_list) {
             rc = do_list(r, first_list ? "0" : "");
             if (!rc) {
