@@ -204,6 +204,32 @@ START_TEST(test_snapshot_is_immutable_while_cache_changes)
 }
 END_TEST
 
+START_TEST(test_snapshot_carries_the_newest_resource_version)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_snapshot *s;
+
+    s = af_cache_snapshot(c);
+    ck_assert_str_eq(s->resource_version, "");   /* a static cluster has none */
+    af_snapshot_unref(s);
+    af_cache_note_resource_version(c, "1009");
+    af_cache_note_resource_version(c, "998");    /* the pods' list came back older */
+    s = af_cache_snapshot(c);
+    ck_assert_str_eq(s->resource_version, "1009");
+    af_snapshot_unref(s);
+    af_cache_note_resource_version(c, "10010");  /* numerically newer, not by strcmp */
+    s = af_cache_snapshot(c);
+    ck_assert_str_eq(s->resource_version, "10010");
+    af_snapshot_unref(s);
+    af_cache_note_resource_version(c, "");       /* nothing to note */
+    af_cache_note_resource_version(c, "opaque-x");   /* not a number: the last one seen */
+    s = af_cache_snapshot(c);
+    ck_assert_str_eq(s->resource_version, "opaque-x");
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_publisher_refcounts)
 {
     struct af_publisher pub;
@@ -337,6 +363,7 @@ Suite *af_cache_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_usage_follows_add_modify_bind_delete);
     tcase_add_test(tc, test_node_arriving_after_its_pods_sees_usage);
+    tcase_add_test(tc, test_snapshot_carries_the_newest_resource_version);
     tcase_add_test(tc, test_resync_sweeps_what_was_not_relisted);
     tcase_add_test(tc, test_snapshot_is_immutable_while_cache_changes);
     tcase_add_test(tc, test_publisher_refcounts);

@@ -161,6 +161,9 @@ static long tenant_pods(CURL *c, const struct af_test_server *s, const char *nam
     json_array_foreach(json_object_get(j, "tenants"), i, t)
         if (!strcmp(json_string_value(json_object_get(t, "name")), name))
             v = (long)json_integer_value(json_object_get(t, "pods"));
+    /* watching an API server: the report says which resourceVersion it is as of */
+    if (json_object_get(j, "tenants"))
+        ck_assert_msg(json_is_string(json_object_get(j, "resource_version")), "%s", r.body);
     json_decref(j);
     af_test_resp_free(&r);
     return v;

@@ -74,10 +74,11 @@ int af_budget_explain_json(const struct af_tenant_decision *td, struct af_buf *o
 
 /*
  * The /costs document (docs/http-api.md#get-costs): totals, tenants, namespaces, classes
- * and idle cost by node group, as of snapshot `generation`. Returns 0 or AF_ETOOBIG.
+ * and idle cost by node group, as of `snap` (its generation and the API server's
+ * resourceVersion, null for a static cluster). Returns 0 or AF_ETOOBIG.
  */
 int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
-                         uint64_t generation, struct af_buf *out) AF_MUST_CHECK;
+                         const struct af_snapshot *snap, struct af_buf *out) AF_MUST_CHECK;
 
 /* GET /costs: 200 with the document; 503 with {"error": ...} before the first snapshot;
  * 500 when the body is too large. */

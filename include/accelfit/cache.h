@@ -23,6 +23,10 @@ struct af_snapshot {
     atomic_int refcnt;
     uint64_t generation;
     bool synced;                       /* a full list of nodes and pods has been applied */
+    /* The API server's resourceVersion this picture is as of: the newest applied by a list
+     * or watch event of either kind (resourceVersions come from one etcd revision counter);
+     * "" for a static cluster. */
+    char resource_version[32];
     size_t n_nodes;
     struct af_node_view *nodes;        /* sorted by name; each info holds a ref */
     size_t n_pods;
@@ -67,6 +71,9 @@ void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
 void af_cache_begin_resync(struct af_cache *c, enum af_kind kind);
 void af_cache_end_resync(struct af_cache *c, enum af_kind kind);
 void af_cache_set_synced(struct af_cache *c, bool synced);
+/* Notes a resourceVersion the cache now reflects (a list, a watch event); the newest
+ * (numerically, when both are numbers) becomes the snapshots' resource_version. */
+void af_cache_note_resource_version(struct af_cache *c, const char *rv);
 
 size_t af_cache_node_count(const struct af_cache *c);
 size_t af_cache_pod_count(const struct af_cache *c);

@@ -182,6 +182,7 @@ struct af_cache {                 /* watch thread only */
     bool resyncing[2];
     bool synced;
     uint64_t generation;
+    char resource_version[32];
 
     /* cached sorted order of node slots with a record */
     uint32_t *sorted;
@@ -576,12 +577,29 @@ static size_t pow2_for(size_t n)
     return size;
 }
 
+void af_cache_note_resource_version(struct af_cache *c, const char *rv)
+{
+    char *end_new, *end_old;
+    unsigned long long n, o;
+
+    if (!rv || !*rv || strlen(rv) >= sizeof(c->resource_version))
+        return;
+    n = strtoull(rv, &end_new, 10);
+    o = strtoull(c->resource_version, &end_old, 10);
+    /* resourceVersions are opaque to clients, but the API server's are etcd revisions:
+     * keep the newest when both are numbers, else the last one seen */
+    if (!*end_new && !*end_old && c->resource_version[0] && n < o)
+        return;
+    memcpy(c->resource_version, rv, strlen(rv) + 1);
+}
+
 struct af_snapshot *af_cache_snapshot(struct af_cache *c)
 {
     struct af_snapshot *s = af_xcalloc(1, sizeof(*s));
     atomic_init(&s->refcnt, 1);
     s->generation = ++c->generation;
     s->synced = c->synced;
+    memcpy(s->resource_version, c->resource_version, sizeof(s->resource_version));
 
     refresh_sorted(c);
     s->n_nodes = c->n_sorted;

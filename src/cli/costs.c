@@ -306,7 +306,7 @@ static int run(const struct costs_opts *o, struct af_config *cfg, struct af_snap
 
     if (o->json) {
         struct af_buf out = AF_BUF_INIT(0);
-        if (af_costs_render_json(c, cfg->policy, snap->generation, &out) != 0) {
+        if (af_costs_render_json(c, cfg->policy, snap, &out) != 0) {
             fprintf(stderr, "accelfit costs: cannot render the report\n");
             rc = 1;
         } else {

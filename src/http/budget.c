@@ -402,13 +402,16 @@ static int render_idle(const struct af_costs *c, struct af_buf *o)
 }
 
 int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
-                         uint64_t generation, struct af_buf *out)
+                         const struct af_snapshot *snap, struct af_buf *out)
 {
     bool f = true, ft = true;
     int rc = af_buf_puts(out, "{");
 
     if (!rc)
-        rc = kint(out, &f, "snapshot_generation", (long long)generation);
+        rc = kint(out, &f, "snapshot_generation", (long long)snap->generation);
+    if (!rc)
+        rc = kstr(out, &f, "resource_version",
+                  snap->resource_version[0] ? snap->resource_version : NULL);
     if (!rc)
         rc = kstr(out, &f, "policy", pol ? pol->source : NULL);
     if (!rc)
@@ -464,7 +467,7 @@ int af_service_costs(struct af_service *svc, struct af_buf *out)
         goto done;
     }
     c = af_costs_memo_get(svc->costs, cfg, snap);
-    if (af_costs_render_json(c, cfg->policy, snap->generation, out) != 0) {
+    if (af_costs_render_json(c, cfg->policy, snap, out) != 0) {
         out->len = base;
         if (out->buf)
             out->buf[base] = '\0';

@@ -301,6 +301,7 @@ static int do_list(struct reflector *r, const char *rv0)
         rv = NULL;
         pthread_mutex_lock(&k->cache_lock);
         af_cache_end_resync(k->cache, r->kind);
+        af_cache_note_resource_version(k->cache, r->rv);
         r->listed = true;
         if (k->refl[0].listed && k->refl[1].listed && !atomic_load(&k->st->synced)) {
             af_cache_set_synced(k->cache, true);
@@ -407,6 +408,7 @@ static void process_batch(struct reflector *r)
                 break;
             }
             if (ev->type != AF_WATCH_ERROR && ev->rv && *ev->rv) {
+                af_cache_note_resource_version(k->cache, ev->rv);
                 free(r->rv);
                 r->rv = ev->rv;
                 ev->rv = NULL;
