@@ -638,9 +638,11 @@ START_TEST(test_spot_only_tenant_and_allowed_classes)
     /* batch: spot only, A10G and CPU only */
     ck_assert(passes(f, "g5-spot-1") || strstr(refusal(f, "g5-spot-1"), "no room"));
     ck_assert(!passes(f, "g5-big-1"));
+    /* g5-big-1 has no capacity-type label: not known to be spot, and not called on-demand */
     ck_assert_str_eq(refusal(f, "g5-big-1"),
-                     "tenant batch runs on spot capacity only; this node (nvidia-a10g) is "
-                     "on-demand");
+                     "tenant batch runs on spot capacity only; this node (nvidia-a10g) has no "
+                     "capacity-type label (karpenter.sh/capacity-type, "
+                     "eks.amazonaws.com/capacityType) saying spot");
     ck_assert(!passes(f, "p4d-1"));
     ck_assert_ptr_nonnull(strstr(refusal(f, "p4d-1"), "tenant batch may use only nvidia-a10g, cpu"));
     json_decref(f);

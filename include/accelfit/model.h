@@ -276,6 +276,7 @@ struct af_node_info {
     int n_mig;
     bool price_annotation_bad; /* accelfit.io/hourly-price was set but is not a price */
     bool spot;
+    bool capacity_known;       /* a capacity-type label says spot or on-demand */
     bool unschedulable;
     bool price_known;
     double hourly_usd;

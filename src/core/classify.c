@@ -73,11 +73,13 @@ static enum af_class refine_neuron(enum af_class c, const char *value, const cha
     return c;
 }
 
-static bool is_spot(const struct af_kv *labels, size_t n_labels)
+/* Spot or not from the capacity-type labels; *known false when neither is set. */
+static bool is_spot(const struct af_kv *labels, size_t n_labels, bool *known)
 {
     const char *k = kv_get(labels, n_labels, "karpenter.sh/capacity-type");
     const char *e = kv_get(labels, n_labels, "eks.amazonaws.com/capacityType");
 
+    *known = k || e;
     return (k && !strcasecmp(k, "spot")) || (e && !strcasecmp(e, "spot"));
 }
 
@@ -297,7 +299,7 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
     device_memory(cat, t, labels, n_labels, out);
 
     /* Capacity type and price. */
-    out->spot = is_spot(labels, n_labels);
+    out->spot = is_spot(labels, n_labels, &out->capacity_known);
     ann_price = kv_get(annotations, n_annotations, "accelfit.io/hourly-price");
     if (ann_price && !parse_price(ann_price, &price))
         out->price_annotation_bad = true;

@@ -160,7 +160,12 @@ static bool over_limits(const struct af_plan *plan, const struct af_pod_info *po
     double add;
 
     if (plan->spot_only && !node->spot) {
-        snprintf(out, n, "%.180s; this node (%s) is on-demand", plan->spot_why,
+        snprintf(out, n,
+                 node->capacity_known
+                     ? "%.180s; this node (%s) is on-demand"
+                     : "%.180s; this node (%s) has no capacity-type label "
+                       "(karpenter.sh/capacity-type, eks.amazonaws.com/capacityType) saying spot",
+                 plan->spot_why,
                  af_class_name(node->cls));
         return true;
     }
