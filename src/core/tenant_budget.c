@@ -29,13 +29,18 @@ static void class_list(uint32_t mask, char *out, size_t n)
     }
 }
 
-/* "$31.20/h of $30.00/h spent" and the like: the tenant's standing, for reasons. */
+/* "$31.20/h of $30.00/h spent" and the like: the tenant's standing, for reasons. Over
+ * means spend > budget, as /costs' "over" and `accelfit costs` say it; spend equal to the
+ * budget is at it. */
 static void standing(const struct af_tenant_decision *td, const char *mode, char *out, size_t n)
 {
     const struct af_tenant *t = td->t;
 
-    if (td->spend_usd_hr >= t->budget_usd_hr)
+    if (td->spend_usd_hr > t->budget_usd_hr)
         snprintf(out, n, "tenant %s over its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
+                 td->spend_usd_hr, t->budget_usd_hr);
+    else if (td->spend_usd_hr == t->budget_usd_hr)
+        snprintf(out, n, "tenant %s at its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
                  td->spend_usd_hr, t->budget_usd_hr);
     else
         snprintf(out, n, "tenant %s's %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
