@@ -6,6 +6,7 @@
  * traces; the HTML report's shape and numbers; the scan missing a cheaper node;
  * a real cluster's pods as a trace; and the command line, bad input included.
  */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -663,6 +664,18 @@ START_TEST(test_hard_budget_refuses_premium_until_spend_drops)
                                            "\"kube_scheduler\":11.50}"));
     ck_assert_ptr_nonnull(strstr(json.buf, "\"hours_over_budget\":{\"accelfit\":0.0,"
                                            "\"kube_scheduler\":2.0}"));
+    {
+        /* one object with no key twice: every JSON reader keeps the same fields */
+        json_error_t je;
+        json_t *doc = json_loads(json.buf, JSON_REJECT_DUPLICATES, &je);
+        json_t *pl0;
+        ck_assert_msg(doc != NULL, "%s at %d:%d", je.text, je.line, je.column);
+        ck_assert_int_eq(json_integer_value(json_object_get(doc, "pods")), (json_int_t)r.n_pods);
+        ck_assert_uint_eq(json_array_size(json_object_get(doc, "placements")), r.n_pods);
+        pl0 = json_array_get(json_object_get(doc, "placements"), 0);
+        ck_assert_ptr_nonnull(json_object_get(pl0, "accelfit"));
+        json_decref(doc);
+    }
     af_buf_release(&text);
     af_buf_release(&json);
     af_sim_result_release(&r);
@@ -1012,7 +1025,7 @@ START_TEST(test_demo_day_through_the_binary)
     argv[9] = "json";
     ck_assert_int_eq(af_test_exec(argv, NULL, &json, &err), 0);
     ck_assert_ptr_nonnull(strstr(json, "\"schedulers\":{\"accelfit\":{\"cost_usd\":"));
-    ck_assert_ptr_nonnull(strstr(json, "\"pods\":[{\"namespace\":"));
+    ck_assert_ptr_nonnull(strstr(json, "\"placements\":[{\"namespace\":"));
     ck_assert_ptr_nonnull(strstr(json, "\"tenants_from\":\"policy\""));
     ck_assert_ptr_nonnull(strstr(json, "{\"name\":\"team-llm\","));
     free(json);
