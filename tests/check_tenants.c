@@ -730,6 +730,50 @@ START_TEST(test_costs_document_and_gauges_follow_the_cluster)
 }
 END_TEST
 
+/* Past the series bound, node groups are summed under a value no node group can have: a
+ * real node group named "other" keeps its own series, and no series is written twice. */
+START_TEST(test_idle_gauge_past_the_bound_never_takes_a_group_name)
+{
+    struct af_buf yaml = AF_BUF_INIT(0), out = AF_BUF_INIT(0);
+    const char *p, *line;
+    int others = 0, rest = 0;
+
+    ck_assert_int_eq(af_buf_puts(&yaml, "apiVersion: v1\nkind: List\nitems:\n"), 0);
+    /* "other" sorts before every "zNN": it is among the first series, the zNN past the bound */
+    for (int i = -1; i < AF_BUDGET_MAX_GROUP_SERIES; i++) {
+        char group[16];
+        if (i < 0)
+            snprintf(group, sizeof(group), "other");
+        else
+            snprintf(group, sizeof(group), "z%02d", i);
+        ck_assert_int_eq(af_buf_printf(&yaml,
+                                       "- apiVersion: v1\n  kind: Node\n  metadata:\n"
+                                       "    name: n-%s\n    labels:\n"
+                                       "      node.kubernetes.io/instance-type: p4d.24xlarge\n"
+                                       "      eks.amazonaws.com/nodegroup: %s\n"
+                                       "  status:\n    allocatable: {cpu: \"96\", memory: 1100Gi, "
+                                       "nvidia.com/gpu: \"8\", pods: \"110\"}\n",
+                                       group, group),
+                         0);
+    }
+    load_yaml("many node groups", yaml.buf);
+    publish();
+    ck_assert_int_eq(af_service_render_metrics(&svc, &out), 0);
+    for (p = out.buf; (line = strstr(p, "accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
+                                        "node_group=\"")) != NULL;
+         p = line + 1) {
+        const char *v = line + strlen("accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
+                                      "node_group=\"");
+        others += !strncmp(v, "other\"}", 7);
+        rest += !strncmp(v, "_other_\"}", 9);
+    }
+    ck_assert_int_eq(others, 1);   /* the node group named "other", once */
+    ck_assert_int_eq(rest, 1);     /* the groups past the bound, summed */
+    af_buf_release(&out);
+    af_buf_release(&yaml);
+}
+END_TEST
+
 /* ---- the binary ---------------------------------------------------------------------------------- */
 
 START_TEST(test_serve_answers_costs_and_metrics)
@@ -960,6 +1004,7 @@ static Suite *af_tenants_suite(void)
     tcase_add_test(tc, test_spot_only_tenant_and_allowed_classes);
     tcase_add_test(tc, test_explain_shows_tenant_budget_spend_and_effect);
     tcase_add_test(tc, test_costs_document_and_gauges_follow_the_cluster);
+    tcase_add_test(tc, test_idle_gauge_past_the_bound_never_takes_a_group_name);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("binary");

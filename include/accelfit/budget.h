@@ -75,10 +75,13 @@ int af_service_costs(struct af_service *svc, struct af_buf *out);
  * The gauges accelfit_tenant_spend_dollars_per_hour{tenant}, ..._budget_...{tenant} (tenants
  * with a budget) and accelfit_idle_cost_dollars_per_hour{class,node_group}: at most
  * AF_TENANTS_MAX tenants and AF_BUDGET_MAX_GROUP_SERIES idle series (further node groups
- * are summed per class under node_group="other"), under `cfg` (the config the scrape took;
- * borrowed). Returns 0 or AF_ETOOBIG.
+ * are summed per class under node_group=AF_BUDGET_OTHER_GROUPS), under `cfg` (the config
+ * the scrape took; borrowed). Returns 0 or AF_ETOOBIG.
  */
 #define AF_BUDGET_MAX_GROUP_SERIES 64
+/* Node groups are Kubernetes label values, which begin and end with a letter or digit:
+ * no node group can be named this. */
+#define AF_BUDGET_OTHER_GROUPS "_other_"
 int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg,
                              struct af_buf *o) AF_MUST_CHECK;
 

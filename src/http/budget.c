@@ -492,7 +492,7 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
         if (other[s] > 0) {
             rc = af_buf_printf(o,
                                "accelfit_idle_cost_dollars_per_hour{class=\"%s\","
-                               "node_group=\"other\"} ",
+                               "node_group=\"" AF_BUDGET_OTHER_GROUPS "\"} ",
                                slot_name(s));
             if (!rc)
                 rc = num(o, other[s]);
