@@ -46,7 +46,8 @@ struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cf
 
 /*
  * af_tenant_steer with the tenant's spend from the costs of `snap` (svc->costs memo;
- * `svc` may be NULL: computed for this call). The spend is looked up when the tenant has
+ * `svc` may be NULL: computed for this call), plus the charges af_budget_charge made for
+ * the tenant's other pods that `snap` does not show placed yet. The spend is looked up when the tenant has
  * a budget, or with AF_BUDGET_SPEND, so a policy without budgets costs filter nothing;
  * with `snap` NULL it is unknown. `td` is always filled; the soft budget is then
  * af_tenant_rank's. Cannot fail.
@@ -54,6 +55,17 @@ struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cf
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
                      const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
                      struct af_tenant_decision *td);
+
+/*
+ * After filter: when the pod's tenant has a hard budget, charges it what the answer `dec`
+ * commits (af_tenant_committed_usd) until a snapshot shows the pod bound or
+ * AF_INFLIGHT_TTL_S passes (accelfit/inflight.h, kept in svc->costs), so af_budget_steer
+ * counts it for the tenant's other pods in the meantime. Filtering the pod again replaces
+ * its charge. Nothing when `svc` or svc->costs is NULL. Cannot fail.
+ */
+void af_budget_charge(struct af_service *svc, const struct af_pod_info *pod,
+                      const struct af_tenant_decision *td, const struct af_node_view *views,
+                      size_t n, const struct af_node_decision *dec);
 
 /* The "tenant" object of /explain (or null when the policy has no tenants). */
 int af_budget_explain_json(const struct af_tenant_decision *td, struct af_buf *out) AF_MUST_CHECK;

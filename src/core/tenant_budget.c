@@ -147,3 +147,22 @@ void af_tenant_rank(const struct af_tenant_decision *td, const struct af_pod_inf
                         : "score halved");
     }
 }
+
+double af_tenant_committed_usd(const struct af_tenant_decision *td, const struct af_pod_info *pod,
+                               const struct af_node_view *views, size_t n,
+                               const struct af_node_decision *dec)
+{
+    double least = -1;
+
+    if (!td->t || !pod || !td->t->has_budget || td->t->over_budget != AF_OVER_BUDGET_HARD)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        double share;
+        if (dec[i].verdict != AF_VERDICT_PASS || !premium_node(td->t, views[i].info))
+            continue;
+        share = af_pod_share_usd(&pod->requests, views[i].info);
+        if (least < 0 || share < least)
+            least = share;
+    }
+    return least > 0 ? least : 0;
+}

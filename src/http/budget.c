@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/inflight.h"
 #include "accelfit/tenant.h"
 #include "accelfit/tenant_budget.h"
 
@@ -27,6 +28,7 @@ struct af_costs_memo {
     struct af_snapshot *snap;      /* protected by ->lock; a reference */
     struct af_config *cfg;         /* protected by ->lock; a reference */
     struct af_costs *costs;        /* protected by ->lock; a reference */
+    struct af_inflight *inflight;  /* hard budgets' charges not yet seen; its own lock */
 };
 
 struct af_costs_memo *af_costs_memo_new(void)
@@ -34,6 +36,7 @@ struct af_costs_memo *af_costs_memo_new(void)
     struct af_costs_memo *m = af_xcalloc(1, sizeof(*m));
 
     pthread_mutex_init(&m->lock, NULL);
+    m->inflight = af_inflight_new();
     return m;
 }
 
@@ -44,6 +47,7 @@ void af_costs_memo_free(struct af_costs_memo *m)
     af_costs_unref(m->costs);
     af_snapshot_unref(m->snap);
     af_config_unref(m->cfg);
+    af_inflight_free(m->inflight);
     pthread_mutex_destroy(&m->lock);
     af_free(m);
 }
@@ -84,6 +88,16 @@ struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cf
 
 /* ---- decisions --------------------------------------------------------------------------------------- */
 
+static double now_s(void)
+{
+    return (double)af_now_ns() / 1e9;
+}
+
+static struct af_inflight *inflight_of(struct af_service *svc)
+{
+    return svc && svc->costs ? svc->costs->inflight : NULL;
+}
+
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
                      const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
                      struct af_tenant_decision *td)
@@ -100,9 +114,22 @@ void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_sn
         if ((size_t)tenant < c->n_tenants)
             spend = c->tenants[tenant].spend_usd_hr;
         af_costs_unref(c);
+        /* plus what filter passed for the tenant's other pods and `snap` does not show yet */
+        spend += af_inflight_sum(inflight_of(svc), snap, pol->tenants[tenant].name, pod, now_s());
         known = true;
     }
     af_tenant_steer(pol, pod, spend, known, plan, td);
+}
+
+void af_budget_charge(struct af_service *svc, const struct af_pod_info *pod,
+                      const struct af_tenant_decision *td, const struct af_node_view *views,
+                      size_t n, const struct af_node_decision *dec)
+{
+    if (!td->t || !td->t->has_budget || td->t->over_budget != AF_OVER_BUDGET_HARD)
+        return;
+    /* 0 (no premium node passed) ends an earlier charge of the pod's */
+    af_inflight_charge(inflight_of(svc), td->t->name, pod,
+                       af_tenant_committed_usd(td, pod, views, n, dec), now_s());
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
