@@ -458,6 +458,53 @@ START_TEST(test_idle_cost_of_a_half_used_p4d)
 }
 END_TEST
 
+/* NeuronCores occupy Neuron devices: on an inf2.24xlarge (6 devices of 2 NeuronCore-v2
+ * each, 12 cores, $12.00/h by annotation) two pods of 4 cores and one of 1 device hold
+ * 8 / 2 + 1 = 5 devices, so 1 of 6 is idle: $12.00 x 1/6 = $2.00/h. The pods pay 4/12 +
+ * 4/12 + 1/6 of the price, $10.00/h, which leaves exactly those $2.00/h unpaid. */
+START_TEST(test_neuroncore_pods_hold_neuron_devices)
+{
+    static const char yaml[] =
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: inf2-big\n    labels:\n"
+        "      node.kubernetes.io/instance-type: inf2.24xlarge\n"
+        "      eks.amazonaws.com/nodegroup: neuron-big\n"
+        "    annotations: {accelfit.io/hourly-price: \"12.00\"}\n"
+        "  status:\n    allocatable: {cpu: \"96\", memory: 370Gi, pods: \"110\",\n"
+        "      aws.amazon.com/neuron: \"6\", aws.amazon.com/neuroncore: \"12\"}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: llm-a, namespace: web, uid: llm-a}\n"
+        "  spec:\n    nodeName: inf2-big\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"8\", aws.amazon.com/neuroncore: \"4\"}\n"
+        "        limits: {aws.amazon.com/neuroncore: \"4\"}\n  status: {phase: Running}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: llm-b, namespace: web, uid: llm-b}\n"
+        "  spec:\n    nodeName: inf2-big\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"8\", aws.amazon.com/neuroncore: \"4\"}\n"
+        "        limits: {aws.amazon.com/neuroncore: \"4\"}\n  status: {phase: Running}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: sd-c, namespace: web, uid: sd-c}\n"
+        "  spec:\n    nodeName: inf2-big\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"4\", aws.amazon.com/neuron: \"1\"}\n"
+        "        limits: {aws.amazon.com/neuron: \"1\"}\n  status: {phase: Running}\n";
+    struct af_snapshot *snap;
+    struct af_costs *c;
+    const struct af_cost_group *g = NULL;
+
+    load_yaml("inf2 cluster", yaml);
+    publish();
+    snap = af_publisher_acquire(&pub);
+    c = af_costs_memo_get(svc.costs, cfg, snap);
+    for (size_t i = 0; i < c->n_groups; i++)
+        if (c->groups[i].group && !strcmp(c->groups[i].group, "neuron-big"))
+            g = &c->groups[i];
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(g->cls, AF_CLASS_INFERENTIA2);
+    ck_assert_int_eq((int)g->devices, 6);
+    ck_assert_int_eq((int)g->idle_devices, 1);
+    ck_assert_int_eq(cents(g->idle_usd_hr), 200);
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
 START_TEST(test_costs_are_computed_once_per_snapshot)
 {
     struct af_snapshot *snap = af_publisher_acquire(&pub);
@@ -1084,6 +1131,7 @@ static Suite *af_tenants_suite(void)
     tcase_add_test(tc, test_spend_equals_the_hand_computed_figures);
     tcase_add_test(tc, test_idle_cost_of_a_half_used_p4d);
     tcase_add_test(tc, test_costs_are_computed_once_per_snapshot);
+    tcase_add_test(tc, test_neuroncore_pods_hold_neuron_devices);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("budgets");
