@@ -12,7 +12,8 @@
  * What a pod's tenant does to its plan (classes, spot capacity, a hard budget's
  * cost ceiling before filter; a soft budget's ranking after prioritize) is
  * decided in the core (accelfit/tenant_budget.h); af_budget_steer only supplies
- * the tenant's spend from the memo.
+ * the tenant's spend: the memo's, plus what filter passed for a hard budget and the
+ * cache does not show yet (af_budget_charge, accelfit/inflight.h).
  */
 #ifndef AF_BUDGET_H
 #define AF_BUDGET_H

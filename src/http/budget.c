@@ -4,9 +4,10 @@
  * The costs of one snapshot under one config are computed once (af_costs_compute,
  * in the core) and kept in a small mutex-guarded memo with references on both,
  * so requests between two cache changes share them. At decision time the server
- * looks the pod's tenant's spend up in that memo and hands it to the core
- * (af_tenant_steer, accelfit/tenant_budget.h), which decides what the tenant's
- * policy does to the pod. The /costs document, its table twin in `accelfit
+ * looks the pod's tenant's spend up in that memo, adds the charges of the
+ * tenant's pods filter passed and the snapshot does not show yet (kept with the
+ * memo, accelfit/inflight.h), and hands it to the core (af_tenant_steer,
+ * accelfit/tenant_budget.h), which decides what the tenant's policy does to the pod. The /costs document, its table twin in `accelfit
  * costs`, /explain's tenant object and the tenant and idle-cost gauges are
  * rendered here.
  */
