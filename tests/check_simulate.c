@@ -6,6 +6,7 @@
  * traces; the HTML report's shape and numbers; the scan missing a cheaper node;
  * a real cluster's pods as a trace; and the command line, bad input included.
  */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -591,6 +592,50 @@ static const char budget_trace[] =
     "     requests: {cpu: 12, memory: 96Gi, nvidia.com/gpu: 2},\n"
     "     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}\n";
 
+/* An inf2.24xlarge (6 Inferentia2 devices of 2 NeuronCore-v2, $12.00/h) with two pods of
+ * 4 NeuronCores for 2 hours: 8 cores sit on 4 devices, so 2 of 6 are idle, $12.00 x 2/6 x
+ * 2 h = $8.00 of idle accelerators on either side (there is one node to choose). */
+static const char inf2_cluster[] =
+    "{\"kind\":\"List\",\"items\":["
+    NODE("inf2-big", "inf2.24xlarge", "12.00", "96", "370Gi",
+         ",\"aws.amazon.com/neuron\":\"6\",\"aws.amazon.com/neuroncore\":\"12\"", "")
+    "]}";
+static const char inf2_trace[] =
+    "end: 4h\n"
+    "pods:\n"
+    "  - {name: llm-a, namespace: serve, at: 0, duration: 2h,\n"
+    "     annotations: {accelfit.io/neuron-ready: \"true\"},\n"
+    "     requests: {cpu: 8, memory: 32Gi, aws.amazon.com/neuroncore: 4}}\n"
+    "  - {name: llm-b, namespace: serve, at: 0, duration: 2h,\n"
+    "     annotations: {accelfit.io/neuron-ready: \"true\"},\n"
+    "     requests: {cpu: 8, memory: 32Gi, aws.amazon.com/neuroncore: 4}}\n";
+
+START_TEST(test_neuroncore_pods_hold_their_devices)
+{
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_sim_result r;
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_codec_decode_sim_cluster(cfg, "inf2", inf2_cluster, strlen(inf2_cluster), &cl,
+                                              NULL, &err) == 0,
+                  "%s", err.text);
+    ck_assert_msg(af_codec_decode_trace("inf2.yaml", inf2_trace, strlen(inf2_trace), &tr, &err) == 0,
+                  "%s", err.text);
+    af_sim_run(cfg, &cl, &tr, &opt, &r);
+    for (int s = AF_SIM_ACCELFIT; s <= AF_SIM_KUBE; s++) {
+        ck_assert_str_eq(placed(&r, s, "llm-a")->node, "inf2-big");
+        ck_assert_str_eq(placed(&r, s, "llm-b")->node, "inf2-big");
+        ck_assert_double_eq(cents(r.side[s].idle_accel_usd), 8.00);
+    }
+    af_sim_result_release(&r);
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+}
+END_TEST
+
 /* The placements borrow names from the cluster and the trace: the caller releases them. */
 static void run_budget_trace(const char *tenants, struct af_sim_cluster *cl,
                              struct af_sim_trace *tr, struct af_sim_result *r)
@@ -663,6 +708,18 @@ START_TEST(test_hard_budget_refuses_premium_until_spend_drops)
                                            "\"kube_scheduler\":11.50}"));
     ck_assert_ptr_nonnull(strstr(json.buf, "\"hours_over_budget\":{\"accelfit\":0.0,"
                                            "\"kube_scheduler\":2.0}"));
+    {
+        /* one object with no key twice: every JSON reader keeps the same fields */
+        json_error_t je;
+        json_t *doc = json_loads(json.buf, JSON_REJECT_DUPLICATES, &je);
+        json_t *pl0;
+        ck_assert_msg(doc != NULL, "%s at %d:%d", je.text, je.line, je.column);
+        ck_assert_int_eq(json_integer_value(json_object_get(doc, "pods")), (json_int_t)r.n_pods);
+        ck_assert_uint_eq(json_array_size(json_object_get(doc, "placements")), r.n_pods);
+        pl0 = json_array_get(json_object_get(doc, "placements"), 0);
+        ck_assert_ptr_nonnull(json_object_get(pl0, "accelfit"));
+        json_decref(doc);
+    }
     af_buf_release(&text);
     af_buf_release(&json);
     af_sim_result_release(&r);
@@ -1012,7 +1069,7 @@ START_TEST(test_demo_day_through_the_binary)
     argv[9] = "json";
     ck_assert_int_eq(af_test_exec(argv, NULL, &json, &err), 0);
     ck_assert_ptr_nonnull(strstr(json, "\"schedulers\":{\"accelfit\":{\"cost_usd\":"));
-    ck_assert_ptr_nonnull(strstr(json, "\"pods\":[{\"namespace\":"));
+    ck_assert_ptr_nonnull(strstr(json, "\"placements\":[{\"namespace\":"));
     ck_assert_ptr_nonnull(strstr(json, "\"tenants_from\":\"policy\""));
     ck_assert_ptr_nonnull(strstr(json, "{\"name\":\"team-llm\","));
     free(json);
@@ -1068,6 +1125,7 @@ static Suite *af_simulate_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_tiny_trace_costs_to_the_cent);
+    tcase_add_test(tc, test_neuroncore_pods_hold_their_devices);
     tcase_add_loop_test(tc, test_lower_bound_never_above_either_scheduler, 0, 8);
     tcase_add_test(tc, test_scan_cut_short_misses_the_cheap_node);
     tcase_add_test(tc, test_rollout_share_is_steered_over_hours);

@@ -117,6 +117,20 @@ START_TEST(test_hard_budget_follows_the_spend_it_is_given)
     af_filter(cfg->policy, &plan, pod, &v, &name, 1, &d, NULL);
     ck_assert_msg(d.verdict == AF_VERDICT_PASS, "%s", d.reason);
 
+    /* exactly $10.00 spent: at the budget, not over it (/costs' "over" is spend > budget) */
+    af_plan_pod(cfg->policy, cfg->catalog, pod, &plan);
+    af_tenant_steer(cfg->policy, pod, 10.00, true, &plan, &td);
+    af_filter(cfg->policy, &plan, pod, &v, &name, 1, &d, NULL);
+    ck_assert_int_eq(d.verdict, AF_VERDICT_UNRESOLVABLE);
+    ck_assert_msg(strstr(d.reason, "tenant research at its hard budget: $10.00/h of $10.00/h spent"),
+                  "%s", d.reason);
+    /* a cent past it: over */
+    af_plan_pod(cfg->policy, cfg->catalog, pod, &plan);
+    af_tenant_steer(cfg->policy, pod, 10.01, true, &plan, &td);
+    af_filter(cfg->policy, &plan, pod, &v, &name, 1, &d, NULL);
+    ck_assert_msg(strstr(d.reason, "tenant research over its hard budget: $10.01/h of $10.00/h spent"),
+                  "%s", d.reason);
+
     af_pod_info_unref(pod);
     af_node_info_unref(n);
 }

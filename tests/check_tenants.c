@@ -23,6 +23,7 @@
 #include "accelfit/config.h"
 #include "accelfit/costs.h"
 #include "accelfit/http.h"
+#include "accelfit/inflight.h"
 #include "accelfit/tenant.h"
 #include "accelfit/util.h"
 #include "support/fake_api.h"
@@ -285,25 +286,37 @@ static const char *const all_nodes = "[\"p4d-1\", \"g5-big-1\", \"g5-spot-1\", \
 #define TRAINING "\"accelfit.io/workload\": \"training\""
 #define BIG_MODEL "\"accelfit.io/objective\": \"performance\", \"accelfit.io/model-params\": \"20B\""
 
-/* A pending pod of `ns` asking for `gpus` GPUs with annotations `ann` (JSON). Caller frees. */
-static char *pod_json(const char *ns, int gpus, const char *ann)
+/* A pending pod `name` of `ns` asking for `gpus` GPUs with annotations `ann` (JSON), with
+ * the uid arrive() gives it once bound. Caller frees. */
+static char *named_pod_json(const char *ns, const char *name, int gpus, const char *ann)
 {
     return af_xasprintf(
-        "{\"metadata\": {\"name\": \"new-0\", \"namespace\": \"%s\", \"uid\": \"u-%s\","
+        "{\"metadata\": {\"name\": \"%s\", \"namespace\": \"%s\", \"uid\": \"%s-%s\","
         " \"annotations\": {%s}},"
         " \"spec\": {\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\":"
         " {\"cpu\": \"1\", \"nvidia.com/gpu\": \"%d\"}, \"limits\": {\"nvidia.com/gpu\": \"%d\"}}}]}}",
-        ns, ns, ann, gpus, gpus);
+        name, ns, ns, name, ann, gpus, gpus);
 }
 
-/* ExtenderArgs naming every node, for that pod. Caller frees. */
-static char *args_for(const char *ns, int gpus, const char *ann)
+static char *pod_json(const char *ns, int gpus, const char *ann)
 {
-    char *pod = pod_json(ns, gpus, ann), *s;
+    return named_pod_json(ns, "new-0", gpus, ann);
+}
+
+/* ExtenderArgs naming every node, for pod `name`. Caller frees. */
+static char *named_args_for(const char *ns, const char *name, int gpus, const char *ann)
+{
+    char *pod = named_pod_json(ns, name, gpus, ann), *s;
 
     s = af_xasprintf("{\"Pod\": %s, \"NodeNames\": %s}", pod, all_nodes);
     af_free(pod);
     return s;
+}
+
+/* ExtenderArgs naming every node, for a pod "new-0". Caller frees. */
+static char *args_for(const char *ns, int gpus, const char *ann)
+{
+    return named_args_for(ns, "new-0", gpus, ann);
 }
 
 static json_t *call(enum af_verb verb, const char *body)
@@ -440,6 +453,53 @@ START_TEST(test_idle_cost_of_a_half_used_p4d)
     c = af_costs_memo_get(svc.costs, cfg, snap);
     /* 21.957642 x 2/8 = 5.489411, but the pods pay 10.978821 + 5.489411 + 0.022873: 5.466537 */
     ck_assert_int_eq(cents(c->classes[AF_CLASS_NVIDIA_A100].idle_usd_hr), 547);
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
+/* NeuronCores occupy Neuron devices: on an inf2.24xlarge (6 devices of 2 NeuronCore-v2
+ * each, 12 cores, $12.00/h by annotation) two pods of 4 cores and one of 1 device hold
+ * 8 / 2 + 1 = 5 devices, so 1 of 6 is idle: $12.00 x 1/6 = $2.00/h. The pods pay 4/12 +
+ * 4/12 + 1/6 of the price, $10.00/h, which leaves exactly those $2.00/h unpaid. */
+START_TEST(test_neuroncore_pods_hold_neuron_devices)
+{
+    static const char yaml[] =
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: inf2-big\n    labels:\n"
+        "      node.kubernetes.io/instance-type: inf2.24xlarge\n"
+        "      eks.amazonaws.com/nodegroup: neuron-big\n"
+        "    annotations: {accelfit.io/hourly-price: \"12.00\"}\n"
+        "  status:\n    allocatable: {cpu: \"96\", memory: 370Gi, pods: \"110\",\n"
+        "      aws.amazon.com/neuron: \"6\", aws.amazon.com/neuroncore: \"12\"}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: llm-a, namespace: web, uid: llm-a}\n"
+        "  spec:\n    nodeName: inf2-big\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"8\", aws.amazon.com/neuroncore: \"4\"}\n"
+        "        limits: {aws.amazon.com/neuroncore: \"4\"}\n  status: {phase: Running}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: llm-b, namespace: web, uid: llm-b}\n"
+        "  spec:\n    nodeName: inf2-big\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"8\", aws.amazon.com/neuroncore: \"4\"}\n"
+        "        limits: {aws.amazon.com/neuroncore: \"4\"}\n  status: {phase: Running}\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: sd-c, namespace: web, uid: sd-c}\n"
+        "  spec:\n    nodeName: inf2-big\n    containers:\n    - name: c\n      resources:\n"
+        "        requests: {cpu: \"4\", aws.amazon.com/neuron: \"1\"}\n"
+        "        limits: {aws.amazon.com/neuron: \"1\"}\n  status: {phase: Running}\n";
+    struct af_snapshot *snap;
+    struct af_costs *c;
+    const struct af_cost_group *g = NULL;
+
+    load_yaml("inf2 cluster", yaml);
+    publish();
+    snap = af_publisher_acquire(&pub);
+    c = af_costs_memo_get(svc.costs, cfg, snap);
+    for (size_t i = 0; i < c->n_groups; i++)
+        if (c->groups[i].group && !strcmp(c->groups[i].group, "neuron-big"))
+            g = &c->groups[i];
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(g->cls, AF_CLASS_INFERENTIA2);
+    ck_assert_int_eq((int)g->devices, 6);
+    ck_assert_int_eq((int)g->idle_devices, 1);
+    ck_assert_int_eq(cents(g->idle_usd_hr), 200);
     af_costs_unref(c);
     af_snapshot_unref(snap);
 }
@@ -695,6 +755,83 @@ START_TEST(test_explain_shows_tenant_budget_spend_and_effect)
 }
 END_TEST
 
+/* Two replicas filtered back to back, before any bind reaches the cache: the first one's
+ * share is charged to the tenant until it is seen bound, so the second cannot pass too. */
+START_TEST(test_hard_budget_holds_against_a_burst)
+{
+    char *first = named_args_for("ml-training", "burst-0", 1, TRAINING);
+    char *second = named_args_for("ml-training", "burst-1", 1, TRAINING);
+    json_t *f;
+
+    /* research spends $11.06/h of $15; one A100 adds 21.957642/8 = $2.74/h */
+    f = call(AF_VERB_FILTER, first);
+    ck_assert_msg(passes(f, "p4d-1"), "%s", refusal(f, "p4d-1"));
+    json_decref(f);
+    /* the same snapshot: $11.06 + $2.74 charged for burst-0 = $13.81; + $2.74 passes $15 */
+    f = call(AF_VERB_FILTER, second);
+    ck_assert(!passes(f, "p4d-1"));
+    ck_assert_str_eq(refusal(f, "p4d-1"),
+                     "tenant research's hard budget: $13.81/h of $15.00/h spent; "
+                     "p4d.24xlarge would add $2.74/h");
+    json_decref(f);
+    /* kube-scheduler asks again for burst-0: its own charge does not count against it */
+    f = call(AF_VERB_FILTER, first);
+    ck_assert_msg(passes(f, "p4d-1"), "%s", refusal(f, "p4d-1"));
+    json_decref(f);
+
+    /* burst-0 shows up bound: the snapshot has its spend, the charge ends (not counted twice) */
+    arrive("ml-training", "burst-0", "p4d-1", 1, 1);
+    ck_assert_int_eq(cents(tenant_spend("research")), 1381);
+    f = call(AF_VERB_FILTER, second);
+    ck_assert_str_eq(refusal(f, "p4d-1"),
+                     "tenant research's hard budget: $13.81/h of $15.00/h spent; "
+                     "p4d.24xlarge would add $2.74/h");
+    json_decref(f);
+    /* burst-0 finishes and leaves: burst-1 passes */
+    leave("ml-training", "burst-0");
+    f = call(AF_VERB_FILTER, second);
+    ck_assert_msg(passes(f, "p4d-1"), "%s", refusal(f, "p4d-1"));
+    json_decref(f);
+    af_free(first);
+    af_free(second);
+}
+END_TEST
+
+/* The charges by themselves: per pod, replaced when the pod is filtered again, ended by
+ * the TTL or by a snapshot that shows the pod bound. */
+START_TEST(test_inflight_charges_end_when_seen_or_old)
+{
+    struct af_inflight *f = af_inflight_new();
+    struct af_snapshot *snap = af_publisher_acquire(&pub);
+    struct af_pod_info a = {.ns = "ml-training", .name = "a", .uid = "ua"};
+    struct af_pod_info b = {.ns = "ml-training", .name = "b", .uid = "ml-training-b"};
+    struct af_pod_info a2 = {.ns = "ml-training", .name = "a", .uid = "ua-new"};
+
+    af_inflight_charge(f, "research", &a, 2.0, 100.0);
+    af_inflight_charge(f, "research", &a, 3.0, 110.0);   /* filtered again: replaced */
+    af_inflight_charge(f, "research", &b, 4.0, 120.0);
+    af_inflight_charge(f, "production", &b, 0, 120.0);  /* 0: no charge (ends b's too) */
+    ck_assert_uint_eq(af_inflight_count(f), 1);
+    af_inflight_charge(f, "research", &b, 4.0, 120.0);
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", NULL, 130.0), 7.0, 1e-9);
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", &a, 130.0), 4.0, 1e-9);
+    /* a new pod under a's name is another pod: a's charge counts against it */
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", &a2, 130.0), 7.0, 1e-9);
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "production", NULL, 130.0), 0, 1e-9);
+    /* a's charge (made at 110) is past the TTL at 231; b's (120) is not */
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", NULL, 110.0 + AF_INFLIGHT_TTL_S + 1),
+                            4.0, 1e-9);
+    af_snapshot_unref(snap);
+    /* b shows up bound */
+    arrive("ml-training", "b", "p4d-1", 1, 1);
+    snap = af_publisher_acquire(&pub);
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", NULL, 232.0), 0, 1e-9);
+    ck_assert_uint_eq(af_inflight_count(f), 0);
+    af_snapshot_unref(snap);
+    af_inflight_free(f);
+}
+END_TEST
+
 START_TEST(test_costs_document_and_gauges_follow_the_cluster)
 {
     struct af_buf out = AF_BUF_INIT(0);
@@ -729,6 +866,50 @@ START_TEST(test_costs_document_and_gauges_follow_the_cluster)
     ck_assert(json_is_true(json_object_get(t, "over")));
     json_decref(j);
     af_buf_release(&out);
+}
+END_TEST
+
+/* Past the series bound, node groups are summed under a value no node group can have: a
+ * real node group named "other" keeps its own series, and no series is written twice. */
+START_TEST(test_idle_gauge_past_the_bound_never_takes_a_group_name)
+{
+    struct af_buf yaml = AF_BUF_INIT(0), out = AF_BUF_INIT(0);
+    const char *p, *line;
+    int others = 0, rest = 0;
+
+    ck_assert_int_eq(af_buf_puts(&yaml, "apiVersion: v1\nkind: List\nitems:\n"), 0);
+    /* "other" sorts before every "zNN": it is among the first series, the zNN past the bound */
+    for (int i = -1; i < AF_BUDGET_MAX_GROUP_SERIES; i++) {
+        char group[16];
+        if (i < 0)
+            snprintf(group, sizeof(group), "other");
+        else
+            snprintf(group, sizeof(group), "z%02d", i);
+        ck_assert_int_eq(af_buf_printf(&yaml,
+                                       "- apiVersion: v1\n  kind: Node\n  metadata:\n"
+                                       "    name: n-%s\n    labels:\n"
+                                       "      node.kubernetes.io/instance-type: p4d.24xlarge\n"
+                                       "      eks.amazonaws.com/nodegroup: %s\n"
+                                       "  status:\n    allocatable: {cpu: \"96\", memory: 1100Gi, "
+                                       "nvidia.com/gpu: \"8\", pods: \"110\"}\n",
+                                       group, group),
+                         0);
+    }
+    load_yaml("many node groups", yaml.buf);
+    publish();
+    ck_assert_int_eq(af_service_render_metrics(&svc, &out), 0);
+    for (p = out.buf; (line = strstr(p, "accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
+                                        "node_group=\"")) != NULL;
+         p = line + 1) {
+        const char *v = line + strlen("accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
+                                      "node_group=\"");
+        others += !strncmp(v, "other\"}", 7);
+        rest += !strncmp(v, "_other_\"}", 9);
+    }
+    ck_assert_int_eq(others, 1);   /* the node group named "other", once */
+    ck_assert_int_eq(rest, 1);     /* the groups past the bound, summed */
+    af_buf_release(&out);
+    af_buf_release(&yaml);
 }
 END_TEST
 
@@ -952,6 +1133,7 @@ static Suite *af_tenants_suite(void)
     tcase_add_test(tc, test_spend_equals_the_hand_computed_figures);
     tcase_add_test(tc, test_idle_cost_of_a_half_used_p4d);
     tcase_add_test(tc, test_costs_are_computed_once_per_snapshot);
+    tcase_add_test(tc, test_neuroncore_pods_hold_neuron_devices);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("budgets");
@@ -961,7 +1143,10 @@ static Suite *af_tenants_suite(void)
     tcase_add_test(tc, test_under_budget_tenant_wins_the_last_a100);
     tcase_add_test(tc, test_spot_only_tenant_and_allowed_classes);
     tcase_add_test(tc, test_explain_shows_tenant_budget_spend_and_effect);
+    tcase_add_test(tc, test_hard_budget_holds_against_a_burst);
+    tcase_add_test(tc, test_inflight_charges_end_when_seen_or_old);
     tcase_add_test(tc, test_costs_document_and_gauges_follow_the_cluster);
+    tcase_add_test(tc, test_idle_gauge_past_the_bound_never_takes_a_group_name);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("binary");

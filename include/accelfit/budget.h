@@ -15,7 +15,8 @@
  * What a pod's tenant does to its plan (classes, spot capacity, a hard budget's
  * cost ceiling before filter; a soft budget's ranking after prioritize) is
  * decided in the core (accelfit/tenant_budget.h); af_budget_steer only supplies
- * the tenant's spend from the memo.
+ * the tenant's spend: the memo's, plus what filter passed for a hard budget and the
+ * cache does not show yet (af_budget_charge, accelfit/inflight.h).
  */
 #ifndef AF_BUDGET_H
 #define AF_BUDGET_H
@@ -58,7 +59,8 @@ void af_costs_memo_warm(struct af_costs_memo *m, struct af_config *cfg, struct a
 
 /*
  * af_tenant_steer with the tenant's spend from the costs of `snap` (svc->costs memo;
- * `svc` may be NULL: computed for this call). The spend is looked up when the tenant has
+ * `svc` may be NULL: computed for this call), plus the charges af_budget_charge made for
+ * the tenant's other pods that `snap` does not show placed yet. The spend is looked up when the tenant has
  * a budget, or with AF_BUDGET_SPEND, so a policy without budgets costs filter nothing;
  * with `snap` NULL it is unknown. `td` is always filled; the soft budget is then
  * af_tenant_rank's. Cannot fail.
@@ -66,6 +68,17 @@ void af_costs_memo_warm(struct af_costs_memo *m, struct af_config *cfg, struct a
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
                      const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
                      struct af_tenant_decision *td);
+
+/*
+ * After filter: when the pod's tenant has a hard budget, charges it what the answer `dec`
+ * commits (af_tenant_committed_usd) until a snapshot shows the pod bound or
+ * AF_INFLIGHT_TTL_S passes (accelfit/inflight.h, kept in svc->costs), so af_budget_steer
+ * counts it for the tenant's other pods in the meantime. Filtering the pod again replaces
+ * its charge. Nothing when `svc` or svc->costs is NULL. Cannot fail.
+ */
+void af_budget_charge(struct af_service *svc, const struct af_pod_info *pod,
+                      const struct af_tenant_decision *td, const struct af_node_view *views,
+                      size_t n, const struct af_node_decision *dec);
 
 /* The "tenant" object of /explain (or null when the policy has no tenants). */
 int af_budget_explain_json(const struct af_tenant_decision *td, struct af_buf *out) AF_MUST_CHECK;
@@ -88,10 +101,13 @@ int af_service_costs(struct af_service *svc, struct af_buf *out);
  * The gauges accelfit_tenant_spend_dollars_per_hour{tenant}, ..._budget_...{tenant} (tenants
  * with a budget) and accelfit_idle_cost_dollars_per_hour{class,node_group}: at most
  * AF_TENANTS_MAX tenants and AF_BUDGET_MAX_GROUP_SERIES idle series (further node groups
- * are summed per class under node_group="other"), under `cfg` (the config the scrape took;
- * borrowed). Returns 0 or AF_ETOOBIG.
+ * are summed per class under node_group=AF_BUDGET_OTHER_GROUPS), under `cfg` (the config
+ * the scrape took; borrowed). Returns 0 or AF_ETOOBIG.
  */
 #define AF_BUDGET_MAX_GROUP_SERIES 64
+/* Node groups are Kubernetes label values, which begin and end with a letter or digit:
+ * no node group can be named this. */
+#define AF_BUDGET_OTHER_GROUPS "_other_"
 int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg,
                              struct af_buf *o) AF_MUST_CHECK;
 

@@ -101,4 +101,17 @@ void af_costs_unref(struct af_costs *c);         /* NULL is fine */
 /* The accelerator resource of a node (what idle cost counts), AF_RES_PODS when it has none. */
 enum af_res af_costs_accel_resource(const struct af_node_info *node);
 
+/*
+ * The accelerator devices of `node` (its allocatable af_costs_accel_resource; 0 when it
+ * has none) and in `*in_use` how many of them the allocation `used` holds, at most all of
+ * them: what idle cost (here) and `accelfit simulate` count. Neuron pods ask for whole
+ * devices (aws.amazon.com/neuron or neurondevice, one set of devices under two names) or
+ * for NeuronCores; cores count as the devices they sit on, af_class_neuron_cores_per_device
+ * of the node's class to a device (2 on inf2 and trn1), rounded up: at least that many
+ * devices have a core in use. On a node that offers only NeuronCores, devices are its
+ * cores and a whole device held counts as its cores. Cannot fail.
+ */
+int64_t af_costs_devices(const struct af_node_info *node, const struct af_resources *used,
+                         int64_t *in_use);
+
 #endif

@@ -154,8 +154,8 @@ void af_res_format(enum af_res r, int64_t v, char *out, size_t n);
 /* The accelerator kind a request (or a node's allocatable) names, NONE for none. */
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req);
 /* Devices of that kind in the vector: GPUs + shared GPUs + MIG slices, Neuron
- * devices (neuron, neurondevice), AMD GPUs. NeuronCores are counted by
- * af_res_neuron_cores, not here. */
+ * devices (neuron, neurondevice), AMD GPUs. NeuronCores are not counted here
+ * (af_costs_devices, accelfit/costs.h, counts a node's devices they hold). */
 int64_t af_res_devices(const struct af_resources *r);
 
 /* ---- workload profile ------------------------------------------------------- */

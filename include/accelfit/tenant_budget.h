@@ -64,4 +64,15 @@ void af_tenant_steer(const struct af_policy *pol, const struct af_pod_info *pod,
 void af_tenant_rank(const struct af_tenant_decision *td, const struct af_pod_info *pod,
                     const struct af_node_view *views, size_t n, struct af_node_decision *dec);
 
+/*
+ * What filter's answer `dec` over `views[0..n)` commits a hard-budget tenant to until the
+ * pod is seen placed: the smallest share of the price (af_pod_share_usd) among the passing
+ * premium nodes, the least the pod adds to the spend if it lands on one (the node it gets is
+ * kube-scheduler's choice, so the guess stays on the low side). 0 when no premium node
+ * passed, or the tenant has no hard budget. Cannot fail.
+ */
+double af_tenant_committed_usd(const struct af_tenant_decision *td, const struct af_pod_info *pod,
+                               const struct af_node_view *views, size_t n,
+                               const struct af_node_decision *dec);
+
 #endif

@@ -28,6 +28,36 @@ enum af_res af_costs_accel_resource(const struct af_node_info *node)
     return AF_RES_PODS;
 }
 
+static int64_t nonneg(int64_t v)
+{
+    return v > 0 ? v : 0;
+}
+
+int64_t af_costs_devices(const struct af_node_info *node, const struct af_resources *used,
+                         int64_t *in_use)
+{
+    enum af_res r = af_costs_accel_resource(node);
+    int64_t cpd = af_class_neuron_cores_per_device(node->cls), alloc, u;
+    int64_t whole = nonneg(used->v[AF_RES_NEURON]) + nonneg(used->v[AF_RES_NEURONDEVICE]);
+    int64_t cores = nonneg(used->v[AF_RES_NEURONCORE]);
+
+    if (cpd <= 0)
+        cpd = 1;   /* a Neuron class not in the table: a core is taken for a device */
+    if (r == AF_RES_PODS) {
+        *in_use = 0;
+        return 0;
+    }
+    alloc = node->allocatable.v[r];
+    if (r == AF_RES_NEURON || r == AF_RES_NEURONDEVICE)
+        u = whole + (cores + cpd - 1) / cpd;
+    else if (r == AF_RES_NEURONCORE)
+        u = cores + whole * cpd;
+    else
+        u = nonneg(used->v[r]);
+    *in_use = u < alloc ? u : alloc;
+    return alloc;
+}
+
 static int class_slot(const struct af_node_info *n)
 {
     return n->cls > AF_CLASS_UNKNOWN && n->cls < AF_CLASS__COUNT ? (int)n->cls : AF_CLASS__COUNT;
@@ -236,8 +266,7 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         const struct af_node_view *v = &nodes[i];
         const struct af_node_info *n = v->info;
         struct af_cost_class *cl = &c->classes[class_slot(n)];
-        enum af_res r = af_costs_accel_resource(n);
-        int64_t alloc, idle;
+        int64_t alloc, held, idle;
         double usd;
 
         cl->nodes++;
@@ -248,12 +277,10 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         cl->priced_nodes++;
         cl->price_usd_hr += n->hourly_usd;
         c->price_usd_hr += n->hourly_usd;
-        if (r == AF_RES_PODS)
+        alloc = af_costs_devices(n, &v->used, &held);
+        if (alloc <= 0)
             continue;
-        alloc = n->allocatable.v[r];
-        idle = alloc - (v->used.v[r] > 0 ? v->used.v[r] : 0);
-        if (idle < 0)
-            idle = 0;
+        idle = alloc - held;
         usd = n->hourly_usd * (double)idle / (double)alloc;
         /* A pod's share is its largest fraction of any resource, so pods that take most of
          * a node's CPU while its accelerators sit idle would otherwise be charged the same

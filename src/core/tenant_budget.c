@@ -29,13 +29,18 @@ static void class_list(uint32_t mask, char *out, size_t n)
     }
 }
 
-/* "$31.20/h of $30.00/h spent" and the like: the tenant's standing, for reasons. */
+/* "$31.20/h of $30.00/h spent" and the like: the tenant's standing, for reasons. Over
+ * means spend > budget, as /costs' "over" and `accelfit costs` say it; spend equal to the
+ * budget is at it. */
 static void standing(const struct af_tenant_decision *td, const char *mode, char *out, size_t n)
 {
     const struct af_tenant *t = td->t;
 
-    if (td->spend_usd_hr >= t->budget_usd_hr)
+    if (td->spend_usd_hr > t->budget_usd_hr)
         snprintf(out, n, "tenant %s over its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
+                 td->spend_usd_hr, t->budget_usd_hr);
+    else if (td->spend_usd_hr == t->budget_usd_hr)
+        snprintf(out, n, "tenant %s at its %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
                  td->spend_usd_hr, t->budget_usd_hr);
     else
         snprintf(out, n, "tenant %s's %s budget: $%.2f/h of $%.2f/h spent", t->name, mode,
@@ -141,4 +146,23 @@ void af_tenant_rank(const struct af_tenant_decision *td, const struct af_pod_inf
                    last ? "last of its class with room, left to tenants within budget (score 0)"
                         : "score halved");
     }
+}
+
+double af_tenant_committed_usd(const struct af_tenant_decision *td, const struct af_pod_info *pod,
+                               const struct af_node_view *views, size_t n,
+                               const struct af_node_decision *dec)
+{
+    double least = -1;
+
+    if (!td->t || !pod || !td->t->has_budget || td->t->over_budget != AF_OVER_BUDGET_HARD)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        double share;
+        if (dec[i].verdict != AF_VERDICT_PASS || !premium_node(td->t, views[i].info))
+            continue;
+        share = af_pod_share_usd(&pod->requests, views[i].info);
+        if (least < 0 || share < least)
+            least = share;
+    }
+    return least > 0 ? least : 0;
 }

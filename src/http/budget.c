@@ -4,9 +4,10 @@
  * The costs of one snapshot under one config are computed once (af_costs_compute,
  * in the core) and kept in a small mutex-guarded memo with references on both,
  * so requests between two cache changes share them. At decision time the server
- * looks the pod's tenant's spend up in that memo and hands it to the core
- * (af_tenant_steer, accelfit/tenant_budget.h), which decides what the tenant's
- * policy does to the pod. The /costs document, its table twin in `accelfit
+ * looks the pod's tenant's spend up in that memo, adds the charges of the
+ * tenant's pods filter passed and the snapshot does not show yet (kept with the
+ * memo, accelfit/inflight.h), and hands it to the core (af_tenant_steer,
+ * accelfit/tenant_budget.h), which decides what the tenant's policy does to the pod. The /costs document, its table twin in `accelfit
  * costs`, /explain's tenant object and the tenant and idle-cost gauges are
  * rendered here.
  */
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/inflight.h"
 #include "accelfit/tenant.h"
 #include "accelfit/tenant_budget.h"
 
@@ -37,6 +39,7 @@ struct memo_entry {
 struct af_costs_memo {
     pthread_mutex_t lock;
     struct memo_entry cur, prev;   /* protected by ->lock */
+    struct af_inflight *inflight;  /* hard budgets' charges not yet seen; its own lock */
 };
 
 struct af_costs_memo *af_costs_memo_new(void)
@@ -44,6 +47,7 @@ struct af_costs_memo *af_costs_memo_new(void)
     struct af_costs_memo *m = af_xcalloc(1, sizeof(*m));
 
     pthread_mutex_init(&m->lock, NULL);
+    m->inflight = af_inflight_new();
     return m;
 }
 
@@ -60,6 +64,7 @@ void af_costs_memo_free(struct af_costs_memo *m)
         return;
     entry_release(&m->cur);
     entry_release(&m->prev);
+    af_inflight_free(m->inflight);
     pthread_mutex_destroy(&m->lock);
     af_free(m);
 }
@@ -140,6 +145,16 @@ void af_costs_memo_warm(struct af_costs_memo *m, struct af_config *cfg, struct a
 
 /* ---- decisions --------------------------------------------------------------------------------------- */
 
+static double now_s(void)
+{
+    return (double)af_now_ns() / 1e9;
+}
+
+static struct af_inflight *inflight_of(struct af_service *svc)
+{
+    return svc && svc->costs ? svc->costs->inflight : NULL;
+}
+
 void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_snapshot *snap,
                      const struct af_pod_info *pod, unsigned flags, struct af_plan *plan,
                      struct af_tenant_decision *td)
@@ -156,9 +171,22 @@ void af_budget_steer(struct af_service *svc, struct af_config *cfg, struct af_sn
         if ((size_t)tenant < c->n_tenants)
             spend = c->tenants[tenant].spend_usd_hr;
         af_costs_unref(c);
+        /* plus what filter passed for the tenant's other pods and `snap` does not show yet */
+        spend += af_inflight_sum(inflight_of(svc), snap, pol->tenants[tenant].name, pod, now_s());
         known = true;
     }
     af_tenant_steer(pol, pod, spend, known, plan, td);
+}
+
+void af_budget_charge(struct af_service *svc, const struct af_pod_info *pod,
+                      const struct af_tenant_decision *td, const struct af_node_view *views,
+                      size_t n, const struct af_node_decision *dec)
+{
+    if (!td->t || !td->t->has_budget || td->t->over_budget != AF_OVER_BUDGET_HARD)
+        return;
+    /* 0 (no premium node passed) ends an earlier charge of the pod's */
+    af_inflight_charge(inflight_of(svc), td->t->name, pod,
+                       af_tenant_committed_usd(td, pod, views, n, dec), now_s());
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
@@ -551,7 +579,7 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
         if (other[s] > 0) {
             rc = af_buf_printf(o,
                                "accelfit_idle_cost_dollars_per_hour{class=\"%s\","
-                               "node_group=\"other\"} ",
+                               "node_group=\"" AF_BUDGET_OTHER_GROUPS "\"} ",
                                slot_name(s));
             if (!rc)
                 rc = num(o, other[s]);

@@ -451,6 +451,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
         live_filter(svc, cfg, plan, pod, &ar, &c, dec, &sum);
+        af_budget_charge(svc, pod, &bd, c.views, c.n, dec);   /* until the pod is seen */
         st->passed = sum.passed;
         st->fallback = sum.fallback;
         if (svc->metrics) {

@@ -357,7 +357,7 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
                              ro->share, ro->target_pods[0], ro->source_pods[0], ro->target_pods[1],
                              ro->source_pods[1]);
     }
-    err |= af_buf_puts(out, "],\"pods\":[");
+    err |= af_buf_puts(out, "],\"placements\":[");
     for (size_t i = 0; i < r->n_pods && r->placements[0]; i++) {
         err |= af_buf_printf(out, "%s{\"namespace\":", i ? "," : "");
         err |= af_buf_json_str(out, r->placements[0][i].ns);

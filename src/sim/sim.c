@@ -66,7 +66,7 @@ struct run {
     struct af_rollouts *rollouts;
     size_t n_nodes;
     /* per node */
-    int64_t *nz_cpu, *nz_mem, *accel_used;
+    int64_t *nz_cpu, *nz_mem;
     int *workload;                     /* pods that are not DaemonSet or mirror pods */
     struct af_node_view *own;          /* the allocation as this run keeps it (the cache's too) */
     /* per pod (all: the cluster's bound pods first, then the trace's) */
@@ -148,24 +148,19 @@ static struct departure heap_pop(struct run *r)
     return top;
 }
 
-static double devices_alloc(const struct af_node_info *n)
-{
-    return (double)af_res_devices(&n->allocatable);
-}
-
 /* A node's contribution to the rates, added (sign 1) or taken away (-1). */
 static void node_rates(struct run *r, size_t i, int sign)
 {
     const struct af_node_info *n = r->cl->nodes[i].info;
     int slot = class_slot(n);
-    double dev = devices_alloc(n);
+    int64_t held, dev = af_costs_devices(n, &r->own[i].used, &held);   /* as /costs counts */
 
     if (r->workload[i] <= 0)
         return;
     r->rate[slot] += sign * node_price(n);
     r->busy[slot] += sign;
-    if (dev > 0 && r->accel_used[i] < dev)
-        r->idle_rate += sign * node_price(n) * (dev - (double)r->accel_used[i]) / dev;
+    if (dev > 0 && held < dev)
+        r->idle_rate += sign * node_price(n) * (double)(dev - held) / (double)dev;
 }
 
 static void sample_rollouts(struct run *r, int bucket)
@@ -265,7 +260,6 @@ static void bind(struct run *r, size_t p, size_t node, int tier)
                                                           : AF_KS_DEFAULT_MILLI_CPU;
     r->nz_mem[node] += info->requests.v[AF_RES_MEMORY] > 0 ? info->requests.v[AF_RES_MEMORY]
                                                              : AF_KS_DEFAULT_MEMORY;
-    r->accel_used[node] += af_res_devices(&info->requests);
     if (!info->system)
         r->workload[node]++;
     for (int k = 0; k < AF_RES__COUNT; k++)
@@ -306,7 +300,6 @@ static void leave(struct run *r, size_t p)
                                                           : AF_KS_DEFAULT_MILLI_CPU;
     r->nz_mem[node] -= info->requests.v[AF_RES_MEMORY] > 0 ? info->requests.v[AF_RES_MEMORY]
                                                              : AF_KS_DEFAULT_MEMORY;
-    r->accel_used[node] -= af_res_devices(&info->requests);
     if (!info->system)
         r->workload[node]--;
     for (int k = 0; k < AF_RES__COUNT; k++)
@@ -779,7 +772,6 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     af_cache_set_synced(r->cache, true);
     r->nz_cpu = af_xcalloc(n + 1, sizeof(*r->nz_cpu));
     r->nz_mem = af_xcalloc(n + 1, sizeof(*r->nz_mem));
-    r->accel_used = af_xcalloc(n + 1, sizeof(*r->accel_used));
     r->workload = af_xcalloc(n + 1, sizeof(*r->workload));
     r->n_bound = cl->n_bound;
     r->n_all = cl->n_bound + tr->n_pods;
@@ -840,7 +832,6 @@ static void run_release(struct run *r)
 {
     af_free(r->nz_cpu);
     af_free(r->nz_mem);
-    af_free(r->accel_used);
     af_free(r->workload);
     af_free(r->node_of);
     af_free(r->last_node);
