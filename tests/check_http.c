@@ -1767,22 +1767,11 @@ static void make_certs(void)
     char *cmd;
 
     snprintf(tls_dir, sizeof(tls_dir), "/tmp/af-check-http-tls-%d", (int)getpid());
-    cmd = af_xasprintf(
-        "set -e; rm -rf %1$s; mkdir -p %1$s; cd %1$s;"
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
-        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
-        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
-        " >/dev/null 2>&1;"
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf;"
-        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
-        " -days 2 -extfile ext.cnf >/dev/null 2>&1;"
-        "openssl req -newkey rsa:2048 -nodes -keyout cli.key -out cli.csr -subj /CN=kube-scheduler"
-        " >/dev/null 2>&1;"
-        "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt"
-        " -days 2 >/dev/null 2>&1",
-        tls_dir);
+    cmd = af_xasprintf("rm -rf %1$s; mkdir -p %1$s", tls_dir);
     sh(cmd);
     af_free(cmd);
+    af_test_make_cert(tls_dir, "srv", "IP:127.0.0.1,DNS:localhost");
+    af_test_make_cert(tls_dir, "cli", "DNS:kube-scheduler");
 }
 
 static void drop_certs(void)
@@ -1925,7 +1914,7 @@ static const char *the_error_line(const char *err)
 START_TEST(test_tls_startup_errors_exit_2_with_one_line)
 {
     char *crt = tls_file("srv.crt"), *key = tls_file("srv.key"), *ckey = tls_file("cli.key");
-    char *notpem = tls_file("ext.cnf"), *enc = tls_file("enc.key");
+    char *notpem = tls_file("srv.ext"), *enc = tls_file("enc.key");
     char *cmd = af_xasprintf("openssl pkey -in %s -aes256 -passout pass:secret -out %s "
                              ">/dev/null 2>&1", key, enc);
     const struct {

@@ -464,21 +464,6 @@ END_TEST
 
 /* ---- the fake API server -------------------------------------------------------------------- */
 
-static void make_certs(void)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd),
-             "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-             "-nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=af-test-ca >/dev/null 2>&1 && "
-             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "
-             "srv.key -out srv.csr -subj /CN=127.0.0.1 >/dev/null 2>&1 && "
-             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.test\\n' > ext && "
-             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
-             "srv.crt -days 2 -extfile ext >/dev/null 2>&1",
-             tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 /* Extra arguments for the next rig_setup's server (NULL-terminated), e.g. --synthetic-nodes. */
 static const char *const *server_extra;
 
@@ -655,7 +640,7 @@ static bool rig_setup(struct rig *r)
     }
     memset(r, 0, sizeof(*r));
     make_tmpdir();
-    make_certs();
+    af_test_make_cert(tmpdir, "srv", "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.test");
     setenv("AF_KUBE_LOW_SPEED_TIME", "2", 1);
     r->fds0 = count_fds();
     r->threads0 = count_threads();

@@ -1168,24 +1168,6 @@ END_TEST
 
 /* ---- running accelfit as the manifests do ---------------------------------------------------- */
 
-/* A CA and, signed by it, a certificate for `names` (DNS names and IP:...), as
- * <prefix>.crt/.key and ca.crt in `dir`. */
-static void make_cert(const char *dir, const char *prefix, const char *san)
-{
-    char cmd[3072];
-    snprintf(cmd, sizeof(cmd),
-             "cd '%s' && { [ -f ca.crt ] || openssl req -x509 -newkey ec -pkeyopt "
-             "ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt -days 2 "
-             "-subj /CN=af-manifests-ca >/dev/null 2>&1; } && "
-             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "
-             "%s.key -out %s.csr -subj /CN=%s >/dev/null 2>&1 && "
-             "printf 'subjectAltName=%s\\n' > %s.ext && "
-             "openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out %s.crt "
-             "-days 2 -extfile %s.ext >/dev/null 2>&1",
-             dir, prefix, prefix, prefix, san, prefix, prefix, prefix, prefix);
-    ck_assert_msg(system(cmd) == 0, "openssl failed for %s", prefix);
-}
-
 /* The Deployment running accelfit (its image's entrypoint is `accelfit serve`). */
 struct deploy {
     json_t *objs;        /* the rendered kustomization */
@@ -1274,7 +1256,7 @@ static const char *secret_dir(struct deploy *d, const char *secret)
         ck_assert_int_eq(af_buf_printf(&san, "%sDNS:%s", i ? "," : "", json_string_value(n)), 0);
     ck_assert_uint_gt(san.len, 0);
     ck_assert_int_eq(af_buf_add(&san, "", 1), 0);
-    make_cert(tmpdir, "serving", san.buf);
+    af_test_make_cert(tmpdir, "serving", san.buf);
     cmd = af_xasprintf("cp '%s/serving.crt' '%s/tls.crt' && cp '%s/serving.key' '%s/tls.key' && "
                        "cp '%s/ca.crt' '%s/ca.crt'", tmpdir, dir, tmpdir, dir, tmpdir, dir);
     ck_assert_int_eq(system(cmd), 0);
@@ -2524,7 +2506,7 @@ START_TEST(test_manifests_run_as_rendered)
     json_t *names;
 
     make_tmpdir();
-    make_cert(tmpdir, "api", "IP:127.0.0.1");
+    af_test_make_cert(tmpdir, "api", "IP:127.0.0.1");
     ck_assert_int_eq(mkdir(tpath("sa"), 0700), 0);
     write_file(tpath("sa/token"), "sa-token\n");
     {

@@ -17,24 +17,6 @@
 #include "support/http_client.h"
 #include "support/support.h"
 
-static bool make_certs(const char *dir)
-{
-    char *cmd = af_xasprintf(
-        "set -e; rm -rf %1$s; mkdir -p %1$s; cd %1$s;"
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
-        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
-        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
-        " >/dev/null 2>&1;"
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf;"
-        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
-        " -days 2 -extfile ext.cnf >/dev/null 2>&1",
-        dir);
-    int rc = system(cmd);
-
-    af_free(cmd);
-    return rc == 0;
-}
-
 bool af_test_fake_api_available(void)
 {
     return system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") == 0;
@@ -83,14 +65,17 @@ void af_test_fake_api_spawn(struct af_test_fake_api *f, const char *crt, const c
 
 bool af_test_fake_api_start(struct af_test_fake_api *f)
 {
-    char crt[192], key[192];
+    char crt[192], key[192], *cmd;
     FILE *fp;
 
     memset(f, 0, sizeof(*f));
     if (!af_test_fake_api_available() || system("openssl version >/dev/null 2>&1") != 0)
         return false;
     snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-api-%d", (int)getpid());
-    ck_assert_msg(make_certs(f->dir), "cannot make certificates in %s", f->dir);
+    cmd = af_xasprintf("rm -rf '%1$s' && mkdir -p '%1$s'", f->dir);
+    ck_assert_msg(system(cmd) == 0, "cannot make %s", f->dir);
+    af_free(cmd);
+    af_test_make_cert(f->dir, "srv", "IP:127.0.0.1,DNS:localhost");
     snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
     snprintf(key, sizeof(key), "%s/srv.key", f->dir);
     af_test_fake_api_spawn(f, crt, key, "token-1", NULL);
