@@ -151,19 +151,6 @@ static json_t *yaml_docs(const char *name, const char *text)
     return items;
 }
 
-static const char *str_at(json_t *o, const char *path)
-{
-    char key[128];
-    const char *dot;
-
-    while (o && (dot = strchr(path, '.')) != NULL) {
-        snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
-        o = json_object_get(o, key);
-        path = dot + 1;
-    }
-    return json_string_value(json_object_get(o, path));
-}
-
 static json_t *obj_at(json_t *o, const char *path)
 {
     char key[128];
@@ -175,6 +162,11 @@ static json_t *obj_at(json_t *o, const char *path)
         path = dot + 1;
     }
     return json_object_get(o, path);
+}
+
+static const char *str_at(json_t *o, const char *path)
+{
+    return json_string_value(obj_at(o, path));
 }
 
 /* The object of `kind` named `name` in a rendered list (borrowed), or NULL. */

@@ -328,9 +328,10 @@ static void put_pairs(struct af_buf *b, const struct af_pair *p, size_t n)
 
 static void put_classes(struct af_buf *b, uint32_t mask)
 {
-    for (int c = 0, n = 0; c < AF_CLASS__COUNT; c++)
-        if (mask & (1u << c))
-            outf(b, "%s%s", n++ ? ", " : "", af_class_name((enum af_class)c));
+    char names[512];   /* every class name, with separators, fits */
+
+    af_class_mask_names(mask, names, sizeof(names));
+    put(b, names);
 }
 
 /* The rollout as check-policy shows it: one line per part, under its name. */

@@ -416,18 +416,6 @@ static int first_class(uint32_t mask)
     return AF_CLASS_UNKNOWN;
 }
 
-/* "nvidia-a10g, nvidia-l4": the classes of `mask`, in class order. */
-static void class_list(uint32_t mask, char *out, size_t n)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++)
-        if (mask & (1u << c))
-            used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "",
-                                     af_class_name((enum af_class)c));
-}
-
 /* ---- selector ----------------------------------------------------------------------------- */
 
 static bool label_key_ok(const char *s)
@@ -666,7 +654,7 @@ static int load_resources(struct af__ydoc *d, yaml_node_t *m, const struct af_ro
 
     if (rc)
         return rc;
-    class_list(r->target, targets, sizeof(targets));
+    af_class_mask_names(r->target, targets, sizeof(targets));
     for (size_t i = 0; i < vt->n_resources; i++) {
         const char *name = vt->resources[i].key;
         yaml_node_t *k = af__ydoc_node(d, m->data.mapping.pairs.start[i].key);
