@@ -25,6 +25,7 @@
 #include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
 #include "support/apiserver_rules.h"
+#include "support/policy.h"
 #include "support/support.h"
 
 #define ADM "tests/fixtures/admission/"
@@ -89,25 +90,17 @@ static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
  */
 static void service_with(const char *rollouts, bool synced, bool state)
 {
-    char path[] = "/tmp/af-admission-policy-XXXXXX";
+    char *section = rollouts ? af_xasprintf("\nrollouts:\n%s", rollouts) : NULL;
+    char *path = af_test_policy_file(section ? section : "");
     struct af_config *cfg = NULL;
     struct af_cache *cache;
     struct af_error err;
-    FILE *f;
-    int fd;
 
     memset(&err, 0, sizeof(err));
-    fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    f = fdopen(fd, "w");
-    ck_assert_ptr_nonnull(f);
-    fwrite(af_embedded_policy_yaml, 1, af_embedded_policy_yaml_len, f);
-    if (rollouts)
-        fprintf(f, "\nrollouts:\n%s", rollouts);
-    fclose(f);
     ck_assert_msg(af_config_load(&cfg, NULL, path, &err) == 0, "policy: %d:%d: %s", err.line,
                   err.column, err.text);
-    unlink(path);
+    af_free(path);
+    af_free(section);
     af_config_holder_init(&holder, cfg);
     af_publisher_init(&pub);
     memset(&svc, 0, sizeof(svc));

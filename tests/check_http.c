@@ -13,12 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accelfit/util.h"
+#include "support/fake_api.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -1768,22 +1767,11 @@ static void make_certs(void)
     char *cmd;
 
     snprintf(tls_dir, sizeof(tls_dir), "/tmp/af-check-http-tls-%d", (int)getpid());
-    cmd = af_xasprintf(
-        "set -e; rm -rf %1$s; mkdir -p %1$s; cd %1$s;"
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
-        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
-        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
-        " >/dev/null 2>&1;"
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf;"
-        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
-        " -days 2 -extfile ext.cnf >/dev/null 2>&1;"
-        "openssl req -newkey rsa:2048 -nodes -keyout cli.key -out cli.csr -subj /CN=kube-scheduler"
-        " >/dev/null 2>&1;"
-        "openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt"
-        " -days 2 >/dev/null 2>&1",
-        tls_dir);
+    cmd = af_xasprintf("rm -rf %1$s; mkdir -p %1$s", tls_dir);
     sh(cmd);
     af_free(cmd);
+    af_test_make_cert(tls_dir, "srv", "IP:127.0.0.1,DNS:localhost");
+    af_test_make_cert(tls_dir, "cli", "DNS:kube-scheduler");
 }
 
 static void drop_certs(void)
@@ -1926,7 +1914,7 @@ static const char *the_error_line(const char *err)
 START_TEST(test_tls_startup_errors_exit_2_with_one_line)
 {
     char *crt = tls_file("srv.crt"), *key = tls_file("srv.key"), *ckey = tls_file("cli.key");
-    char *notpem = tls_file("ext.cnf"), *enc = tls_file("enc.key");
+    char *notpem = tls_file("srv.ext"), *enc = tls_file("enc.key");
     char *cmd = af_xasprintf("openssl pkey -in %s -aes256 -passout pass:secret -out %s "
                              ">/dev/null 2>&1", key, enc);
     const struct {
@@ -2232,77 +2220,6 @@ END_TEST
 
 /* ---- watch mode against tests/apiserver/fake_apiserver.py ----------------------------------------- */
 
-struct fake_api {
-    pid_t pid;
-    int port, admin_port;
-    int in_fd;
-};
-
-static bool fake_api_start(struct fake_api *f)
-{
-    int out[2], in[2];
-    char line[128];
-    size_t n = 0;
-    char *crt = tls_file("srv.crt"), *key = tls_file("srv.key");
-
-    if (system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") != 0)
-        return false;
-    /* The fake server exits when its stdin closes: keep a pipe open while it runs. */
-    ck_assert_int_eq(pipe(out), 0);
-    ck_assert_int_eq(pipe(in), 0);
-    f->pid = fork();
-    ck_assert_int_ge(f->pid, 0);
-    if (f->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(out[0]);
-        close(in[1]);
-        execlp("python3", "python3", af_test_path("tests/apiserver/fake_apiserver.py"), "--cert",
-               crt, "--key", key, "--token", "token-1", "--bookmark-interval", "0.5",
-               (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    close(in[0]);
-    f->in_fd = in[1];
-    while (n + 1 < sizeof(line)) {
-        ssize_t r = read(out[0], line + n, 1);
-        if (r <= 0 || line[n] == '\n')
-            break;
-        n++;
-    }
-    line[n] = '\0';
-    close(out[0]);
-    af_free(crt);
-    af_free(key);
-    ck_assert_msg(sscanf(line, "READY %d %d", &f->port, &f->admin_port) == 2,
-                  "fake apiserver did not start: '%s'", line);
-    return true;
-}
-
-static void fake_api_stop(struct fake_api *f)
-{
-    close(f->in_fd);
-    kill(f->pid, SIGTERM);
-    waitpid(f->pid, NULL, 0);
-}
-
-static json_t *fake_api_events(const struct fake_api *f)
-{
-    CURL *c = curl_easy_init();
-    struct af_test_resp r;
-    char u[128];
-    json_t *j;
-
-    snprintf(u, sizeof(u), "http://127.0.0.1:%d/events", f->admin_port);
-    af_test_http(c, "POST", u, "{}", 2, NULL, &r);
-    ck_assert_int_eq(r.curl_rc, CURLE_OK);
-    j = json_loadb(r.body, r.len, 0, NULL);
-    af_test_resp_free(&r);
-    curl_easy_cleanup(c);
-    return j;
-}
-
 static bool has_event(json_t *events, const char *reason)
 {
     size_t i;
@@ -2319,32 +2236,18 @@ static bool has_event(json_t *events, const char *reason)
 
 START_TEST(test_watch_mode_becomes_ready_and_posts_events)
 {
-    struct fake_api f;
+    struct af_test_fake_api f;
     struct af_test_server s;
-    char *kc, *ca = tls_file("ca.crt");
-    FILE *fp;
     CURL *c;
     struct af_test_resp r;
     bool ready = false, posted = false;
     char *body;
     json_t *resp;
 
-    if (!fake_api_start(&f)) {
-        af_free(ca);
+    if (!af_test_fake_api_start(&f))
         return;   /* no python3 here: nothing to talk to */
-    }
-    kc = af_xasprintf("%s/kubeconfig", tls_dir);
-    fp = fopen(kc, "w");
-    ck_assert(fp != NULL);
-    fprintf(fp, "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
-                "clusters:\n- name: fake\n  cluster:\n    server: https://127.0.0.1:%d\n"
-                "    certificate-authority: %s\n"
-                "users:\n- name: u\n  user:\n    token: token-1\n"
-                "contexts:\n- name: fake\n  context: {cluster: fake, user: u}\n",
-            f.port, ca);
-    fclose(fp);
     {
-        const char *const args[] = {"--kubeconfig", kc, NULL};
+        const char *const args[] = {"--kubeconfig", f.kubeconfig, NULL};
         af_test_server_start(&s, args, false, NULL, NULL);
     }
     c = curl_easy_init();
@@ -2366,7 +2269,7 @@ START_TEST(test_watch_mode_becomes_ready_and_posts_events)
     json_decref(resp);
     af_test_resp_free(&r);
     for (int i = 0; i < 100 && !posted; i++) {
-        json_t *ev = fake_api_events(&f);
+        json_t *ev = af_test_fake_api_admin(&f, "events", NULL);
         posted = has_event(ev, "AccelfitNoSuitableNode");
         json_decref(ev);
         if (!posted)
@@ -2381,10 +2284,8 @@ START_TEST(test_watch_mode_becomes_ready_and_posts_events)
     af_test_resp_free(&r);
     curl_easy_cleanup(c);
     ck_assert_int_eq(af_test_server_stop(&s), 0);
-    fake_api_stop(&f);
+    af_test_fake_api_stop(&f);
     af_free(body);
-    af_free(kc);
-    af_free(ca);
 }
 END_TEST
 

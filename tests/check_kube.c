@@ -9,12 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +20,7 @@
 #include "accelfit/config.h"
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
+#include "support/fake_api.h"
 #include "support/support.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -465,118 +464,8 @@ END_TEST
 
 /* ---- the fake API server -------------------------------------------------------------------- */
 
-struct server {
-    pid_t pid;
-    int in_fd;          /* its stdin: closing it ends the server */
-    int port, admin_port;
-};
-
-static bool have_python(void)
-{
-    return system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") == 0;
-}
-
-static void make_certs(void)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd),
-             "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-             "-nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=af-test-ca >/dev/null 2>&1 && "
-             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "
-             "srv.key -out srv.csr -subj /CN=127.0.0.1 >/dev/null 2>&1 && "
-             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.test\\n' > ext && "
-             "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
-             "srv.crt -days 2 -extfile ext >/dev/null 2>&1",
-             tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-/* Extra arguments for the next server_start (NULL-terminated), e.g. --synthetic-nodes. */
+/* Extra arguments for the next rig_setup's server (NULL-terminated), e.g. --synthetic-nodes. */
 static const char *const *server_extra;
-
-static void server_start(struct server *s)
-{
-    int in[2], out[2];
-    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
-    s->pid = fork();
-    ck_assert_int_ge(s->pid, 0);
-    if (s->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        const char *argv[24] = {"python3",  af_test_path("tests/apiserver/fake_apiserver.py"),
-                                "--cert",   tpath("srv.crt"),
-                                "--key",    tpath("srv.key"),
-                                "--token",  "token-1",
-                                "--bookmark-interval", "0.5"};
-        size_t n = 10;
-        for (size_t i = 0; server_extra && server_extra[i] && n + 1 < 24; i++)
-            argv[n++] = server_extra[i];
-        execvp("python3", (char *const *)argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    s->in_fd = in[1];
-    char line[128];
-    size_t n = 0;
-    while (n + 1 < sizeof(line)) {
-        ssize_t r = read(out[0], line + n, 1);
-        if (r <= 0 || line[n] == '\n')
-            break;
-        n++;
-    }
-    line[n] = '\0';
-    close(out[0]);
-    ck_assert_msg(sscanf(line, "READY %d %d", &s->port, &s->admin_port) == 2,
-                  "fake apiserver did not start: '%s'", line);
-}
-
-static void server_stop(struct server *s)
-{
-    close(s->in_fd);
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, NULL, 0);
-}
-
-static size_t collect(char *p, size_t sz, size_t n, void *ud)
-{
-    struct af_buf *b = ud;
-    ck_assert_int_eq(af_buf_add(b, p, sz * n), 0);
-    return sz * n;
-}
-
-/* POST /cmd to the admin port; returns the JSON reply (caller decrefs). */
-static json_t *admin(const struct server *s, const char *cmd, const char *body)
-{
-    struct af_buf b = AF_BUF_INIT(0);
-    char url[256];
-    CURL *h = curl_easy_init();
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/%s", s->admin_port, cmd);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "{}");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
-    curl_easy_cleanup(h);
-    json_t *j = json_loadb(b.buf, b.len, 0, NULL);
-    ck_assert_ptr_nonnull(j);
-    af_buf_release(&b);
-    return j;
-}
-
-static void adminf(const struct server *s, const char *cmd, const char *fmt, ...)
-    AF_PRINTF(3, 4);
-static void adminf(const struct server *s, const char *cmd, const char *fmt, ...)
-{
-    char body[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof(body), fmt, ap);
-    va_end(ap);
-    json_decref(admin(s, cmd, body));
-}
 
 static const struct {
     const char *name;
@@ -650,11 +539,12 @@ static bool snapshot_equals_dump(const struct af_snapshot *s, json_t *d, char *w
 }
 
 /* Polls (up to 30 s) until the published snapshot equals the server's objects. */
-static void wait_in_sync(const struct server *srv, struct af_publisher *pub, const char *step)
+static void wait_in_sync(const struct af_test_fake_api *srv, struct af_publisher *pub,
+                         const char *step)
 {
     char why[512] = "";
     for (int i = 0; i < 300; i++) {
-        json_t *d = admin(srv, "dump", NULL);
+        json_t *d = af_test_fake_api_admin(srv, "dump", NULL);
         struct af_snapshot *s = af_publisher_acquire(pub);
         bool eq = snapshot_equals_dump(s, d, why, sizeof(why));
         af_snapshot_unref(s);
@@ -690,7 +580,7 @@ static int count_threads(void)
 }
 
 struct rig {
-    struct server srv;
+    struct af_test_fake_api srv;
     struct af_config_holder cfg;
     struct af_publisher pub;
     struct af_cache_status st;
@@ -737,24 +627,24 @@ static void rig_stop(struct rig *r)
     fprintf(stderr, "af_kube_stop took %.3f s\n", (double)(af_now_ns() - t0) / 1e9);
     af_publisher_destroy(&r->pub);
     af_config_holder_destroy(&r->cfg);
-    server_stop(&r->srv);
+    af_test_fake_api_stop(&r->srv);
     ck_assert_int_eq(count_threads(), r->threads0);
     ck_assert_int_eq(count_fds(), r->fds0);
 }
 
 static bool rig_setup(struct rig *r)
 {
-    if (!have_python()) {
+    if (!af_test_fake_api_available()) {
         fprintf(stderr, "SKIP: python3 not found; end-to-end reflector tests skipped\n");
         return false;
     }
     memset(r, 0, sizeof(*r));
     make_tmpdir();
-    make_certs();
+    af_test_make_cert(tmpdir, "srv", "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.test");
     setenv("AF_KUBE_LOW_SPEED_TIME", "2", 1);
     r->fds0 = count_fds();
     r->threads0 = count_threads();
-    server_start(&r->srv);
+    af_test_fake_api_spawn(&r->srv, tpath("srv.crt"), tpath("srv.key"), "token-1", server_extra);
     return true;
 }
 
@@ -779,83 +669,96 @@ START_TEST(test_reflector_stays_equal_to_server_through_faults)
     wait_in_sync(&r.srv, &r.pub, "initial sync");
     ck_assert(atomic_load(&r.st.synced));
     /* from here on watch events arrive split across chunks and several per chunk */
-    adminf(&r.srv, "fragment", "{\"on\":true}");
+    af_test_fake_api_do(&r.srv, "fragment", "{\"on\":true}");
     ck_assert_int_eq(stat_u(&r.st.nodes), 5);
     ck_assert_int_eq(stat_u(&r.st.pods), 4);
 
     /* live changes: add, bind, resize, terminal, delete; a node arriving after its pods */
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w1\",\"cpu\":\"1500m\",\"gpus\":2}");
-    adminf(&r.srv, "modify_pod", "{\"ns\":\"team\",\"name\":\"w1\",\"node\":\"" NODE_B "\"}");
-    adminf(&r.srv, "add_pod",
-           "{\"ns\":\"team\",\"name\":\"early\",\"node\":\"late-node\",\"cpu\":\"2\"}");
-    adminf(&r.srv, "add_node", "{\"name\":\"late-node\",\"instance_type\":\"g5.xlarge\"}");
-    adminf(&r.srv, "modify_pod", "{\"ns\":\"default\",\"name\":\"gpu-train-0\",\"phase\":\"Succeeded\"}");
-    adminf(&r.srv, "delete_pod", "{\"ns\":\"default\",\"name\":\"gpu-train-1\"}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w1\",\"cpu\":\"1500m\",\"gpus\":2}");
+    af_test_fake_api_do(&r.srv, "modify_pod",
+                        "{\"ns\":\"team\",\"name\":\"w1\",\"node\":\"" NODE_B "\"}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"early\",\"node\":\"late-node\","
+                        "\"cpu\":\"2\"}");
+    af_test_fake_api_do(&r.srv, "add_node",
+                        "{\"name\":\"late-node\",\"instance_type\":\"g5.xlarge\"}");
+    af_test_fake_api_do(&r.srv, "modify_pod",
+                        "{\"ns\":\"default\",\"name\":\"gpu-train-0\",\"phase\":\"Succeeded\"}");
+    af_test_fake_api_do(&r.srv, "delete_pod", "{\"ns\":\"default\",\"name\":\"gpu-train-1\"}");
     wait_in_sync(&r.srv, &r.pub, "live changes");
     ck_assert_uint_gt(stat_u(&r.st.events_applied), 0);
 
     /* watch closed halfway through an event, with a change pending */
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w2\",\"node\":\"" NODE_A "\",\"cpu\":\"1\"}");
-    adminf(&r.srv, "close_watches", "{}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w3\",\"node\":\"" NODE_A "\",\"cpu\":\"1\"}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w2\",\"node\":\"" NODE_A "\",\"cpu\":\"1\"}");
+    af_test_fake_api_do(&r.srv, "close_watches", "{}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w3\",\"node\":\"" NODE_A "\",\"cpu\":\"1\"}");
     wait_in_sync(&r.srv, &r.pub, "watch closed mid-object");
 
     /* in-band ERROR 410 Expired: relist with a consistent read */
     uint64_t relists = stat_u(&r.st.relists);
-    adminf(&r.srv, "compact", "{}");
-    adminf(&r.srv, "expire_watches", "{}");
-    adminf(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w2\"}");
-    adminf(&r.srv, "delete_node", "{\"name\":\"" NODE_B "\"}");
+    af_test_fake_api_do(&r.srv, "compact", "{}");
+    af_test_fake_api_do(&r.srv, "expire_watches", "{}");
+    af_test_fake_api_do(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w2\"}");
+    af_test_fake_api_do(&r.srv, "delete_node", "{\"name\":\"" NODE_B "\"}");
     wait_in_sync(&r.srv, &r.pub, "in-band 410");
     for (int i = 0; i < 300 && stat_u(&r.st.relists) < relists + 2; i++)
         sleep_s(0.1);
     ck_assert_uint_ge(stat_u(&r.st.relists), relists + 2);
 
     /* a relist whose continue token expires: one full list instead */
-    adminf(&r.srv, "expire_continue", "{\"count\":1}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"c1\",\"node\":\"" NODE_A "\"}");
-    adminf(&r.srv, "compact", "{}");
-    adminf(&r.srv, "expire_watches", "{}");
-    adminf(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w3\"}");
+    af_test_fake_api_do(&r.srv, "expire_continue", "{\"count\":1}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"c1\",\"node\":\"" NODE_A "\"}");
+    af_test_fake_api_do(&r.srv, "compact", "{}");
+    af_test_fake_api_do(&r.srv, "expire_watches", "{}");
+    af_test_fake_api_do(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w3\"}");
     wait_in_sync(&r.srv, &r.pub, "continue token expired");
-    json_t *cs = admin(&r.srv, "stats", NULL);
+    json_t *cs = af_test_fake_api_admin(&r.srv, "stats", NULL);
     ck_assert_int_eq(json_integer_value(json_object_get(cs, "continue_expired")), 1);
     json_decref(cs);
 
     /* 500s and 429s: back off, re-watch from the last RV */
-    adminf(&r.srv, "fail", "{\"status\":500,\"count\":4}");
-    adminf(&r.srv, "close_watches", "{}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w4\",\"node\":\"" NODE_A "\",\"gpus\":1}");
+    af_test_fake_api_do(&r.srv, "fail", "{\"status\":500,\"count\":4}");
+    af_test_fake_api_do(&r.srv, "close_watches", "{}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w4\",\"node\":\"" NODE_A "\",\"gpus\":1}");
     wait_in_sync(&r.srv, &r.pub, "HTTP 500");
-    adminf(&r.srv, "fail", "{\"status\":429,\"count\":4}");
-    adminf(&r.srv, "close_watches", "{}");
-    adminf(&r.srv, "modify_node", "{\"name\":\"" NODE_A "\",\"gpus\":7}");
-    adminf(&r.srv, "modify_pod", "{\"ns\":\"team\",\"name\":\"w4\",\"gpus\":3}");
+    af_test_fake_api_do(&r.srv, "fail", "{\"status\":429,\"count\":4}");
+    af_test_fake_api_do(&r.srv, "close_watches", "{}");
+    af_test_fake_api_do(&r.srv, "modify_node", "{\"name\":\"" NODE_A "\",\"gpus\":7}");
+    af_test_fake_api_do(&r.srv, "modify_pod", "{\"ns\":\"team\",\"name\":\"w4\",\"gpus\":3}");
     wait_in_sync(&r.srv, &r.pub, "HTTP 429");
 
     /* stalled server: the low-speed limit (2 s here; curl averages the speed over ~5 s)
      * notices and the watch restarts */
     uint64_t restarts = stat_u(&r.st.watch_restarts);
-    adminf(&r.srv, "stall", "{\"seconds\":10}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w5\",\"node\":\"" NODE_A "\",\"cpu\":\"250m\"}");
+    af_test_fake_api_do(&r.srv, "stall", "{\"seconds\":10}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w5\",\"node\":\"" NODE_A
+                        "\",\"cpu\":\"250m\"}");
     wait_in_sync(&r.srv, &r.pub, "stall");
     ck_assert_uint_gt(stat_u(&r.st.watch_restarts), restarts);
 
     /* token rotated: 401 until the token file is re-read */
     write_file(tpath("token"), "token-2\n", 0600);
-    adminf(&r.srv, "token", "{\"token\":\"token-2\"}");
-    adminf(&r.srv, "close_watches", "{}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w6\",\"node\":\"late-node\",\"cpu\":\"1\"}");
+    af_test_fake_api_do(&r.srv, "token", "{\"token\":\"token-2\"}");
+    af_test_fake_api_do(&r.srv, "close_watches", "{}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w6\",\"node\":\"late-node\",\"cpu\":\"1\"}");
     wait_in_sync(&r.srv, &r.pub, "token rotation");
 
     /* server restart with a new RV history: every old RV is too old */
-    adminf(&r.srv, "restart", "{}");
-    adminf(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w5\"}");
-    adminf(&r.srv, "add_node", "{\"name\":\"after-restart\",\"gpus\":4}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"team\",\"name\":\"w7\",\"node\":\"after-restart\",\"gpus\":4}");
+    af_test_fake_api_do(&r.srv, "restart", "{}");
+    af_test_fake_api_do(&r.srv, "delete_pod", "{\"ns\":\"team\",\"name\":\"w5\"}");
+    af_test_fake_api_do(&r.srv, "add_node", "{\"name\":\"after-restart\",\"gpus\":4}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"team\",\"name\":\"w7\",\"node\":\"after-restart\",\"gpus\":4}");
     wait_in_sync(&r.srv, &r.pub, "server restart");
 
-    json_t *stats = admin(&r.srv, "stats", NULL);
+    json_t *stats = af_test_fake_api_admin(&r.srv, "stats", NULL);
     ck_assert_int_gt(json_integer_value(json_object_get(stats, "unauthorized")), 0);
     ck_assert_int_gt(json_integer_value(json_object_get(stats, "failed")), 0);
     /* Every request kept the server URL's proxy path. */
@@ -919,9 +822,10 @@ START_TEST(test_exec_credential_cached_until_expiry_and_rerun_on_401)
     ck_assert_int_eq(count_lines(tpath("runs")), 1);   /* cached: many requests, one run */
 
     write_file(tpath("tok"), "token-2", 0600);
-    adminf(&r.srv, "token", "{\"token\":\"token-2\"}");
-    adminf(&r.srv, "close_watches", "{}");
-    adminf(&r.srv, "add_pod", "{\"ns\":\"x\",\"name\":\"after-401\",\"node\":\"" NODE_A "\"}");
+    af_test_fake_api_do(&r.srv, "token", "{\"token\":\"token-2\"}");
+    af_test_fake_api_do(&r.srv, "close_watches", "{}");
+    af_test_fake_api_do(&r.srv, "add_pod",
+                        "{\"ns\":\"x\",\"name\":\"after-401\",\"node\":\"" NODE_A "\"}");
     wait_in_sync(&r.srv, &r.pub, "401 with exec credential");
     ck_assert_int_ge(count_lines(tpath("runs")), 2);
 
@@ -932,7 +836,7 @@ START_TEST(test_exec_credential_cached_until_expiry_and_rerun_on_401)
     json_t *evs = NULL;
     for (int i = 0; i < 300; i++) {
         json_decref(evs);
-        evs = admin(&r.srv, "events", NULL);
+        evs = af_test_fake_api_admin(&r.srv, "events", NULL);
         if (json_array_size(evs) >= 2 && stat_u(&r.st.events_posted) >= 2)
             break;
         sleep_s(0.1);
@@ -980,6 +884,13 @@ START_TEST(test_exec_credential_rerun_once_expired)
 }
 END_TEST
 
+static size_t collect(char *p, size_t sz, size_t n, void *ud)
+{
+    struct af_buf *b = ud;
+    ck_assert_int_eq(af_buf_add(b, p, sz * n), 0);
+    return sz * n;
+}
+
 struct raw {
     struct af_buf hdr_names;   /* "Name\n" per header, in order */
     struct af_buf body;        /* still chunk-encoded */
@@ -1026,7 +937,7 @@ START_TEST(test_fake_apiserver_frames_watch_like_the_recording)
              "https://127.0.0.1:%d/api/v1/nodes?watch=1&resourceVersion=0&allowWatchBookmarks=true"
              "&timeoutSeconds=1",
              r.srv.port);
-    adminf(&r.srv, "add_node", "{\"name\":\"n-framing\"}");
+    af_test_fake_api_do(&r.srv, "add_node", "{\"name\":\"n-framing\"}");
     CURL *h = curl_easy_init();
     struct curl_slist *hl = curl_slist_append(NULL, "Authorization: Bearer token-1");
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -1070,7 +981,7 @@ START_TEST(test_fake_apiserver_frames_watch_like_the_recording)
     ck_assert_int_ge(events, 1);
     af_buf_release(&raw.hdr_names);
     af_buf_release(&raw.body);
-    server_stop(&r.srv);
+    af_test_fake_api_stop(&r.srv);
     rm_tmpdir();
 }
 END_TEST
@@ -1086,8 +997,8 @@ START_TEST(test_stop_is_prompt_while_server_stalls)
     conn->tls_server_name = af_xstrdup("kubernetes.test");
     rig_start(&r, conn);
     wait_in_sync(&r.srv, &r.pub, "initial sync");
-    adminf(&r.srv, "stall", "{\"seconds\":60}");
-    adminf(&r.srv, "fail", "{\"status\":503,\"count\":1000}");
+    af_test_fake_api_do(&r.srv, "stall", "{\"seconds\":60}");
+    af_test_fake_api_do(&r.srv, "fail", "{\"status\":503,\"count\":1000}");
     sleep_s(0.5);
     /* no timing assertion beyond Check's test timeout: stop must just return */
     rig_stop(&r);
@@ -1096,10 +1007,10 @@ START_TEST(test_stop_is_prompt_while_server_stalls)
 END_TEST
 
 /* Counts of the cache's snapshot and the server's objects agree (synthetic mode dumps counts). */
-static bool counts_match(const struct server *srv, struct af_publisher *pub, size_t *nodes,
-                         size_t *pods)
+static bool counts_match(const struct af_test_fake_api *srv, struct af_publisher *pub,
+                         size_t *nodes, size_t *pods)
 {
-    json_t *d = admin(srv, "dump", NULL);
+    json_t *d = af_test_fake_api_admin(srv, "dump", NULL);
     struct af_snapshot *s = af_publisher_acquire(pub);
     bool eq = s && s->synced &&
               s->n_nodes == (size_t)json_integer_value(json_object_get(d, "nodes")) &&
@@ -1134,7 +1045,7 @@ START_TEST(test_reflector_streams_a_whole_list_then_churn)
         sleep_s(0.1);
     ck_assert_msg(nodes == 60 && pods == 900, "synced %zu nodes, %zu pods", nodes, pods);
     /* one request per kind: the page size (2) was ignored and the answer streamed whole */
-    json_t *st = admin(&r.srv, "stats", NULL);
+    json_t *st = af_test_fake_api_admin(&r.srv, "stats", NULL);
     ck_assert_int_eq(json_integer_value(json_object_get(st, "list")), 2);
     json_decref(st);
 
@@ -1153,9 +1064,9 @@ START_TEST(test_reflector_streams_a_whole_list_then_churn)
     ck_assert_str_eq(p->owner_kind, "ReplicaSet");
     af_snapshot_unref(s);
 
-    adminf(&r.srv, "churn", "{\"rate\":200}");
+    af_test_fake_api_do(&r.srv, "churn", "{\"rate\":200}");
     sleep_s(1.0);
-    adminf(&r.srv, "churn", "{\"rate\":0}");
+    af_test_fake_api_do(&r.srv, "churn", "{\"rate\":0}");
     for (int i = 0; i < 300 && !counts_match(&r.srv, &r.pub, &nodes, &pods); i++)
         sleep_s(0.1);
     ck_assert_msg(counts_match(&r.srv, &r.pub, &nodes, &pods), "after churn: %zu nodes, %zu pods",

@@ -43,6 +43,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/util.h"
+#include "support/fake_api.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -150,19 +151,6 @@ static json_t *yaml_docs(const char *name, const char *text)
     return items;
 }
 
-static const char *str_at(json_t *o, const char *path)
-{
-    char key[128];
-    const char *dot;
-
-    while (o && (dot = strchr(path, '.')) != NULL) {
-        snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
-        o = json_object_get(o, key);
-        path = dot + 1;
-    }
-    return json_string_value(json_object_get(o, path));
-}
-
 static json_t *obj_at(json_t *o, const char *path)
 {
     char key[128];
@@ -174,6 +162,11 @@ static json_t *obj_at(json_t *o, const char *path)
         path = dot + 1;
     }
     return json_object_get(o, path);
+}
+
+static const char *str_at(json_t *o, const char *path)
+{
+    return json_string_value(obj_at(o, path));
 }
 
 /* The object of `kind` named `name` in a rendered list (borrowed), or NULL. */
@@ -1167,87 +1160,6 @@ END_TEST
 
 /* ---- running accelfit as the manifests do ---------------------------------------------------- */
 
-struct fake_api {
-    pid_t pid;
-    int in_fd;
-    int port, admin_port;
-};
-
-static void fake_api_start(struct fake_api *s)
-{
-    int in[2], out[2];
-    char line[128];
-    size_t n = 0;
-
-    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
-    s->pid = fork();
-    ck_assert_int_ge(s->pid, 0);
-    if (s->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execlp("python3", "python3", af_test_path("tests/apiserver/fake_apiserver.py"), "--cert",
-               tpath("api.crt"), "--key", tpath("api.key"), "--token", "sa-token",
-               "--bookmark-interval", "0.5", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    s->in_fd = in[1];
-    while (n + 1 < sizeof(line)) {
-        ssize_t r = read(out[0], line + n, 1);
-        if (r <= 0 || line[n] == '\n')
-            break;
-        n++;
-    }
-    line[n] = '\0';
-    close(out[0]);
-    ck_assert_msg(sscanf(line, "READY %d %d", &s->port, &s->admin_port) == 2,
-                  "fake apiserver did not start: '%s'", line);
-}
-
-static void fake_api_stop(struct fake_api *s)
-{
-    close(s->in_fd);
-    kill(s->pid, SIGTERM);
-    waitpid(s->pid, NULL, 0);
-}
-
-static json_t *fake_api_admin(const struct fake_api *s, const char *cmd)
-{
-    CURL *c = curl_easy_init();
-    struct af_test_resp r = {0};
-    char *u = af_xasprintf("http://127.0.0.1:%d/%s", s->admin_port, cmd);
-    json_t *j;
-    ck_assert_int_eq(af_test_http(c, "POST", u, "{}", 2, NULL, &r), CURLE_OK);
-    ck_assert_int_eq(r.status, 200);
-    j = json_loads(r.body, 0, NULL);
-    ck_assert_ptr_nonnull(j);
-    af_test_resp_free(&r);
-    af_free(u);
-    curl_easy_cleanup(c);
-    return j;
-}
-
-/* A CA and, signed by it, a certificate for `names` (DNS names and IP:...), as
- * <prefix>.crt/.key and ca.crt in `dir`. */
-static void make_cert(const char *dir, const char *prefix, const char *san)
-{
-    char cmd[3072];
-    snprintf(cmd, sizeof(cmd),
-             "cd '%s' && { [ -f ca.crt ] || openssl req -x509 -newkey ec -pkeyopt "
-             "ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt -days 2 "
-             "-subj /CN=af-manifests-ca >/dev/null 2>&1; } && "
-             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "
-             "%s.key -out %s.csr -subj /CN=%s >/dev/null 2>&1 && "
-             "printf 'subjectAltName=%s\\n' > %s.ext && "
-             "openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out %s.crt "
-             "-days 2 -extfile %s.ext >/dev/null 2>&1",
-             dir, prefix, prefix, prefix, san, prefix, prefix, prefix, prefix);
-    ck_assert_msg(system(cmd) == 0, "openssl failed for %s", prefix);
-}
-
 /* The Deployment running accelfit (its image's entrypoint is `accelfit serve`). */
 struct deploy {
     json_t *objs;        /* the rendered kustomization */
@@ -1336,7 +1248,7 @@ static const char *secret_dir(struct deploy *d, const char *secret)
         ck_assert_int_eq(af_buf_printf(&san, "%sDNS:%s", i ? "," : "", json_string_value(n)), 0);
     ck_assert_uint_gt(san.len, 0);
     ck_assert_int_eq(af_buf_add(&san, "", 1), 0);
-    make_cert(tmpdir, "serving", san.buf);
+    af_test_make_cert(tmpdir, "serving", san.buf);
     cmd = af_xasprintf("cp '%s/serving.crt' '%s/tls.crt' && cp '%s/serving.key' '%s/tls.key' && "
                        "cp '%s/ca.crt' '%s/ca.crt'", tmpdir, dir, tmpdir, dir, tmpdir, dir);
     ck_assert_int_eq(system(cmd), 0);
@@ -1492,7 +1404,7 @@ static void deploy_release(struct deploy *d)
     json_decref(d->argv);
 }
 
-static void accelfit_start(struct deploy *d, const struct fake_api *api)
+static void accelfit_start(struct deploy *d, const struct af_test_fake_api *api)
 {
     size_t n = json_array_size(d->argv);
     const char **argv = af_xcalloc(n + 1, sizeof(*argv));
@@ -1613,9 +1525,11 @@ static void call(struct deploy *d, const char *url, const char *body, struct af_
     call_method(d, "POST", url, body, r);
 }
 
-static json_t *node_names(const struct fake_api *api)
+static json_t *node_names(const struct af_test_fake_api *api)
 {
-    json_t *dump = fake_api_admin(api, "dump"), *names = json_incref(obj_at(dump, "nodes"));
+    json_t *dump = af_test_fake_api_admin(api, "dump", NULL);
+    json_t *names = json_incref(obj_at(dump, "nodes"));
+
     json_decref(dump);
     ck_assert_uint_ge(json_array_size(names), 3);
     return names;
@@ -1962,7 +1876,7 @@ static void code_api_calls(json_t *resources, json_t *methods)
     json_decref(files);
 }
 
-static void check_rbac(struct deploy *d, const struct fake_api *api, json_t *names)
+static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, json_t *names)
 {
     json_t *pod = accel_pod("manifests-neuron", "aws.amazon.com/neuron"), *args, *gpu_nodes;
     json_t *events = NULL, *reqs, *used = json_array(), *methods_seen = json_array();
@@ -1993,14 +1907,14 @@ static void check_rbac(struct deploy *d, const struct fake_api *api, json_t *nam
     ck_assert_int_eq(r.status, 200);
     for (int t = 0; t < 100; t++) {
         json_decref(events);
-        events = fake_api_admin(api, "events");
+        events = af_test_fake_api_admin(api, "events", NULL);
         if (json_array_size(events) > 0)
             break;
         sleep_ms(100);
     }
     ck_assert_msg(json_array_size(events) > 0, "accelfit posted no Event; see %s", d->log);
 
-    reqs = fake_api_admin(api, "requests");
+    reqs = af_test_fake_api_admin(api, "requests", NULL);
     json_array_foreach(reqs, i, v) {
         char *g = rbac_of(str_at(v, "method"), str_at(v, "path"));
         add_unique(used, g);
@@ -2579,12 +2493,12 @@ static const char *const deployables[] = {"manifests", "manifests/overlays/tls",
 
 START_TEST(test_manifests_run_as_rendered)
 {
-    struct fake_api api;
+    struct af_test_fake_api api = {0};
     struct deploy d;
     json_t *names;
 
     make_tmpdir();
-    make_cert(tmpdir, "api", "IP:127.0.0.1");
+    af_test_make_cert(tmpdir, "api", "IP:127.0.0.1");
     ck_assert_int_eq(mkdir(tpath("sa"), 0700), 0);
     write_file(tpath("sa/token"), "sa-token\n");
     {
@@ -2599,7 +2513,7 @@ START_TEST(test_manifests_run_as_rendered)
         ck_assert_msg(ksc_valid(d.ksc, why, sizeof(why)), "%s: %s", deployables[_i], why);
         ck_assert_msg(ksc_fits_accelfit(d.ksc, why, sizeof(why)), "%s: %s", deployables[_i], why);
     }
-    fake_api_start(&api);
+    af_test_fake_api_spawn(&api, tpath("api.crt"), tpath("api.key"), "sa-token", NULL);
     accelfit_start(&d, &api);
     names = node_names(&api);
 
@@ -2616,7 +2530,7 @@ START_TEST(test_manifests_run_as_rendered)
 
     json_decref(names);
     accelfit_stop(&d);
-    fake_api_stop(&api);
+    af_test_fake_api_stop(&api);
     deploy_release(&d);
     rm_tmpdir();
 }

@@ -21,41 +21,19 @@
 #include "accelfit/decide.h"
 #include "accelfit/utilization.h"
 #include "support/http_client.h"
+#include "support/policy.h"
 #include "support/support.h"
 
 #define T0 1795414896.0
 
 /* ---- policy ---------------------------------------------------------------------------------- */
 
-/* The default policy with `extra` appended; *err filled on failure. */
-static int load_with(const char *extra, struct af_policy **out, struct af_error *err)
-{
-    struct af_buf b = AF_BUF_INIT(0);
-    int rc;
-
-    ck_assert_int_eq(af_buf_add(&b, af_embedded_policy_yaml, af_embedded_policy_yaml_len), 0);
-    ck_assert_int_eq(af_buf_puts(&b, extra), 0);
-    memset(err, 0, sizeof(*err));
-    rc = af_policy_load_mem(out, "p.yaml", b.buf, b.len, err);
-    af_buf_release(&b);
-    return rc;
-}
-
-static int policy_lines(void)
-{
-    int n = 0;
-
-    for (size_t i = 0; i < af_embedded_policy_yaml_len; i++)
-        n += af_embedded_policy_yaml[i] == '\n';
-    return n;
-}
-
 START_TEST(test_policy_defaults_without_a_section)
 {
     struct af_policy *p;
     struct af_error err;
 
-    ck_assert_int_eq(load_with("", &p, &err), 0);
+    ck_assert_int_eq(af_test_policy_load_with("", &p, &err), 0);
     ck_assert(!p->util.present);
     ck_assert_str_eq(p->util.q[AF_UM_GPU_UTIL].expr, "DCGM_FI_DEV_GPU_UTIL");
     ck_assert(fabs(p->util.q[AF_UM_GPU_UTIL].scale - 0.01) < 1e-12);
@@ -71,17 +49,17 @@ START_TEST(test_policy_section_is_read)
 {
     struct af_policy *p;
     struct af_error err;
-    int rc = load_with("utilization:\n"
-                       "  interval: 5s\n"
-                       "  staleness: 1m\n"
-                       "  node_labels: [exported_node, Hostname]\n"
-                       "  queries:\n"
-                       "    gpu_util: {query: 'DCGM_FI_DEV_GPU_UTIL_RATIO', scale: 1}\n"
-                       "    cpu_util: null\n"
-                       "  scoring: {mode: trust-free, weight: 0.5, saturated_above: 80}\n"
-                       "  filter: {max_gpu_util: 95}\n"
-                       "  waste: {idle_below: 10, window: 15m}\n",
-                       &p, &err);
+    static const char yaml[] = "utilization:\n"
+                               "  interval: 5s\n"
+                               "  staleness: 1m\n"
+                               "  node_labels: [exported_node, Hostname]\n"
+                               "  queries:\n"
+                               "    gpu_util: {query: 'DCGM_FI_DEV_GPU_UTIL_RATIO', scale: 1}\n"
+                               "    cpu_util: null\n"
+                               "  scoring: {mode: trust-free, weight: 0.5, saturated_above: 80}\n"
+                               "  filter: {max_gpu_util: 95}\n"
+                               "  waste: {idle_below: 10, window: 15m}\n";
+    int rc = af_test_policy_load_with(yaml, &p, &err);
 
     ck_assert_msg(rc == 0, "%s", err.text);
     ck_assert(p->util.present);
@@ -123,12 +101,12 @@ START_TEST(test_policy_errors_point_at_the_text)
 {
     struct af_policy *p = NULL;
     struct af_error err;
-    int rc = load_with(bad_cases[_i].yaml, &p, &err);
+    int rc = af_test_policy_load_with(bad_cases[_i].yaml, &p, &err);
 
     ck_assert_msg(rc != 0, "case %d loaded", _i);
     ck_assert_ptr_null(p);
     ck_assert_msg(strstr(err.text, bad_cases[_i].text), "case %d: '%s'", _i, err.text);
-    ck_assert_int_eq(err.line, policy_lines() + bad_cases[_i].line);
+    ck_assert_int_eq(err.line, af_test_policy_lines() + bad_cases[_i].line);
     ck_assert_int_eq(err.column, bad_cases[_i].column);
 }
 END_TEST
@@ -298,9 +276,11 @@ static void score_setup(void)
     struct af_error err = {0};
 
     ck_assert_msg(af_config_load(&cfg, NULL, NULL, &err) == 0, "%s", err.text);
-    ck_assert_int_eq(load_with("utilization:\n  scoring: {mode: prefer-idle, weight: 0.5}\n"
-                               "  filter: {max_gpu_util: 80}\n  waste: {window: 30m}\n",
-                               &pol, &err),
+    ck_assert_int_eq(af_test_policy_load_with("utilization:\n"
+                                              "  scoring: {mode: prefer-idle, weight: 0.5}\n"
+                                              "  filter: {max_gpu_util: 80}\n"
+                                              "  waste: {window: 30m}\n",
+                                              &pol, &err),
                      0);
 }
 
@@ -603,16 +583,15 @@ START_TEST(test_a_silent_prometheus_times_out_into_degraded)
     struct sockaddr_in a;
     socklen_t alen = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    char url[64], policy[] = "/tmp/af-util-policy-XXXXXX", ready[200];
+    char url[64], ready[200];
+    char *policy = af_test_policy_file("utilization: {interval: 1s, timeout: 1s, staleness: 5s, "
+                                       "retry_max: 1s}\n");
     const char *args[] = {"--demo", "--policy", policy, "--prometheus", url, NULL};
     struct af_test_server srv;
-    struct af_buf text = AF_BUF_INIT(0);
     CURL *c = curl_easy_init();
     bool degraded = false;
-    int pfd = mkstemp(policy);
 
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_ge(pfd, 0);
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -620,12 +599,6 @@ START_TEST(test_a_silent_prometheus_times_out_into_degraded)
     ck_assert_int_eq(listen(fd, 16), 0);
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
-    ck_assert_int_eq(af_buf_add(&text, af_embedded_policy_yaml, af_embedded_policy_yaml_len), 0);
-    ck_assert_int_eq(af_buf_puts(&text, "utilization: {interval: 1s, timeout: 1s, staleness: 5s, "
-                                        "retry_max: 1s}\n"),
-                     0);
-    ck_assert_int_eq(write(pfd, text.buf, text.len), (ssize_t)text.len);
-    close(pfd);
 
     af_test_server_start(&srv, args, false, NULL, NULL);
     snprintf(ready, sizeof(ready), "%s/readyz", srv.base);
@@ -653,9 +626,8 @@ START_TEST(test_a_silent_prometheus_times_out_into_degraded)
     }
     ck_assert_int_eq(af_test_server_stop(&srv), 0);
     curl_easy_cleanup(c);
-    af_buf_release(&text);
     close(fd);
-    unlink(policy);
+    af_free(policy);
 }
 END_TEST
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "accelfit/util.h"
@@ -41,21 +42,9 @@ static char *in_dir(const char *name)
 /* A CA, and a serving certificate it signed for the webhook's Service name and 127.0.0.1. */
 static void make_certs(void)
 {
-    char *cmd;
-
     dir = af_test_temp_path("webhook-tls");
-    cmd = af_xasprintf(
-        "set -e; mkdir -p '%1$s'; cd '%1$s';"
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-        " -keyout ca.key -out ca.crt -days 2 -subj /CN=accelfit-webhook-test-ca 2>/dev/null;"
-        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout tls.key"
-        " -out tls.csr -subj /CN=accelfit.accelfit.svc 2>/dev/null;"
-        "printf 'subjectAltName=DNS:accelfit.accelfit.svc,IP:127.0.0.1\\n' > ext.cnf;"
-        "openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt"
-        " -days 2 -extfile ext.cnf 2>/dev/null",
-        dir);
-    ck_assert_msg(system(cmd) == 0, "cannot make the test certificates with openssl");
-    af_free(cmd);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    af_test_make_cert(dir, "tls", "DNS:accelfit.accelfit.svc,IP:127.0.0.1");
 }
 
 static void drop_dir_name(void)

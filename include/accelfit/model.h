@@ -52,6 +52,9 @@ const char *af_accel_kind_name(enum af_accel_kind k);   /* "NVIDIA GPU", ... Sta
 const char *af_class_name(enum af_class c);
 /* "nvidia-t4, nvidia-a10g, ..., cpu": every canonical name, for error messages. Static. */
 const char *af_class_names_list(void);
+/* "nvidia-a10g, nvidia-l4": the names of the classes in `mask` (bit 1u << class), in class
+ * order, into `out` (`n` bytes, cut short when it does not fit; "" for none). */
+void af_class_mask_names(uint32_t mask, char *out, size_t n);
 /* Exact canonical name to class; AF_CLASS_UNKNOWN when not one. */
 enum af_class af_class_parse(const char *s);
 enum af_accel_kind af_class_kind(enum af_class c);

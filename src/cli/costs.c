@@ -13,14 +13,11 @@
 
 #include "accelfit/budget.h"
 #include "accelfit/cache.h"
-#include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/costs.h"
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
-
-#define MAX_CLUSTER_FILE (512u << 20)
 
 static const char usage[] =
     "usage: accelfit costs (--cluster FILE | --demo | --kubeconfig FILE) [options]\n"
@@ -112,49 +109,15 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
     return 0;
 }
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 static int load_file(const struct costs_opts *o, struct af_config *cfg, struct af_snapshot **out)
 {
-    struct af_buf file = AF_BUF_INIT(MAX_CLUSTER_FILE);
-    struct af_error err;
-    struct af_cache *cache;
-    const char *text = af_embedded_demo_cluster_yaml;
-    size_t len = af_embedded_demo_cluster_yaml_len;
-    int rc;
+    struct af_cache *cache = af_cli_load_cluster("costs", cfg, o->demo ? NULL : o->cluster);
 
-    memset(&err, 0, sizeof(err));
-    if (!o->demo) {
-        rc = af_buf_read_file(&file, o->cluster);
-        if (rc != 0) {
-            fprintf(stderr, "accelfit costs: cannot read cluster file '%s': %s\n", o->cluster,
-                    af_strerror(rc));
-            af_buf_release(&file);
-            return 2;
-        }
-        text = file.buf ? file.buf : "";
-        len = file.len;
-    }
-    cache = af_cache_new();
-    rc = af_codec_decode_cluster(cfg, o->demo ? "<embedded demo cluster>" : o->cluster, text, len,
-                                 upsert, cache, &err);
-    af_buf_release(&file);
-    if (rc == 0) {
-        af_cache_set_synced(cache, true);
-        *out = af_cache_snapshot(cache);
-    } else {
-        char msg[1024];
-        af_error_format(&err, msg, sizeof(msg));
-        fprintf(stderr, "accelfit costs: cannot load cluster: %s\n", msg);
-    }
+    if (!cache)
+        return 2;
+    *out = af_cache_snapshot(cache);
     af_cache_free(cache);
-    return rc ? 2 : 0;
+    return 0;
 }
 
 /* One full list through the reflector, then stop: the snapshot it published once synced. */

@@ -63,50 +63,6 @@ static const char check_usage[] =
     "  --catalog FILE    instance catalog YAML (default: the built-in catalog)\n"
     "  -h, --help        show this help\n";
 
-static int fail(const char *cmd, const char *fmt, ...) AF_PRINTF(2, 3);
-
-/* Prints "accelfit CMD: message" as one line on stderr; returns 2. */
-static int fail(const char *cmd, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    for (char *c = msg; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    fprintf(stderr, "accelfit %s: %s\n", cmd, msg);
-    return 2;
-}
-
-/*
- * Matches argv[*i] against --name (a switch when `val` is NULL) or
- * --name VALUE / --name=VALUE. Returns 1 when matched, 0 when not, -1 when
- * the value is missing.
- */
-static int flag(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-
-    if (strncmp(a, name, n))
-        return 0;
-    if (!val)
-        return a[n] == '\0' ? 1 : 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
 /* Output buffers are unbounded, so appending cannot fail; these wrappers say so once. */
 static void outf(struct af_buf *b, const char *fmt, ...) AF_PRINTF(2, 3);
 
@@ -184,20 +140,6 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
     }
 }
 
-/* Loads the config; on failure prints the one-line error and returns 2. */
-static int load_config(const char *cmd, const char *catalog, const char *policy,
-                       struct af_config **out)
-{
-    struct af_error err;
-    char msg[1024];
-
-    memset(&err, 0, sizeof(err));
-    if (af_config_load(out, catalog, policy, &err) == 0)
-        return 0;
-    af_error_format(&err, msg, sizeof(msg));
-    return fail(cmd, "%s", msg);
-}
-
 int af_cmd_recommend(int argc, char **argv)
 {
     const char *cmd = "recommend";
@@ -219,14 +161,14 @@ int af_cmd_recommend(int argc, char **argv)
             fputs(recommend_usage, stdout);
             return 0;
         }
-        if (flag(argc, argv, &i, "--neuron-ready", NULL) == 1) {
+        if (af_cli_flag(argc, argv, &i, "--neuron-ready", NULL) == 1) {
             p.neuron_ready = true;
             continue;
         }
 #define VALUE_FLAG(name, var)                                                                      \
-    m = flag(argc, argv, &i, name, &var);                                                          \
+    m = af_cli_flag(argc, argv, &i, name, &var);                                                   \
     if (m < 0)                                                                                     \
-        return fail(cmd, "%s needs a value (see accelfit recommend --help)", name);                \
+        return af_cli_fail(cmd, "%s needs a value (see accelfit recommend --help)", name);         \
     if (m > 0)                                                                                     \
         continue;
         VALUE_FLAG("--workload", workload)
@@ -240,8 +182,8 @@ int af_cmd_recommend(int argc, char **argv)
         VALUE_FLAG("--policy", policy)
 #undef VALUE_FLAG
         if (a[0] == '-')
-            return fail(cmd, "unknown option '%s' (see accelfit recommend --help)", a);
-        return fail(cmd, "unexpected argument '%s' (see accelfit recommend --help)", a);
+            return af_cli_fail(cmd, "unknown option '%s' (see accelfit recommend --help)", a);
+        return af_cli_fail(cmd, "unexpected argument '%s' (see accelfit recommend --help)", a);
     }
 
     {
@@ -252,18 +194,18 @@ int af_cmd_recommend(int argc, char **argv)
         char msg[300];
         for (size_t k = 0; k < AF_ARRAY_SIZE(keys); k++)
             if (vals[k] && af_profile_set(&p, keys[k], vals[k], msg, sizeof(msg)))
-                return fail(cmd, "%s", msg);
+                return af_cli_fail(cmd, "%s", msg);
         if (af_profile_check(&p, msg, sizeof(msg)))
-            return fail(cmd, "--%s", msg);
+            return af_cli_fail(cmd, "--%s", msg);
     }
     if (!strcmp(output, "json"))
         json = true;
     else if (!strcmp(output, "table"))
         json = false;
     else
-        return fail(cmd, "unknown output format '%s' (known: table, json)", output);
+        return af_cli_fail(cmd, "unknown output format '%s' (known: table, json)", output);
 
-    rc = load_config(cmd, catalog, policy, &cfg);
+    rc = af_cli_load_config(cmd, catalog, policy, &cfg);
     if (rc)
         return rc;
     sel = af_xmalloc(sizeof(*sel));
@@ -387,9 +329,10 @@ static void put_pairs(struct af_buf *b, const struct af_pair *p, size_t n)
 
 static void put_classes(struct af_buf *b, uint32_t mask)
 {
-    for (int c = 0, n = 0; c < AF_CLASS__COUNT; c++)
-        if (mask & (1u << c))
-            outf(b, "%s%s", n++ ? ", " : "", af_class_name((enum af_class)c));
+    char names[512];   /* every class name, with separators, fits */
+
+    af_class_mask_names(mask, names, sizeof(names));
+    put(b, names);
 }
 
 /* The rollout as check-policy shows it: one line per part, under its name. */
@@ -505,17 +448,17 @@ int af_cmd_check_policy(int argc, char **argv)
             fputs(check_usage, stdout);
             return 0;
         }
-        m = flag(argc, argv, &i, "--policy", &policy);
+        m = af_cli_flag(argc, argv, &i, "--policy", &policy);
         if (m == 0)
-            m = flag(argc, argv, &i, "--catalog", &catalog);
+            m = af_cli_flag(argc, argv, &i, "--catalog", &catalog);
         if (m < 0)
-            return fail(cmd, "%s needs a value (see accelfit check-policy --help)", a);
+            return af_cli_fail(cmd, "%s needs a value (see accelfit check-policy --help)", a);
         if (m > 0)
             continue;
-        return fail(cmd, "unknown %s '%s' (see accelfit check-policy --help)",
+        return af_cli_fail(cmd, "unknown %s '%s' (see accelfit check-policy --help)",
                     a[0] == '-' ? "option" : "argument", a);
     }
-    rc = load_config(cmd, catalog, policy, &cfg);
+    rc = af_cli_load_config(cmd, catalog, policy, &cfg);
     if (rc)
         return rc;
     pol = cfg->policy;

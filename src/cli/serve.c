@@ -339,50 +339,16 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
     return 0;
 }
 
-/* A cluster file names each node once; a second one replaces the first, and says so. */
-static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    struct af_cache *cache = ud;
-
-    if (node) {
-        size_t before = af_cache_node_count(cache);
-        if (node->price_annotation_bad)
-            AF_LOG(AF_LOG_WARN, "node price annotation ignored", "node", node->name, "annotation",
-                   "accelfit.io/hourly-price", "why", "not a decimal price", NULL);
-        af_cache_upsert_node(cache, node);
-        if (af_cache_node_count(cache) == before)
-            AF_LOG(AF_LOG_WARN, "cluster file names a node twice; the later one wins", "node",
-                   node->name, NULL);
-    }
-    if (pod)
-        af_cache_upsert_pod(cache, pod);
-}
-
 /* --cluster FILE / --demo: one snapshot, published once, marked synced. */
 static int load_static(const struct serve_opts *o, struct af_config *cfg, struct af_publisher *pub)
 {
-    struct af_error err;
-    struct af_cache *cache;
+    struct af_cache *cache = af_cli_load_cluster("serve", cfg, o->demo ? NULL : o->cluster);
     struct af_snapshot *snap, *prev;
     const char *name = o->demo ? "<embedded demo cluster>" : o->cluster;
     char nodes[32], pods[32];
-    int rc;
 
-    memset(&err, 0, sizeof(err));
-    cache = af_cache_new();
-    if (o->demo)
-        rc = af_codec_decode_cluster(cfg, name, af_embedded_demo_cluster_yaml,
-                                     af_embedded_demo_cluster_yaml_len, upsert_item, cache, &err);
-    else
-        rc = af_codec_load_cluster_file(cfg, o->cluster, upsert_item, cache, &err);
-    if (rc != 0) {
-        char msg[1024];
-        af_error_format(&err, msg, sizeof(msg));
-        fprintf(stderr, "accelfit serve: cannot load cluster: %s\n", msg);
-        af_cache_free(cache);
+    if (!cache)
         return 2;
-    }
-    af_cache_set_synced(cache, true);
     snprintf(nodes, sizeof(nodes), "%zu", af_cache_node_count(cache));
     snprintf(pods, sizeof(pods), "%zu", af_cache_pod_count(cache));
     snap = af_cache_snapshot(cache);

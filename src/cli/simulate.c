@@ -5,7 +5,6 @@
  * Inputs are read whole before anything is printed, so bad input is one line on
  * stderr and exit status 2, never a half-printed comparison.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,52 +71,15 @@ static const char usage[] =
     "exit status: 0 done, 1 the report cannot be written, 2 bad usage or bad input (one line\n"
     "on stderr).\n";
 
-static int fail(const char *fmt, ...) AF_PRINTF(1, 2);
-
-static int fail(const char *fmt, ...)
-{
-    char msg[1200];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    for (char *c = msg; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    fprintf(stderr, "accelfit simulate: %s\n", msg);
-    return 2;
-}
-
-/* --name VALUE or --name=VALUE (value flags), --name (switches). 1 matched, 0 not, -1 no value. */
-static int flag(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-
-    if (strncmp(a, name, n))
-        return 0;
-    if (!val)
-        return a[n] == '\0';
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *val = argv[++*i];
-    return 1;
-}
+static const char cmd[] = "simulate";
 
 static int int_flag(const char *name, const char *v, int64_t min, int64_t max, int *out)
 {
     int64_t x;
 
     if (af_parse_int64(v, min, max, &x))
-        return fail("%s: expected an integer from %lld to %lld, got '%s'", name, (long long)min,
-                    (long long)max, v);
+        return af_cli_fail(cmd, "%s: expected an integer from %lld to %lld, got '%s'", name,
+                           (long long)min, (long long)max, v);
     *out = (int)x;
     return 0;
 }
@@ -126,7 +88,7 @@ static int read_input(const char *path, struct af_buf *b)
 {
     int rc = af_buf_read_file(b, path);
     if (rc)
-        return fail("cannot read '%s': %s", path, af_strerror(rc));
+        return af_cli_fail(cmd, "cannot read '%s': %s", path, af_strerror(rc));
     return 0;
 }
 
@@ -135,7 +97,7 @@ static int decode_error(const struct af_error *err)
     char msg[1024];
 
     af_error_format(err, msg, sizeof(msg));
-    return fail("%s", msg);
+    return af_cli_fail(cmd, "%s", msg);
 }
 
 int af_cmd_simulate(int argc, char **argv)
@@ -163,58 +125,59 @@ int af_cmd_simulate(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         }
-        if (flag(argc, argv, &i, "--demo", NULL) == 1) {
+        if (af_cli_flag(argc, argv, &i, "--demo", NULL) == 1) {
             demo = true;
             continue;
         }
-        if (flag(argc, argv, &i, "--empty", NULL) == 1) {
+        if (af_cli_flag(argc, argv, &i, "--empty", NULL) == 1) {
             empty = true;
             continue;
         }
-        if (flag(argc, argv, &i, "--workload-from-cluster", NULL) == 1) {
+        if (af_cli_flag(argc, argv, &i, "--workload-from-cluster", NULL) == 1) {
             from_cluster = true;
             continue;
         }
         v = NULL;
-        if ((m = flag(argc, argv, &i, "--cluster", &v)) == 1)
+        if ((m = af_cli_flag(argc, argv, &i, "--cluster", &v)) == 1)
             cluster = v;
-        else if (m == 0 && (m = flag(argc, argv, &i, "--workload", &v)) == 1)
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--workload", &v)) == 1)
             workload = v;
-        else if (m == 0 && (m = flag(argc, argv, &i, "--policy", &v)) == 1)
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--policy", &v)) == 1)
             policy = v;
-        else if (m == 0 && (m = flag(argc, argv, &i, "--catalog", &v)) == 1)
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--catalog", &v)) == 1)
             catalog = v;
-        else if (m == 0 && (m = flag(argc, argv, &i, "--output", &v)) == 1)
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--output", &v)) == 1)
             output = v;
-        else if (m == 0 && (m = flag(argc, argv, &i, "--report", &v)) == 1)
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--report", &v)) == 1)
             report = v;
-        else if (m == 0 && (m = flag(argc, argv, &i, "--percentage-of-nodes-to-score", &v)) == 1) {
+        else if (m == 0 &&
+                 (m = af_cli_flag(argc, argv, &i, "--percentage-of-nodes-to-score", &v)) == 1) {
             if (int_flag(a, v, 0, 100, &opt.percentage_of_nodes_to_score))
                 return 2;
-        } else if (m == 0 && (m = flag(argc, argv, &i, "--extender-weight", &v)) == 1) {
+        } else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--extender-weight", &v)) == 1) {
             if (int_flag(a, v, 1, 1000, &opt.extender_weight))
                 return 2;
-        } else if (m == 0 && (m = flag(argc, argv, &i, "--buckets", &v)) == 1) {
+        } else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--buckets", &v)) == 1) {
             if (int_flag(a, v, 1, 2000, &opt.buckets))
                 return 2;
         }
         if (m == -1)
-            return fail("%s needs a value (see accelfit simulate --help)", a);
+            return af_cli_fail(cmd, "%s needs a value (see accelfit simulate --help)", a);
         if (m == 0)
-            return fail("unknown %s '%s' (see accelfit simulate --help)",
-                        a[0] == '-' ? "option" : "argument", a);
+            return af_cli_fail(cmd, "unknown %s '%s' (see accelfit simulate --help)",
+                               a[0] == '-' ? "option" : "argument", a);
     }
     if (!!cluster + demo != 1)
-        return fail("give the cluster: --cluster FILE or --demo (one of them)");
+        return af_cli_fail(cmd, "give the cluster: --cluster FILE or --demo (one of them)");
     if (!!workload + from_cluster != 1)
-        return fail("give the pods: --workload TRACE or --workload-from-cluster (one of them)");
+        return af_cli_fail(cmd, "give the pods: --workload TRACE or --workload-from-cluster (one "
+                                "of them)");
     if (strcmp(output, "table") && strcmp(output, "json"))
-        return fail("--output: expected table or json, got '%s'", output);
+        return af_cli_fail(cmd, "--output: expected table or json, got '%s'", output);
 
-    if (af_config_load(&cfg, catalog, policy, &err)) {
-        rc = decode_error(&err);
+    rc = af_cli_load_config(cmd, catalog, policy, &cfg);
+    if (rc)
         goto done;
-    }
     if (demo) {
         rc = af_codec_decode_sim_cluster(cfg, "<embedded demo cluster>",
                                          af_embedded_demo_cluster_yaml,
@@ -234,7 +197,8 @@ int af_cmd_simulate(int argc, char **argv)
     if (empty)
         af_sim_cluster_drop_pods(&cl);
     if (!cl.n_nodes) {
-        rc = fail("the cluster '%s' has no nodes", demo ? "<embedded demo cluster>" : cluster);
+        rc = af_cli_fail(cmd, "the cluster '%s' has no nodes",
+                         demo ? "<embedded demo cluster>" : cluster);
         goto done;
     }
     if (workload) {

@@ -37,6 +37,13 @@ enum scan_state {
     S_END,         /* after the root value: only white space */
 };
 
+/* Where an object or array stands while its bytes go by: nesting depth, and whether in a
+ * string and just after a backslash there. */
+struct nest {
+    int depth;
+    bool in_str, esc;
+};
+
 struct af_list_stream {
     const struct af_config *cfg;
     af_item_cb cb;
@@ -48,10 +55,8 @@ struct af_list_stream {
     bool need_key;              /* after ',' in the root object: another key must follow */
     bool kind_known;            /* ->def_kind is decided */
     const char *def_kind;       /* "Node" for a NodeList, "Pod" for a PodList, else NULL */
-    /* the value being copied: nesting depth, string state, and its first byte */
-    int depth;
-    bool in_str, esc;
-    char first;
+    struct nest nest;           /* the value being copied: nesting and string state */
+    char first;                 /* and its first byte */
     struct af_buf key;          /* the current root key, with its quotes */
     struct af_buf rest;         /* "k":v,... of the root members other than items */
     struct af_buf item;         /* the current element */
@@ -138,13 +143,21 @@ static int decide_kind(struct af_list_stream *s, json_t *root)
     return 0;
 }
 
-/* The end of the object or array starting at text[at] (balanced, strings skipped), or 0. */
-static size_t container_end(const char *text, size_t at, size_t len)
+/*
+ * Scans text[at..len) of an object or array from the state `*n`, up to and including the
+ * byte that closes it (strings skipped). Returns the index after the last byte scanned;
+ * *closed when the container ended there.
+ */
+static size_t nest_scan(struct nest *n, const char *text, size_t at, size_t len, bool *closed)
 {
-    bool in_str = false, esc = false;
-    int depth = 0;
-    for (size_t j = at; j < len; j++) {
-        char c = text[j];
+    /* locals, not *n: a char read could alias it, and this loop sees every byte of a list */
+    bool in_str = n->in_str, esc = n->esc;
+    int depth = n->depth;
+    size_t j = at;
+
+    *closed = false;
+    while (j < len) {
+        char c = text[j++];
         if (in_str) {
             if (esc)
                 esc = false;
@@ -157,10 +170,24 @@ static size_t container_end(const char *text, size_t at, size_t len)
         } else if (c == '{' || c == '[') {
             depth++;
         } else if ((c == '}' || c == ']') && --depth == 0) {
-            return j + 1;
+            *closed = true;
+            break;
         }
     }
-    return 0;
+    n->in_str = in_str;
+    n->esc = esc;
+    n->depth = depth;
+    return j;
+}
+
+/* The end of the object or array starting at text[at] (balanced, strings skipped), or 0. */
+static size_t container_end(const char *text, size_t at, size_t len)
+{
+    struct nest n = {0, false, false};
+    bool closed;
+    size_t end = nest_scan(&n, text, at, len, &closed);
+
+    return closed ? end : 0;
 }
 
 /* The index of the quote that closes the string whose opening quote is text[open]; 0
@@ -303,24 +330,24 @@ static bool value_byte(struct af_list_stream *s, struct af_buf *b, char c, bool 
                                    "list: an item exceeds %zu bytes", b->cap));
         return false;
     }
-    if (s->in_str) {
-        if (s->esc)
-            s->esc = false;
+    if (s->nest.in_str) {
+        if (s->nest.esc)
+            s->nest.esc = false;
         else if (c == '\\')
-            s->esc = true;
+            s->nest.esc = true;
         else if (c == '"') {
-            s->in_str = false;
-            return s->depth == 0;   /* a string value ends here */
+            s->nest.in_str = false;
+            return s->nest.depth == 0;   /* a string value ends here */
         }
         return false;
     }
     if (c == '"') {
-        s->in_str = true;
+        s->nest.in_str = true;
     } else if (c == '{' || c == '[') {
-        s->depth++;
+        s->nest.depth++;
     } else if (c == '}' || c == ']') {
-        s->depth--;
-        return s->depth == 0;
+        s->nest.depth--;
+        return s->nest.depth == 0;
     }
     return false;
 }
@@ -333,34 +360,8 @@ static bool value_byte(struct af_list_stream *s, struct af_buf *b, char c, bool 
 static size_t container_run(struct af_list_stream *s, struct af_buf *b, const char *data,
                            size_t at, size_t len, bool *done, int *rc)
 {
-    size_t j = at;
-    bool in_str = s->in_str, esc = s->esc;
-    int depth = s->depth;
+    size_t j = nest_scan(&s->nest, data, at, len, done);
 
-    *done = false;
-    while (j < len) {
-        char c = data[j++];
-        if (in_str) {
-            if (esc)
-                esc = false;
-            else if (c == '\\')
-                esc = true;
-            else if (c == '"')
-                in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if (c == '}' || c == ']') {
-            if (--depth == 0) {
-                *done = true;
-                break;
-            }
-        }
-    }
-    s->in_str = in_str;
-    s->esc = esc;
-    s->depth = depth;
     if (af_buf_add(b, data + at, j - at))
         *rc = fail(s, af_error_set(&s->err, AF_ETOOBIG, "", 0, 0,
                                    "list: an item exceeds %zu bytes", b->cap));
@@ -371,9 +372,7 @@ static size_t container_run(struct af_list_stream *s, struct af_buf *b, const ch
 static void value_start(struct af_list_stream *s, char c)
 {
     s->first = c;
-    s->depth = 0;
-    s->in_str = false;
-    s->esc = false;
+    s->nest = (struct nest){0, false, false};
 }
 
 int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
@@ -405,7 +404,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             if (c == '"') {
                 af_buf_reset(&s->key);
                 value_start(s, c);
-                s->in_str = true;
+                s->nest.in_str = true;
                 if (af_buf_add(&s->key, &c, 1))
                     rc = fail(s, AF_ETOOBIG);
                 s->state = S_KEY;

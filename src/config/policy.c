@@ -96,15 +96,6 @@ static void policy_defaults(struct af_policy *p)
                                                (v) = af__ydoc_node((d), pp->value), 1);            \
          pp++)
 
-static int expect_map(struct af__ydoc *d, yaml_node_t *n, const char *what, const char *const *keys)
-{
-    int rc = af__ynode_expect(d, n, YAML_MAPPING_NODE, what);
-
-    if (!rc)
-        rc = af__ymap_check_keys(d, n, what, keys);
-    return rc;
-}
-
 static int parse_precision(struct af__ydoc *d, yaml_node_t *v, const char *what,
                            enum af_precision *out)
 {
@@ -135,7 +126,7 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
 {
     const char *k;
     yaml_node_t *v;
-    int rc = expect_map(d, m, "memory", memory_keys);
+    int rc = af__ymap_expect(d, m, "memory", memory_keys);
 
     if (rc)
         return rc;
@@ -305,7 +296,7 @@ static int load_match(struct af__ydoc *d, yaml_node_t *m, struct af_rule *r)
 {
     const char *k;
     yaml_node_t *v;
-    int rc = expect_map(d, m, "match", match_keys);
+    int rc = af__ymap_expect(d, m, "match", match_keys);
 
     if (rc)
         return rc;
@@ -400,7 +391,7 @@ static int load_rule(struct af__ydoc *d, yaml_node_t *n, struct af_rule *r)
     r->max_params = -1;
     r->neuron_ready = -1;
     r->line = (int)n->start_mark.line + 1;
-    rc = expect_map(d, n, "a rule", rule_keys);
+    rc = af__ymap_expect(d, n, "a rule", rule_keys);
     if (rc)
         return rc;
     v = af__ymap_get(d, n, "name");
@@ -511,7 +502,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
 {
     yaml_node_t *v;
     const char *s;
-    int rc = expect_map(d, m, "scoring", scoring_keys);
+    int rc = af__ymap_expect(d, m, "scoring", scoring_keys);
 
     if (rc)
         return rc;
@@ -532,7 +523,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
     if (v) {
         yaml_node_t *w;
         double sum;
-        rc = expect_map(d, v, "scoring.weights", weight_keys);
+        rc = af__ymap_expect(d, v, "scoring.weights", weight_keys);
         if (rc)
             return rc;
         struct {
@@ -601,7 +592,7 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     }
     v = af__ymap_get(d, root, "neuron");
     if (v) {
-        rc = expect_map(d, v, "neuron", neuron_keys);
+        rc = af__ymap_expect(d, v, "neuron", neuron_keys);
         if (rc)
             return rc;
         if (af__ymap_get(d, v, "frameworks")) {
@@ -620,7 +611,7 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     v = af__ymap_get(d, root, "filter");
     if (v) {
         yaml_node_t *b;
-        rc = expect_map(d, v, "filter", filter_keys);
+        rc = af__ymap_expect(d, v, "filter", filter_keys);
         if (rc)
             return rc;
         b = af__ymap_get(d, v, "cpu_backfill");
@@ -633,7 +624,7 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     v = af__ymap_get(d, root, "prices");
     if (v) {
         yaml_node_t *x;
-        rc = expect_map(d, v, "prices", prices_keys);
+        rc = af__ymap_expect(d, v, "prices", prices_keys);
         if (rc)
             return rc;
         x = af__ymap_get(d, v, "default_spot_discount_pct");

@@ -111,7 +111,7 @@ static bool name_part(const char *s, size_t n)
 }
 
 /* A DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters. */
-static bool dns_label(const char *s, size_t n)
+bool af__dns_label(const char *s, size_t n)
 {
     if (n == 0 || n > 63 || !lower_alnum(s[0]) || !lower_alnum(s[n - 1]))
         return false;
@@ -130,7 +130,7 @@ static bool dns_subdomain(const char *s, size_t n)
         return false;
     for (size_t i = 0; i <= n; i++)
         if (i == n || s[i] == '.') {
-            if (!dns_label(s + start, i - start))
+            if (!af__dns_label(s + start, i - start))
                 return false;
             start = i + 1;
         }
@@ -291,15 +291,6 @@ static int parse_rfc3339(const char *s, double *out)
 
 /* ---- typed readers ------------------------------------------------------------------------ */
 
-static int expect_map(struct af__ydoc *d, yaml_node_t *n, const char *what, const char *const *keys)
-{
-    int rc = af__ynode_expect(d, n, YAML_MAPPING_NODE, what);
-
-    if (!rc)
-        rc = af__ymap_check_keys(d, n, what, keys);
-    return rc;
-}
-
 static int load_duration(struct af__ydoc *d, yaml_node_t *v, const char *what, bool allow_zero,
                          double *out)
 {
@@ -425,62 +416,6 @@ static int first_class(uint32_t mask)
     return AF_CLASS_UNKNOWN;
 }
 
-/* "nvidia-a10g, nvidia-l4": the classes of `mask`, in class order. */
-static void class_list(uint32_t mask, char *out, size_t n)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++)
-        if (mask & (1u << c))
-            used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "",
-                                     af_class_name((enum af_class)c));
-}
-
-/*
- * A class list (or one class name) into a bitmask. A class already in `other` (the
- * source, when reading the target) is an error: a unit on it would count on both sides.
- */
-static int load_classes(struct af__ydoc *d, yaml_node_t *v, const char *what, const char *rollout,
-                        uint32_t other, uint32_t *out)
-{
-    yaml_node_t *one[1] = {v};
-    size_t n = 1;
-    uint32_t mask = 0;
-    bool seq = v && v->type == YAML_SEQUENCE_NODE;
-
-    if (!seq && (!v || v->type != YAML_SCALAR_NODE))
-        return af__ynode_expect(d, v, YAML_SEQUENCE_NODE, what);
-    if (seq)
-        n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-    if (!n)
-        return af__ydoc_err(d, v, AF_EINVAL, "'%s' of rollout '%s' must name at least one class",
-                            what, rollout);
-    for (size_t i = 0; i < n; i++) {
-        yaml_node_t *e = seq ? af__ydoc_node(d, v->data.sequence.items.start[i]) : one[0];
-        const char *s;
-        enum af_class c;
-        int rc = af__ynode_string(d, e, what, &s);
-        if (rc)
-            return rc;
-        c = af_class_parse(s);
-        if (c == AF_CLASS_UNKNOWN)
-            return af__ydoc_err(d, e, AF_EINVAL, "unknown class '%s' in %s (known: %s)", s, what,
-                                af_class_names_list());
-        if (mask & (1u << c))
-            return af__ydoc_err(d, e, AF_EINVAL, "class '%s' appears twice in %s of rollout '%s'",
-                                s, what, rollout);
-        if (other & (1u << c))
-            return af__ydoc_err(d, e, AF_EINVAL,
-                                "class '%s' is both a source and a target of rollout '%s': the "
-                                "two sides must not overlap (a unit on it would count on both)",
-                                s, rollout);
-        mask |= 1u << c;
-    }
-    *out = mask;
-    return 0;
-}
-
 /* ---- selector ----------------------------------------------------------------------------- */
 
 static bool label_key_ok(const char *s)
@@ -492,7 +427,7 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
 {
     yaml_node_t *v;
     const char *s;
-    int rc = expect_map(d, m, "selector", selector_keys);
+    int rc = af__ymap_expect(d, m, "selector", selector_keys);
 
     if (rc)
         return rc;
@@ -501,7 +436,7 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
         rc = af__ynode_string(d, v, "selector.namespace", &s);
         if (rc)
             return rc;
-        if (!dns_label(s, strlen(s)))
+        if (!af__dns_label(s, strlen(s)))
             return af__ydoc_err(d, v, AF_EINVAL,
                                 "'%s' is not a namespace name (lower-case letters, digits and "
                                 "'-', at most 63)",
@@ -533,7 +468,7 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
     v = af__ymap_get(d, m, "owner");
     if (v) {
         yaml_node_t *k, *nm;
-        rc = expect_map(d, v, "selector.owner", owner_keys);
+        rc = af__ymap_expect(d, v, "selector.owner", owner_keys);
         if (rc)
             return rc;
         k = af__ymap_get(d, v, "kind");
@@ -602,7 +537,7 @@ static int load_stages(struct af__ydoc *d, yaml_node_t *list, struct af_rollout 
 
     if (rc)
         return rc;
-    n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+    n = af__yseq_len(list);
     if (!n)
         return af__ydoc_err(d, list, AF_EINVAL,
                             "'stages' of rollout '%s' must list at least one stage", r->name);
@@ -614,7 +549,7 @@ static int load_stages(struct af__ydoc *d, yaml_node_t *list, struct af_rollout 
         yaml_node_t *e = af__ydoc_node(d, list->data.sequence.items.start[i]), *v;
         struct af_rollout_stage *st = &r->stages[i];
         r->n_stages++;
-        rc = expect_map(d, e, "a stage", stage_keys);
+        rc = af__ymap_expect(d, e, "a stage", stage_keys);
         if (rc)
             return rc;
         v = af__ymap_get(d, e, "share");
@@ -667,7 +602,7 @@ static int load_stages(struct af__ydoc *d, yaml_node_t *list, struct af_rollout 
 
 static bool container_ok(const char *s)
 {
-    return !strcmp(s, "*") || dns_label(s, strlen(s));
+    return !strcmp(s, "*") || af__dns_label(s, strlen(s));
 }
 
 /* The accelerator kind of a resource a variant may ask for, or AF_ACCEL_NONE. */
@@ -719,7 +654,7 @@ static int load_resources(struct af__ydoc *d, yaml_node_t *m, const struct af_ro
 
     if (rc)
         return rc;
-    class_list(r->target, targets, sizeof(targets));
+    af_class_mask_names(r->target, targets, sizeof(targets));
     for (size_t i = 0; i < vt->n_resources; i++) {
         const char *name = vt->resources[i].key;
         yaml_node_t *k = af__ydoc_node(d, m->data.mapping.pairs.start[i].key);
@@ -769,7 +704,7 @@ static int load_tolerations(struct af__ydoc *d, yaml_node_t *list, struct af_var
 
     if (rc)
         return rc;
-    n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+    n = af__yseq_len(list);
     if (!n)
         return af__ydoc_err(d, list, AF_EINVAL,
                             "'variant.tolerations' must not be empty (leave it out instead)");
@@ -779,7 +714,7 @@ static int load_tolerations(struct af__ydoc *d, yaml_node_t *list, struct af_var
         struct af_toleration *t = &vt->tolerations[i];
         const char *s;
         vt->n_tolerations++;
-        rc = expect_map(d, e, "a toleration", toleration_keys);
+        rc = af__ymap_expect(d, e, "a toleration", toleration_keys);
         if (rc)
             return rc;
         v = af__ymap_get(d, e, "key");
@@ -846,7 +781,7 @@ static int load_variant(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r
 {
     struct af_variant *vt;
     yaml_node_t *v;
-    int rc = expect_map(d, m, "variant", variant_keys);
+    int rc = af__ymap_expect(d, m, "variant", variant_keys);
 
     if (rc)
         return rc;
@@ -976,7 +911,7 @@ static int check_sides(struct af__ydoc *d, const struct af_rollout *r, yaml_node
 static int load_brake(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r)
 {
     yaml_node_t *v;
-    int rc = expect_map(d, m, "brake", brake_keys);
+    int rc = af__ymap_expect(d, m, "brake", brake_keys);
 
     if (rc)
         return rc;
@@ -1028,7 +963,7 @@ static int load_rollout(struct af__ydoc *d, yaml_node_t *n, struct af_rollout *r
     r->brake_not_ready_s = BRAKE_NOT_READY_S;
     r->brake_restarts = BRAKE_RESTARTS;
     r->brake_on_failed = true;
-    rc = expect_map(d, n, "a rollout", rollout_keys);
+    rc = af__ymap_expect(d, n, "a rollout", rollout_keys);
     if (rc)
         return rc;
 
@@ -1059,13 +994,14 @@ static int load_rollout(struct af__ydoc *d, yaml_node_t *n, struct af_rollout *r
     v = af__ymap_get(d, n, "source");
     if (!v)
         return af__ydoc_err(d, n, AF_EINVAL, "rollout '%s' has no 'source' classes", r->name);
-    rc = load_classes(d, v, "source", r->name, 0, &r->source);
+    rc = af__ynode_classes(d, v, "source", "rollout", r->name, true, 0, &r->source);
     if (rc)
         return rc;
     target = af__ymap_get(d, n, "target");
     if (!target)
         return af__ydoc_err(d, n, AF_EINVAL, "rollout '%s' has no 'target' classes", r->name);
-    rc = load_classes(d, target, "target", r->name, r->source, &r->target);
+    rc = af__ynode_classes(d, target, "target", "rollout", r->name, true, r->source,
+                           &r->target);
     if (rc)
         return rc;
 
@@ -1259,7 +1195,7 @@ int af__rollouts_load(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p
 
     if (rc)
         return rc;
-    n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+    n = af__yseq_len(list);
     if (!n)
         return 0;
     if (n > MAX_ROLLOUTS)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/rollout.h"
 #include "config/tenant.h"
 
 /* Budgets above this are typos (a million dollars an hour). */
@@ -46,59 +47,6 @@ void af__tenants_free(struct af_policy *p)
 
 /* ---- readers ------------------------------------------------------------------------------ */
 
-/* A DNS-1123 label ([a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters): what namespace
- * names are, and what tenant names must be so they serve as label values too. */
-static bool dns_label(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return false;
-    return true;
-}
-
-static size_t seq_len(const yaml_node_t *v)
-{
-    return (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-}
-
-/* A list of class names into a bitmask; `what` names the key in messages. */
-static int load_classes(struct af__ydoc *d, yaml_node_t *v, const char *what, const char *tenant,
-                        uint32_t *out)
-{
-    uint32_t mask = 0;
-    size_t n;
-    int rc = af__ynode_expect(d, v, YAML_SEQUENCE_NODE, what);
-
-    if (rc)
-        return rc;
-    n = seq_len(v);
-    if (!n)
-        return af__ydoc_err(d, v, AF_EINVAL, "'%s' of tenant '%s' must name at least one class",
-                            what, tenant);
-    for (size_t i = 0; i < n; i++) {
-        yaml_node_t *e = af__ydoc_node(d, v->data.sequence.items.start[i]);
-        const char *s;
-        enum af_class c;
-        rc = af__ynode_string(d, e, what, &s);
-        if (rc)
-            return rc;
-        c = af_class_parse(s);
-        if (c == AF_CLASS_UNKNOWN)
-            return af__ydoc_err(d, e, AF_EINVAL, "unknown class '%s' in %s (known: %s)", s, what,
-                                af_class_names_list());
-        if (mask & (1u << c))
-            return af__ydoc_err(d, e, AF_EINVAL, "class '%s' appears twice in %s of tenant '%s'",
-                                s, what, tenant);
-        mask |= 1u << c;
-    }
-    *out = mask;
-    return 0;
-}
-
 static int load_namespaces(struct af__ydoc *d, yaml_node_t *v, struct af_tenant *t,
                            struct af__strset *claimed, const struct af_policy *p)
 {
@@ -107,7 +55,7 @@ static int load_namespaces(struct af__ydoc *d, yaml_node_t *v, struct af_tenant 
 
     if (rc)
         return rc;
-    n = seq_len(v);
+    n = af__yseq_len(v);
     t->namespaces = af_xcalloc(n + 1, sizeof(*t->namespaces));
     for (size_t i = 0; i < n; i++) {
         yaml_node_t *e = af__ydoc_node(d, v->data.sequence.items.start[i]);
@@ -115,7 +63,7 @@ static int load_namespaces(struct af__ydoc *d, yaml_node_t *v, struct af_tenant 
         rc = af__ynode_string(d, e, "namespaces", &s);
         if (rc)
             return rc;
-        if (!dns_label(s))
+        if (!af__dns_label(s, strlen(s)))
             return af__ydoc_err(d, e, AF_EINVAL,
                                 "namespace '%s' of tenant '%s' is not a namespace name "
                                 "(lowercase letters, digits and '-', at most 63 characters)",
@@ -147,8 +95,6 @@ static int load_tenant(struct af__ydoc *d, yaml_node_t *e, struct af_policy *p, 
 
     rc = af__ynode_expect(d, e, YAML_MAPPING_NODE, "tenants[]");
     if (!rc)
-        rc = af__ymap_check_dups(d, e);
-    if (!rc)
         rc = af__ymap_check_keys(d, e, "tenant", tenant_keys);
     if (rc)
         return rc;
@@ -159,7 +105,7 @@ static int load_tenant(struct af__ydoc *d, yaml_node_t *e, struct af_policy *p, 
     rc = af__ynode_string(d, v, "name", &s);
     if (rc)
         return rc;
-    if (!dns_label(s))
+    if (!af__dns_label(s, strlen(s)))
         return af__ydoc_err(d, v, AF_EINVAL,
                             "tenant name '%s' must be lowercase letters, digits and '-', at most "
                             "63 characters (it is also a value of the accelfit.io/tenant label)",
@@ -211,13 +157,14 @@ static int load_tenant(struct af__ydoc *d, yaml_node_t *e, struct af_policy *p, 
 
     v = af__ymap_get(d, e, "classes");
     if (v) {
-        rc = load_classes(d, v, "classes", t->name, &t->classes);
+        rc = af__ynode_classes(d, v, "classes", "tenant", t->name, false, 0, &t->classes);
         if (rc)
             return rc;
     }
     v = af__ymap_get(d, e, "premium_classes");
     if (v) {
-        rc = load_classes(d, v, "premium_classes", t->name, &t->premium);
+        rc = af__ynode_classes(d, v, "premium_classes", "tenant", t->name, false, 0,
+                               &t->premium);
         if (rc)
             return rc;
         if (t->classes && (t->premium & ~t->classes)) {
@@ -260,7 +207,7 @@ int af__tenants_load(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p)
         rc = af__ynode_expect(d, list, YAML_SEQUENCE_NODE, "tenants");
         if (rc)
             return rc;
-        n = seq_len(list);
+        n = af__yseq_len(list);
         if (n > AF_TENANTS_MAX)
             return af__ydoc_err(d, list, AF_EINVAL,
                                 "at most %d tenants, the default tenant included, not %zu",

@@ -23,17 +23,6 @@ static const char *const scoring_keys[] = {"mode", "weight", "saturated_above", 
 static const char *const filter_keys[] = {"max_gpu_util", NULL};
 static const char *const waste_keys[] = {"idle_below", "window", NULL};
 
-static int expect_map(struct af__ydoc *d, yaml_node_t *n, const char *what, const char *const *keys)
-{
-    int rc = af__ynode_expect(d, n, YAML_MAPPING_NODE, what);
-
-    if (!rc)
-        rc = af__ymap_check_dups(d, n);
-    if (!rc)
-        rc = af__ymap_check_keys(d, n, what, keys);
-    return rc;
-}
-
 static int duration(struct af__ydoc *d, yaml_node_t *v, const char *what, double min_s,
                     double *out)
 {
@@ -109,7 +98,7 @@ static int load_query(struct af__ydoc *d, yaml_node_t *v, const char *what, stru
     int rc;
 
     if (v->type == YAML_MAPPING_NODE) {
-        rc = expect_map(d, v, what, query_keys);
+        rc = af__ymap_expect(d, v, what, query_keys);
         if (rc)
             return rc;
         x = af__ymap_get(d, v, "query");
@@ -174,7 +163,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *map, struct af_util_pol
                  {"prefer-idle", AF_UTIL_MODE_PREFER_IDLE},
                  {"trust-free", AF_UTIL_MODE_TRUST_FREE}};
     yaml_node_t *v;
-    int rc = expect_map(d, map, "utilization.scoring", scoring_keys);
+    int rc = af__ymap_expect(d, map, "utilization.scoring", scoring_keys);
 
     if (rc)
         return rc;
@@ -233,7 +222,7 @@ int af__utilization_load(struct af__ydoc *d, yaml_node_t *map, struct af_policy 
         {"pod_labels", "utilization.pod_labels", up->pod_labels, &up->n_pod_labels},
     };
     yaml_node_t *v, *x;
-    int rc = expect_map(d, map, "utilization", section_keys);
+    int rc = af__ymap_expect(d, map, "utilization", section_keys);
 
     if (rc)
         return rc;
@@ -256,14 +245,14 @@ int af__utilization_load(struct af__ydoc *d, yaml_node_t *map, struct af_policy 
         rc = load_scoring(d, v, up);
     v = af__ymap_get(d, map, "filter");
     if (v && !rc) {
-        rc = expect_map(d, v, "utilization.filter", filter_keys);
+        rc = af__ymap_expect(d, v, "utilization.filter", filter_keys);
         x = rc ? NULL : af__ymap_get(d, v, "max_gpu_util");
         if (x && !af__ynode_is_null(x))
             rc = percent(d, x, "utilization.filter.max_gpu_util", &up->max_gpu_util);
     }
     v = af__ymap_get(d, map, "waste");
     if (v && !rc) {
-        rc = expect_map(d, v, "utilization.waste", waste_keys);
+        rc = af__ymap_expect(d, v, "utilization.waste", waste_keys);
         x = rc ? NULL : af__ymap_get(d, v, "idle_below");
         if (x)
             rc = percent(d, x, "utilization.waste.idle_below", &up->idle_below);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accelfit/model.h"
+
 int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
                   struct af_error *err)
 {
@@ -338,6 +340,59 @@ int af__ymap_check_keys(struct af__ydoc *d, const yaml_node_t *map, const char *
                                 list);
         }
     }
+    return 0;
+}
+
+int af__ymap_expect(struct af__ydoc *d, const yaml_node_t *n, const char *what,
+                    const char *const *known)
+{
+    int rc = af__ynode_expect(d, n, YAML_MAPPING_NODE, what);
+
+    if (!rc)
+        rc = af__ymap_check_keys(d, n, what, known);
+    return rc;
+}
+
+size_t af__yseq_len(const yaml_node_t *seq)
+{
+    return (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+}
+
+int af__ynode_classes(struct af__ydoc *d, const yaml_node_t *v, const char *what,
+                      const char *holder, const char *name, bool one_ok, uint32_t other,
+                      uint32_t *out)
+{
+    bool seq = v && v->type == YAML_SEQUENCE_NODE;
+    size_t n = seq ? af__yseq_len(v) : 1;
+    uint32_t mask = 0;
+
+    if (!seq && !(one_ok && v && v->type == YAML_SCALAR_NODE))
+        return af__ynode_expect(d, v, YAML_SEQUENCE_NODE, what);
+    if (!n)
+        return af__ydoc_err(d, v, AF_EINVAL, "'%s' of %s '%s' must name at least one class",
+                            what, holder, name);
+    for (size_t i = 0; i < n; i++) {
+        const yaml_node_t *e = seq ? af__ydoc_node(d, v->data.sequence.items.start[i]) : v;
+        const char *s;
+        enum af_class c;
+        int rc = af__ynode_string(d, e, what, &s);
+        if (rc)
+            return rc;
+        c = af_class_parse(s);
+        if (c == AF_CLASS_UNKNOWN)
+            return af__ydoc_err(d, e, AF_EINVAL, "unknown class '%s' in %s (known: %s)", s, what,
+                                af_class_names_list());
+        if (mask & (1u << c))
+            return af__ydoc_err(d, e, AF_EINVAL, "class '%s' appears twice in %s of %s '%s'", s,
+                                what, holder, name);
+        if (other & (1u << c))
+            return af__ydoc_err(d, e, AF_EINVAL,
+                                "class '%s' is both a source and a target of %s '%s': the two "
+                                "sides must not overlap (a unit on it would count on both)",
+                                s, holder, name);
+        mask |= 1u << c;
+    }
+    *out = mask;
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Private to the config module: a thin layer over libyaml's document API that
- * the catalog and policy loaders share. Every helper that fails fills the
+ * the catalog and policy loaders (and the policy's sections) share. Every helper that fails fills the
  * loader's struct af_error with the file name and the 1-based line and column
  * of the offending node, so every message can point at the text.
  *
@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <yaml.h>
 
@@ -62,6 +63,26 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,
 /* Checks the node kind and fails with "`what` must be a mapping/sequence". */
 int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t type,
                      const char *what) AF_MUST_CHECK;
+
+/* Checks that `n` is a mapping and that every key is in `known` (and none repeats):
+ * af__ynode_expect and af__ymap_check_keys with `what` as the mapping's name. */
+int af__ymap_expect(struct af__ydoc *d, const yaml_node_t *n, const char *what,
+                    const char *const *known) AF_MUST_CHECK;
+
+/* Number of items of sequence node `seq`. */
+size_t af__yseq_len(const yaml_node_t *seq);
+
+/*
+ * A list of class names (accelfit/model.h) into a bitmask of 1u << enum af_class; with
+ * `one_ok`, one class name alone is a list of one. `what` names the key, and `holder`
+ * and `name` what holds it ("tenant", "team-a"), in messages. An empty list, an unknown
+ * class and a class named twice are errors at their node, and so is a class in `other`:
+ * the other side of a two-sided holder (a rollout's source, when its target is read),
+ * on which a unit would count on both sides.
+ */
+int af__ynode_classes(struct af__ydoc *d, const yaml_node_t *v, const char *what,
+                      const char *holder, const char *name, bool one_ok, uint32_t other,
+                      uint32_t *out) AF_MUST_CHECK;
 
 /* Finds the first key in any of `keys` that is not in `known` (NULL-terminated)
  * and fails with "unknown key 'x' in <where>"; pass a `hint` list to suggest. */

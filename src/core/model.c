@@ -60,6 +60,17 @@ const char *af_class_names_list(void)
     return list + 2;   /* past the first ", " */
 }
 
+void af_class_mask_names(uint32_t mask, char *out, size_t n)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++)
+        if (mask & (1u << c))
+            used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "",
+                                     af_class_name((enum af_class)c));
+}
+
 const char *af_accel_kind_name(enum af_accel_kind k)
 {
     switch (k) {

@@ -255,6 +255,21 @@ static void *reload_main(void *arg)
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* Closes and frees what af_reload_start made (the thread is not running). */
+static void reload_free(struct af_reload *r)
+{
+    if (r->inofd >= 0)
+        close(r->inofd);
+    if (r->evfd >= 0)
+        close(r->evfd);
+    for (size_t i = 0; i < r->n_dirs; i++)
+        af_free(r->dirs[i].dir);
+    pthread_mutex_destroy(&r->lock);
+    af_free(r->catalog_path);
+    af_free(r->policy_path);
+    af_free(r);
+}
+
 int af_reload_start(struct af_reload **out, struct af_config_holder *holder,
                     const struct af_reload_options *opt)
 {
@@ -299,16 +314,7 @@ int af_reload_start(struct af_reload **out, struct af_config_holder *holder,
     return 0;
 
 fail:
-    if (r->inofd >= 0)
-        close(r->inofd);
-    if (r->evfd >= 0)
-        close(r->evfd);
-    for (size_t i = 0; i < r->n_dirs; i++)
-        af_free(r->dirs[i].dir);
-    pthread_mutex_destroy(&r->lock);
-    af_free(r->catalog_path);
-    af_free(r->policy_path);
-    af_free(r);
+    reload_free(r);
     return rc;
 }
 
@@ -328,15 +334,7 @@ void af_reload_stop(struct af_reload *r)
     atomic_store(&r->stop, true);
     af_reload_request(r);
     pthread_join(r->thread, NULL);
-    if (r->inofd >= 0)
-        close(r->inofd);
-    close(r->evfd);
-    for (size_t i = 0; i < r->n_dirs; i++)
-        af_free(r->dirs[i].dir);
-    pthread_mutex_destroy(&r->lock);
-    af_free(r->catalog_path);
-    af_free(r->policy_path);
-    af_free(r);
+    reload_free(r);
 }
 
 /* ---- metrics -------------------------------------------------------------------------------- */

@@ -47,24 +47,6 @@ static bool class_in(uint32_t mask, enum af_class c)
     return c > AF_CLASS_UNKNOWN && c < AF_CLASS__COUNT && (mask & (1u << c));
 }
 
-/* "nvidia-l4, inferentia2": the classes of a side. */
-static void class_list(uint32_t mask, char *out, size_t n)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++) {
-        int w;
-        if (!(mask & (1u << c)))
-            continue;
-        w = snprintf(out + used, n - used, "%s%s", used ? ", " : "",
-                     af_class_name((enum af_class)c));
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-}
-
 /* A unit of one rollout, unique across namespaces: "rollout\x1fnamespace/Job/NAME". */
 static char *unit_key(const char *rollout, const char *ns, const char *unit)
 {
@@ -921,7 +903,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                 "rollout %.63s is halted (%.120s): unit %.60s goes to the source", r->name,
                 t->halt_reason, out->unit);
     } else if (side == AF_SIDE_TARGET && !target_has_room(cr, &req, pod)) {
-        class_list(r->target, cls, sizeof(cls));
+        af_class_mask_names(r->target, cls, sizeof(cls));
         if (r->fallback == AF_FALLBACK_SOURCE) {
             side = AF_SIDE_SOURCE;
             out->fallback = true;
@@ -936,7 +918,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                     r->name, out->unit, cls);
         }
     } else {
-        class_list(side == AF_SIDE_TARGET ? r->target : r->source, cls, sizeof(cls));
+        af_class_mask_names(side == AF_SIDE_TARGET ? r->target : r->source, cls, sizeof(cls));
         af_reasonf(out->reason,
                 "rollout %.63s: unit %.80s goes to the %s (%.60s): %d of %d units on the target, "
                 "share %.2f%s",
@@ -1238,16 +1220,8 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
                           r->variant ? flags | AF_ROLLOUTS_PEEK : flags, rd);
     if (rd->rollout < 0 || r->variant || rd->side == AF_SIDE_NONE)
         return;
-    {
-        uint32_t mask = rd->side == AF_SIDE_TARGET ? r->target : r->source;
-        size_t used = 0;
-        cls[0] = '\0';
-        for (int c = 0; c < AF_CLASS__COUNT && used < sizeof(cls); c++)
-            if (mask & (1u << c))
-                used += (size_t)snprintf(cls + used, sizeof(cls) - used, "%s%s", used ? ", " : "",
-                                         af_class_name((enum af_class)c));
-        snprintf(why, sizeof(why), "rollout %.63s steers unit %.70s to its %s side (%.60s)",
-                 r->name, rd->unit, af_rollout_side_name(rd->side), cls);
-    }
+    af_class_mask_names(rd->side == AF_SIDE_TARGET ? r->target : r->source, cls, sizeof(cls));
+    snprintf(why, sizeof(why), "rollout %.63s steers unit %.70s to its %s side (%.60s)", r->name,
+             rd->unit, af_rollout_side_name(rd->side), cls);
     af_plan_restrict(plan, rd->side == AF_SIDE_TARGET ? r->target : r->source, why);
 }

@@ -35,16 +35,33 @@ void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
     af_util_snapshot_unref(us);
 }
 
-static int waste_row(struct af_buf *o, const char *metric, const char *node, const char *cls,
-                     const char *unit, double v)
+/*
+ * One gauge of the waste report, a series per node whose allocated accelerators idled the
+ * whole window: how many (or, with `usd`, what they cost per hour, for nodes with a price).
+ */
+static int waste_gauge(struct af_buf *o, const char *metric, const char *help, bool usd,
+                       const struct af_policy *pol, const struct af_snapshot *snap,
+                       const struct af_util_snapshot *us, double now)
 {
-    int rc = af_buf_printf(o, "%s{node=\"", metric);
+    int rc = af_metrics_header(o, metric, "gauge", help);
 
-    if (!rc)
-        rc = af_metrics_label(o, node);
-    if (!rc)
-        rc = af_buf_printf(o, "\",class=\"%s\",unit=\"%s\"} %.6g\n", cls, unit,
-                           isfinite(v) ? v : 0.0);
+    for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
+        const struct af_node_view *v = &snap->nodes[i];
+        struct af_util_waste w;
+        double value;
+        if (!af_util_waste(pol, v, af_util_find(us, v->info->name), now, &w) ||
+            (usd && !w.price_known))
+            continue;
+        value = usd ? w.usd_per_hour : w.idle_allocated;
+        rc = af_buf_printf(o, "%s{node=\"", metric);
+        if (!rc)
+            rc = af_metrics_label(o, v->info->name);
+        if (!rc)
+            rc = af_buf_printf(o, "\",class=\"%s\",unit=\"%s\"} %.6g\n",
+                               af_class_name(v->info->cls),
+                               w.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu",
+                               isfinite(value) ? value : 0.0);
+    }
     return rc;
 }
 
@@ -93,33 +110,20 @@ int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
         return rc;
     }
 
-    snap = cfg ? af_publisher_acquire(svc->pub) : NULL;   /* waste needs the policy */
-    rc = af_metrics_header(o, "accelfit_idle_allocated_accelerators", "gauge",
-                           "Accelerators (GPUs, NeuronCores) allocated to pods but idle for "
-                           "the whole utilization.waste.window, by node and class.");
-    for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
-        const struct af_node_view *v = &snap->nodes[i];
-        struct af_util_waste w;
-        if (af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &w))
-            rc = waste_row(o, "accelfit_idle_allocated_accelerators", v->info->name,
-                           af_class_name(v->info->cls),
-                           w.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu",
-                           w.idle_allocated);
+    if (!cfg) {   /* waste needs the policy */
+        af_util_snapshot_unref(us);
+        return rc;
     }
+    snap = af_publisher_acquire(svc->pub);
+    rc = waste_gauge(o, "accelfit_idle_allocated_accelerators",
+                     "Accelerators (GPUs, NeuronCores) allocated to pods but idle for the whole "
+                     "utilization.waste.window, by node and class.",
+                     false, cfg->policy, snap, us, now);
     if (!rc)
-        rc = af_metrics_header(o, "accelfit_idle_allocated_usd_per_hour", "gauge",
-                               "What the idle allocated accelerators cost per hour (their "
-                               "share of the node's price), by node and class.");
-    for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
-        const struct af_node_view *v = &snap->nodes[i];
-        struct af_util_waste w;
-        if (af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &w) &&
-            w.price_known)
-            rc = waste_row(o, "accelfit_idle_allocated_usd_per_hour", v->info->name,
-                           af_class_name(v->info->cls),
-                           w.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu",
-                           w.usd_per_hour);
-    }
+        rc = waste_gauge(o, "accelfit_idle_allocated_usd_per_hour",
+                         "What the idle allocated accelerators cost per hour (their share of the "
+                         "node's price), by node and class.",
+                         true, cfg->policy, snap, us, now);
     af_snapshot_unref(snap);
     af_util_snapshot_unref(us);
     return rc;

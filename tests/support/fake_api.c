@@ -4,10 +4,12 @@
 
 #include <check.h>
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,51 +17,35 @@
 #include "support/http_client.h"
 #include "support/support.h"
 
-static bool make_certs(const char *dir)
+bool af_test_fake_api_available(void)
 {
-    char *cmd = af_xasprintf(
-        "set -e; rm -rf %1$s; mkdir -p %1$s; cd %1$s;"
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2"
-        " -subj /CN=accelfit-test-ca >/dev/null 2>&1;"
-        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1"
-        " >/dev/null 2>&1;"
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf;"
-        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt"
-        " -days 2 -extfile ext.cnf >/dev/null 2>&1",
-        dir);
-    int rc = system(cmd);
-
-    af_free(cmd);
-    return rc == 0;
+    return system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") == 0;
 }
 
-bool af_test_fake_api_start(struct af_test_fake_api *f)
+void af_test_fake_api_spawn(struct af_test_fake_api *f, const char *crt, const char *key,
+                            const char *token, const char *const *extra)
 {
+    const char *argv[32] = {"python3", af_test_path("tests/apiserver/fake_apiserver.py"),
+                            "--cert", crt, "--key", key, "--token", token,
+                            "--bookmark-interval", "0.5"};
+    size_t argc = 10, n = 0;
     int out[2], in[2];
-    char line[128], crt[192], key[192];
-    size_t n = 0;
-    FILE *fp;
+    char line[128];
 
-    memset(f, 0, sizeof(*f));
-    if (system("python3 -c 'import ssl, http.server' >/dev/null 2>&1") != 0 ||
-        system("openssl version >/dev/null 2>&1") != 0)
-        return false;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-api-%d", (int)getpid());
-    ck_assert_msg(make_certs(f->dir), "cannot make certificates in %s", f->dir);
-    snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
-    snprintf(key, sizeof(key), "%s/srv.key", f->dir);
-    ck_assert_int_eq(pipe(out), 0);
-    ck_assert_int_eq(pipe(in), 0);
+    for (size_t i = 0; extra && extra[i]; i++) {
+        ck_assert_uint_lt(argc + 1, AF_ARRAY_SIZE(argv));
+        argv[argc++] = extra[i];
+    }
+    /* Close-on-exec, so no other child holds the server's stdin open. */
+    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
     f->pid = fork();
     ck_assert_int_ge(f->pid, 0);
     if (f->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         dup2(in[0], 0);
         dup2(out[1], 1);
-        close(out[0]);
-        close(in[1]);
-        execlp("python3", "python3", af_test_path("tests/apiserver/fake_apiserver.py"), "--cert",
-               crt, "--key", key, "--token", "token-1", "--bookmark-interval", "0.5",
-               (char *)NULL);
+        execvp("python3", (char *const *)argv);
         _exit(127);
     }
     close(out[1]);
@@ -75,6 +61,24 @@ bool af_test_fake_api_start(struct af_test_fake_api *f)
     close(out[0]);
     ck_assert_msg(sscanf(line, "READY %d %d", &f->port, &f->admin_port) == 2,
                   "fake apiserver did not start: '%s'", line);
+}
+
+bool af_test_fake_api_start(struct af_test_fake_api *f)
+{
+    char crt[192], key[192], *cmd;
+    FILE *fp;
+
+    memset(f, 0, sizeof(*f));
+    if (!af_test_fake_api_available() || system("openssl version >/dev/null 2>&1") != 0)
+        return false;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-api-%d", (int)getpid());
+    cmd = af_xasprintf("rm -rf '%1$s' && mkdir -p '%1$s'", f->dir);
+    ck_assert_msg(system(cmd) == 0, "cannot make %s", f->dir);
+    af_free(cmd);
+    af_test_make_cert(f->dir, "srv", "IP:127.0.0.1,DNS:localhost");
+    snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
+    snprintf(key, sizeof(key), "%s/srv.key", f->dir);
+    af_test_fake_api_spawn(f, crt, key, "token-1", NULL);
     snprintf(f->kubeconfig, sizeof(f->kubeconfig), "%s/kubeconfig", f->dir);
     fp = fopen(f->kubeconfig, "w");
     ck_assert_ptr_nonnull(fp);
@@ -98,21 +102,36 @@ void af_test_fake_api_stop(struct af_test_fake_api *f)
     kill(f->pid, SIGTERM);
     waitpid(f->pid, NULL, 0);
     f->pid = 0;
+    if (!f->dir[0])
+        return;
     cmd = af_xasprintf("rm -rf %s", f->dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", f->dir);
     af_free(cmd);
+    f->dir[0] = '\0';
 }
 
-void af_test_fake_api_do(const struct af_test_fake_api *f, const char *cmd, const char *json)
+json_t *af_test_fake_api_admin(const struct af_test_fake_api *f, const char *cmd,
+                               const char *json)
 {
     CURL *c = curl_easy_init();
     struct af_test_resp r;
     char url[128];
+    json_t *j;
 
+    if (!json)
+        json = "{}";
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/%s", f->admin_port, cmd);
     ck_assert_int_eq(af_test_http(c, "POST", url, json, strlen(json), NULL, &r), CURLE_OK);
     ck_assert_msg(r.status == 200, "%s %s: %ld %s", cmd, json, r.status, r.body);
+    j = json_loadb(r.body, r.len, 0, NULL);
+    ck_assert_msg(j != NULL, "%s %s: not JSON: %s", cmd, json, r.body);
     af_test_resp_free(&r);
     curl_easy_cleanup(c);
+    return j;
+}
+
+void af_test_fake_api_do(const struct af_test_fake_api *f, const char *cmd, const char *json)
+{
+    json_decref(af_test_fake_api_admin(f, cmd, json));
 }

@@ -36,6 +36,14 @@ char *af_test_read(const char *relpath, size_t *len);
 const char *af_test_path(const char *relpath);
 
 /*
+ * A certificate for `san` (an openssl subjectAltName list: "IP:127.0.0.1,DNS:localhost"),
+ * with an EC P-256 key, as PREFIX.crt and PREFIX.key in the existing directory `dir`,
+ * signed by the test CA there (ca.crt and ca.key, made on the first call). Aborts the test
+ * when openssl fails or is missing.
+ */
+void af_test_make_cert(const char *dir, const char *prefix, const char *san);
+
+/*
  * Runs the accelfit binary with argv (argv[0] is ignored; NULL-terminated),
  * optional stdin text, and captures stdout and stderr (caller frees).
  * Returns the exit status, or 128+signal.

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the subcommands share (cli.h): flags, the one-line failure, the
+ * configuration and a static cluster (--cluster FILE or --demo), so that each
+ * command reads its input and words its errors as the others do.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accelfit/codec.h"
+#include "cli/cli.h"
+
+int af_cli_fail(const char *cmd, const char *fmt, ...)
+{
+    char msg[1200];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(stderr, "accelfit %s: %s\n", cmd, msg);
+    return 2;
+}
+
+int af_cli_flag(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(a, name, n))
+        return 0;
+    if (!val)
+        return a[n] == '\0';
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+int af_cli_load_config(const char *cmd, const char *catalog, const char *policy,
+                       struct af_config **out)
+{
+    struct af_error err;
+    char msg[1024];
+
+    memset(&err, 0, sizeof(err));
+    if (af_config_load(out, catalog, policy, &err) == 0)
+        return 0;
+    af_error_format(&err, msg, sizeof(msg));
+    return af_cli_fail(cmd, "%s", msg);
+}
+
+/* A cluster file names each node once; a second one replaces the first, and says so. */
+static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    struct af_cache *cache = ud;
+
+    if (node) {
+        size_t before = af_cache_node_count(cache);
+        if (node->price_annotation_bad)
+            AF_LOG(AF_LOG_WARN, "node price annotation ignored", "node", node->name, "annotation",
+                   "accelfit.io/hourly-price", "why", "not a decimal price", NULL);
+        af_cache_upsert_node(cache, node);
+        if (af_cache_node_count(cache) == before)
+            AF_LOG(AF_LOG_WARN, "cluster file names a node twice; the later one wins", "node",
+                   node->name, NULL);
+    }
+    if (pod)
+        af_cache_upsert_pod(cache, pod);
+}
+
+struct af_cache *af_cli_load_cluster(const char *cmd, const struct af_config *cfg,
+                                     const char *path)
+{
+    struct af_error err;
+    struct af_cache *cache = af_cache_new();
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    if (path)
+        rc = af_codec_load_cluster_file(cfg, path, upsert_item, cache, &err);
+    else
+        rc = af_codec_decode_cluster(cfg, "<embedded demo cluster>", af_embedded_demo_cluster_yaml,
+                                     af_embedded_demo_cluster_yaml_len, upsert_item, cache, &err);
+    if (rc != 0) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        af_cli_fail(cmd, "cannot load cluster: %s", msg);
+        af_cache_free(cache);
+        return NULL;
+    }
+    af_cache_set_synced(cache, true);
+    return cache;
+}
