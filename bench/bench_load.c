@@ -15,8 +15,10 @@
  * against accelfit. It prints p50 and p99 of each and accelfit's as a multiple of the
  * floor's.
  *
- * Usage: bench_load [--quick] [--connections N] [--requests N]
+ * Usage: bench_load [--quick] [--nodes N] [--names] [--connections N] [--requests N]
  *   --quick          caches of 100 and 1,000 nodes only, fewer requests
+ *   --nodes N        one cache of N nodes only (e.g. 5000: the target's rows)
+ *   --names          names mode (nodeCacheCapable: true) only
  *   --connections N  concurrent keep-alive connections (default 2)
  *   --requests N     requests per verb and target in names mode (default 2000; Nodes mode
  *                    sends a quarter as many at 500 candidates)
@@ -480,8 +482,9 @@ static void fmt_us(double us, char *out, size_t n)
 
 int main(int argc, char **argv)
 {
-    static const int sizes[] = {100, 1000, 5000};
+    int sizes[] = {100, 1000, 5000};
     int conns = 2, requests = 2000, n_sizes = 3, floor_port;
+    bool names_only = false;
     char *self = af_xstrdup(argv[0]), *bin, *srcdir, tmpdir[] = "/tmp/af-bench-load-XXXXXX";
     char *pod;
     pid_t floor_pid;
@@ -490,16 +493,22 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--quick")) {
             n_sizes = 2;
             requests = 500;
+        } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
+            sizes[0] = atoi(argv[++i]);
+            n_sizes = 1;
+        } else if (!strcmp(argv[i], "--names")) {
+            names_only = true;
         } else if (!strcmp(argv[i], "--connections") && i + 1 < argc) {
             conns = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--requests") && i + 1 < argc) {
             requests = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_load [--quick] [--connections N] [--requests N]\n");
+            fprintf(stderr, "usage: bench_load [--quick] [--nodes N] [--names] [--connections N] "
+                            "[--requests N]\n");
             return 2;
         }
     }
-    if (conns < 1 || requests < 8) {
+    if (conns < 1 || requests < 8 || sizes[0] < 100) {
         fprintf(stderr, "bench_load: need at least one connection and one request each\n");
         return 2;
     }
@@ -529,7 +538,7 @@ int main(int argc, char **argv)
             int cands = ci ? 500 : 100;
             if (cands > nodes)
                 continue;
-            for (int mode = 0; mode < 2; mode++) {
+            for (int mode = 0; mode < (names_only ? 1 : 2); mode++) {
                 bool names = mode == 0;
                 int n_bodies = 8, per = requests;
                 char *bodies[8];
