@@ -112,6 +112,11 @@ struct af_plan {
     /* Explicit policy (af_plan_require_spot): only spot nodes may be used. */
     bool spot_only;
     char spot_why[AF_REASON_MAX];
+    /* Set by the caller for the filter answer: a node without room is refused with its
+     * cause (the resource and what the pod requests, the node's tier), the same text for
+     * every such node, not with the node's own free amounts (/explain keeps those).
+     * kube-scheduler counts identical reasons in the pod's FailedScheduling event. */
+    bool brief_reasons;
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */
