@@ -870,11 +870,46 @@ static int dump_cb(const char *buffer, size_t size, void *data)
  * order of first appearance of each name, each with the reason of its last appearance
  * (what json_object_set_new did when a request named a node twice).
  */
+/*
+ * Reasons repeat (one text per cause and class: the filter writes them so), so the
+ * escaped form of the last few distinct ones is kept and copied instead of escaped again.
+ */
+#define REASON_MEMO 8
+
+struct reason_memo {
+    const char *text[REASON_MEMO];     /* the decision's reason it was escaped from */
+    size_t len[REASON_MEMO];
+    char esc[REASON_MEMO][AF_REASON_MAX + 64];
+    unsigned next;
+};
+
+static int put_reason(struct af_buf *out, const char *s, struct reason_memo *m)
+{
+    size_t at = out->len, k;
+    int rc;
+
+    for (k = 0; k < REASON_MEMO; k++)
+        if (m->text[k] && !strcmp(m->text[k], s))
+            return af_buf_add(out, m->esc[k], m->len[k]);
+    rc = put_text(out, s);
+    if (rc || out->len - at > sizeof(m->esc[0]))
+        return rc;
+    k = m->next++ % REASON_MEMO;
+    m->text[k] = s;
+    m->len[k] = out->len - at;
+    memcpy(m->esc[k], out->buf + at, m->len[k]);
+    return 0;
+}
+
 static int put_reasons(struct af_buf *out, const struct af_node_decision *d, const char **names,
                        const size_t *first, const size_t *last, size_t n, enum af_verdict which)
 {
     bool comma = false;
+    struct reason_memo memo;
     int rc = af_buf_add(out, "{", 1);
+
+    memset(memo.text, 0, sizeof(memo.text));
+    memo.next = 0;
 
     for (size_t i = 0; !rc && i < n; i++) {
         if (!names[i] || d[i].verdict != which || first[i] != i)
@@ -887,7 +922,7 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
         if (!rc)
             rc = af_buf_add(out, ":", 1);
         if (!rc)
-            rc = put_text(out, d[last[i]].reason);
+            rc = put_reason(out, d[last[i]].reason, &memo);
     }
     if (!rc)
         rc = af_buf_add(out, "}", 1);
