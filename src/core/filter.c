@@ -197,24 +197,25 @@ static bool mig_fits(const struct af_pod_info *pod, const struct af_node_info *n
 /*
  * A request larger than the node's whole allocatable (a MIG node asked for whole GPUs,
  * 8 GPUs asked of a 1-GPU node): no eviction makes room, so it is not a question of room.
- * `out` NULL: only the answer, no reason.
+ * Returns the first such resource, -1 when there is none.
  */
-static bool exceeds_node(const struct af_pod_info *pod, const struct af_node_info *node,
-                         char *out, size_t n)
+static int exceeds_node(const struct af_pod_info *pod, const struct af_node_info *node)
 {
-    for (int r = 0; r < AF_RES__COUNT; r++) {
-        char want[32], have[32];
-        if (r == AF_RES_PODS || r == AF_RES_MIG || pod->requests.v[r] <= node->allocatable.v[r])
-            continue;
-        if (!out)
-            return true;
-        af_res_format((enum af_res)r, pod->requests.v[r], want, sizeof(want));
-        af_res_format((enum af_res)r, node->allocatable.v[r], have, sizeof(have));
-        snprintf(out, n, "the pod requests %s %s; this node (%s) has %s allocatable in all",
-                 want, af_res_name((enum af_res)r), af_class_name(node->cls), have);
-        return true;
-    }
-    return false;
+    for (int r = 0; r < AF_RES__COUNT; r++)
+        if (r != AF_RES_PODS && r != AF_RES_MIG && pod->requests.v[r] > node->allocatable.v[r])
+            return r;
+    return -1;
+}
+
+static void exceeds_reason(const struct af_pod_info *pod, const struct af_node_info *node,
+                           enum af_res r, char *out, size_t n)
+{
+    char want[32], have[32];
+
+    af_res_format(r, pod->requests.v[r], want, sizeof(want));
+    af_res_format(r, node->allocatable.v[r], have, sizeof(have));
+    snprintf(out, n, "the pod requests %s %s; this node (%s) has %s allocatable in all", want,
+             af_res_name(r), af_class_name(node->cls), have);
 }
 
 static bool has_room(const struct af_pod_info *pod, const struct af_node_view *v)
@@ -291,6 +292,7 @@ static void no_room(const struct af_pod_info *pod, const struct af_node_view *v,
 struct reason_memo {
     bool have[MEMO_SLOTS];
     int key[MEMO_SLOTS];            /* what else the text depends on: a tier, a cause */
+    int64_t amount[MEMO_SLOTS];     /* and an amount of the node's */
     char text[MEMO_SLOTS][AF_REASON_MAX];
 };
 
@@ -317,7 +319,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
 {
     int best = -1, best_any = -1;
     size_t best_node = 0;
-    struct reason_memo pass[2], worse, refused, room;
+    struct reason_memo pass[2], worse, refused, room, over;
     const char *refused_family[MEMO_SLOTS];
 
     memset(pass[0].have, 0, sizeof(pass[0].have));
@@ -325,6 +327,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
     memset(worse.have, 0, sizeof(worse.have));
     memset(refused.have, 0, sizeof(refused.have));
     memset(room.have, 0, sizeof(room.have));
+    memset(over.have, 0, sizeof(over.have));
 
     if (sum)
         memset(sum, 0, sizeof(*sum));
@@ -333,6 +336,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
         const struct af_node_info *info = nodes[i].info;
         struct af_node_decision *d = &out[i];
         bool offered;
+        int r;
 
         memset(d, 0, sizeof(*d));
         d->name = names ? names[i] : info ? info->name : "";
@@ -360,9 +364,23 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
             memo_copy(d->reason, refused.text[slot]);
             continue;
         }
-        if (exceeds_node(pod, info, reasons ? d->reason : NULL, sizeof(d->reason))) {
+        if ((r = exceeds_node(pod, info)) >= 0) {
+            /* The text depends on the class, the resource and the node's allocatable of it:
+             * nodes of one instance type share it. */
+            int slot = memo_slot(info);
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             d->tier = -1;
+            if (!reasons)
+                continue;
+            if (!over.have[slot] || over.key[slot] != r ||
+                over.amount[slot] != info->allocatable.v[r]) {
+                exceeds_reason(pod, info, (enum af_res)r, over.text[slot],
+                               sizeof(over.text[slot]));
+                over.have[slot] = true;
+                over.key[slot] = r;
+                over.amount[slot] = info->allocatable.v[r];
+            }
+            memo_copy(d->reason, over.text[slot]);
             continue;
         }
         if (!mig_fits(pod, info, &offered) && !offered) {
