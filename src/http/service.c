@@ -219,12 +219,18 @@ static void build_candidates(struct af_arena *ar, const struct af_ext_args *args
 {
     bool nodes_mode = af_ext_args_nodes_mode(args);
 
+    const struct af_node_view **found;
+
     c->n = af_ext_args_count(args);
     c->views = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views));
     c->names = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->names));
+    found = af_arena_alloc(ar, (c->n + 1) * sizeof(*found));
+    for (size_t i = 0; i < c->n; i++)
+        c->names[i] = af_ext_args_name(args, i);
+    af_snapshot_find_nodes(snap, c->names, c->n, found);   /* NULL names find nothing */
     for (size_t i = 0; i < c->n; i++) {
-        const char *name = af_ext_args_name(args, i);
-        const struct af_node_view *v = (snap && name) ? af_snapshot_find_node(snap, name) : NULL;
+        const char *name = c->names[i];
+        const struct af_node_view *v = found[i];
 
         c->names[i] = name ? name : "";
         if (nodes_mode) {
