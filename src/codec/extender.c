@@ -836,6 +836,39 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
     return rc;
 }
 
+/*
+ * `lead`, then s as a JSON string (jansson's escapes), then `trail`: a name in an answer
+ * with the comma before it and the colon after it. A short name that needs no escape (all
+ * of them, in practice) goes in one piece.
+ */
+static int put_framed(struct af_buf *out, const char *lead, size_t ll, const char *s,
+                      size_t len, const char *trail, size_t tl, bool jansson)
+{
+    char one[256];
+    size_t i;
+    int rc;
+
+    if (ll + len + tl + 2 <= sizeof(one)) {
+        i = clean_prefix(s, len, false);
+        while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
+            i++;
+        if (i == len) {
+            memcpy(one, lead, ll);
+            one[ll] = '"';
+            memcpy(one + ll + 1, s, len);
+            one[ll + 1 + len] = '"';
+            memcpy(one + ll + len + 2, trail, tl);
+            return af_buf_add(out, one, ll + len + tl + 2);
+        }
+    }
+    rc = af_buf_add(out, lead, ll);
+    if (!rc)
+        rc = put_str(out, s, len, jansson);
+    if (!rc)
+        rc = af_buf_add(out, trail, tl);
+    return rc;
+}
+
 /* What jstr() used to make of C text that may have been cut mid-character: when it is not
  * valid UTF-8, every byte >= 0x80 becomes '?'. */
 static int put_text(struct af_buf *out, const char *s)
@@ -914,13 +947,8 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
     for (size_t i = 0; !rc && i < n; i++) {
         if (!names[i] || d[i].verdict != which || first[i] != i)
             continue;
-        if (comma)
-            rc = af_buf_add(out, ",", 1);
+        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1, true);
         comma = true;
-        if (!rc)
-            rc = put_str(out, names[i], strlen(names[i]), true);
-        if (!rc)
-            rc = af_buf_add(out, ":", 1);
         if (!rc)
             rc = put_reason(out, d[last[i]].reason, &memo);
     }
@@ -1018,16 +1046,17 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
         for (size_t i = 0; !rc && i < n; i++) {
             if (!names[i] || d[i].verdict != AF_VERDICT_PASS)
                 continue;
+            if (!nodes_mode) {
+                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0, true);
+                comma = true;
+                continue;
+            }
             if (comma)
                 rc = af_buf_add(out, ",", 1);
             comma = true;
-            if (rc)
-                break;
-            if (nodes_mode)
+            if (!rc)
                 rc = json_dump_callback(args->items[i], dump_cb, out, JSON_COMPACT) ? AF_ETOOBIG
                                                                                    : 0;
-            else
-                rc = put_str(out, names[i], strlen(names[i]), true);
         }
     }
     if (!rc)
@@ -1065,12 +1094,10 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
             *--w = '-';
         w -= 9;
         memcpy(w, ",\"Score\":", 9);
-        rc = af_buf_add(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8);
-        if (!rc)
-            rc = put_str(out, d[i].name ? d[i].name : "", d[i].name ? strlen(d[i].name) : 0,
-                         false);
-        if (!rc)
-            rc = af_buf_add(out, w, (size_t)(num + sizeof(num) - w));
+        rc = put_framed(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8,
+                        d[i].name ? d[i].name : "",
+                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w),
+                        false);
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);
