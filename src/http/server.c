@@ -37,12 +37,11 @@
  * one poll later; and if lws hands the connection more input before then
  * (pipelined bytes show up as a repeated HTTP_BODY_COMPLETION, or, for a
  * request without a body, as input buffered in lws), the answer carries
- * "Connection: close" and the connection is closed after it. (Waiting for the
- * poll instead cost some 60 µs per call on loopback, BENCHMARKS.md.) The client retries the rest on a new
- * connection; clients that wait for each answer keep their connection. (The
- * price: a client that half-closes right after a request with a body may get
- * no answer, as lws closes on that end of input before the socket is polled
- * writeable.)
+ * "Connection: close" and the connection is closed after it. The client
+ * retries the rest on a new connection; clients that wait for each answer
+ * keep their connection. (The price: a client that half-closes right after a
+ * request with a body may get no answer, as lws closes on that end of input
+ * before the answer is written.)
  *
  * Requests lws refuses before this code runs. lws parses the request line
  * and headers itself, and answers what it cannot parse with its own 403 HTML
