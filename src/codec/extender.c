@@ -899,11 +899,6 @@ static int dump_cb(const char *buffer, size_t size, void *data)
 }
 
 /*
- * One of FailedNodes / FailedAndUnresolvableNodes: the entries with verdict `which`, in
- * order of first appearance of each name, each with the reason of its last appearance
- * (what json_object_set_new did when a request named a node twice).
- */
-/*
  * Reasons repeat (one text per cause and class: the filter writes them so), so the
  * escaped form of the last few distinct ones is kept and copied instead of escaped again.
  */
@@ -934,6 +929,11 @@ static int put_reason(struct af_buf *out, const char *s, struct reason_memo *m)
     return 0;
 }
 
+/*
+ * One of FailedNodes / FailedAndUnresolvableNodes: the entries with verdict `which`, in
+ * order of first appearance of each name, each with the reason of its last appearance
+ * (what json_object_set_new did when a request named a node twice).
+ */
 static int put_reasons(struct af_buf *out, const struct af_node_decision *d, const char **names,
                        const size_t *first, const size_t *last, size_t n, enum af_verdict which)
 {
