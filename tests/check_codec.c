@@ -490,6 +490,42 @@ START_TEST(test_encode_matches_jansson_on_random_answers)
 }
 END_TEST
 
+/*
+ * Filter and prioritize of one scheduling cycle carry the same Pod: the second decode
+ * reuses the first's result. A different Pod is decoded anew, and the first again after it
+ * is still right.
+ */
+START_TEST(test_same_pod_decoded_once_and_others_anew)
+{
+    static const char one[] = "{\"Pod\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"ml\"},"
+                              "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                              "\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+                              "\"Nodes\":null,\"NodeNames\":[\"n1\"]}";
+    static const char two[] = "{\"Pod\":{\"metadata\":{\"name\":\"b\",\"namespace\":\"ml\"},"
+                              "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                              "\"requests\":{\"nvidia.com/gpu\":\"2\"}}}]}},"
+                              "\"Nodes\":null,\"NodeNames\":[\"n2\",\"n3\"]}";
+    struct af_ext_args *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    struct af_error err = {0};
+
+    ck_assert_int_eq(af_codec_decode_args(&config, one, strlen(one), &a, &err), 0);
+    ck_assert_int_eq(af_codec_decode_args(&config, one, strlen(one), &b, &err), 0);
+    ck_assert_ptr_eq(af_ext_args_pod(a), af_ext_args_pod(b));
+    ck_assert_int_eq(af_codec_decode_args(&config, two, strlen(two), &c, &err), 0);
+    ck_assert_str_eq(af_ext_args_pod(c)->name, "b");
+    ck_assert_int_eq(af_ext_args_pod(c)->requests.v[AF_RES_GPU], 2);
+    ck_assert_uint_eq(af_ext_args_count(c), 2);
+    af_ext_args_free(a);
+    af_ext_args_free(b);   /* the kept result outlives the requests that shared it */
+    ck_assert_int_eq(af_codec_decode_args(&config, one, strlen(one), &d, &err), 0);
+    ck_assert_str_eq(af_ext_args_pod(d)->name, "a");
+    ck_assert_int_eq(af_ext_args_pod(d)->requests.v[AF_RES_GPU], 1);
+    ck_assert_str_eq(af_ext_args_name(d, 0), "n1");
+    af_ext_args_free(c);
+    af_ext_args_free(d);
+}
+END_TEST
+
 /* ---- apiserver objects ------------------------------------------------------------------- */
 
 static const struct {
@@ -1125,6 +1161,7 @@ Suite *af_codec_suite(void)
     tcase_add_test(tc, test_encode_filter_nodes_mode_echoes_node_objects);
     tcase_add_test(tc, test_encode_priorities_in_input_order);
     tcase_add_test(tc, test_encode_matches_jansson_on_random_answers);
+    tcase_add_test(tc, test_same_pod_decoded_once_and_others_anew);
     tcase_add_test(tc, test_nodes_list_classified_by_instance_type);
     tcase_add_test(tc, test_pods_list_requests_and_binding);
     tcase_add_loop_test(tc, test_pod_decode_cases, 0, AF_ARRAY_SIZE(pod_cases));

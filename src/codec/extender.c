@@ -8,6 +8,7 @@
  * are kept so the passing ones can be echoed back unchanged.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -448,6 +449,47 @@ static bool scan_pod_object(struct scan *s, int level, struct cut *cuts, int *n_
     }
 }
 
+/*
+ * kube-scheduler sends the same Pod to filter and then to prioritize in one scheduling
+ * cycle, so the last Pod decoded on the fast path is kept: its text (cuts applied) and the
+ * decoded, immutable (refcounted) result, which the same text gets again without jansson.
+ * One entry, process-wide, under a lock: the decoding depends on the text alone.
+ */
+static struct {
+    pthread_mutex_t lock;
+    char *text;
+    size_t len;
+    struct af_pod_info *pod;
+} last_pod = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL};
+
+static struct af_pod_info *last_pod_get(const char *text, size_t len)
+{
+    struct af_pod_info *p = NULL;
+
+    pthread_mutex_lock(&last_pod.lock);
+    if (last_pod.pod && last_pod.len == len && !memcmp(last_pod.text, text, len))
+        p = af_pod_info_ref(last_pod.pod);
+    pthread_mutex_unlock(&last_pod.lock);
+    return p;
+}
+
+static void last_pod_put(const char *text, size_t len, struct af_pod_info *pod)
+{
+    char *copy = af_xmalloc(len + 1), *old_text;
+    struct af_pod_info *old_pod;
+
+    memcpy(copy, text, len);
+    pthread_mutex_lock(&last_pod.lock);
+    old_text = last_pod.text;
+    old_pod = last_pod.pod;
+    last_pod.text = copy;
+    last_pod.len = len;
+    last_pod.pod = af_pod_info_ref(pod);
+    pthread_mutex_unlock(&last_pod.lock);
+    af_free(old_text);
+    af_pod_info_unref(old_pod);
+}
+
 /* The Pod from its text with the cuts replaced by null. 0, or -1 to decline. */
 static int fast_pod(const char *from, const char *to, const struct cut *cuts, int n_cuts,
                     struct af_pod_info **out)
@@ -455,6 +497,7 @@ static int fast_pod(const char *from, const char *to, const struct cut *cuts, in
     struct af_error err;
     json_t *obj;
     char *text = NULL;
+    const char *use;
     size_t len = (size_t)(to - from);
     int rc;
 
@@ -474,13 +517,22 @@ static int fast_pod(const char *from, const char *to, const struct cut *cuts, in
         w += to - p;
         len = (size_t)(w - text);
     }
-    obj = json_loadb(text ? text : from, len, 0, NULL);
-    af_free(text);
-    if (!obj)
+    use = text ? text : from;
+    if ((*out = last_pod_get(use, len)) != NULL) {
+        af_free(text);
+        return 0;
+    }
+    obj = json_loadb(use, len, 0, NULL);
+    if (!obj) {
+        af_free(text);
         return -1;
+    }
     memset(&err, 0, sizeof(err));
     rc = af__codec_pod_from_json(obj, "Pod", out, &err);
     json_decref(obj);
+    if (!rc)
+        last_pod_put(use, len, *out);
+    af_free(text);
     return rc ? -1 : 0;
 }
 
