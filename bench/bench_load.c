@@ -178,6 +178,15 @@ static char *request_body(const char *pod, int nodes, int n, bool names, unsigne
         pick[j] = t;
     }
     af_assert(!af_buf_printf(&b, "{\"Pod\":%s,", pod));
+    {
+        /* Another pod each time, as each scheduling cycle has (its UID differs): accelfit
+         * keeps the last Pod it decoded for the prioritize call of the same cycle, and
+         * this load must not be served from that. */
+        char *uid = strstr(b.buf, "\"uid\":\"");
+        af_assert(uid && strlen(uid) > 16);
+        snprintf(uid + 7, 9, "%08x", rand_r(seed));
+        uid[15] = '-';
+    }
     if (names) {
         af_assert(!af_buf_puts(&b, "\"Nodes\":null,\"NodeNames\":["));
         for (int i = 0; i < n; i++) {
