@@ -41,6 +41,14 @@ static void check_snapshot_consistent(const struct af_snapshot *s)
         if (i > 0)
             ck_assert_int_lt(strcmp(s->nodes[i - 1].info->name, s->nodes[i].info->name), 0);
         ck_assert_ptr_eq(af_snapshot_find_node(s, s->nodes[i].info->name), &s->nodes[i]);
+        {
+            const char *names[3] = {s->nodes[i].info->name, NULL, "no-such-node"};
+            const struct af_node_view *found[3];
+            af_snapshot_find_nodes(s, names, 3, found);
+            ck_assert_ptr_eq(found[0], &s->nodes[i]);
+            ck_assert_ptr_null(found[1]);
+            ck_assert_ptr_null(found[2]);
+        }
         for (size_t j = 0; j < s->n_pods; j++) {
             const struct af_pod_info *p = s->pods[j];
             if (p->node_name && !strcmp(p->node_name, s->nodes[i].info->name)) {
@@ -356,12 +364,62 @@ START_TEST(test_random_operations_match_model)
 }
 END_TEST
 
+/*
+ * The batch lookup finds what the single one finds, hundreds at a time, also for names
+ * whose 32-bit FNV-1a hashes are equal ("costarring" and "liquid", "declinate" and
+ * "macallums"): the first entry with the hash is not taken on trust.
+ */
+START_TEST(test_batch_lookup_matches_single_lookups)
+{
+    static const char *const twins[] = {"liquid", "declinate", "macallums"};
+    const char *names[700];
+    const struct af_node_view *found[700];
+    char buf[600][16];
+    struct af_cache *c = af_cache_new();
+    struct af_snapshot *s;
+    size_t n = 0;
+
+    for (int i = 0; i < 500; i++) {
+        snprintf(buf[i], sizeof(buf[i]), "node-%d", i);
+        af_cache_upsert_node(c, mknode(buf[i], 1000, 0));
+    }
+    for (size_t i = 0; i < AF_ARRAY_SIZE(twins); i++)
+        af_cache_upsert_node(c, mknode(twins[i], 1000, 0));
+    s = af_cache_snapshot(c);
+    for (int i = 0; i < 600; i++) {
+        if (i >= 500)
+            snprintf(buf[i], sizeof(buf[i]), "absent-%d", i);
+        names[n++] = buf[(i * 7) % 600];   /* known and absent names, mixed */
+    }
+    names[n++] = "costarring";   /* absent, with the hash of "liquid" */
+    names[n++] = "liquid";
+    names[n++] = "macallums";
+    names[n++] = "declinate";
+    names[n++] = NULL;
+    af_snapshot_find_nodes(s, names, n, found);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_eq(found[i], names[i] ? af_snapshot_find_node(s, names[i]) : NULL);
+        if (found[i])
+            ck_assert_str_eq(found[i]->info->name, names[i]);
+    }
+    ck_assert_ptr_null(found[n - 5]);
+    ck_assert_ptr_nonnull(found[n - 4]);
+    ck_assert_ptr_nonnull(found[n - 3]);
+    ck_assert_ptr_nonnull(found[n - 2]);
+    af_snapshot_find_nodes(NULL, names, 3, found);
+    ck_assert_ptr_null(found[0]);
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
+
 Suite *af_cache_suite(void);
 Suite *af_cache_suite(void)
 {
     Suite *s = suite_create("cache");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_usage_follows_add_modify_bind_delete);
+    tcase_add_test(tc, test_batch_lookup_matches_single_lookups);
     tcase_add_test(tc, test_node_arriving_after_its_pods_sees_usage);
     tcase_add_test(tc, test_snapshot_carries_the_newest_resource_version);
     tcase_add_test(tc, test_resync_sweeps_what_was_not_relisted);

@@ -397,6 +397,135 @@ START_TEST(test_encode_priorities_in_input_order)
 }
 END_TEST
 
+/*
+ * The answers are written straight into the buffer, byte for byte what jansson's compact
+ * dump of the same objects prints: random candidate lists, names that need escapes or are
+ * too long for the one-piece path, names given twice, reasons that repeat (the encoder
+ * copies the escaped text of recent ones) and reasons that do not.
+ */
+START_TEST(test_encode_matches_jansson_on_random_answers)
+{
+    static const char *const odd[] = {"q\"x", "back\\slash", "new\nline", "ctl\x01z", "bs\bff\f",
+                                       "caf\xc3\xa9", "tab\there", "/slash/"};
+    static const char *const reasons[] = {
+        "no room for nvidia.com/gpu: the pod requests 1; tier 1 (nvidia-a10g)",
+        "tier 1 (nvidia-a10g) has room on n-1; this node is tier 3 (nvidia-t4)",
+        "quote \" and backslash \\ and\ncontrol \x02", "caf\xc3\xa9 \xe2\x82\xac", ""};
+    char longname[400], scratch[64];
+    unsigned seed = 12345;
+
+    memset(longname, 'L', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    for (int round = 0; round < 300; round++) {
+        size_t n = (size_t)(rand_r(&seed) % 40);
+        json_t *req = json_object(), *list = json_array(), *ref = json_object();
+        json_t *pass = json_array(), *failed = json_object(), *unres = json_object(), *prio;
+        struct af_node_decision d[40];
+        char own[40][48];
+        struct af_ext_args *a = NULL;
+        struct af_error err = {0};
+        struct af_buf out = AF_BUF_INIT(0);
+        char *body, *want;
+
+        for (size_t i = 0; i < n; i++) {
+            int k = rand_r(&seed) % 12;
+            const char *name = k < 8 ? odd[k] : k == 8 ? longname : scratch;
+            if (k > 8) {
+                snprintf(scratch, sizeof(scratch), "ip-10-0-%d.ec2.internal", rand_r(&seed) % 9);
+                name = scratch;
+            }
+            json_array_append_new(list, json_string(name));
+        }
+        json_object_set_new(req, "Pod", json_pack("{s{ss}}", "metadata", "name", "p"));
+        json_object_set_new(req, "Nodes", json_null());
+        json_object_set_new(req, "NodeNames", list);
+        body = json_dumps(req, JSON_COMPACT);
+        ck_assert_int_eq(af_codec_decode_args(&config, body, strlen(body), &a, &err), 0);
+        for (size_t i = 0; i < n; i++) {
+            const char *name = af_ext_args_name(a, i);
+            int r = rand_r(&seed) % 7;
+            memset(&d[i], 0, sizeof(d[i]));
+            d[i].name = name;
+            d[i].verdict = (enum af_verdict)(rand_r(&seed) % 3);
+            d[i].score = rand_r(&seed) % 11;
+            if (r < 5) {
+                snprintf(d[i].reason, sizeof(d[i].reason), "%s", reasons[r]);
+            } else {
+                snprintf(own[i], sizeof(own[i]), "free %d of %d", rand_r(&seed) % 8, 8);
+                snprintf(d[i].reason, sizeof(d[i].reason), "%s", own[i]);
+            }
+            if (d[i].verdict == AF_VERDICT_PASS)
+                json_array_append_new(pass, json_string(name));
+            else
+                json_object_set_new(d[i].verdict == AF_VERDICT_FAILED ? failed : unres, name,
+                                    json_string(d[i].reason));
+        }
+        json_object_set_new(ref, "Nodes", json_null());
+        json_object_set_new(ref, "NodeNames", pass);
+        json_object_set_new(ref, "FailedNodes", failed);
+        json_object_set_new(ref, "FailedAndUnresolvableNodes", unres);
+        json_object_set_new(ref, "Error", json_string(""));
+        want = json_dumps(ref, JSON_COMPACT);
+        ck_assert_int_eq(af_codec_encode_filter(a, d, n, NULL, &out), 0);
+        ck_assert_msg(!strcmp(out.buf, want), "round %d:\n got %s\nwant %s", round, out.buf,
+                      want);
+        free(want);
+
+        af_buf_reset(&out);
+        ck_assert_int_eq(af_codec_encode_priorities(d, n, &out), 0);
+        prio = parse(&out);
+        ck_assert_uint_eq(json_array_size(prio), n);
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(prio, i);
+            ck_assert_str_eq(json_string_value(json_object_get(e, "Host")), d[i].name);
+            ck_assert_int_eq(json_integer_value(json_object_get(e, "Score")), d[i].score);
+        }
+        json_decref(prio);
+        af_buf_release(&out);
+        af_ext_args_free(a);
+        free(body);
+        json_decref(ref);
+        json_decref(req);
+    }
+}
+END_TEST
+
+/*
+ * Filter and prioritize of one scheduling cycle carry the same Pod: the second decode
+ * reuses the first's result. A different Pod is decoded anew, and the first again after it
+ * is still right.
+ */
+START_TEST(test_same_pod_decoded_once_and_others_anew)
+{
+    static const char one[] = "{\"Pod\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"ml\"},"
+                              "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                              "\"requests\":{\"nvidia.com/gpu\":\"1\"}}}]}},"
+                              "\"Nodes\":null,\"NodeNames\":[\"n1\"]}";
+    static const char two[] = "{\"Pod\":{\"metadata\":{\"name\":\"b\",\"namespace\":\"ml\"},"
+                              "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+                              "\"requests\":{\"nvidia.com/gpu\":\"2\"}}}]}},"
+                              "\"Nodes\":null,\"NodeNames\":[\"n2\",\"n3\"]}";
+    struct af_ext_args *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    struct af_error err = {0};
+
+    ck_assert_int_eq(af_codec_decode_args(&config, one, strlen(one), &a, &err), 0);
+    ck_assert_int_eq(af_codec_decode_args(&config, one, strlen(one), &b, &err), 0);
+    ck_assert_ptr_eq(af_ext_args_pod(a), af_ext_args_pod(b));
+    ck_assert_int_eq(af_codec_decode_args(&config, two, strlen(two), &c, &err), 0);
+    ck_assert_str_eq(af_ext_args_pod(c)->name, "b");
+    ck_assert_int_eq(af_ext_args_pod(c)->requests.v[AF_RES_GPU], 2);
+    ck_assert_uint_eq(af_ext_args_count(c), 2);
+    af_ext_args_free(a);
+    af_ext_args_free(b);   /* the kept result outlives the requests that shared it */
+    ck_assert_int_eq(af_codec_decode_args(&config, one, strlen(one), &d, &err), 0);
+    ck_assert_str_eq(af_ext_args_pod(d)->name, "a");
+    ck_assert_int_eq(af_ext_args_pod(d)->requests.v[AF_RES_GPU], 1);
+    ck_assert_str_eq(af_ext_args_name(d, 0), "n1");
+    af_ext_args_free(c);
+    af_ext_args_free(d);
+}
+END_TEST
+
 /* ---- apiserver objects ------------------------------------------------------------------- */
 
 static const struct {
@@ -1031,6 +1160,8 @@ Suite *af_codec_suite(void)
     tcase_add_test(tc, test_encode_filter_names_mode);
     tcase_add_test(tc, test_encode_filter_nodes_mode_echoes_node_objects);
     tcase_add_test(tc, test_encode_priorities_in_input_order);
+    tcase_add_test(tc, test_encode_matches_jansson_on_random_answers);
+    tcase_add_test(tc, test_same_pod_decoded_once_and_others_anew);
     tcase_add_test(tc, test_nodes_list_classified_by_instance_type);
     tcase_add_test(tc, test_pods_list_requests_and_binding);
     tcase_add_loop_test(tc, test_pod_decode_cases, 0, AF_ARRAY_SIZE(pod_cases));

@@ -722,6 +722,55 @@ START_TEST(test_filter_cases)
 }
 END_TEST
 
+/*
+ * The filter answer's reasons (plan.brief_reasons): every tier-1 node short of GPUs gets the
+ * same text whatever its own free amount, so kube-scheduler's event counts them in one line;
+ * verdicts and tiers are those of the detailed reasons /explain shows.
+ */
+START_TEST(test_filter_brief_reasons_name_the_cause_once)
+{
+    static const struct node_spec nodes[] = {
+        {"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 1},
+        {"g5-b", AF_CLASS_NVIDIA_A10G, .gpu = 4, .used_gpu = 4, .npods = 3, .price = 5},
+        {"g5-c", AF_CLASS_NVIDIA_A10G, .gpu = 4, .npods = 110, .price = 5},
+        {"g5-d", AF_CLASS_NVIDIA_A10G, .gpu = 1, .npods = 1, .price = 1, .unschedulable = true},
+        {"g4dn-a", AF_CLASS_NVIDIA_T4, .gpu = 1, .npods = 1, .price = 0.5},
+    };
+    struct pod_spec ps = {.gpu = 1, .workload = "inference"};
+    struct af_pod_info *pod = mkpod(&ps);
+    struct af_plan plan;
+    struct af_node_decision brief[MAXN];
+    struct bed b = {0};
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(nodes); i++)
+        bed_add(&b, &nodes[i]);
+    af_plan_pod(cfg->policy, cfg->catalog, pod, &plan);
+    af_filter(cfg->policy, &plan, pod, b.views, b.names, b.n, b.out, NULL);
+    plan.brief_reasons = true;
+    af_filter(cfg->policy, &plan, pod, b.views, b.names, b.n, brief, NULL);
+    for (size_t i = 0; i < b.n; i++) {
+        ck_assert_int_eq(brief[i].verdict, b.out[i].verdict);
+        ck_assert_int_eq(brief[i].tier, b.out[i].tier);
+    }
+    ck_assert_int_eq(b.out[0].verdict, AF_VERDICT_FAILED);
+    ck_assert_str_eq(b.out[0].reason,
+                     "no room for nvidia.com/gpu: the pod requests 1, 0 free of 1 allocatable");
+    ck_assert_str_eq(b.out[1].reason,
+                     "no room for nvidia.com/gpu: the pod requests 1, 0 free of 4 allocatable");
+    ck_assert_str_eq(b.out[2].reason, "no room: 110 pods already, 110 allocatable");
+    ck_assert_str_eq(brief[0].reason,
+                     "no room for nvidia.com/gpu: the pod requests 1; tier 1 (nvidia-a10g)");
+    ck_assert_str_eq(brief[1].reason, brief[0].reason);
+    ck_assert_str_eq(brief[2].reason,
+                     "no room: the node has as many pods as it allows; tier 1 (nvidia-a10g)");
+    ck_assert_str_eq(brief[3].reason, "node is cordoned (spec.unschedulable)");
+    ck_assert_int_eq(brief[4].verdict, AF_VERDICT_PASS);
+    ck_assert_str_eq(brief[4].reason, b.out[4].reason);
+    bed_release(&b);
+    af_pod_info_unref(pod);
+}
+END_TEST
+
 /* ---- prioritize ----------------------------------------------------------------------------------- */
 
 static const struct {
@@ -857,6 +906,7 @@ Suite *af_decide_suite(void)
     tcase_add_loop_test(tc, test_effective_requests, 0, AF_ARRAY_SIZE(req_cases));
     tcase_add_loop_test(tc, test_plan_cases, 0, AF_ARRAY_SIZE(plan_cases));
     tcase_add_loop_test(tc, test_filter_cases, 0, AF_ARRAY_SIZE(filter_cases));
+    tcase_add_test(tc, test_filter_brief_reasons_name_the_cause_once);
     tcase_add_loop_test(tc, test_prioritize_cases, 0, AF_ARRAY_SIZE(prio_cases));
     tcase_add_test(tc, test_prioritize_is_deterministic_and_scores_parts);
     suite_add_tcase(s, tc);

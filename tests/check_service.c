@@ -524,6 +524,28 @@ static json_t *explain_node(json_t *j, const char *name)
     return NULL;
 }
 
+/*
+ * A tier-1 node without room: the filter answer names the cause, the same for every such
+ * node (kube-scheduler counts identical reasons in the pod's event); /explain keeps the
+ * node's own amounts.
+ */
+START_TEST(test_filter_reason_names_the_cause_and_explain_the_amounts)
+{
+    json_t *f, *e;
+    const char *want = "no room for nvidia.com/gpu: the pod requests 1; tier 1 (nvidia-a10g)";
+
+    f = call(AF_VERB_FILTER, "[\"fb-a10g-full\",\"fb-l4-free\"]", 200, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(f, "FailedNodes"),
+                                                       "fb-a10g-full")),
+                     want);
+    json_decref(f);
+    e = call(AF_VERB_EXPLAIN, "[\"fb-a10g-full\",\"fb-l4-free\"]", 200, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(explain_node(e, "fb-a10g-full"), "reason")),
+                     "no room for nvidia.com/gpu: the pod requests 1, 0 free of 1 allocatable");
+    json_decref(e);
+}
+END_TEST
+
 static bool has_caveat(json_t *j, const char *part)
 {
     size_t i;
@@ -753,6 +775,7 @@ Suite *af_service_suite(void)
     tc = tcase_create("explain");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_explain_bound_pod_leaves_out_its_own_usage);
+    tcase_add_test(tc, test_filter_reason_names_the_cause_and_explain_the_amounts);
     tcase_add_test(tc, test_explain_says_what_it_does_not_evaluate);
     suite_add_tcase(s, tc);
 

@@ -120,6 +120,11 @@ struct af_plan {
         char why[AF_REASON_MAX];
     } restrictions[AF_PLAN_RESTRICTIONS];
     int n_restrictions;
+    /* Set by the caller for the filter answer: a node without room is refused with its
+     * cause (the resource and what the pod requests, the node's tier), the same text for
+     * every such node, not with the node's own free amounts (/explain keeps those).
+     * kube-scheduler counts identical reasons in the pod's FailedScheduling event. */
+    bool brief_reasons;
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */

@@ -111,6 +111,9 @@ void af_metrics_free(struct af_metrics *m);
 void af_metrics_observe_request(struct af_metrics *m, enum af_verb verb, int status,
                                 uint64_t ns);
 void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char *verdict);
+/* The same, `n` times. */
+void af_metrics_count_decisions(struct af_metrics *m, const char *cls, const char *verdict,
+                                uint64_t n);
 void af_metrics_count_fallback(struct af_metrics *m);
 /* Renders the counters and histograms above, the uptime and the build info (m may be NULL). */
 int af_metrics_render(struct af_metrics *m, struct af_buf *out) AF_MUST_CHECK;

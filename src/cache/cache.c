@@ -605,7 +605,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     s->n_nodes = c->n_sorted;
     s->nodes = af_xcalloc(s->n_nodes + 1, sizeof(*s->nodes));
     s->node_index_size = pow2_for(s->n_nodes);
-    s->node_index = af_xcalloc(s->node_index_size, sizeof(uint32_t));
+    s->node_index = af_xcalloc(s->node_index_size, sizeof(*s->node_index));
     for (size_t i = 0; i < s->n_nodes; i++) {
         const struct node_slot *ns = &c->nodes[c->sorted[i]];
         s->nodes[i].info = af_node_info_ref(ns->info);
@@ -615,7 +615,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         size_t pos = ns->hash & (s->node_index_size - 1);
         while (s->node_index[pos])
             pos = (pos + 1) & (s->node_index_size - 1);
-        s->node_index[pos] = (uint32_t)i + 1;
+        s->node_index[pos] = (uint64_t)ns->hash << 32 | ((uint32_t)i + 1);
     }
 
     s->n_pods = c->pods.n;
@@ -640,12 +640,66 @@ const struct af_node_view *af_snapshot_find_node(const struct af_snapshot *s, co
     if (!s || !name || !s->node_index_size)
         return NULL;
     size_t mask = s->node_index_size - 1;
-    for (size_t pos = hash_node(name) & mask;; pos = (pos + 1) & mask) {
-        uint32_t v = s->node_index[pos];
+    uint32_t h = hash_node(name);
+    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
+        uint64_t e = s->node_index[pos];
+        uint32_t v = (uint32_t)e;
         if (!v)
             return NULL;
-        if (!strcmp(s->nodes[v - 1].info->name, name))
+        if ((uint32_t)(e >> 32) == h && !strcmp(s->nodes[v - 1].info->name, name))
             return &s->nodes[v - 1];
+    }
+}
+
+#define FIND_BATCH 64   /* lookups in flight per batch (hashes on the stack) */
+
+void af_snapshot_find_nodes(const struct af_snapshot *s, const char *const *names, size_t n,
+                            const struct af_node_view **out)
+{
+    uint32_t h[FIND_BATCH];
+    size_t mask;
+
+    if (!s || !s->node_index_size) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = NULL;
+        return;
+    }
+    mask = s->node_index_size - 1;
+    for (size_t base = 0; base < n; base += FIND_BATCH) {
+        size_t m = n - base < FIND_BATCH ? n - base : FIND_BATCH;
+
+        /* 1: the index entries */
+        for (size_t i = 0; i < m; i++) {
+            h[i] = names[base + i] ? hash_node(names[base + i]) : 0;
+            __builtin_prefetch(&s->node_index[h[i] & mask]);
+        }
+        /* 2: the first entry with the name's hash: its node view, probably the one */
+        for (size_t i = 0; i < m; i++) {
+            const struct af_node_view *v = NULL;
+            for (size_t pos = h[i] & mask; names[base + i]; pos = (pos + 1) & mask) {
+                uint64_t e = s->node_index[pos];
+                if (!(uint32_t)e)
+                    break;
+                if ((uint32_t)(e >> 32) == h[i]) {
+                    v = &s->nodes[(uint32_t)e - 1];
+                    break;
+                }
+            }
+            out[base + i] = v;
+            if (v)
+                __builtin_prefetch(v);
+        }
+        /* 3: the node itself, for its name */
+        for (size_t i = 0; i < m; i++)
+            if (out[base + i])
+                __builtin_prefetch(out[base + i]->info);
+        for (size_t i = 0; i < m; i++)
+            if (out[base + i])
+                __builtin_prefetch(out[base + i]->info->name);
+        /* 4: the names compared; another name with the same hash takes the plain lookup */
+        for (size_t i = 0; i < m; i++)
+            if (out[base + i] && strcmp(out[base + i]->info->name, names[base + i]))
+                out[base + i] = af_snapshot_find_node(s, names[base + i]);
     }
 }
 

@@ -8,6 +8,7 @@
  * are kept so the passing ones can be echoed back unchanged.
  */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -448,6 +449,47 @@ static bool scan_pod_object(struct scan *s, int level, struct cut *cuts, int *n_
     }
 }
 
+/*
+ * kube-scheduler sends the same Pod to filter and then to prioritize in one scheduling
+ * cycle, so the last Pod decoded on the fast path is kept: its text (cuts applied) and the
+ * decoded, immutable (refcounted) result, which the same text gets again without jansson.
+ * One entry, process-wide, under a lock: the decoding depends on the text alone.
+ */
+static struct {
+    pthread_mutex_t lock;
+    char *text;
+    size_t len;
+    struct af_pod_info *pod;
+} last_pod = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL};
+
+static struct af_pod_info *last_pod_get(const char *text, size_t len)
+{
+    struct af_pod_info *p = NULL;
+
+    pthread_mutex_lock(&last_pod.lock);
+    if (last_pod.pod && last_pod.len == len && !memcmp(last_pod.text, text, len))
+        p = af_pod_info_ref(last_pod.pod);
+    pthread_mutex_unlock(&last_pod.lock);
+    return p;
+}
+
+static void last_pod_put(const char *text, size_t len, struct af_pod_info *pod)
+{
+    char *copy = af_xmalloc(len + 1), *old_text;
+    struct af_pod_info *old_pod;
+
+    memcpy(copy, text, len);
+    pthread_mutex_lock(&last_pod.lock);
+    old_text = last_pod.text;
+    old_pod = last_pod.pod;
+    last_pod.text = copy;
+    last_pod.len = len;
+    last_pod.pod = af_pod_info_ref(pod);
+    pthread_mutex_unlock(&last_pod.lock);
+    af_free(old_text);
+    af_pod_info_unref(old_pod);
+}
+
 /* The Pod from its text with the cuts replaced by null. 0, or -1 to decline. */
 static int fast_pod(const char *from, const char *to, const struct cut *cuts, int n_cuts,
                     struct af_pod_info **out)
@@ -455,6 +497,7 @@ static int fast_pod(const char *from, const char *to, const struct cut *cuts, in
     struct af_error err;
     json_t *obj;
     char *text = NULL;
+    const char *use;
     size_t len = (size_t)(to - from);
     int rc;
 
@@ -474,13 +517,22 @@ static int fast_pod(const char *from, const char *to, const struct cut *cuts, in
         w += to - p;
         len = (size_t)(w - text);
     }
-    obj = json_loadb(text ? text : from, len, 0, NULL);
-    af_free(text);
-    if (!obj)
+    use = text ? text : from;
+    if ((*out = last_pod_get(use, len)) != NULL) {
+        af_free(text);
+        return 0;
+    }
+    obj = json_loadb(use, len, 0, NULL);
+    if (!obj) {
+        af_free(text);
         return -1;
+    }
     memset(&err, 0, sizeof(err));
     rc = af__codec_pod_from_json(obj, "Pod", out, &err);
     json_decref(obj);
+    if (!rc)
+        last_pod_put(use, len, *out);
+    af_free(text);
     return rc ? -1 : 0;
 }
 
@@ -836,6 +888,39 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
     return rc;
 }
 
+/*
+ * `lead`, then s as a JSON string (jansson's escapes), then `trail`: a name in an answer
+ * with the comma before it and the colon after it. A short name that needs no escape (all
+ * of them, in practice) goes in one piece.
+ */
+static int put_framed(struct af_buf *out, const char *lead, size_t ll, const char *s,
+                      size_t len, const char *trail, size_t tl, bool jansson)
+{
+    char one[256];
+    size_t i;
+    int rc;
+
+    if (ll + len + tl + 2 <= sizeof(one)) {
+        i = clean_prefix(s, len, false);
+        while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
+            i++;
+        if (i == len) {
+            memcpy(one, lead, ll);
+            one[ll] = '"';
+            memcpy(one + ll + 1, s, len);
+            one[ll + 1 + len] = '"';
+            memcpy(one + ll + len + 2, trail, tl);
+            return af_buf_add(out, one, ll + len + tl + 2);
+        }
+    }
+    rc = af_buf_add(out, lead, ll);
+    if (!rc)
+        rc = put_str(out, s, len, jansson);
+    if (!rc)
+        rc = af_buf_add(out, trail, tl);
+    return rc;
+}
+
 /* What jstr() used to make of C text that may have been cut mid-character: when it is not
  * valid UTF-8, every byte >= 0x80 becomes '?'. */
 static int put_text(struct af_buf *out, const char *s)
@@ -866,6 +951,37 @@ static int dump_cb(const char *buffer, size_t size, void *data)
 }
 
 /*
+ * Reasons repeat (one text per cause and class: the filter writes them so), so the
+ * escaped form of the last few distinct ones is kept and copied instead of escaped again.
+ */
+#define REASON_MEMO 8
+
+struct reason_memo {
+    const char *text[REASON_MEMO];     /* the decision's reason it was escaped from */
+    size_t len[REASON_MEMO];
+    char esc[REASON_MEMO][AF_REASON_MAX + 64];
+    unsigned next;
+};
+
+static int put_reason(struct af_buf *out, const char *s, struct reason_memo *m)
+{
+    size_t at = out->len, k;
+    int rc;
+
+    for (k = 0; k < REASON_MEMO; k++)
+        if (m->text[k] && !strcmp(m->text[k], s))
+            return af_buf_add(out, m->esc[k], m->len[k]);
+    rc = put_text(out, s);
+    if (rc || out->len - at > sizeof(m->esc[0]))
+        return rc;
+    k = m->next++ % REASON_MEMO;
+    m->text[k] = s;
+    m->len[k] = out->len - at;
+    memcpy(m->esc[k], out->buf + at, m->len[k]);
+    return 0;
+}
+
+/*
  * One of FailedNodes / FailedAndUnresolvableNodes: the entries with verdict `which`, in
  * order of first appearance of each name, each with the reason of its last appearance
  * (what json_object_set_new did when a request named a node twice).
@@ -874,20 +990,19 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
                        const size_t *first, const size_t *last, size_t n, enum af_verdict which)
 {
     bool comma = false;
+    struct reason_memo memo;
     int rc = af_buf_add(out, "{", 1);
+
+    memset(memo.text, 0, sizeof(memo.text));
+    memo.next = 0;
 
     for (size_t i = 0; !rc && i < n; i++) {
         if (!names[i] || d[i].verdict != which || first[i] != i)
             continue;
-        if (comma)
-            rc = af_buf_add(out, ",", 1);
+        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1, true);
         comma = true;
         if (!rc)
-            rc = put_str(out, names[i], strlen(names[i]), true);
-        if (!rc)
-            rc = af_buf_add(out, ":", 1);
-        if (!rc)
-            rc = put_text(out, d[last[i]].reason);
+            rc = put_reason(out, d[last[i]].reason, &memo);
     }
     if (!rc)
         rc = af_buf_add(out, "}", 1);
@@ -983,16 +1098,17 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
         for (size_t i = 0; !rc && i < n; i++) {
             if (!names[i] || d[i].verdict != AF_VERDICT_PASS)
                 continue;
+            if (!nodes_mode) {
+                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0, true);
+                comma = true;
+                continue;
+            }
             if (comma)
                 rc = af_buf_add(out, ",", 1);
             comma = true;
-            if (rc)
-                break;
-            if (nodes_mode)
+            if (!rc)
                 rc = json_dump_callback(args->items[i], dump_cb, out, JSON_COMPACT) ? AF_ETOOBIG
                                                                                    : 0;
-            else
-                rc = put_str(out, names[i], strlen(names[i]), true);
         }
     }
     if (!rc)
@@ -1030,12 +1146,10 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
             *--w = '-';
         w -= 9;
         memcpy(w, ",\"Score\":", 9);
-        rc = af_buf_add(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8);
-        if (!rc)
-            rc = put_str(out, d[i].name ? d[i].name : "", d[i].name ? strlen(d[i].name) : 0,
-                         false);
-        if (!rc)
-            rc = af_buf_add(out, w, (size_t)(num + sizeof(num) - w));
+        rc = put_framed(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8,
+                        d[i].name ? d[i].name : "",
+                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w),
+                        false);
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);

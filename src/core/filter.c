@@ -202,24 +202,25 @@ static bool mig_fits(const struct af_pod_info *pod, const struct af_node_info *n
 /*
  * A request larger than the node's whole allocatable (a MIG node asked for whole GPUs,
  * 8 GPUs asked of a 1-GPU node): no eviction makes room, so it is not a question of room.
- * `out` NULL: only the answer, no reason.
+ * Returns the first such resource, -1 when there is none.
  */
-static bool exceeds_node(const struct af_pod_info *pod, const struct af_node_info *node,
-                         char *out, size_t n)
+static int exceeds_node(const struct af_pod_info *pod, const struct af_node_info *node)
 {
-    for (int r = 0; r < AF_RES__COUNT; r++) {
-        char want[32], have[32];
-        if (r == AF_RES_PODS || r == AF_RES_MIG || pod->requests.v[r] <= node->allocatable.v[r])
-            continue;
-        if (!out)
-            return true;
-        af_res_format((enum af_res)r, pod->requests.v[r], want, sizeof(want));
-        af_res_format((enum af_res)r, node->allocatable.v[r], have, sizeof(have));
-        snprintf(out, n, "the pod requests %s %s; this node (%s) has %s allocatable in all",
-                 want, af_res_name((enum af_res)r), af_class_name(node->cls), have);
-        return true;
-    }
-    return false;
+    for (int r = 0; r < AF_RES__COUNT; r++)
+        if (r != AF_RES_PODS && r != AF_RES_MIG && pod->requests.v[r] > node->allocatable.v[r])
+            return r;
+    return -1;
+}
+
+static void exceeds_reason(const struct af_pod_info *pod, const struct af_node_info *node,
+                           enum af_res r, char *out, size_t n)
+{
+    char want[32], have[32];
+
+    af_res_format(r, pod->requests.v[r], want, sizeof(want));
+    af_res_format(r, node->allocatable.v[r], have, sizeof(have));
+    snprintf(out, n, "the pod requests %s %s; this node (%s) has %s allocatable in all", want,
+             af_res_name(r), af_class_name(node->cls), have);
 }
 
 static bool has_room(const struct af_pod_info *pod, const struct af_node_view *v)
@@ -231,35 +232,58 @@ static bool has_room(const struct af_pod_info *pod, const struct af_node_view *v
            mig_fits(pod, v->info, &offered);
 }
 
-/* Why the pod does not fit on a node it could otherwise use. */
-static void no_room(const struct af_pod_info *pod, const struct af_node_view *v, char *out,
-                    size_t n)
+/* Why a node has no room: a resource (enum af_res), or one of these. */
+enum { ROOM_CORDONED = AF_RES__COUNT, ROOM_PODS, ROOM_MIG };
+
+static int room_cause(const struct af_pod_info *pod, const struct af_node_view *v)
 {
     enum af_res r = AF_RES_CPU;
 
-    if (v->info->unschedulable) {
+    if (v->info->unschedulable)
+        return ROOM_CORDONED;
+    if (!af_res_fits(&pod->requests, &v->info->allocatable, &v->used, &r))
+        return (int)r;
+    if (!fits_pods(v))
+        return ROOM_PODS;
+    return ROOM_MIG;
+}
+
+/*
+ * Why the pod does not fit on a node it could otherwise use. `tier` set (brief): the
+ * cause, what the pod requests and the node's tier, the same for every node of that tier
+ * and class; NULL: with the node's own amounts.
+ */
+static void no_room(const struct af_pod_info *pod, const struct af_node_view *v, int cause,
+                    const char *tier, char *out, size_t n)
+{
+    if (cause == ROOM_CORDONED) {
         snprintf(out, n, "node is cordoned (spec.unschedulable)");
-        return;
-    }
-    if (!af_res_fits(&pod->requests, &v->info->allocatable, &v->used, &r)) {
+    } else if (cause == ROOM_PODS) {
+        if (tier)
+            snprintf(out, n, "no room: the node has as many pods as it allows; %s", tier);
+        else
+            snprintf(out, n, "no room: %d pods already, %lld allocatable", v->npods,
+                     (long long)v->info->allocatable.v[AF_RES_PODS]);
+    } else if (cause == ROOM_MIG) {
+        snprintf(out, n, "no room: fewer than %lld MIG %ug.%ugb slices on the node",
+                 (long long)pod->requests.v[AF_RES_MIG], pod->mig.g, pod->mig.gb);
+    } else {
+        enum af_res r = (enum af_res)cause;
         int64_t free_ = v->used.v[r] < 0 || v->used.v[r] > v->info->allocatable.v[r]
                             ? 0
                             : v->info->allocatable.v[r] - v->used.v[r];
         char want[32], have[32], total[32];
         af_res_format(r, pod->requests.v[r], want, sizeof(want));
+        if (tier) {
+            snprintf(out, n, "no room for %s: the pod requests %s; %s", af_res_name(r), want,
+                     tier);
+            return;
+        }
         af_res_format(r, free_ < 0 ? 0 : free_, have, sizeof(have));
         af_res_format(r, v->info->allocatable.v[r], total, sizeof(total));
         snprintf(out, n, "no room for %s: the pod requests %s, %s free of %s allocatable",
                  af_res_name(r), want, have, total);
-        return;
     }
-    if (!fits_pods(v)) {
-        snprintf(out, n, "no room: %d pods already, %lld allocatable", v->npods,
-                 (long long)v->info->allocatable.v[AF_RES_PODS]);
-        return;
-    }
-    snprintf(out, n, "no room: fewer than %lld MIG %ug.%ugb slices on the node",
-             (long long)pod->requests.v[AF_RES_MIG], pod->mig.g, pod->mig.gb);
 }
 
 /*
@@ -272,6 +296,8 @@ static void no_room(const struct af_pod_info *pod, const struct af_node_view *v,
 
 struct reason_memo {
     bool have[MEMO_SLOTS];
+    int key[MEMO_SLOTS];            /* what else the text depends on: a tier, a cause */
+    int64_t amount[MEMO_SLOTS];     /* and an amount of the node's */
     char text[MEMO_SLOTS][AF_REASON_MAX];
 };
 
@@ -298,13 +324,15 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
 {
     int best = -1, best_any = -1;
     size_t best_node = 0;
-    struct reason_memo pass[2], worse, refused;
+    struct reason_memo pass[2], worse, refused, room, over;
     const char *refused_family[MEMO_SLOTS];
 
     memset(pass[0].have, 0, sizeof(pass[0].have));
     memset(pass[1].have, 0, sizeof(pass[1].have));
     memset(worse.have, 0, sizeof(worse.have));
     memset(refused.have, 0, sizeof(refused.have));
+    memset(room.have, 0, sizeof(room.have));
+    memset(over.have, 0, sizeof(over.have));
 
     if (sum)
         memset(sum, 0, sizeof(*sum));
@@ -313,6 +341,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
         const struct af_node_info *info = nodes[i].info;
         struct af_node_decision *d = &out[i];
         bool offered;
+        int r;
 
         memset(d, 0, sizeof(*d));
         d->name = names ? names[i] : info ? info->name : "";
@@ -340,9 +369,23 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
             memo_copy(d->reason, refused.text[slot]);
             continue;
         }
-        if (exceeds_node(pod, info, reasons ? d->reason : NULL, sizeof(d->reason))) {
+        if ((r = exceeds_node(pod, info)) >= 0) {
+            /* The text depends on the class, the resource and the node's allocatable of it:
+             * nodes of one instance type share it. */
+            int slot = memo_slot(info);
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             d->tier = -1;
+            if (!reasons)
+                continue;
+            if (!over.have[slot] || over.key[slot] != r ||
+                over.amount[slot] != info->allocatable.v[r]) {
+                exceeds_reason(pod, info, (enum af_res)r, over.text[slot],
+                               sizeof(over.text[slot]));
+                over.have[slot] = true;
+                over.key[slot] = r;
+                over.amount[slot] = info->allocatable.v[r];
+            }
+            memo_copy(d->reason, over.text[slot]);
             continue;
         }
         if (!mig_fits(pod, info, &offered) && !offered) {
@@ -394,23 +437,40 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
             d->verdict = AF_VERDICT_PASS;
             if (!reasons)
                 continue;
-            if (d->tier != best || !m->have[slot]) {
-                char *r = d->tier == best ? m->text[slot] : d->reason;
+            /* The text depends on the class, the tier and room: once per class and tier. */
+            if (!m->have[slot] || m->key[slot] != d->tier) {
                 tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
-                snprintf(r, AF_REASON_MAX, "tier %d (%s): rule %s%s%s", d->tier + 1, mine,
-                         plan->sel.rule ? plan->sel.rule : "none",
+                snprintf(m->text[slot], AF_REASON_MAX, "tier %d (%s): rule %s%s%s", d->tier + 1,
+                         mine, plan->sel.rule ? plan->sel.rule : "none",
                          plan->stated ? "" : ", inferred: ranks, does not filter",
                          d->has_room ? "" : "; the cache shows no room, the scheduler's view "
                                             "decides");
-                if (d->tier == best)
-                    m->have[slot] = true;
+                m->have[slot] = true;
+                m->key[slot] = d->tier;
             }
-            if (d->tier == best)
-                memo_copy(d->reason, m->text[slot]);
+            memo_copy(d->reason, m->text[slot]);
         } else if (d->tier < best) {
+            int cause, key;
+
             d->verdict = AF_VERDICT_FAILED;
-            if (reasons)
-                no_room(pod, &nodes[i], d->reason, sizeof(d->reason));
+            if (!reasons)
+                continue;
+            cause = room_cause(pod, &nodes[i]);
+            if (!plan->brief_reasons) {
+                no_room(pod, &nodes[i], cause, NULL, d->reason, sizeof(d->reason));
+                continue;
+            }
+            /* Brief: the same text for every node of this class and tier, per cause. */
+            key = d->tier * (ROOM_MIG + 1) + cause;
+            if (!room.have[slot] || room.key[slot] != key) {
+                char label[96];
+                tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
+                snprintf(label, sizeof(label), "tier %d (%s)", d->tier + 1, mine);
+                no_room(pod, &nodes[i], cause, label, room.text[slot], sizeof(room.text[slot]));
+                room.have[slot] = true;
+                room.key[slot] = key;
+            }
+            memo_copy(d->reason, room.text[slot]);
         } else {
             d->verdict = AF_VERDICT_FAILED;
             if (!reasons)

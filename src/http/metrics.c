@@ -87,9 +87,15 @@ void af_metrics_observe_request(struct af_metrics *m, enum af_verb verb, int sta
 
 void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char *verdict)
 {
+    af_metrics_count_decisions(m, cls, verdict, 1);
+}
+
+void af_metrics_count_decisions(struct af_metrics *m, const char *cls, const char *verdict,
+                                uint64_t n)
+{
     int c, v = -1;
 
-    if (!m || !cls || !verdict)
+    if (!m || !cls || !verdict || !n)
         return;
     c = af_class_parse(cls);
     if (c < 0 || c >= AF_CLASS__COUNT)
@@ -99,7 +105,7 @@ void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char
             v = i;
     if (v < 0)
         return;
-    atomic_fetch_add_explicit(&m->decisions[c][v], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->decisions[c][v], n, memory_order_relaxed);
 }
 
 void af_metrics_count_fallback(struct af_metrics *m)

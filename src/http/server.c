@@ -31,15 +31,17 @@
  * nothing: one bad answer, then a busy loop inside lws_service() that wedges
  * every connection. Nothing in the callback can stop that loop short of
  * closing, so the server never lets a request be parsed from that buffer:
- * h1 answers go out from LWS_CALLBACK_HTTP_WRITEABLE (one poll later), and
- * if lws hands the connection more input before then (pipelined bytes show
- * up as a repeated HTTP_BODY_COMPLETION, or, for a request without a body,
- * as input buffered in lws), the answer carries "Connection: close" and the
- * connection is closed after it. The client retries the rest on a new
- * connection; clients that wait for each answer keep their connection. (The
- * price: a client that half-closes right after a request with a body may get
- * no answer, as lws closes on that end of input before the socket is polled
- * writeable.)
+ * an h1 answer goes out after the service pass that read the request, at the
+ * start of the next one (a zero-delay timer, which lws runs before it polls)
+ * when lws then holds no buffered input, else from LWS_CALLBACK_HTTP_WRITEABLE
+ * one poll later; and if lws hands the connection more input before then
+ * (pipelined bytes show up as a repeated HTTP_BODY_COMPLETION, or, for a
+ * request without a body, as input buffered in lws), the answer carries
+ * "Connection: close" and the connection is closed after it. The client
+ * retries the rest on a new connection; clients that wait for each answer
+ * keep their connection. (The price: a client that half-closes right after a
+ * request with a body may get no answer, as lws closes on that end of input
+ * before the answer is written.)
  *
  * Requests lws refuses before this code runs. lws parses the request line
  * and headers itself, and answers what it cannot parse with its own 403 HTML
@@ -446,7 +448,27 @@ static int send_h2(struct server *s, struct lws *wsi, struct pss *p)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
-/* The response in p->resp is complete: send it (h1 now, h2 when writeable). */
+/*
+ * h1: the answer is due, at the start of the service pass after the one that read the
+ * request, before lws polls (see the top). By then lws has put any bytes that followed
+ * the request in the same read on its buffer list; holding none, it has nothing a
+ * request could be parsed from, and the answer goes now. Holding some (this
+ * connection's pipelined bytes, or another's), the writeable callback already asked for
+ * answers after lws has offered them, as it always did.
+ */
+static void answer_due(lws_sorted_usec_list_t *sul)
+{
+    struct pss *p = lws_container_of(sul, struct pss, sul);
+    struct server *s = lws_context_user(p->ctx);
+
+    p->sul_armed = false;
+    if (!p->active || !p->responded || lws_service_adjust_timeout(p->ctx, 1, 0) == 0)
+        return;
+    if (send_h1(s, p->wsi, p) < 0)
+        lws_set_timeout(p->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* The response in p->resp is complete: send it (h1 now or next pass, h2 when writeable). */
 static int respond(struct server *s, struct lws *wsi, struct pss *p, int status, const char *ctype)
 {
     p->status = status;
@@ -457,6 +479,12 @@ static int respond(struct server *s, struct lws *wsi, struct pss *p, int status,
     if (!p->h2 && p->close_after)
         return send_h1(s, wsi, p);
     lws_callback_on_writable(wsi);
+    if (!p->h2 && !p->sul_armed) {
+        p->wsi = wsi;
+        p->ctx = lws_get_context(wsi);
+        p->sul_armed = true;
+        lws_sul_schedule(p->ctx, 0, &p->sul, answer_due, 0);
+    }
     return 0;
 }
 

@@ -219,12 +219,18 @@ static void build_candidates(struct af_arena *ar, const struct af_ext_args *args
 {
     bool nodes_mode = af_ext_args_nodes_mode(args);
 
+    const struct af_node_view **found;
+
     c->n = af_ext_args_count(args);
     c->views = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views));
     c->names = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->names));
+    found = af_arena_alloc(ar, (c->n + 1) * sizeof(*found));
+    for (size_t i = 0; i < c->n; i++)
+        c->names[i] = af_ext_args_name(args, i);
+    af_snapshot_find_nodes(snap, c->names, c->n, found);   /* NULL names find nothing */
     for (size_t i = 0; i < c->n; i++) {
-        const char *name = af_ext_args_name(args, i);
-        const struct af_node_view *v = (snap && name) ? af_snapshot_find_node(snap, name) : NULL;
+        const char *name = c->names[i];
+        const struct af_node_view *v = found[i];
 
         c->names[i] = name ? name : "";
         if (nodes_mode) {
@@ -380,6 +386,28 @@ static void post_fallback(struct af_service *svc, const struct af_pod_info *pod,
 
 /* ---- filter ------------------------------------------------------------------------------------ */
 
+/* The decisions counted by class and verdict: one metrics update per pair, not per node. */
+static void count_decisions(struct af_metrics *m, const struct candidates *c,
+                            const struct af_node_decision *dec)
+{
+    /* [class + 1] (AF_CLASS_UNKNOWN is -1), then one for names not in the cache */
+    uint32_t n[AF_CLASS__COUNT + 2][AF_VERDICT_UNRESOLVABLE + 1];
+
+    memset(n, 0, sizeof(n));
+    for (size_t i = 0; i < c->n; i++) {
+        const struct af_node_info *ni = c->views[i].info;
+        int k = !ni ? AF_CLASS__COUNT + 1
+                    : ni->cls >= AF_CLASS_UNKNOWN && ni->cls < AF_CLASS__COUNT ? ni->cls + 1 : 0;
+        n[k][dec[i].verdict]++;
+    }
+    for (int k = 0; k < AF_CLASS__COUNT + 2; k++)
+        for (int v = 0; v <= AF_VERDICT_UNRESOLVABLE; v++)
+            if (n[k][v])
+                af_metrics_count_decisions(
+                    m, k == AF_CLASS__COUNT + 1 ? "unknown" : af_class_name(k - 1),
+                    verdict_name((enum af_verdict)v), n[k][v]);
+}
+
 static int do_filter(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
                      struct af_buf *out, struct af_request_stats *st)
 {
@@ -448,6 +476,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
 
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        plan->brief_reasons = true;   /* one text per cause: the scheduler's event counts them */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
         live_filter(svc, cfg, plan, pod, &ar, &c, dec, &sum);
@@ -455,11 +484,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         st->passed = sum.passed;
         st->fallback = sum.fallback;
         if (svc->metrics) {
-            for (size_t i = 0; i < c.n; i++)
-                af_metrics_count_decision(
-                    svc->metrics,
-                    c.views[i].info ? af_class_name(c.views[i].info->cls) : "unknown",
-                    verdict_name(dec[i].verdict));
+            count_decisions(svc->metrics, &c, dec);
             if (sum.fallback)
                 af_metrics_count_fallback(svc->metrics);
         }
