@@ -211,7 +211,7 @@ static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t 
     int pw = CW - ML - MR, ph = CH - MT - MB;
     char targets[200];
 
-    af__sim_target_names(ro->target, targets, sizeof(targets));
+    af_class_mask_names(ro->target, targets, sizeof(targets));
     put(p, "<figure><figcaption>rollout <b>");
     esc(p, ro->name);
     putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,

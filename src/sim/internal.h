@@ -14,8 +14,6 @@ void af__sim_money(double usd, char *out, size_t n);
 void af__sim_scan_text(const struct af_sim_result *r, char *out, size_t n);
 /* One line comparing the costs. */
 void af__sim_summary(const struct af_sim_result *r, char *out, size_t n);
-/* "inferentia2, trainium1": the classes of a mask. */
-void af__sim_target_names(uint32_t mask, char *out, size_t n);
 
 /* The comparison's rows: a label, whether it is a detail of the row above, one cell per side. */
 typedef void (*af__sim_row_cb)(void *ud, const char *label, bool indent, char cell[][64]);

@@ -204,17 +204,6 @@ static void rollout_share(const struct af_sim_rollout_stats *ro, int side, char 
         snprintf(out, n, "none placed");
 }
 
-void af__sim_target_names(uint32_t mask, char *out, size_t n)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (int c = 0; c < AF_CLASS__COUNT && used < n; c++)
-        if (mask & (1u << c))
-            used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "",
-                                     af_class_name((enum af_class)c));
-}
-
 int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
 {
     struct text_ctx t = {out, 0};
@@ -242,7 +231,7 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     for (size_t k = 0; k < r->n_rollouts; k++) {
         const struct af_sim_rollout_stats *ro = &r->rollouts[k];
         char targets[200], a[64], ks[64];
-        af__sim_target_names(ro->target, targets, sizeof(targets));
+        af_class_mask_names(ro->target, targets, sizeof(targets));
         rollout_share(ro, AF_SIM_ACCELFIT, a, sizeof(a));
         rollout_share(ro, AF_SIM_KUBE, ks, sizeof(ks));
         err |= af_buf_printf(out,
