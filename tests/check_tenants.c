@@ -797,8 +797,8 @@ START_TEST(test_hard_budget_holds_against_a_burst)
 }
 END_TEST
 
-/* The charges by themselves: per pod, replaced when the pod is filtered again, ended by
- * the TTL or by a snapshot that shows the pod bound. */
+/* The charges by themselves: per pod, replaced when the pod is filtered again (keeping
+ * its first time), ended by the TTL or by a snapshot that shows the pod bound. */
 START_TEST(test_inflight_charges_end_when_seen_or_old)
 {
     struct af_inflight *f = af_inflight_new();
@@ -818,8 +818,10 @@ START_TEST(test_inflight_charges_end_when_seen_or_old)
     /* a new pod under a's name is another pod: a's charge counts against it */
     ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", &a2, 130.0), 7.0, 1e-9);
     ck_assert_double_eq_tol(af_inflight_sum(f, snap, "production", NULL, 130.0), 0, 1e-9);
-    /* a's charge (made at 110) is past the TTL at 231; b's (120) is not */
-    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", NULL, 110.0 + AF_INFLIGHT_TTL_S + 1),
+    /* a's charge counts from its first filter (100), not its retry (110): a pod that keeps
+     * being retried and never binds stops holding the budget after the TTL; b's (120) is
+     * still held */
+    ck_assert_double_eq_tol(af_inflight_sum(f, snap, "research", NULL, 100.0 + AF_INFLIGHT_TTL_S + 1),
                             4.0, 1e-9);
     af_snapshot_unref(snap);
     /* b shows up bound */

@@ -13,8 +13,9 @@
  * A charge belongs to one pod (namespace and name; a different uid under the same
  * name is a new pod): filtering the pod again replaces its charge, and a pod's own
  * charge never counts against it. It ends when a snapshot shows the pod bound to a
- * node (its spend is then the snapshot's) or finished, or AF_INFLIGHT_TTL_S after it
- * was made (the pod was deleted, or kube-scheduler placed it nowhere). At most
+ * node (its spend is then the snapshot's) or finished, or AF_INFLIGHT_TTL_S after the
+ * pod was first charged (the pod was deleted, or kube-scheduler placed it nowhere, or
+ * keeps retrying it because another plugin refuses it: a retry keeps the first time). At most
  * AF_INFLIGHT_MAX charges are kept: beyond, the oldest gives way.
  *
  * Thread-safe (one mutex). Times are the caller's, in seconds of a monotonic clock.

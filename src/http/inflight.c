@@ -105,14 +105,20 @@ void af_inflight_charge(struct af_inflight *f, const char *tenant, const struct 
                         double usd_hr, double now)
 {
     struct charge *c;
+    double first = now;
 
     if (!f || !tenant || !pod || !pod->ns || !pod->name)
         return;
     pthread_mutex_lock(&f->lock);
-    /* the pod's earlier charge, and any under its name from a pod since replaced */
+    /* the pod's earlier charge, and any under its name from a pod since replaced; the same
+     * pod filtered again keeps its first time, so a pod the scheduler keeps retrying and
+     * never binds (another plugin refuses it) stops holding the budget after the TTL */
     for (size_t i = f->n; i-- > 0;)
-        if (!strcmp(f->v[i].ns, pod->ns) && !strcmp(f->v[i].name, pod->name))
+        if (!strcmp(f->v[i].ns, pod->ns) && !strcmp(f->v[i].name, pod->name)) {
+            if (f->v[i].uid && pod->uid && !strcmp(f->v[i].uid, pod->uid) && f->v[i].at < first)
+                first = f->v[i].at;
             drop(f, i);
+        }
     if (usd_hr > 0) {
         if (f->n >= AF_INFLIGHT_MAX) {
             size_t oldest = 0;
@@ -128,7 +134,7 @@ void af_inflight_charge(struct af_inflight *f, const char *tenant, const struct 
         c->name = af_xstrdup(pod->name);
         c->uid = pod->uid && *pod->uid ? af_xstrdup(pod->uid) : NULL;
         c->usd_hr = usd_hr;
-        c->at = now;
+        c->at = first;
     }
     pthread_mutex_unlock(&f->lock);
 }
