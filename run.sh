@@ -89,7 +89,7 @@ fuzz)
         exit 1
     fi
     fuzz_build
-    harnesses=(args objects policy catalog cluster numbers prom)
+    harnesses=(args objects policy catalog cluster numbers prom trace admission)
     each=$(( seconds / ${#harnesses[@]} ))
     [ "$each" -ge 1 ] || each=1
     mkdir -p build-fuzz/artifacts
