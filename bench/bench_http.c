@@ -169,14 +169,6 @@ struct bench_server {
     int port;
 };
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 static void load_cluster(struct bench_server *s, const char *name, const char *text, size_t len)
 {
     struct af_config *cfg = af_config_holder_get(&s->holder);
@@ -185,7 +177,7 @@ static void load_cluster(struct bench_server *s, const char *name, const char *t
     int rc;
 
     memset(&err, 0, sizeof(err));
-    rc = af_codec_decode_cluster(cfg, name, text, len, upsert, cache, &err);
+    rc = af_codec_decode_cluster(cfg, name, text, len, af_cache_upsert_item, cache, &err);
     if (rc != 0) {
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));

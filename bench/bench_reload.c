@@ -58,14 +58,6 @@ static void report(const char *what, uint64_t *ns, size_t n, double unit, const 
            (double)ns[n - 1] / unit, uname, n);
 }
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 struct reloader_loop {
     struct af_reload *r;
     atomic_bool stop;
@@ -136,7 +128,7 @@ int main(int argc, char **argv)
     af_publisher_init(&pub);
     cache = af_cache_new();
     af_assert(af_codec_decode_cluster(cfg, "demo", af_embedded_demo_cluster_yaml,
-                                      af_embedded_demo_cluster_yaml_len, upsert, cache,
+                                      af_embedded_demo_cluster_yaml_len, af_cache_upsert_item, cache,
                                       &err) == 0);
     af_cache_set_synced(cache, true);
     af_publisher_publish(&pub, af_cache_snapshot(cache));

@@ -75,14 +75,6 @@ static const char cluster_yaml[] =
     "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"   \
     "      annotations: {accelfit.io/neuron-ready: \"true\"}\n"
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 /*
  * A service whose policy is the default one plus `rollouts` (a `rollouts:` section, or
  * NULL for none), loaded from a file as `accelfit serve --policy` does, over the cluster
@@ -110,7 +102,7 @@ static void service_with(const char *rollouts, bool synced, bool state)
     svc.rollouts = state ? af_rollouts_new() : NULL;
     cache = af_cache_new();
     ck_assert_int_eq(af_codec_decode_cluster(cfg, "cluster.yaml", cluster_yaml,
-                                             strlen(cluster_yaml), upsert, cache, &err),
+                                             strlen(cluster_yaml), af_cache_upsert_item, cache, &err),
                      0);
     af_cache_set_synced(cache, synced);
     af_publisher_publish(&pub, af_cache_snapshot(cache));

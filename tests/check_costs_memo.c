@@ -24,14 +24,6 @@
 #define CLUSTER "tests/fixtures/tenants/small-cluster.yaml"
 #define POLICY "policies/examples/multi-tenant.yaml"
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 static struct af_config *load_config(const char *policy)
 {
     struct af_config *cfg = NULL;
@@ -49,7 +41,7 @@ static struct af_cache *load_cluster(struct af_config *cfg)
     struct af_error err;
 
     memset(&err, 0, sizeof(err));
-    ck_assert_msg(af_codec_load_cluster_file(cfg, af_test_path(CLUSTER), upsert, cache, &err) == 0,
+    ck_assert_msg(af_codec_load_cluster_file(cfg, af_test_path(CLUSTER), af_cache_upsert_item, cache, &err) == 0,
                   "%s", err.text);
     af_cache_set_synced(cache, true);
     return cache;

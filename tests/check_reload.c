@@ -318,14 +318,6 @@ static struct af_config_holder holder;
 static struct af_publisher pub;
 static struct af_service svc;
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 static struct af_config *config_of(const char *policy)
 {
     struct af_config *cfg = NULL;
@@ -354,7 +346,7 @@ static void setup_service(struct af_config *cfg)
     svc.config = &holder;
     svc.pub = &pub;
     svc.metrics = af_metrics_new();
-    ck_assert_int_eq(af_codec_decode_cluster(cfg, "behaviour.yaml", text, len, upsert, cache,
+    ck_assert_int_eq(af_codec_decode_cluster(cfg, "behaviour.yaml", text, len, af_cache_upsert_item, cache,
                                              &err),
                      0);
     af_cache_set_synced(cache, true);

@@ -38,14 +38,6 @@ static struct af_config *cfg;            /* borrowed from `holder` */
 static struct af_rollout rollouts[4];    /* cfg->policy->rollouts while a test runs */
 static char node_names[8192];            /* JSON array of every node's name */
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 static void publish(void)
 {
     af_publisher_publish(&pub, af_cache_snapshot(cache));
@@ -81,7 +73,7 @@ static void cluster(int a10g, int l4, int l4_gpus)
     add_nodes(&b, "l4", "g6.48xlarge", l4, "nvidia.com/gpu", l4_gpus);
     add_nodes(&b, "inf2", "inf2.48xlarge", 2, "aws.amazon.com/neuron", 12);
     ck_assert_int_eq(
-        af_codec_decode_cluster(cfg, "rollouts.yaml", b.buf, b.len, upsert, cache, &err), 0);
+        af_codec_decode_cluster(cfg, "rollouts.yaml", b.buf, b.len, af_cache_upsert_item, cache, &err), 0);
     af_buf_release(&b);
     af_cache_set_synced(cache, true);
     publish();

@@ -23,14 +23,6 @@ static struct af_publisher pub;
 static struct af_cache_status status;
 static struct af_service svc;
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 /* A service over tests/fixtures/clusters/behaviour.yaml; `synced` marks the snapshot. */
 static void setup_with(bool publish, bool synced)
 {
@@ -52,7 +44,7 @@ static void setup_with(bool publish, bool synced)
         char *text = af_test_read("tests/fixtures/clusters/behaviour.yaml", &len);
         struct af_cache *cache = af_cache_new();
         struct af_config *c = af_config_holder_get(&holder);
-        ck_assert_int_eq(af_codec_decode_cluster(c, "behaviour.yaml", text, len, upsert, cache,
+        ck_assert_int_eq(af_codec_decode_cluster(c, "behaviour.yaml", text, len, af_cache_upsert_item, cache,
                                                  &err),
                          0);
         af_cache_set_synced(cache, synced);

@@ -196,14 +196,6 @@ static struct af_service svc;
 static struct af_config *cfg;      /* borrowed from `holder` */
 static char *policy_path;
 
-static void upsert(void *ud, struct af_node_info *node, struct af_pod_info *pod)
-{
-    if (node)
-        af_cache_upsert_node(ud, node);
-    if (pod)
-        af_cache_upsert_pod(ud, pod);
-}
-
 static void publish(void)
 {
     af_publisher_publish(&pub, af_cache_snapshot(cache));
@@ -214,7 +206,7 @@ static void load_yaml(const char *name, const char *yaml)
     struct af_error err;
 
     memset(&err, 0, sizeof(err));
-    ck_assert_msg(af_codec_decode_cluster(cfg, name, yaml, strlen(yaml), upsert, cache, &err) == 0,
+    ck_assert_msg(af_codec_decode_cluster(cfg, name, yaml, strlen(yaml), af_cache_upsert_item, cache, &err) == 0,
                   "%s", err.text);
 }
 

@@ -69,6 +69,8 @@ void af_cache_free(struct af_cache *c);            /* NULL is fine */
  * listed in af_snapshot.managed until it is deleted). */
 void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n);
 void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p);
+/* Both of the above for a decoder's item callback (af_item_cb): `cache` is the struct af_cache. */
+void af_cache_upsert_item(void *cache, struct af_node_info *node, struct af_pod_info *pod);
 void af_cache_delete_node(struct af_cache *c, const char *name);
 void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
 

@@ -326,6 +326,14 @@ void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n)
     ns->mark = c->epoch[AF_KIND_NODE];
 }
 
+void af_cache_upsert_item(void *cache, struct af_node_info *node, struct af_pod_info *pod)
+{
+    if (node)
+        af_cache_upsert_node(cache, node);
+    if (pod)
+        af_cache_upsert_pod(cache, pod);
+}
+
 void af_cache_delete_node(struct af_cache *c, const char *name)
 {
     if (!name)
