@@ -373,7 +373,7 @@ int af__ynode_classes(struct af__ydoc *d, const yaml_node_t *v, const char *what
                             what, holder, name);
     for (size_t i = 0; i < n; i++) {
         const yaml_node_t *e = seq ? af__ydoc_node(d, v->data.sequence.items.start[i]) : v;
-        const char *s;
+        const char *s = NULL;
         enum af_class c;
         int rc = af__ynode_string(d, e, what, &s);
         if (rc)
