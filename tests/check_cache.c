@@ -179,6 +179,83 @@ START_TEST(test_resync_sweeps_what_was_not_relisted)
 }
 END_TEST
 
+static struct af_pod_info *mkmanaged(const char *name, const char *node, bool failed)
+{
+    struct af_pod_info *p = mkpod("ml", name, node, 100, 1, failed);
+    p->managed = true;
+    p->failed = failed;
+    return p;
+}
+
+static bool managed_has(const struct af_snapshot *s, const char *name, bool failed)
+{
+    for (size_t i = 0; i < s->n_managed; i++)
+        if (!strcmp(s->managed[i]->name, name))
+            return s->managed[i]->failed == failed;
+    return false;
+}
+
+/*
+ * The live cache hears of pods from two watches, split by the managed label
+ * (cache.h). A managed pod that fails stays listed for the brake; a pod whose
+ * label changes arrives in one watch and leaves the other in either order, and
+ * a relist of one set never sweeps the other's pods.
+ */
+START_TEST(test_two_pod_sets_delete_and_resync_apart)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_snapshot *s;
+    struct af_pod_info *plain;
+
+    af_cache_upsert_node(c, mknode("n1", 8000, 8));
+    af_cache_upsert_pod(c, mkmanaged("m1", "n1", false));
+    af_cache_upsert_pod(c, mkpod("ml", "u1", "n1", 100, 0, false));
+    /* m1 fails: the managed watch says MODIFIED; usage drops, the brake still sees it */
+    af_cache_upsert_pod(c, mkmanaged("m1", "n1", true));
+    s = af_cache_snapshot(c);
+    ck_assert_ptr_null(af_snapshot_find_pod(s, "ml", "m1"));
+    ck_assert(managed_has(s, "m1", true));
+    ck_assert_int_eq(af_snapshot_find_node(s, "n1")->used.v[AF_RES_GPU], 0);
+    af_snapshot_unref(s);
+
+    /* u1 gains the label: the managed watch's ADDED may come before the other's DELETED */
+    plain = mkmanaged("u1", "n1", false);
+    af_cache_upsert_pod(c, plain);
+    af_cache_delete_pod_in(c, AF_PODS_UNMANAGED, "ml", "u1");
+    s = af_cache_snapshot(c);
+    ck_assert_ptr_nonnull(af_snapshot_find_pod(s, "ml", "u1"));
+    ck_assert(managed_has(s, "u1", false));
+    af_snapshot_unref(s);
+    /* ... and loses it again, the DELETED of the managed watch last */
+    af_cache_upsert_pod(c, mkpod("ml", "u1", "n1", 100, 0, false));
+    af_cache_delete_pod_in(c, AF_PODS_MANAGED, "ml", "u1");
+    s = af_cache_snapshot(c);
+    ck_assert_ptr_nonnull(af_snapshot_find_pod(s, "ml", "u1"));
+    ck_assert(!managed_has(s, "u1", false));
+    af_snapshot_unref(s);
+
+    /* a relist of the unmanaged set that does not carry m1 or u2 keeps m1, drops u2 */
+    af_cache_upsert_pod(c, mkpod("ml", "u2", "n1", 100, 0, false));
+    af_cache_begin_resync_pods(c, AF_PODS_UNMANAGED);
+    af_cache_upsert_pod(c, mkpod("ml", "u1", "n1", 100, 0, false));
+    af_cache_end_resync_pods(c, AF_PODS_UNMANAGED);
+    s = af_cache_snapshot(c);
+    ck_assert(managed_has(s, "m1", true));
+    ck_assert_ptr_nonnull(af_snapshot_find_pod(s, "ml", "u1"));
+    ck_assert_ptr_null(af_snapshot_find_pod(s, "ml", "u2"));
+    check_snapshot_consistent(s);
+    af_snapshot_unref(s);
+    /* a relist of the managed set without m1 (deleted meanwhile) drops it, keeps u1 */
+    af_cache_begin_resync_pods(c, AF_PODS_MANAGED);
+    af_cache_end_resync_pods(c, AF_PODS_MANAGED);
+    s = af_cache_snapshot(c);
+    ck_assert_int_eq(s->n_managed, 0);
+    ck_assert_ptr_nonnull(af_snapshot_find_pod(s, "ml", "u1"));
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_snapshot_is_immutable_while_cache_changes)
 {
     struct af_cache *c = af_cache_new();
@@ -423,6 +500,7 @@ Suite *af_cache_suite(void)
     tcase_add_test(tc, test_node_arriving_after_its_pods_sees_usage);
     tcase_add_test(tc, test_snapshot_carries_the_newest_resource_version);
     tcase_add_test(tc, test_resync_sweeps_what_was_not_relisted);
+    tcase_add_test(tc, test_two_pod_sets_delete_and_resync_apart);
     tcase_add_test(tc, test_snapshot_is_immutable_while_cache_changes);
     tcase_add_test(tc, test_publisher_refcounts);
     tcase_add_test(tc, test_publisher_retires_held_snapshots);

@@ -75,8 +75,24 @@ void af_cache_delete_node(struct af_cache *c, const char *name);
 void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
 
 /*
+ * A live cluster's pods come as two disjoint sets, split by the label
+ * accelfit.io/managed: "true", each listed and watched on its own (src/kube):
+ * the managed ones whatever their phase (the brake reads Failed pods, a
+ * rollout counts a finished Job's), the rest only while not terminal. A pod
+ * whose label changes leaves one watch and enters the other, and the two are
+ * not ordered, so a delete or relist of one set never removes a record the
+ * other set put there. AF_PODS_ALL is every pod (a file, a single source).
+ */
+enum af_pod_set { AF_PODS_ALL = 0, AF_PODS_UNMANAGED = 1, AF_PODS_MANAGED = 2 };
+void af_cache_delete_pod_in(struct af_cache *c, enum af_pod_set set, const char *ns,
+                            const char *name);
+void af_cache_begin_resync_pods(struct af_cache *c, enum af_pod_set set);
+void af_cache_end_resync_pods(struct af_cache *c, enum af_pod_set set);
+
+/*
  * Relist: objects of `kind` upserted between begin and end are kept; the
- * others are deleted at end (they vanished while the watch was down).
+ * others are deleted at end (they vanished while the watch was down). For
+ * pods, the same as the _pods functions above with AF_PODS_ALL.
  */
 void af_cache_begin_resync(struct af_cache *c, enum af_kind kind);
 void af_cache_end_resync(struct af_cache *c, enum af_kind kind);

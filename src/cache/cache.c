@@ -178,8 +178,9 @@ struct af_cache {                 /* watch thread only */
     struct pod_table pods;        /* non-terminal pods: usage, lookups */
     struct pod_table managed;     /* pods labelled accelfit.io/managed, terminal ones too */
 
-    uint32_t epoch[2];            /* resync marks per kind */
-    bool resyncing[2];
+    /* resync marks: [AF_KIND_NODE], then per pod set ([AF_PODS_UNMANAGED], [AF_PODS_MANAGED]) */
+    uint32_t epoch[3];
+    bool resyncing[3];
     bool synced;
     uint64_t generation;
     char resource_version[32];
@@ -224,7 +225,7 @@ static uint32_t pod_h(const void *ctx, uint32_t slot)
 struct af_cache *af_cache_new(void)
 {
     struct af_cache *c = af_xcalloc(1, sizeof(*c));
-    c->epoch[0] = c->epoch[1] = 1;
+    c->epoch[0] = c->epoch[1] = c->epoch[2] = 1;
     c->sorted_dirty = true;
     idx_rebuild(&c->node_ix, 8, c, node_h, 0);
     idx_rebuild(&c->pods.ix, 8, &c->pods, pod_h, 0);
@@ -350,6 +351,22 @@ void af_cache_delete_node(struct af_cache *c, const char *name)
 
 /* ---- pods ---- */
 
+/* The pod set a record belongs to, by its managed label (cache.h). */
+static enum af_pod_set pod_set_of(const struct af_pod_info *p)
+{
+    return p->managed ? AF_PODS_MANAGED : AF_PODS_UNMANAGED;
+}
+
+static bool set_covers(enum af_pod_set set, const struct af_pod_info *p)
+{
+    return set == AF_PODS_ALL || set == pod_set_of(p);
+}
+
+static uint32_t pod_mark(const struct af_cache *c, const struct af_pod_info *p)
+{
+    return c->epoch[pod_set_of(p)];
+}
+
 static bool pod_counts(const struct af_pod_info *p)
 {
     return p && !p->terminal && p->node_name && *p->node_name;
@@ -438,23 +455,30 @@ static void managed_set(struct af_cache *c, const char *ns, const char *name, ui
         if (s >= 0) {
             af_pod_info_unref(c->managed.pods[s]);
             c->managed.pods[s] = p;
-            c->managed.meta[s].mark = c->epoch[AF_KIND_POD];
+            c->managed.meta[s].mark = pod_mark(c, p);
         } else {
-            table_append(&c->managed, p, h, c->epoch[AF_KIND_POD]);
+            table_append(&c->managed, p, h, pod_mark(c, p));
         }
     } else if (s >= 0) {
         af_pod_info_unref(table_take(&c->managed, (uint32_t)s, pos));
     }
 }
 
-void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name)
+void af_cache_delete_pod_in(struct af_cache *c, enum af_pod_set set, const char *ns,
+                            const char *name)
 {
     size_t pos;
     uint32_t h = hash_pod(ns, name);
     long s = table_lookup(&c->pods, ns, name, h, &pos);
-    if (s >= 0)
+    if (s >= 0 && set_covers(set, c->pods.pods[s]))
         pod_slot_remove(c, (uint32_t)s, pos);
-    managed_set(c, ns, name, h, NULL);
+    if (set != AF_PODS_UNMANAGED)
+        managed_set(c, ns, name, h, NULL);
+}
+
+void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name)
+{
+    af_cache_delete_pod_in(c, AF_PODS_ALL, ns, name);
 }
 
 void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
@@ -483,50 +507,90 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
         pod_account(c, old, -1);
         af_pod_info_unref(old);
         c->pods.pods[s] = p;
-        c->pods.meta[s].mark = c->epoch[AF_KIND_POD];
+        c->pods.meta[s].mark = pod_mark(c, p);
         return;
     }
-    table_append(&c->pods, p, h, c->epoch[AF_KIND_POD]);
+    table_append(&c->pods, p, h, pod_mark(c, p));
     pod_account(c, p, +1);
 }
 
 /* ---- resync ---- */
 
+static void epoch_bump(struct af_cache *c, int i)
+{
+    c->epoch[i]++;
+    if (c->epoch[i] == 0)
+        c->epoch[i] = 1;
+    c->resyncing[i] = true;
+}
+
+void af_cache_begin_resync_pods(struct af_cache *c, enum af_pod_set set)
+{
+    if (set != AF_PODS_MANAGED)
+        epoch_bump(c, AF_PODS_UNMANAGED);
+    if (set != AF_PODS_UNMANAGED)
+        epoch_bump(c, AF_PODS_MANAGED);
+}
+
+/* Removes the records of `t` whose set is being resynced and that the relist did not mark. */
+static void sweep_pods(struct af_cache *c, struct pod_table *t, const bool ending[3])
+{
+    for (size_t i = t->n; i-- > 0;) {
+        if (i >= t->n)
+            continue;
+        const struct af_pod_info *p = t->pods[i];
+        enum af_pod_set set = pod_set_of(p);
+        if (!ending[set] || t->meta[i].mark == c->epoch[set])
+            continue;
+        size_t pos = idx_find_slot(&t->ix, t->meta[i].hash, (uint32_t)i);
+        if (t == &c->pods)
+            pod_slot_remove(c, (uint32_t)i, pos);
+        else
+            af_pod_info_unref(table_take(t, (uint32_t)i, pos));
+    }
+}
+
+void af_cache_end_resync_pods(struct af_cache *c, enum af_pod_set set)
+{
+    bool ending[3] = {false, false, false};
+
+    for (int i = AF_PODS_UNMANAGED; i <= AF_PODS_MANAGED; i++) {
+        if ((set == AF_PODS_ALL || (int)set == i) && c->resyncing[i]) {
+            ending[i] = true;
+            c->resyncing[i] = false;
+        }
+    }
+    if (!ending[AF_PODS_UNMANAGED] && !ending[AF_PODS_MANAGED])
+        return;
+    sweep_pods(c, &c->pods, ending);
+    sweep_pods(c, &c->managed, ending);
+}
+
 void af_cache_begin_resync(struct af_cache *c, enum af_kind kind)
 {
-    c->epoch[kind]++;
-    if (c->epoch[kind] == 0)
-        c->epoch[kind] = 1;
-    c->resyncing[kind] = true;
+    if (kind == AF_KIND_POD)
+        af_cache_begin_resync_pods(c, AF_PODS_ALL);
+    else
+        epoch_bump(c, AF_KIND_NODE);
 }
 
 void af_cache_end_resync(struct af_cache *c, enum af_kind kind)
 {
-    uint32_t e = c->epoch[kind];
-    if (!c->resyncing[kind])
-        return;
-    c->resyncing[kind] = false;
+    uint32_t e = c->epoch[AF_KIND_NODE];
+
     if (kind == AF_KIND_POD) {
-        for (size_t i = c->pods.n; i-- > 0;) {
-            if (i < c->pods.n && c->pods.meta[i].mark != e) {
-                size_t pos = idx_find_slot(&c->pods.ix, c->pods.meta[i].hash, (uint32_t)i);
-                pod_slot_remove(c, (uint32_t)i, pos);
-            }
-        }
-        for (size_t i = c->managed.n; i-- > 0;) {
-            if (i < c->managed.n && c->managed.meta[i].mark != e) {
-                size_t pos = idx_find_slot(&c->managed.ix, c->managed.meta[i].hash, (uint32_t)i);
-                af_pod_info_unref(table_take(&c->managed, (uint32_t)i, pos));
-            }
-        }
-    } else {
-        for (size_t i = c->n_nodes; i-- > 0;) {
-            if (i >= c->n_nodes)
-                continue;
-            struct node_slot *ns = &c->nodes[i];
-            if (ns->info && ns->mark != e)
-                af_cache_delete_node(c, ns->name);
-        }
+        af_cache_end_resync_pods(c, AF_PODS_ALL);
+        return;
+    }
+    if (!c->resyncing[AF_KIND_NODE])
+        return;
+    c->resyncing[AF_KIND_NODE] = false;
+    for (size_t i = c->n_nodes; i-- > 0;) {
+        if (i >= c->n_nodes)
+            continue;
+        struct node_slot *ns = &c->nodes[i];
+        if (ns->info && ns->mark != e)
+            af_cache_delete_node(c, ns->name);
     }
 }
 

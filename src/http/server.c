@@ -461,11 +461,13 @@ static void answer_due(lws_sorted_usec_list_t *sul)
     struct pss *p = lws_container_of(sul, struct pss, sul);
     struct server *s = lws_context_user(p->ctx);
 
+    struct lws *wsi = p->wsi;   /* send_h1 resets *p, wsi included */
+
     p->sul_armed = false;
     if (!p->active || !p->responded || lws_service_adjust_timeout(p->ctx, 1, 0) == 0)
         return;
-    if (send_h1(s, p->wsi, p) < 0)
-        lws_set_timeout(p->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    if (send_h1(s, wsi, p) < 0)
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
 /* The response in p->resp is complete: send it (h1 now or next pass, h2 when writeable). */
@@ -758,11 +760,13 @@ static void empty_body_due(lws_sorted_usec_list_t *sul)
     struct pss *p = lws_container_of(sul, struct pss, sul);
     struct server *s = lws_context_user(p->ctx);
 
+    struct lws *wsi = p->wsi;   /* an answer sent at once resets *p */
+
     p->sul_armed = false;
     if (!p->active || p->responded || p->body.len || p->discarded)
         return;
-    if (dispatch(s, p->wsi, p) < 0)
-        lws_set_timeout(p->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+    if (dispatch(s, wsi, p) < 0)
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
 static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const char *path)
@@ -918,6 +922,47 @@ static void pipelined_input(struct server *s, struct lws *wsi, struct pss *p)
     p->pipelined = true;
 }
 
+static bool is_tchar(unsigned char c);
+
+/*
+ * A request asks to leave HTTP/1.1 (an Upgrade header): lws 4.1.6 asks before it
+ * upgrades, and accelfit speaks HTTP/1.1 only, so it never agrees. For an Upgrade
+ * lws does not know (neither websocket nor h2c) lws has already answered 403 and
+ * let go of the request's headers, `in` pointing into them, and reads them again
+ * if told to go on: hang up instead (lws's 403 is on its way). websocket and h2c
+ * are refused with 400 JSON saying so, and the connection closed, since a body
+ * the request may carry is never read.
+ */
+static int refuse_upgrade(struct lws *wsi)
+{
+    unsigned char out[LWS_PRE + 512];
+    char up[32], msg[192], body[256];
+    int blen, n;
+
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_UPGRADE) <= 0) {
+        AF_LOG(AF_LOG_INFO, "request", "verb", "other", "status", "403", "error",
+               "unknown Upgrade header: refused by libwebsockets; connection closed", NULL);
+        return -1;
+    }
+    if (lws_hdr_copy(wsi, up, (int)sizeof(up), WSI_TOKEN_UPGRADE) <= 0)
+        snprintf(up, sizeof(up), "?");
+    for (char *c = up; *c; c++)
+        if (!is_tchar((unsigned char)*c) && *c != '/')
+            *c = '?';   /* no JSON escaping needed below */
+    snprintf(msg, sizeof(msg),
+             "upgrade to '%s' is not supported: accelfit speaks HTTP/1.1; send the request "
+             "without an Upgrade header", up);
+    AF_LOG(AF_LOG_INFO, "request", "verb", "other", "status", "400", "error", msg, NULL);
+    blen = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", msg);
+    n = snprintf((char *)out + LWS_PRE, sizeof(out) - LWS_PRE,
+                 "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+                 blen, lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0 ? "" : body);
+    if (n > 0 && (size_t)n < sizeof(out) - LWS_PRE)
+        (void)lws_write(wsi, out + LWS_PRE, (size_t)n, LWS_WRITE_HTTP);
+    return -1;
+}
+
 static void tls_hook(struct server *s, SSL_CTX *lws_ctx);
 
 /* ---- the lws callback ---------------------------------------------------------------------------------- */
@@ -982,6 +1027,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (p->sul_armed && !p->body.len && !p->discarded)
             return 0;
         return dispatch(s, wsi, p);
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return refuse_upgrade(wsi);
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (!s || !p || !p->active || !p->responded)
             return 0;

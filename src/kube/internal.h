@@ -44,6 +44,7 @@ struct list_items;
 struct reflector {
     struct af_kube *k;
     enum af_kind kind;
+    enum af_pod_set set;       /* pods: which of the two sets (cache.h) */
     pthread_t thread;
     CURL *h;
     char *rv;                  /* last seen resourceVersion */
@@ -92,7 +93,9 @@ struct af_kube {
     char *exec_token, *exec_cert, *exec_key;
     double exec_expiry;        /* wall seconds; 0 = none given */
 
-    struct reflector refl[2];
+    /* [AF_KIND_NODE], [AF_KIND_POD] (pods not managed, while not terminal), and [2]
+     * (managed pods, terminal ones included) */
+    struct reflector refl[3];
     pthread_t publisher;
 
     /* events, protected by ->ev_lock */

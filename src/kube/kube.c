@@ -5,7 +5,7 @@
  * events.c (Event posting).
  *
  * Threads (all joined by af_kube_stop):
- *   reflector x2   one per kind (nodes, pods), each with its own curl easy
+ *   reflector x3   nodes, pods, managed pods (cache.h), each with its own curl easy
  *                  handle; it decodes outside any lock and applies a batch of
  *                  events to the shared af_cache under ->cache_lock
  *   publisher      coalesces "dirty" signals for publish_interval_s, builds a
@@ -151,10 +151,12 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     atomic_store(&st->watch_up, false);
     atomic_store(&st->down_since_ns, af_now_ns());
 
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++) {
         struct reflector *r = &k->refl[i];
         r->k = k;
-        r->kind = (enum af_kind)i;
+        r->kind = i == AF_KIND_NODE ? AF_KIND_NODE : AF_KIND_POD;
+        r->set = i == AF_KIND_NODE ? AF_PODS_ALL : i == AF_KIND_POD ? AF_PODS_UNMANAGED
+                                                                    : AF_PODS_MANAGED;
         atomic_init(&r->relist, false);
         r->h = curl_easy_init();
         af_assert(r->h);
@@ -163,7 +165,7 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     }
     pthread_create(&k->publisher, NULL, af__kube_publisher_main, k);
     pthread_create(&k->ev_thread, NULL, af__kube_events_main, k);
-    for (int i = 0; i < 2; i++)
+    for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_create(&k->refl[i].thread, NULL, af__kube_reflector_main, &k->refl[i]);
     *out = k;
     return 0;
@@ -188,11 +190,11 @@ void af_kube_stop(struct af_kube *k)
     pthread_mutex_lock(&k->ev_lock);
     pthread_cond_broadcast(&k->ev_cond);
     pthread_mutex_unlock(&k->ev_lock);
-    for (int i = 0; i < 2; i++)
+    for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_join(k->refl[i].thread, NULL);
     pthread_join(k->publisher, NULL);
     pthread_join(k->ev_thread, NULL);
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++) {
         curl_easy_cleanup(k->refl[i].h);
         af_buf_release(&k->refl[i].body);
         af_buf_release(&k->refl[i].line);

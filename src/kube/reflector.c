@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * kube reflector: one thread per kind (nodes, pods) LISTs (paginated, 410 on a
+ * kube reflector: one thread per kind (nodes, and pods as two sets: cache.h) LISTs (paginated, 410 on a
  * continue token answered with one full list) and WATCHes (bookmarks, in-band
  * 410, backoff with full jitter), applying what it decodes to the shared cache
  * under ->cache_lock; the publisher thread coalesces changes and publishes
@@ -65,12 +65,43 @@ static const char *kind_path(enum af_kind kind)
     return kind == AF_KIND_NODE ? "/api/v1/nodes" : "/api/v1/pods";
 }
 
-static const char *kind_name(enum af_kind kind)
+/* What the log calls the objects a reflector keeps. */
+static const char *refl_name(const struct reflector *r)
 {
-    return kind == AF_KIND_NODE ? "nodes" : "pods";
+    if (r->kind == AF_KIND_NODE)
+        return "nodes";
+    return r->set == AF_PODS_MANAGED ? "managed pods" : "pods";
 }
 
-#define POD_FIELD_SELECTOR "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+/*
+ * The selectors of a reflector's list and watch, each followed by '&'. Pods come
+ * as two disjoint sets (cache.h): those not labelled accelfit.io/managed=true
+ * while they are not terminal (a pod that turns Succeeded or Failed leaves the
+ * field selector, which the API server's watch says with DELETED), and the
+ * managed ones whatever their phase, so the brake sees a Failed pod and a
+ * rollout counts a finished Job. Terminal pods of the first set are never sent:
+ * a cluster's finished pods cost nothing here.
+ */
+static const char *refl_selectors(const struct reflector *r)
+{
+    if (r->kind == AF_KIND_NODE)
+        return "";
+    if (r->set == AF_PODS_MANAGED)
+        return "labelSelector=accelfit.io%2Fmanaged%3Dtrue&";
+    return "labelSelector=accelfit.io%2Fmanaged%21%3Dtrue&"
+           "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed&";
+}
+
+/* The cache's resync of what this reflector keeps. */
+static void refl_resync(struct reflector *r, bool begin)
+{
+    struct af_cache *c = r->k->cache;
+
+    if (r->kind == AF_KIND_NODE)
+        (begin ? af_cache_begin_resync : af_cache_end_resync)(c, AF_KIND_NODE);
+    else
+        (begin ? af_cache_begin_resync_pods : af_cache_end_resync_pods)(c, r->set);
+}
 
 struct list_items {
     struct af_node_info **nodes;
@@ -145,7 +176,9 @@ static void set_up(struct reflector *r, bool up)
     struct af_kube *k = r->k;
     pthread_mutex_lock(&k->lock);
     r->up = up;
-    bool all = k->refl[0].up && k->refl[1].up;
+    bool all = true;
+    for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
+        all = all && k->refl[i].up;
     atomic_store(&k->st->watch_up, all);
     if (all)
         atomic_store(&k->st->down_since_ns, 0);
@@ -174,7 +207,7 @@ static int do_get(struct reflector *r, const char *pq, struct creds *c)
     if (atomic_load(&k->stop))
         return AF_ECANCELED;
     if (cc != CURLE_OK) {
-        AF_LOG(AF_LOG_WARN, "list failed", "kind", kind_name(r->kind), "error",
+        AF_LOG(AF_LOG_WARN, "list failed", "kind", refl_name(r), "error",
                r->failed ? "response too large" : curl_easy_strerror(cc), NULL);
         return AF_ECONN;
     }
@@ -200,12 +233,11 @@ static int do_list(struct reflector *r, const char *rv0)
     int rc = 0;
 
     pthread_mutex_lock(&k->cache_lock);
-    af_cache_begin_resync(k->cache, r->kind);
+    refl_resync(r, true);
     pthread_mutex_unlock(&k->cache_lock);
     for (;;) {
         struct af_buf pq = AF_BUF_INIT(0);
         struct creds c;
-        bool sel = r->kind == AF_KIND_POD;
         rc = af_buf_printf(&pq, "%s?", kind_path(r->kind));
         if (!rc && limit > 0)
             rc = af_buf_printf(&pq, "limit=%d&", limit);
@@ -216,8 +248,8 @@ static int do_list(struct reflector *r, const char *rv0)
         } else if (!rc && *rv0) {
             rc = af_buf_printf(&pq, "resourceVersion=%s&", rv0);
         }
-        if (!rc && sel)
-            rc = af_buf_puts(&pq, POD_FIELD_SELECTOR "&");
+        if (!rc)
+            rc = af_buf_puts(&pq, refl_selectors(r));
         af_assert(rc == 0);
         pq.buf[--pq.len] = '\0'; /* trailing & or ? */
         struct list_items li = {0};
@@ -255,7 +287,7 @@ static int do_list(struct reflector *r, const char *rv0)
         }
         if (r->http_status == 410 && cont && !retried_full) {
             /* continue token expired: one full (unpaginated) consistent list */
-            AF_LOG(AF_LOG_INFO, "continue token expired; full list", "kind", kind_name(r->kind),
+            AF_LOG(AF_LOG_INFO, "continue token expired; full list", "kind", refl_name(r),
                    NULL);
             free(cont);
             cont = NULL;
@@ -263,14 +295,14 @@ static int do_list(struct reflector *r, const char *rv0)
             limit = 0;
             rv0 = "";
             pthread_mutex_lock(&k->cache_lock);
-            af_cache_begin_resync(k->cache, r->kind);
+            refl_resync(r, true);
             pthread_mutex_unlock(&k->cache_lock);
             continue;
         }
         if (r->http_status != 200) {
             char st[16];
             snprintf(st, sizeof(st), "%ld", r->http_status);
-            AF_LOG(AF_LOG_WARN, "list failed", "kind", kind_name(r->kind), "status", st, NULL);
+            AF_LOG(AF_LOG_WARN, "list failed", "kind", refl_name(r), "status", st, NULL);
             rc = status_to_rc(r->http_status);
             break;
         }
@@ -279,10 +311,10 @@ static int do_list(struct reflector *r, const char *rv0)
             char n[24];
             snprintf(n, sizeof(n), "%zu", skipped);
             AF_LOG(AF_LOG_WARN, "skipped undecodable objects in list", "kind",
-                   kind_name(r->kind), "count", n, "first", err.text, NULL);
+                   refl_name(r), "count", n, "first", err.text, NULL);
         }
         if (rc) {
-            AF_LOG(AF_LOG_ERROR, "cannot decode list", "kind", kind_name(r->kind), "error",
+            AF_LOG(AF_LOG_ERROR, "cannot decode list", "kind", refl_name(r), "error",
                    err.text, NULL);
             free(page_rv);
             break;
@@ -300,10 +332,13 @@ static int do_list(struct reflector *r, const char *rv0)
         r->rv = rv ? rv : af_xstrdup("");
         rv = NULL;
         pthread_mutex_lock(&k->cache_lock);
-        af_cache_end_resync(k->cache, r->kind);
+        refl_resync(r, false);
         af_cache_note_resource_version(k->cache, r->rv);
         r->listed = true;
-        if (k->refl[0].listed && k->refl[1].listed && !atomic_load(&k->st->synced)) {
+        bool all = true;
+        for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
+            all = all && k->refl[i].listed;
+        if (all && !atomic_load(&k->st->synced)) {
             af_cache_set_synced(k->cache, true);
             atomic_store(&k->st->synced, true);
         }
@@ -312,7 +347,7 @@ static int do_list(struct reflector *r, const char *rv0)
         atomic_store(&k->st->last_sync_ns, af_now_ns());
         /* every completed full list counts, the initial one of each kind included */
         atomic_fetch_add(&k->st->relists, 1);
-        AF_LOG(AF_LOG_INFO, "listed", "kind", kind_name(r->kind), "resourceVersion", r->rv,
+        AF_LOG(AF_LOG_INFO, "listed", "kind", refl_name(r), "resourceVersion", r->rv,
                NULL);
         mark_dirty(k);
 #ifdef __GLIBC__
@@ -356,7 +391,7 @@ static void process_batch(struct reflector *r)
         if (af_codec_decode_watch_event(cfg, r->kind, s, len, ev, &err)) {
             /* Skipped, not retried: restarting from the same RV would replay the same
              * event forever and leave every other object stale. */
-            AF_LOG(AF_LOG_ERROR, "undecodable watch event skipped", "kind", kind_name(r->kind),
+            AF_LOG(AF_LOG_ERROR, "undecodable watch event skipped", "kind", refl_name(r),
                    "error", err.text, NULL);
             af_watch_event_clear(ev);
             continue;
@@ -368,7 +403,7 @@ static void process_batch(struct reflector *r)
             } else {
                 char code[16];
                 snprintf(code, sizeof(code), "%d", ev->status_code);
-                AF_LOG(AF_LOG_WARN, "watch error event", "kind", kind_name(r->kind), "code",
+                AF_LOG(AF_LOG_WARN, "watch error event", "kind", refl_name(r), "code",
                        code, "message", ev->status_message ? ev->status_message : "", NULL);
                 r->failed = true;
             }
@@ -398,7 +433,7 @@ static void process_batch(struct reflector *r)
                 if (ev->node)
                     af_cache_delete_node(k->cache, ev->node->name);
                 if (ev->pod)
-                    af_cache_delete_pod(k->cache, ev->pod->ns, ev->pod->name);
+                    af_cache_delete_pod_in(k->cache, r->set, ev->pod->ns, ev->pod->name);
                 applied++;
                 break;
             case AF_WATCH_BOOKMARK:
@@ -455,7 +490,7 @@ static size_t watch_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     }
     if (af_buf_add(&r->line, ptr, n)) {
         AF_LOG(AF_LOG_ERROR, "watch event exceeds limit; restarting watch", "kind",
-               kind_name(r->kind), NULL);
+               refl_name(r), NULL);
         r->failed = true;
         return 0;
     }
@@ -499,10 +534,9 @@ static int do_watch(struct reflector *r, int *short_watch)
     struct af_kube *k = r->k;
     int tmin = k->opt.watch_timeout_min_s > 0 ? k->opt.watch_timeout_min_s : 300;
     int timeout = tmin + (int)(rand01() * tmin);
-    char *pq = af_xasprintf("%s?watch=true&resourceVersion=%s&allowWatchBookmarks=true"
-                            "&timeoutSeconds=%d%s",
-                            kind_path(r->kind), r->rv ? r->rv : "", timeout,
-                            r->kind == AF_KIND_POD ? "&" POD_FIELD_SELECTOR : "");
+    char *pq = af_xasprintf("%s?%swatch=true&resourceVersion=%s&allowWatchBookmarks=true"
+                            "&timeoutSeconds=%d",
+                            kind_path(r->kind), refl_selectors(r), r->rv ? r->rv : "", timeout);
     struct creds c;
     char *url;
     uint64_t t0 = af_now_ns();
@@ -542,13 +576,13 @@ static int do_watch(struct reflector *r, int *short_watch)
         return 0;
     }
     if (r->expired) {
-        AF_LOG(AF_LOG_INFO, "watch expired (410); relisting", "kind", kind_name(r->kind), NULL);
+        AF_LOG(AF_LOG_INFO, "watch expired (410); relisting", "kind", refl_name(r), NULL);
         return AF_EEXPIRED;
     }
     if (r->http_status && r->http_status != 200) {
         char st[16];
         snprintf(st, sizeof(st), "%ld", r->http_status);
-        AF_LOG(AF_LOG_WARN, "watch failed", "kind", kind_name(r->kind), "status", st, NULL);
+        AF_LOG(AF_LOG_WARN, "watch failed", "kind", refl_name(r), "status", st, NULL);
         if (r->http_status == 401)
             af__kube_creds_invalidate(k, gen);
         return status_to_rc(r->http_status);
@@ -556,7 +590,7 @@ static int do_watch(struct reflector *r, int *short_watch)
     if (r->failed)
         return AF_EIO;
     if (cc != CURLE_OK) {
-        AF_LOG(AF_LOG_WARN, "watch interrupted", "kind", kind_name(r->kind), "error",
+        AF_LOG(AF_LOG_WARN, "watch interrupted", "kind", refl_name(r), "error",
                curl_easy_strerror(cc), NULL);
         return AF_ECONN;
     }
@@ -583,7 +617,7 @@ void *af__kube_reflector_main(void *arg)
              * reads (af_kube_reclassify_nodes). A consistent list, as after a 410. */
             if (!need_list)
                 AF_LOG(AF_LOG_INFO, "relisting to classify under the new policy", "kind",
-                       kind_name(r->kind), NULL);
+                       refl_name(r), NULL);
             need_list = true;
         }
         if (need_list) {

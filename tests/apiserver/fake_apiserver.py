@@ -297,8 +297,33 @@ def status_body(code, reason, message):
             "message": message, "reason": reason, "code": code}
 
 
-def selector_ok(kind, sel, obj):
-    if kind != "pods" or not sel or obj is None:
+def labels_ok(sel, obj):
+    """A labelSelector of equality terms as the API server reads them: key=value
+    (key==value), key!=value (also true without the key), key, !key."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    for term in filter(None, sel.split(",")):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k) != v:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def selector_ok(kind, sel, obj, labelsel=""):
+    if obj is None:
+        return True
+    if labelsel and not labels_ok(labelsel, obj):
+        return False
+    if kind != "pods" or not sel:
         return True
     phase = obj.get("status", {}).get("phase", "")
     for term in sel.split(","):
@@ -430,7 +455,13 @@ class Handler(BaseHTTPRequestHandler):
                 tok = json.loads(base64.b64decode(cont))
                 list_rv, pos = tok["rv"], tok["start"]
             rendered, keys, gone = STATE.synth[kind], STATE.synth_keys[kind], STATE.synth_gone[kind]
-            overlay = sorted(STATE.objs[kind])
+            # Synthetic pods carry no accelfit label and run: a label selector is judged
+            # on an object without labels, the field selector passes them.
+            if not labels_ok(q.get("labelSelector", ""), {"metadata": {}}):
+                rendered, keys = [], []
+            overlay = sorted(k for k, o in STATE.objs[kind].items()
+                             if selector_ok(kind, q.get("fieldSelector", ""), o,
+                                            q.get("labelSelector", "")))
             total = len(rendered) + len(overlay)
             items = []
             while pos < total and not (limit and len(items) >= limit):
@@ -466,6 +497,7 @@ class Handler(BaseHTTPRequestHandler):
             self.list_synthetic(kind, q)
             return
         sel = q.get("fieldSelector", "")
+        labelsel = q.get("labelSelector", "")
         limit = int(q.get("limit") or 0)
         cont = q.get("continue")
         with STATE.cond:
@@ -491,7 +523,7 @@ class Handler(BaseHTTPRequestHandler):
             nxt = None
             for k in keys:
                 o = STATE.objs[kind][k]
-                if not selector_ok(kind, sel, o):
+                if not selector_ok(kind, sel, o, labelsel):
                     continue
                 if limit and len(items) >= limit:
                     nxt = items[-1]
@@ -515,6 +547,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def watch(self, kind, q):
         sel = q.get("fieldSelector", "")
+        labelsel = q.get("labelSelector", "")
         timeout = float(q.get("timeoutSeconds") or 1800)
         deadline = time.time() + timeout
         bookmarks = q.get("allowWatchBookmarks") == "true"
@@ -561,7 +594,8 @@ class Handler(BaseHTTPRequestHandler):
                                 break
                             if hrv <= rv or hkind != kind:
                                 continue
-                            was, now = selector_ok(kind, sel, old), selector_ok(kind, sel, obj)
+                            was = selector_ok(kind, sel, old, labelsel)
+                            now = selector_ok(kind, sel, obj, labelsel)
                             if typ == "DELETED":
                                 if was:
                                     out.append(("DELETED", obj))
@@ -570,7 +604,11 @@ class Handler(BaseHTTPRequestHandler):
                             elif now:
                                 out.append(("ADDED", obj))
                             elif was and old is not None:
-                                out.append(("DELETED", obj))
+                                # as the API server's watch cache does: the object as it
+                                # last matched, at the event's resourceVersion
+                                gone = copy.deepcopy(old)
+                                gone["metadata"]["resourceVersion"] = str(hrv)
+                                out.append(("DELETED", gone))
                         if out is not None and STATE.history and STATE.history[-1][0] > rv:
                             rv = max(rv, STATE.history[-1][0])
                         if out == [] and bookmarks and time.time() - last_bookmark >= ARGS.bookmark_interval:
