@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "accelfit/util.h"
 #include "support/support.h"
 
@@ -322,7 +324,7 @@ static const char *find_crlfcrlf(const char *p, size_t n)
  * Takes complete answers off the front of `b` (kept NUL-terminated past its
  * length) into `r`; returns false on a malformed one.
  */
-static bool raw_parse(struct af_buf *b, struct af_test_raw *r)
+static bool raw_parse(struct af_buf *b, struct af_test_raw *r, bool head)
 {
     for (;;) {
         const char *end, *line;
@@ -359,6 +361,8 @@ static bool raw_parse(struct af_buf *b, struct af_test_raw *r)
         }
         if (!have_len)
             return false;
+        if (head)
+            clen = 0;   /* the length GET would have, and no body */
         total = hlen + clen;
         if (b->len < total)
             return true;
@@ -375,28 +379,95 @@ static bool raw_parse(struct af_buf *b, struct af_test_raw *r)
     }
 }
 
-int af_test_raw_exchange(int port, const void *data, size_t len, int want, int timeout_ms,
-                         struct af_test_raw *r)
+/* The client's end of a raw exchange: a socket, and a TLS session over it when asked. */
+struct raw_conn {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+};
+
+static void raw_conn_open(struct raw_conn *c, int port, bool tls)
 {
+    memset(c, 0, sizeof(*c));
+    c->fd = af_test_raw_connect(port);
+    if (!tls)
+        return;
+    c->ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(c->ctx);
+    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_NONE, NULL);
+    c->ssl = SSL_new(c->ctx);
+    ck_assert_ptr_nonnull(c->ssl);
+    SSL_set_fd(c->ssl, c->fd);
+    ck_assert_msg(SSL_connect(c->ssl) == 1, "TLS handshake with 127.0.0.1:%d failed", port);
+}
+
+static ssize_t raw_conn_write(struct raw_conn *c, const void *data, size_t len)
+{
+    if (c->ssl)
+        return SSL_write(c->ssl, data, (int)len);
+    return write(c->fd, data, len);
+}
+
+static ssize_t raw_conn_read(struct raw_conn *c, void *buf, size_t len)
+{
+    if (c->ssl) {
+        int n = SSL_read(c->ssl, buf, (int)len);
+        return n > 0 ? n : 0;   /* a close, clean or not, ends the exchange */
+    }
+    return read(c->fd, buf, len);
+}
+
+static void raw_conn_close(struct raw_conn *c)
+{
+    if (c->ssl)
+        SSL_free(c->ssl);
+    if (c->ctx)
+        SSL_CTX_free(c->ctx);
+    close(c->fd);
+}
+
+int af_test_raw_exchange_opt(int port, const void *data, size_t len,
+                             const struct af_test_raw_opts *o, int want, int timeout_ms,
+                             struct af_test_raw *r)
+{
+    static const struct af_test_raw_opts plain;
     struct af_buf in = AF_BUF_INIT(64u << 20);
     uint64_t deadline = af_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    int fd = af_test_raw_connect(port);
+    struct raw_conn c;
+    bool then_sent = false;
 
+    if (!o)
+        o = &plain;
     memset(r, 0, sizeof(*r));
-    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    raw_conn_open(&c, port, o->tls);
+    for (size_t off = 0; off < len;) {
+        size_t n = o->slow_chunk && o->slow_chunk < len - off ? o->slow_chunk : len - off;
+        ssize_t put = raw_conn_write(&c, (const char *)data + off, n);
+        if (put <= 0)
+            break;   /* the server closed early: what it answered is still read */
+        off += (size_t)put;
+        if (o->slow_chunk && off < len)
+            usleep((useconds_t)o->slow_gap_ms * 1000u);
+    }
+    if (o->half_close) {
+        if (c.ssl)
+            (void)SSL_shutdown(c.ssl);
+        shutdown(c.fd, SHUT_WR);
+    }
     while (r->count < want) {
         char chunk[65536];
         uint64_t now = af_now_ns();
-        struct pollfd pfd = {fd, POLLIN, 0};
+        struct pollfd pfd = {c.fd, POLLIN, 0};
         ssize_t got;
 
         if (now >= deadline) {
             r->timed_out = true;
             break;
         }
-        if (poll(&pfd, 1, (int)((deadline - now) / 1000000ull) + 1) <= 0)
+        if ((!c.ssl || !SSL_pending(c.ssl)) &&
+            poll(&pfd, 1, (int)((deadline - now) / 1000000ull) + 1) <= 0)
             continue;
-        got = read(fd, chunk, sizeof(chunk));
+        got = raw_conn_read(&c, chunk, sizeof(chunk));
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0) {
@@ -406,11 +477,22 @@ int af_test_raw_exchange(int port, const void *data, size_t len, int want, int t
         ck_assert_int_eq(af_buf_add(&in, chunk, (size_t)got), 0);
         ck_assert_int_eq(af_buf_add(&in, "", 1), 0);   /* a NUL past the end */
         in.len--;
-        ck_assert_msg(raw_parse(&in, r), "malformed answer: %.200s", in.buf);
+        ck_assert_msg(raw_parse(&in, r, o->head), "malformed answer: %.200s", in.buf);
+        if (o->then && !then_sent && r->count >= 1) {
+            then_sent = true;
+            if (raw_conn_write(&c, o->then, o->then_len) <= 0)
+                break;
+        }
     }
-    close(fd);
+    raw_conn_close(&c);
     af_buf_release(&in);
     return r->count;
+}
+
+int af_test_raw_exchange(int port, const void *data, size_t len, int want, int timeout_ms,
+                         struct af_test_raw *r)
+{
+    return af_test_raw_exchange_opt(port, data, len, NULL, want, timeout_ms, r);
 }
 
 void af_test_raw_free(struct af_test_raw *r)

@@ -84,6 +84,19 @@ int af_test_raw_connect(int port);
  */
 int af_test_raw_exchange(int port, const void *data, size_t len, int want, int timeout_ms,
                          struct af_test_raw *r);
+/* How a raw exchange sends its bytes (all false/0: one write, plain TCP). */
+struct af_test_raw_opts {
+    bool tls;              /* TLS over the socket (the server's certificate is not verified) */
+    bool half_close;       /* shut down the sending side after the request (TLS: close_notify) */
+    size_t slow_chunk;     /* write this many bytes at a time ... */
+    int slow_gap_ms;       /* ... this long apart */
+    bool head;             /* the requests are HEAD: answers have no body */
+    const char *then;      /* written on the same connection once the first answer is read */
+    size_t then_len;
+};
+int af_test_raw_exchange_opt(int port, const void *data, size_t len,
+                             const struct af_test_raw_opts *o, int want, int timeout_ms,
+                             struct af_test_raw *r);
 void af_test_raw_free(struct af_test_raw *r);
 
 #endif
