@@ -5,11 +5,14 @@
 #                     demo cluster (with a recorded utilization snapshot) on
 #                     127.0.0.1:8888
 #   ./run.sh test     install dependencies, build, and run every test suite,
-#                     then again under AddressSanitizer + UndefinedBehaviorSanitizer
+#                     then again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#                     tests/e2e runs on a real kube-apiserver and kube-scheduler from
+#                     $KUBE_BIN_DIR (or the project's bundle), and is skipped without them
 #   ./run.sh bench    build optimized and run the benchmarks
 #   ./run.sh fuzz [SECONDS]
 #                     build the libFuzzer harnesses of tests/fuzz with clang and run
-#                     each in turn, SECONDS in all (default 60); new inputs go to
+#                     each in turn, then the raw-socket fuzzer of the live server
+#                     (net_fuzz), SECONDS in all (default 60); new inputs go to
 #                     build-fuzz/corpus, crashes to build-fuzz/artifacts
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -36,6 +39,25 @@ have_libfuzzer() {
         return 1
     fi
     rm -rf "$probe"
+}
+
+# The real control plane tests/e2e runs on: kube-apiserver, kube-scheduler and kubectl in
+# build/k8s/bin, from $KUBE_BIN_DIR when set, else unpacked from the project's Kubernetes
+# bundle (../shared/k8s) when it is there; the scripts beside them are tests/e2e/controlplane's.
+# Without binaries the e2e suite says it was skipped and how to run it.
+e2e_prepare() {
+    local dir=build/k8s
+    mkdir -p "$dir/bin"
+    if [ -n "${KUBE_BIN_DIR:-}" ]; then
+        for b in kube-apiserver kube-scheduler kubectl; do
+            [ -x "$KUBE_BIN_DIR/$b" ] || { echo "run.sh: KUBE_BIN_DIR has no $b" >&2; exit 2; }
+            ln -sf "$(cd "$KUBE_BIN_DIR" && pwd)/$b" "$dir/bin/$b"
+        done
+    elif [ -x ../shared/k8s/install.sh ]; then
+        ../shared/k8s/install.sh "$dir" >/dev/null
+    fi
+    cp tests/e2e/controlplane/*.sh "$dir/"
+    export AF_E2E_K8S="$PWD/$dir"
 }
 
 fuzz_build() {   # the harnesses, instrumented, in build-fuzz
@@ -67,6 +89,7 @@ demo)
         --listen 127.0.0.1:8888
     ;;
 test)
+    e2e_prepare
     build build
     (cd build && ctest --output-on-failure -j"$jobs")
     build build-san -DAF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
@@ -90,7 +113,7 @@ fuzz)
     fi
     fuzz_build
     harnesses=(args objects policy catalog cluster numbers prom trace admission)
-    each=$(( seconds / ${#harnesses[@]} ))
+    each=$(( seconds / (${#harnesses[@]} + 1) ))
     [ "$each" -ge 1 ] || each=1
     mkdir -p build-fuzz/artifacts
     for h in "${harnesses[@]}"; do
@@ -105,6 +128,12 @@ fuzz)
             -artifact_prefix="build-fuzz/artifacts/$h-" "${dict[@]}" \
             "build-fuzz/corpus/$h" "tests/fuzz/corpus/$h"
     done
+    # The live server over raw sockets (tests/fuzz/net_fuzz.c), built with ASan + UBSan.
+    target=net_fuzz build build-san -DAF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+    echo "== net_fuzz for ${each}s"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        build-san/net_fuzz build-san/accelfit . --seconds "$each" --artifacts build-fuzz/artifacts
     ;;
 bench)
     build build-bench -DCMAKE_BUILD_TYPE=Release -DAF_TESTS=OFF

@@ -200,13 +200,19 @@ static void remember_started(pid_t pid)
 void af_test_server_start(struct af_test_server *s, const char *const *args, bool tls,
                           const char *client_cert, const char *client_key)
 {
+    af_test_server_start_on(s, 0, args, tls, client_cert, client_key);
+}
+
+void af_test_server_start_on(struct af_test_server *s, int port, const char *const *args,
+                             bool tls, const char *client_cert, const char *client_key)
+{
     const char *argv[64];
     char listen[64];
     size_t n = 0;
     int status = 0;
 
     memset(s, 0, sizeof(s[0]));
-    s->port = af_test_free_port();
+    s->port = port ? port : af_test_free_port();
     s->tls = tls;
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", s->port);
     snprintf(s->base, sizeof(s->base), "%s://127.0.0.1:%d", tls ? "https" : "http", s->port);

@@ -33,6 +33,9 @@ int af_test_free_port(void);
  */
 void af_test_server_start(struct af_test_server *s, const char *const *args, bool tls,
                           const char *client_cert, const char *client_key);
+/* The same on a given port (0: a free one), e.g. to restart a server where its clients are. */
+void af_test_server_start_on(struct af_test_server *s, int port, const char *const *args,
+                             bool tls, const char *client_cert, const char *client_key);
 /* SIGTERM, then waits. Returns the exit status (128+signal when killed). */
 int af_test_server_stop(struct af_test_server *s);
 /* The child's log so far (caller frees). */

@@ -1,0 +1,1098 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * End to end, on a real control plane: kube-apiserver, etcd and kube-scheduler
+ * v1.26 on loopback (tests/e2e/controlplane/; README.md there), running what
+ * accelfit ships. Each phase renders manifests/ (the base, then the TLS
+ * overlay) with kubectl kustomize and applies it to the API server; runs the
+ * rendered KubeSchedulerConfiguration in the real kube-scheduler, as the
+ * ServiceAccount the manifests create, with its RBAC; and starts accelfit with
+ * the args of the rendered Deployment, in-cluster, with a token of its own
+ * ServiceAccount. What a loopback test must change, and only that, is
+ * rewritten: in-cluster Service names become 127.0.0.1 and a port, mounted
+ * files become files of a temporary folder, cert-manager's part (its
+ * resources and the webhook's caBundle) is played by a test CA, the webhook
+ * fails closed, and the watch is called stale after 5 s instead of 30.
+ *
+ * There is no kubelet and no controller-manager: pods are bound and never run,
+ * the test creates a Deployment's or a Job's pods itself (with their owners),
+ * and plays the kubelet by writing pod status.
+ *
+ * The control plane's binaries come from $AF_E2E_K8S (default build/k8s:
+ * bin/kube-apiserver, bin/kube-scheduler, bin/kubectl and the scripts of
+ * tests/e2e/controlplane), which ./run.sh test prepares from $KUBE_BIN_DIR or
+ * the project's k8s bundle. Without them the suite says so and is skipped
+ * (exit 77), unless CI=true, when that is a failure. Fixed ports (6443, 2379,
+ * 10259): one run at a time (ctest RUN_SERIAL).
+ */
+#include <check.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accelfit/util.h"
+#include "support/http_client.h"
+#include "support/support.h"
+
+#define NODE_P4D "ip-10-0-1-11.us-west-2.compute.internal"
+#define NODE_G5 "ip-10-0-2-12.us-west-2.compute.internal"
+#define NODE_TRN1 "ip-10-0-3-13.us-west-2.compute.internal"
+#define NODE_INF2 "ip-10-0-1-14.us-west-2.compute.internal"
+#define NODE_C6I "ip-10-0-2-15.us-west-2.compute.internal"
+#define SCHEDULER_PORT 10259
+
+static char k8s[PATH_MAX];      /* the control plane's folder */
+static char *work;              /* this phase's files: the "container filesystem", logs */
+static bool tls_phase;
+static struct af_test_server acc;    /* accelfit */
+static const char *acc_args[48];     /* its args, as rendered and rewritten */
+static char *acc_arg_store[48];
+static int health_port;
+static pid_t sched_pid;
+
+/* ---- processes and files ------------------------------------------------------------------ */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static char *xvasprintf(const char *fmt, va_list ap)
+{
+    va_list ap2;
+    int n;
+    char *s;
+
+    va_copy(ap2, ap);
+    n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    ck_assert_int_ge(n, 0);
+    s = af_xmalloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+/* Runs `sh -c CMD`; its stdout in *out when out is not NULL (caller frees). Exit status. */
+static int run(char **out, const char *fmt, ...) AF_PRINTF(2, 3);
+static int run(char **out, const char *fmt, ...)
+{
+    va_list ap;
+    char *cmd;
+    FILE *f;
+    struct af_buf b = AF_BUF_INIT(256u << 20);
+    char chunk[65536];
+    size_t n;
+    int st;
+
+    va_start(ap, fmt);
+    cmd = xvasprintf(fmt, ap);
+    va_end(ap);
+    f = popen(cmd, "r");
+    ck_assert_msg(f != NULL, "cannot run %s", cmd);
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        ck_assert_int_eq(af_buf_add(&b, chunk, n), 0);
+    st = pclose(f);
+    af_free(cmd);
+    if (out)
+        *out = af_buf_detach(&b, NULL) ?: af_xstrdup("");
+    af_buf_release(&b);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static void must(int rc, const char *what)
+{
+    ck_assert_msg(rc == 0, "%s failed (%d); logs in %s", what, rc, work);
+}
+
+static void write_file(const char *path, const char *text, size_t len)
+{
+    char *tmp = af_xasprintf("%s.tmp", path);
+    FILE *f;
+    char *dir = af_xstrdup(path), *slash = strrchr(dir, '/');
+
+    if (slash) {
+        *slash = '\0';
+        must(run(NULL, "mkdir -p '%s'", dir), "mkdir");
+    }
+    f = fopen(tmp, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", tmp);
+    ck_assert_int_eq(fwrite(text, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(rename(tmp, path), 0);   /* whole, as a ConfigMap volume swaps it */
+    af_free(tmp);
+    af_free(dir);
+}
+
+/* kubectl of the control plane, as admin; `args` appended. */
+static int kubectl(char **out, const char *fmt, ...) AF_PRINTF(2, 3);
+static int kubectl(char **out, const char *fmt, ...)
+{
+    va_list ap;
+    char *args;
+    int rc;
+
+    va_start(ap, fmt);
+    args = xvasprintf(fmt, ap);
+    va_end(ap);
+    rc = run(out, "'%s/bin/kubectl' --kubeconfig '%s/admin.kubeconfig' %s 2>>'%s/kubectl.log'",
+             k8s, k8s, args, work);
+    af_free(args);
+    return rc;
+}
+
+static json_t *kubectl_json(const char *fmt, ...) AF_PRINTF(1, 2);
+static json_t *kubectl_json(const char *fmt, ...)
+{
+    va_list ap;
+    char *args, *out;
+    json_t *j;
+    json_error_t e;
+
+    va_start(ap, fmt);
+    args = xvasprintf(fmt, ap);
+    va_end(ap);
+    must(kubectl(&out, "%s -o json", args), args);
+    j = json_loads(out, 0, &e);
+    ck_assert_msg(j != NULL, "kubectl %s: not JSON: %s", args, e.text);
+    af_free(out);
+    af_free(args);
+    return j;
+}
+
+/* Creates the objects of `j` (an object or a List) with kubectl create; steals `j`. */
+static int kubectl_create(json_t *j)
+{
+    char *path = af_xasprintf("%s/create-%d.json", work, rand());
+    char *text = json_dumps(j, JSON_COMPACT);
+    int rc;
+
+    write_file(path, text, strlen(text));
+    rc = kubectl(NULL, "create -f '%s' >/dev/null", path);
+    unlink(path);
+    free(text);
+    af_free(path);
+    json_decref(j);
+    return rc;
+}
+
+/* GET on accelfit's health listener (or the API listener when api): status, body in *body. */
+static long acc_get(bool api, const char *path, char **body)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *url = api ? af_xasprintf("%s%s", acc.base, path)
+                    : af_xasprintf("http://127.0.0.1:%d%s", health_port, path);
+    long st;
+
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    af_test_http(c, NULL, url, NULL, 0, NULL, &r);
+    st = r.curl_rc ? -1 : r.status;
+    if (body)
+        *body = af_xstrdup(r.body ? r.body : "");
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    af_free(url);
+    return st;
+}
+
+/* Polls until `ok` or `seconds` pass. */
+#define WAIT_FOR(seconds, cond)                                                          \
+    ({                                                                                   \
+        bool ok_ = false;                                                                \
+        for (int i_ = 0; i_ < (seconds) * 10 && !(ok_ = (cond)); i_++)                  \
+            sleep_ms(100);                                                               \
+        ok_;                                                                             \
+    })
+
+static bool ready(void)
+{
+    return acc_get(false, "/readyz", NULL) == 200;
+}
+
+/* A gauge or counter of accelfit's /metrics (the first series whose line starts with `series`). */
+static double metric(const char *series)
+{
+    char *body = NULL, *at;
+    double v = -1;
+
+    if (acc_get(false, "/metrics", &body) == 200) {
+        /* a sample line: the series at the start of a line, then its labels or a space */
+        for (at = strstr(body, series); at; at = strstr(at + 1, series)) {
+            char next = at[strlen(series)];
+            if ((at == body || at[-1] == '\n') && (next == ' ' || next == '{'))
+                break;
+        }
+        if (at) {
+            at += strlen(series);
+            while (*at && *at != ' ')
+                at++;
+            v = strtod(at, NULL);
+        }
+    }
+    af_free(body);
+    return v;
+}
+
+/* ---- the control plane and what the manifests ship -------------------------------------- */
+
+static void control_plane_up(void)
+{
+    must(run(NULL, "'%s/down.sh' --clean >'%s/down.log' 2>&1; '%s/up.sh' >'%s/up.log' 2>&1",
+             k8s, work, k8s, work), "starting etcd and kube-apiserver (up.sh)");
+    must(run(NULL, "'%s/nodes.sh' create >'%s/nodes.log' 2>&1", k8s, work),
+         "creating the EKS-like nodes (nodes.sh create)");
+}
+
+/* The rendered manifests, applied, less cert-manager's kinds (no cert-manager here). */
+static void apply_manifests(const char *dir)
+{
+    char *yaml, *path = af_xasprintf("%s/rendered.yaml", work);
+    struct af_buf keep = AF_BUF_INIT(0);
+
+    must(run(&yaml, "'%s/bin/kubectl' kustomize '%s/%s' 2>'%s/kustomize.log'", k8s,
+             AF_SOURCE_DIR, dir, work), "kubectl kustomize");
+    for (char *p = yaml; p && *p;) {
+        char *next = strstr(p, "\n---\n");
+        if (next)
+            *next = '\0';
+        if (!strstr(p, "apiVersion: cert-manager.io/"))
+            ck_assert_int_eq(af_buf_printf(&keep, "%s\n---\n", p), 0);
+        p = next ? next + 5 : NULL;
+    }
+    write_file(path, keep.buf, keep.len);
+    must(kubectl(NULL, "apply -f '%s' >'%s/apply.log'", path, work),
+         "kubectl apply of the rendered manifests");
+    af_buf_release(&keep);
+    af_free(yaml);
+    af_free(path);
+}
+
+static char *sa_token(const char *name)
+{
+    char *tok;
+    must(kubectl(&tok, "-n accelfit create token %s --duration=2h", name), "create token");
+    tok[strcspn(tok, "\r\n")] = '\0';
+    return tok;
+}
+
+/* A path of the containers' filesystem, under this phase's folder. */
+static char *in_container(const char *path)
+{
+    return af_xasprintf("%s/root%s", work, path);
+}
+
+/* One ConfigMap key, as text (caller frees). */
+static char *configmap_key(const char *name, const char *key)
+{
+    json_t *cm = kubectl_json("-n accelfit get configmap %s", name);
+    const char *v = json_string_value(json_object_get(json_object_get(cm, "data"), key));
+    char *text;
+
+    ck_assert_msg(v != NULL, "ConfigMap %s has no key %s", name, key);
+    text = af_xstrdup(v);
+    json_decref(cm);
+    return text;
+}
+
+/* Replaces every `from` in *s with `to`. */
+static void replace_all(char **s, const char *from, const char *to)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    const char *p = *s, *hit;
+
+    while ((hit = strstr(p, from)) != NULL) {
+        ck_assert_int_eq(af_buf_add(&b, p, (size_t)(hit - p)), 0);
+        ck_assert_int_eq(af_buf_puts(&b, to), 0);
+        p = hit + strlen(from);
+    }
+    ck_assert_int_eq(af_buf_puts(&b, p), 0);
+    af_free(*s);
+    *s = af_buf_detach(&b, NULL);
+}
+
+/* The mountPath of the volume of container `c` that the value of flag `arg` is a file of. */
+static const char *mounted(json_t *c, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    json_t *vm;
+    size_t i;
+
+    if (!eq)
+        return NULL;
+    json_array_foreach(json_object_get(c, "volumeMounts"), i, vm) {
+        const char *mp = json_string_value(json_object_get(vm, "mountPath"));
+        if (mp && !strncmp(eq + 1, mp, strlen(mp)) && eq[1 + strlen(mp)] == '/')
+            return mp;
+    }
+    return NULL;
+}
+
+/* accelfit as the rendered Deployment runs it, on a free port (or `port`). */
+static void start_accelfit(int port)
+{
+    json_t *dep = kubectl_json("-n accelfit get deployment accelfit");
+    json_t *c0 = json_array_get(json_object_get(json_object_get(json_object_get(
+                 json_object_get(dep, "spec"), "template"), "spec"), "containers"), 0);
+    json_t *args = json_object_get(c0, "args");
+    size_t n = 0, i;
+    json_t *a;
+
+    for (i = 0; i < AF_ARRAY_SIZE(acc_arg_store); i++)
+        af_free(acc_arg_store[i]), acc_arg_store[i] = NULL;
+    json_array_foreach(args, i, a) {
+        const char *s = json_string_value(a), *m;
+        char *v;
+
+        ck_assert_ptr_nonnull(s);
+        if (!strncmp(s, "--listen=", 9))
+            continue;   /* af_test_server_start_on listens on 127.0.0.1 */
+        if (!strncmp(s, "--health-listen=", 16))
+            v = af_xasprintf("--health-listen=127.0.0.1:%d", health_port);
+        else if (!strncmp(s, "--prometheus=", 13))
+            v = af_xstrdup("--prometheus=http://127.0.0.1:9");   /* none here: degraded */
+        else if ((m = mounted(c0, s)) != NULL) {
+            const char *eq = strchr(s, '=');
+            v = af_xasprintf("%.*s%s/root%s", (int)(eq - s + 1), s, work, eq + 1);
+        } else
+            v = af_xstrdup(s);
+        ck_assert_uint_lt(n, AF_ARRAY_SIZE(acc_args) - 3);
+        acc_arg_store[n] = v;
+        acc_args[n++] = v;
+    }
+    acc_arg_store[n] = af_xstrdup("--max-staleness=5");
+    acc_args[n] = acc_arg_store[n];
+    n++;
+    acc_args[n] = NULL;
+    json_decref(dep);
+    af_test_server_start_on(&acc, port, acc_args, tls_phase, NULL, NULL);
+    ck_assert_msg(WAIT_FOR(60, ready()), "accelfit never became ready (log: %s)", acc.log_path);
+}
+
+static void start_scheduler(void)
+{
+    char *cfg = configmap_key("accelfit-scheduler-config", "kube-scheduler-config.yaml");
+    char *url = af_xasprintf("%s://127.0.0.1:%d", tls_phase ? "https" : "http", acc.port);
+    char *kc = af_xasprintf("%s/scheduler.kubeconfig", work);
+    char *tok = sa_token("accelfit-scheduler");
+    char *kctext = af_xasprintf(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n"
+        "    server: https://127.0.0.1:6443\n    certificate-authority: %s/run/pki/ca.crt\n"
+        "users:\n- name: accelfit-scheduler\n  user:\n    token: %s\ncontexts:\n- name: e2e\n"
+        "  context: {cluster: e2e, user: accelfit-scheduler}\ncurrent-context: e2e\n",
+        k8s, tok);
+    char *path = af_xasprintf("%s/kube-scheduler-config.yaml", work);
+    char *client = af_xasprintf("kind: KubeSchedulerConfiguration\nclientConnection:\n"
+                                "  kubeconfig: %s\n", kc);
+    char *ca = in_container("/etc/accelfit-scheduler/tls/ca.crt");
+
+    write_file(kc, kctext, strlen(kctext));
+    replace_all(&cfg, "http://accelfit.accelfit.svc:8888", url);
+    replace_all(&cfg, "https://accelfit.accelfit.svc:8888", url);
+    replace_all(&cfg, "/etc/accelfit-scheduler/tls/ca.crt", ca);
+    replace_all(&cfg, "kind: KubeSchedulerConfiguration\n", client);
+    write_file(path, cfg, strlen(cfg));
+
+    sched_pid = fork();
+    ck_assert_int_ge(sched_pid, 0);
+    if (sched_pid == 0) {
+        char *log = af_xasprintf("%s/scheduler.log", work);
+        char *bin = af_xasprintf("%s/bin/kube-scheduler", k8s);
+        char *cfgarg = af_xasprintf("--config=%s", path);
+        char *authn = af_xasprintf("--authentication-kubeconfig=%s/run/scheduler.kubeconfig", k8s);
+        char *authz = af_xasprintf("--authorization-kubeconfig=%s/run/scheduler.kubeconfig", k8s);
+        FILE *f = freopen(log, "a", stdout);
+        (void)f;
+        dup2(STDOUT_FILENO, STDERR_FILENO);
+        setpgid(0, 0);
+        execl(bin, bin, cfgarg, authn, authz, "--bind-address=127.0.0.1", "--v=2", (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_msg(WAIT_FOR(60, run(NULL, "curl -skf https://127.0.0.1:%d/healthz >/dev/null",
+                                   SCHEDULER_PORT) == 0),
+                  "kube-scheduler never answered /healthz (log: %s/scheduler.log)", work);
+    af_free(cfg), af_free(url), af_free(kc), af_free(tok), af_free(kctext), af_free(path);
+    af_free(client), af_free(ca);
+}
+
+static void stop_scheduler(void)
+{
+    int st;
+    if (sched_pid <= 0)
+        return;
+    kill(-sched_pid, SIGTERM);
+    waitpid(sched_pid, &st, 0);
+    sched_pid = 0;
+}
+
+/* cert-manager's part: a CA and a serving certificate, where the Deployment mounts them. */
+static void make_serving_cert(void)
+{
+    char *dir = af_xasprintf("%s/pki", work);
+    char *tls = in_container("/etc/accelfit/tls");
+    char *sched = in_container("/etc/accelfit-scheduler/tls");
+
+    must(run(NULL, "mkdir -p '%s' '%s' '%s'", dir, tls, sched), "mkdir");
+    af_test_make_cert(dir, "srv", "IP:127.0.0.1,DNS:accelfit.accelfit.svc");
+    must(run(NULL, "cp '%1$s/srv.crt' '%2$s/tls.crt' && cp '%1$s/srv.key' '%2$s/tls.key' && "
+                   "cp '%1$s/ca.crt' '%3$s/ca.crt'", dir, tls, sched), "copying certificates");
+    af_free(dir), af_free(tls), af_free(sched);
+}
+
+/* The rendered webhook, pointed at this accelfit (url, the test CA) and failing closed. */
+static void register_webhook(void)
+{
+    char *ca, *patch;
+
+    must(run(&ca, "base64 -w0 '%s/pki/ca.crt'", work), "base64");
+    patch = af_xasprintf(
+        "[{\"op\":\"replace\",\"path\":\"/webhooks/0/clientConfig\",\"value\":"
+        "{\"url\":\"https://127.0.0.1:%d/mutate\",\"caBundle\":\"%s\"}},"
+        "{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"Fail\"}]",
+        acc.port, ca);
+    must(kubectl(NULL, "patch mutatingwebhookconfiguration accelfit --type=json -p '%s' >/dev/null",
+                 patch), "patching the webhook");
+    af_free(ca), af_free(patch);
+}
+
+static void phase_setup(const char *manifests)
+{
+    char *sa, *tok, *ns, *policy, *policy_path, *ca;
+
+    work = af_test_temp_path("e2e-%s", tls_phase ? "tls" : "base");
+    ck_assert_int_eq(mkdir(work, 0700), 0);
+    fprintf(stderr, "e2e: %s phase, files in %s\n", manifests, work);
+    control_plane_up();
+    apply_manifests(manifests);
+
+    /* the ServiceAccount's token, where a pod would have it */
+    sa = in_container("/var/run/secrets/kubernetes.io/serviceaccount");
+    tok = sa_token("accelfit");
+    ns = af_xasprintf("%s/namespace", sa);
+    policy_path = af_xasprintf("%s/token", sa);
+    write_file(policy_path, tok, strlen(tok));
+    write_file(ns, "accelfit", 8);
+    ca = af_xasprintf("%s/ca.crt", sa);
+    must(run(NULL, "cp '%s/run/pki/ca.crt' '%s'", k8s, ca), "copying the cluster CA");
+    setenv("AF_SERVICEACCOUNT_DIR", sa, 1);
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "6443", 1);
+    af_free(policy_path);
+
+    /* the policy ConfigMap, mounted as a directory */
+    policy = configmap_key("accelfit-policy", "policy.yaml");
+    policy_path = in_container("/etc/accelfit/policy/policy.yaml");
+    write_file(policy_path, policy, strlen(policy));
+
+    if (tls_phase)
+        make_serving_cert();
+    health_port = af_test_free_port();
+    start_accelfit(0);
+    start_scheduler();
+    if (tls_phase)
+        register_webhook();
+    af_free(sa), af_free(tok), af_free(ns), af_free(policy), af_free(policy_path), af_free(ca);
+}
+
+static void phase_teardown(void)
+{
+    stop_scheduler();
+    if (acc.pid)
+        ck_assert_int_eq(af_test_server_stop(&acc), 0);
+    run(NULL, "'%s/down.sh' --clean >>'%s/down.log' 2>&1", k8s, work);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(acc_arg_store); i++)
+        af_free(acc_arg_store[i]), acc_arg_store[i] = NULL;
+}
+
+static void base_setup(void)
+{
+    tls_phase = false;
+    phase_setup("manifests");
+}
+
+static void tls_setup(void)
+{
+    tls_phase = true;
+    phase_setup("manifests/overlays/tls");
+}
+
+/* ---- pods ------------------------------------------------------------------------------------ */
+
+static void delete_pods(const char *ns);
+
+struct podspec {
+    const char *name;           /* or generateName when it ends in '-' */
+    const char *device;         /* "nvidia.com/gpu", "aws.amazon.com/neuron" or NULL */
+    const char *annotations;    /* JSON object text, or NULL */
+    const char *labels;         /* JSON object text, or NULL */
+    const char *owner_kind, *owner_name;
+};
+
+static json_t *pod_json(const char *ns, const struct podspec *p)
+{
+    json_t *pod, *res, *tol = json_array(), *meta;
+    size_t len = strlen(p->name);
+
+    res = json_pack("{s:s, s:s}", "cpu", "100m", "memory", "128Mi");
+    if (p->device) {
+        json_object_set_new(res, p->device, json_string("1"));
+        json_array_append_new(tol, json_pack("{s:s, s:s, s:s}", "key", p->device, "operator",
+                                             "Exists", "effect", "NoSchedule"));
+    }
+    meta = json_pack("{s:s}", "namespace", ns);
+    json_object_set_new(meta, len && p->name[len - 1] == '-' ? "generateName" : "name",
+                        json_string(p->name));
+    if (p->annotations)
+        json_object_set_new(meta, "annotations", json_loads(p->annotations, 0, NULL));
+    if (p->labels)
+        json_object_set_new(meta, "labels", json_loads(p->labels, 0, NULL));
+    if (p->owner_kind)
+        json_object_set_new(meta, "ownerReferences",
+                            json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion",
+                                      strcmp(p->owner_kind, "Job") ? "apps/v1" : "batch/v1",
+                                      "kind", p->owner_kind, "name", p->owner_name, "uid",
+                                      "00000000-0000-4000-8000-000000000001", "controller", 1,
+                                      "blockOwnerDeletion", 1));
+    pod = json_pack("{s:s, s:s, s:o, s:{s:s, s:[{s:s, s:s, s:{s:O, s:o}}], s:o}}", "apiVersion",
+                    "v1", "kind", "Pod", "metadata", meta, "spec", "schedulerName",
+                    "accelfit-scheduler", "containers", "name", "server", "image",
+                    "registry.k8s.io/pause:3.9", "resources", "requests", res, "limits", res,
+                    "tolerations", tol);
+    json_decref(res);
+    ck_assert_ptr_nonnull(pod);
+    return pod;
+}
+
+static void create_pod(const char *ns, const struct podspec *p)
+{
+    must(kubectl_create(pod_json(ns, p)), p->name);
+}
+
+static char *node_of(const char *ns, const char *pod)
+{
+    char *out = NULL;
+    if (kubectl(&out, "-n %s get pod %s -o jsonpath='{.spec.nodeName}'", ns, pod) != 0)
+        out[0] = '\0';
+    return out;
+}
+
+/* The node the scheduler bound `pod` to, within 60 s (caller frees). */
+static char *bound_node(const char *ns, const char *pod)
+{
+    char *node = NULL;
+    for (int i = 0; i < 600; i++) {
+        af_free(node);
+        node = node_of(ns, pod);
+        if (node[0])
+            return node;
+        sleep_ms(100);
+    }
+    ck_abort_msg("pod %s/%s was never bound (scheduler log: %s/scheduler.log)", ns, pod, work);
+    return node;
+}
+
+static void make_namespace(const char *ns)
+{
+    must(kubectl(NULL, "create namespace %s >/dev/null", ns), "create namespace");
+}
+
+/*
+ * A node like `tmpl` named `name`, of instance type `type` with `devices` of the
+ * template's accelerator resource (0: as the template). Labels naming the instance
+ * type and its device count follow; status as the template's.
+ */
+static void clone_node(const char *tmpl, const char *name, const char *type, int devices)
+{
+    json_t *n = kubectl_json("get node %s", tmpl);
+    json_t *meta = json_object_get(n, "metadata"), *labels = json_object_get(meta, "labels");
+    json_t *status = json_deep_copy(json_object_get(n, "status"));
+    static const char *const keep[] = {"name", "labels", "annotations"};
+    static const char *const devs[] = {"nvidia.com/gpu", "aws.amazon.com/neuron"};
+    const char *key;
+    json_t *v, *tmp;
+    char *patch, *count = af_xasprintf("%d", devices);
+
+    json_object_foreach_safe(meta, tmp, key, v) {
+        bool k = false;
+        for (size_t i = 0; i < AF_ARRAY_SIZE(keep); i++)
+            k = k || !strcmp(key, keep[i]);
+        if (!k)
+            json_object_del(meta, key);
+    }
+    json_object_del(n, "status");
+    json_object_set_new(meta, "name", json_string(name));
+    json_object_set_new(labels, "kubernetes.io/hostname", json_string(name));
+    json_object_set_new(labels, "node.kubernetes.io/instance-type", json_string(type));
+    json_object_set_new(labels, "beta.kubernetes.io/instance-type", json_string(type));
+    json_object_set_new(labels, "karpenter.k8s.aws/instance-size",
+                        json_string(strchr(type, '.') + 1));
+    if (devices) {
+        for (const char *const *l = (const char *const[]){"karpenter.k8s.aws/instance-gpu-count",
+                                                          "karpenter.k8s.aws/instance-accelerator-count",
+                                                          "nvidia.com/gpu.count", NULL};
+             *l; l++)
+            if (json_object_get(labels, *l))
+                json_object_set_new(labels, *l, json_string(count));
+        for (size_t i = 0; i < AF_ARRAY_SIZE(devs); i++) {
+            json_t *cap = json_object_get(status, "capacity");
+            json_t *alloc = json_object_get(status, "allocatable");
+            if (json_object_get(cap, devs[i])) {
+                json_object_set_new(cap, devs[i], json_string(count));
+                json_object_set_new(alloc, devs[i], json_string(count));
+                json_object_set_new(cap, "pods", json_string("250"));
+                json_object_set_new(alloc, "pods", json_string("250"));
+            }
+        }
+    }
+    json_object_del(status, "addresses");
+    must(kubectl_create(n), "create node");
+    tmp = json_pack("{s:o}", "status", status);
+    patch = json_dumps(tmp, JSON_COMPACT);
+    must(kubectl(NULL, "patch node %s --subresource=status --type=merge -p '%s' >/dev/null", name,
+                 patch), "patch node status");
+    free(patch);
+    json_decref(tmp);
+    af_free(count);
+}
+
+/* ---- base phase -------------------------------------------------------------------------------- */
+
+/* Each probe of the rendered Deployment, sent as kubelet sends it, on the port it names. */
+START_TEST(test_probes_as_kubelet_sends_them)
+{
+    json_t *dep = kubectl_json("-n accelfit get deployment accelfit");
+    json_t *c0 = json_array_get(json_object_get(json_object_get(json_object_get(
+                 json_object_get(dep, "spec"), "template"), "spec"), "containers"), 0);
+    static const char *const probes[] = {"startupProbe", "readinessProbe", "livenessProbe"};
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(probes); i++) {
+        json_t *get = json_object_get(json_object_get(c0, probes[i]), "httpGet");
+        const char *path = json_string_value(json_object_get(get, "path"));
+        const char *portname = json_string_value(json_object_get(get, "port"));
+        json_t *p;
+        size_t j;
+        int port = 0;
+
+        ck_assert_msg(path && portname, "%s has no httpGet with a named port", probes[i]);
+        json_array_foreach(json_object_get(c0, "ports"), j, p) {
+            if (!strcmp(json_string_value(json_object_get(p, "name")), portname)) {
+                int cport = (int)json_integer_value(json_object_get(p, "containerPort"));
+                /* the container's ports, where this accelfit listens */
+                port = cport == 8080 ? health_port : acc.port;
+            }
+        }
+        ck_assert_int_ne(port, 0);
+        for (int k = 0; k < 20; k++) {
+            char *req = af_xasprintf("GET %s HTTP/1.1\r\nHost: 10.0.1.23:%d\r\n"
+                                     "User-Agent: kube-probe/1.26\r\nAccept: */*\r\n"
+                                     "Connection: close\r\n\r\n", path, port);
+            struct af_test_raw_opts o = {.tls = port == acc.port && tls_phase};
+            struct af_test_raw r;
+            af_test_raw_exchange_opt(port, req, strlen(req), &o, 1, 5000, &r);
+            ck_assert_msg(r.count == 1 && r.status[0] == 200, "%s %s: %d answers, status %d",
+                          probes[i], path, r.count, r.count ? r.status[0] : 0);
+            af_test_raw_free(&r);
+            af_free(req);
+        }
+    }
+    ck_assert_msg(ready(), "accelfit stopped answering after the probes (log: %s)", acc.log_path);
+    json_decref(dep);
+}
+END_TEST
+
+/* Annotated and un-annotated GPU, Neuron and CPU pods, placed by the real scheduler. */
+START_TEST(test_placements_on_an_eks_node_mix)
+{
+    static const struct {
+        struct podspec pod;
+        const char *want;   /* NULL: any node of `any` */
+        const char *any[3];
+    } cases[] = {
+        {{.name = "infer-7b", .device = "nvidia.com/gpu",
+          .annotations = "{\"accelfit.io/workload\":\"inference\","
+                         "\"accelfit.io/model-params\":\"7B\"}"},
+         NODE_G5, {NULL}},
+        {{.name = "train-13b", .device = "nvidia.com/gpu",
+          .annotations = "{\"accelfit.io/workload\":\"training\","
+                         "\"accelfit.io/model-params\":\"13B\"}"},
+         NODE_P4D, {NULL}},
+        {{.name = "gpu-plain", .device = "nvidia.com/gpu"}, NULL, {NODE_P4D, NODE_G5}},
+        {{.name = "neuron-infer", .device = "aws.amazon.com/neuron",
+          .annotations = "{\"accelfit.io/workload\":\"inference\",\"accelfit.io/objective\":"
+                         "\"cost\",\"accelfit.io/neuron-ready\":\"true\"}"},
+         NODE_INF2, {NULL}},
+        {{.name = "neuron-train", .device = "aws.amazon.com/neuron",
+          .annotations = "{\"accelfit.io/workload\":\"training\",\"accelfit.io/objective\":"
+                         "\"cost\",\"accelfit.io/framework\":\"pytorch\","
+                         "\"accelfit.io/neuron-ready\":\"true\"}"},
+         NODE_TRN1, {NULL}},
+        {{.name = "cpu-plain"}, NODE_C6I, {NULL}},
+        {{.name = "cpu-prep", .annotations = "{\"accelfit.io/workload\":\"preprocessing\"}"},
+         NODE_C6I, {NULL}},
+    };
+    double nodes0;
+
+    make_namespace("e2e-place");
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        char *node;
+        create_pod("e2e-place", &cases[i].pod);
+        node = bound_node("e2e-place", cases[i].pod.name);
+        if (cases[i].want) {
+            ck_assert_msg(!strcmp(node, cases[i].want), "%s went to %s, not %s",
+                          cases[i].pod.name, node, cases[i].want);
+        } else {
+            bool ok = false;
+            for (size_t j = 0; j < AF_ARRAY_SIZE(cases[i].any) && cases[i].any[j]; j++)
+                ok = ok || !strcmp(node, cases[i].any[j]);
+            ck_assert_msg(ok, "%s went to %s", cases[i].pod.name, node);
+        }
+        af_free(node);
+    }
+
+    /* The A10G node is full; a node added now is seen and used for the next such pod. */
+    nodes0 = metric("accelfit_cache_objects{kind=\"node\"}");
+    clone_node(NODE_G5, "ip-10-0-2-99.us-west-2.compute.internal", "g5.2xlarge", 0);
+    ck_assert_msg(WAIT_FOR(30, metric("accelfit_cache_objects{kind=\"node\"}") == nodes0 + 1),
+                  "accelfit never saw the new node (%g nodes)",
+                  metric("accelfit_cache_objects{kind=\"node\"}"));
+    {
+        struct podspec p = cases[0].pod;
+        char *node;
+        p.name = "infer-7b-2";
+        create_pod("e2e-place", &p);
+        node = bound_node("e2e-place", p.name);
+        ck_assert_str_eq(node, "ip-10-0-2-99.us-west-2.compute.internal");
+        af_free(node);
+    }
+    delete_pods("e2e-place");
+    must(kubectl(NULL, "delete node ip-10-0-2-99.us-west-2.compute.internal >/dev/null"),
+         "delete node");
+}
+END_TEST
+
+/*
+ * The API server goes away under a live accelfit and comes back: readiness turns
+ * stale, nothing crashes, and the cache converges to what the API server says.
+ */
+START_TEST(test_api_server_restart_under_a_live_accelfit)
+{
+    double relists0 = metric("accelfit_relists_total"), nodes;
+    char *pid = NULL;
+
+    ck_assert(ready());
+    must(run(&pid, "cat '%s/run/apiserver.pid'", k8s), "apiserver pid");
+    /* killed: a graceful stop holds open watches for up to a minute */
+    ck_assert_int_eq(kill((pid_t)atoi(pid), SIGKILL), 0);
+    ck_assert_msg(WAIT_FOR(60, !ready()), "/readyz never went stale with the API server down");
+    ck_assert_msg(acc_get(false, "/healthz", NULL) == 200, "accelfit is not alive");
+    /* up.sh stops what is left (etcd, keeping its data) and starts both again */
+    must(run(NULL, "'%s/up.sh' >>'%s/up.log' 2>&1", k8s, work), "restarting the API server");
+    ck_assert_msg(WAIT_FOR(90, ready()), "accelfit never became ready again (log: %s)",
+                  acc.log_path);
+    /* changes after the restart arrive; so does a node removed */
+    clone_node(NODE_C6I, "ip-10-0-2-77.us-west-2.compute.internal", "c6i.4xlarge", 0);
+    must(kubectl(NULL, "delete node " NODE_TRN1 " >/dev/null"), "delete node");
+    ck_assert_msg(WAIT_FOR(60, (nodes = metric("accelfit_cache_objects{kind=\"node\"}")) == 5),
+                  "accelfit holds %g nodes, the API server 5", nodes);
+    ck_assert_msg(metric("accelfit_relists_total") > relists0, "no relist after the restart");
+    ck_assert_int_eq(waitpid(acc.pid, NULL, WNOHANG), 0);
+    af_free(pid);
+}
+END_TEST
+
+/* ---- TLS phase: the webhook ----------------------------------------------------------------- */
+
+static const char rollout_policy[] =
+    "\nrollouts:\n"
+    "  - name: llm-to-inf2\n"
+    "    selector: {namespace: e2e-roll, matchLabels: {app: llm}, owner: {kind: Deployment, name: llm}}\n"
+    "    source: [nvidia-a10g]\n"
+    "    target: [inferentia2]\n"
+    "    stages: [{share: 0.3}]\n"
+    "    fallback: source\n"
+    "    variant:\n"
+    "      resources: {aws.amazon.com/neuron: 1}\n"
+    "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
+    "      annotations: {accelfit.io/neuron-ready: \"true\"}\n"
+    "    brake: {failed: true}\n"
+    "  - name: jobs-to-inf2\n"
+    "    selector: {namespace: e2e-jobs, owner: {kind: Job}}\n"
+    "    source: [nvidia-a10g]\n"
+    "    target: [inferentia2]\n"
+    "    stages: [{share: 0.3}]\n"
+    "    fallback: source\n"
+    "    variant:\n"
+    "      resources: {aws.amazon.com/neuron: 1}\n"
+    "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
+    "    brake: {failed: true}\n";
+
+/* The policy ConfigMap gains the rollouts; accelfit reloads it. */
+static void install_rollout_policy(void)
+{
+    char *policy = configmap_key("accelfit-policy", "policy.yaml");
+    char *path = in_container("/etc/accelfit/policy/policy.yaml");
+    char *text = af_xasprintf("%s%s", policy, rollout_policy);
+    char *body = NULL;
+
+    write_file(path, text, strlen(text));
+    ck_assert_msg(WAIT_FOR(30, (af_free(body), acc_get(true, "/rollouts", &body) == 200 &&
+                                                   strstr(body, "jobs-to-inf2") != NULL)),
+                  "the rollouts never appeared in /rollouts (log: %s)", acc.log_path);
+    af_free(body), af_free(policy), af_free(path), af_free(text);
+}
+
+struct census {
+    int total, bound, target, source, none;
+    int target_wrong, source_wrong;   /* bound outside their side's class */
+};
+
+/* The pods of `ns` whose names start with `prefix`: sides and where they are bound. */
+static struct census census(const char *ns, const char *prefix)
+{
+    json_t *list = kubectl_json("-n %s get pods", ns), *nodes = kubectl_json("get nodes"), *p, *n;
+    json_t *types = json_object();
+    struct census c = {0};
+    size_t i;
+
+    json_array_foreach(json_object_get(nodes, "items"), i, n) {
+        json_t *meta = json_object_get(n, "metadata");
+        json_object_set(types, json_string_value(json_object_get(meta, "name")),
+                        json_object_get(json_object_get(meta, "labels"),
+                                        "node.kubernetes.io/instance-type"));
+    }
+    json_array_foreach(json_object_get(list, "items"), i, p) {
+        json_t *meta = json_object_get(p, "metadata");
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        const char *side = json_string_value(json_object_get(
+            json_object_get(meta, "annotations"), "accelfit.io/rollout-side"));
+        const char *node = json_string_value(json_object_get(json_object_get(p, "spec"),
+                                                             "nodeName"));
+        const char *type = node ? json_string_value(json_object_get(types, node)) : NULL;
+
+        if (strncmp(name, prefix, strlen(prefix)))
+            continue;
+        c.total++;
+        if (!side)
+            c.none++;
+        else if (!strcmp(side, "target"))
+            c.target++;
+        else
+            c.source++;
+        if (node) {
+            c.bound++;
+            if (side && !strcmp(side, "target") && (!type || strncmp(type, "inf2.", 5)))
+                c.target_wrong++;
+            if ((!side || strcmp(side, "target")) && (!type || strncmp(type, "g5.", 3)))
+                c.source_wrong++;
+        }
+    }
+    json_decref(types);
+    json_decref(nodes);
+    json_decref(list);
+    return c;
+}
+
+/* Removes every pod of `ns` at once (no kubelet will confirm a graceful delete). */
+static void delete_pods(const char *ns)
+{
+    must(kubectl(NULL, "-n %s delete pods --all --force --grace-period=0 >/dev/null 2>&1", ns),
+         "deleting pods");
+}
+
+/* Whether /rollouts says rollout `name` is halted. */
+static bool halted(const char *name)
+{
+    char *body = NULL;
+    json_t *j, *r;
+    size_t i;
+    bool h = false;
+
+    if (acc_get(true, "/rollouts", &body) == 200 && (j = json_loads(body, 0, NULL)) != NULL) {
+        json_array_foreach(json_object_get(j, "rollouts"), i, r)
+            if (!strcmp(json_string_value(json_object_get(r, "name")) ?: "", name))
+                h = json_is_true(json_object_get(r, "halted"));
+        json_decref(j);
+    }
+    af_free(body);
+    return h;
+}
+
+/* `n` replicas of the rollout's Deployment, created as its ReplicaSet creates them. */
+static void create_replicas(int n, bool managed)
+{
+    json_t *list = json_pack("{s:s, s:s, s:[]}", "apiVersion", "v1", "kind", "List", "items");
+    struct podspec p = {
+        .name = managed ? "llm-6d4f9b7c8d-" : "plain-6d4f9b7c8d-",
+        .device = "nvidia.com/gpu",
+        .annotations = "{\"accelfit.io/workload\":\"inference\"}",
+        .labels = managed ? "{\"app\":\"llm\",\"accelfit.io/managed\":\"true\"}"
+                          : "{\"app\":\"llm\"}",
+        .owner_kind = "ReplicaSet",
+        .owner_name = "llm-6d4f9b7c8d",
+    };
+
+    for (int i = 0; i < n; i++)
+        json_array_append_new(json_object_get(list, "items"), pod_json("e2e-roll", &p));
+    must(kubectl_create(list), "creating replicas through the webhook");
+}
+
+static bool all_bound(const char *ns, const char *prefix, int want)
+{
+    struct census c = census(ns, prefix);
+    return c.total == want && c.bound == want;
+}
+
+START_TEST(test_variant_rollout_through_the_real_webhook)
+{
+    struct census c;
+
+    /* room for every replica on either side: 80 A10G, 36 Inferentia2 devices */
+    for (int i = 0; i < 10; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "ip-10-0-4-%d.us-west-2.compute.internal", 10 + i);
+        clone_node(NODE_G5, name, "g5.48xlarge", 8);
+    }
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "ip-10-0-5-%d.us-west-2.compute.internal", 10 + i);
+        clone_node(NODE_INF2, name, "inf2.48xlarge", 12);
+    }
+    install_rollout_policy();
+    make_namespace("e2e-roll");
+
+    /* half the replicas; accelfit restarts; the other half: the share holds over both */
+    create_replicas(50, true);
+    create_replicas(5, false);
+    ck_assert_msg(WAIT_FOR(120, all_bound("e2e-roll", "llm-", 50)), "replicas not bound");
+    af_test_server_stop(&acc);
+    start_accelfit(acc.port);
+    create_replicas(50, true);
+    ck_assert_msg(WAIT_FOR(120, all_bound("e2e-roll", "llm-", 100)), "replicas not bound");
+    c = census("e2e-roll", "llm-");
+    ck_assert_msg(c.target >= 29 && c.target <= 31 && c.source == 100 - c.target,
+                  "%d on the target, %d on the source, %d undecided", c.target, c.source, c.none);
+    ck_assert_msg(!c.target_wrong && !c.source_wrong,
+                  "%d target pods off inf2, %d source pods off g5", c.target_wrong,
+                  c.source_wrong);
+    /* pods without the managed label are left as written */
+    ck_assert_msg(WAIT_FOR(60, all_bound("e2e-roll", "plain-", 5)), "plain pods not bound");
+    c = census("e2e-roll", "plain-");
+    ck_assert_int_eq(c.none, 5);
+
+    /* a target pod fails: the brake halts the rollout, and no later replica is rewritten */
+    {
+        json_t *list = kubectl_json("-n e2e-roll get pods"), *p;
+        size_t i;
+        const char *victim = NULL;
+        json_array_foreach(json_object_get(list, "items"), i, p) {
+            const char *side = json_string_value(json_object_get(json_object_get(
+                json_object_get(p, "metadata"), "annotations"), "accelfit.io/rollout-side"));
+            if (side && !strcmp(side, "target"))
+                victim = json_string_value(json_object_get(json_object_get(p, "metadata"),
+                                                           "name"));
+            if (victim)
+                break;
+        }
+        ck_assert_ptr_nonnull(victim);
+        must(kubectl(NULL, "-n e2e-roll patch pod %s --subresource=status --type=merge "
+                           "-p '{\"status\":{\"phase\":\"Failed\"}}' >/dev/null", victim),
+             "setting a target pod Failed");
+        json_decref(list);
+    }
+    ck_assert_msg(WAIT_FOR(30, halted("llm-to-inf2")), "the rollout did not halt");
+    c = census("e2e-roll", "llm-");
+    {
+        int before = c.target;
+        create_replicas(10, true);
+        ck_assert_msg(WAIT_FOR(60, census("e2e-roll", "llm-").total == 110), "replicas missing");
+        c = census("e2e-roll", "llm-");
+        ck_assert_msg(c.target == before, "%d replicas went to the target after the halt",
+                      c.target - before);
+    }
+    delete_pods("e2e-roll");
+}
+END_TEST
+
+/* Every pod of one Job is on one side: a Job is one unit of the share. */
+START_TEST(test_a_jobs_pods_are_one_unit)
+{
+    json_t *list = json_pack("{s:s, s:s, s:[]}", "apiVersion", "v1", "kind", "List", "items");
+    int target_jobs = 0;
+
+    make_namespace("e2e-jobs");
+    for (int j = 0; j < 10; j++) {
+        char job[32], gen[40];
+        snprintf(job, sizeof(job), "train-%d", j);
+        snprintf(gen, sizeof(gen), "train-%d-", j);
+        for (int k = 0; k < 3; k++) {
+            struct podspec p = {gen, "nvidia.com/gpu", "{\"accelfit.io/workload\":\"inference\"}",
+                                "{\"accelfit.io/managed\":\"true\"}", "Job", job};
+            json_array_append_new(json_object_get(list, "items"), pod_json("e2e-jobs", &p));
+        }
+    }
+    must(kubectl_create(list), "creating the Jobs' pods");
+    ck_assert_msg(WAIT_FOR(120, all_bound("e2e-jobs", "train-", 30)), "Job pods not bound");
+    for (int j = 0; j < 10; j++) {
+        char prefix[32];
+        struct census c;
+        snprintf(prefix, sizeof(prefix), "train-%d-", j);
+        c = census("e2e-jobs", prefix);
+        ck_assert_int_eq(c.total, 3);
+        ck_assert_msg(c.target == 0 || c.target == 3, "Job %d split: %d of 3 on the target", j,
+                      c.target);
+        ck_assert_msg(!c.target_wrong && !c.source_wrong, "Job %d bound off its side", j);
+        target_jobs += c.target == 3;
+    }
+    ck_assert_msg(target_jobs == 3, "%d of 10 Jobs on the target at share 0.3", target_jobs);
+}
+END_TEST
+
+/* ---- the suite ------------------------------------------------------------------------------------ */
+
+static Suite *e2e_suite(void)
+{
+    Suite *s = suite_create("e2e");
+    TCase *tc = tcase_create("base");
+
+    tcase_add_unchecked_fixture(tc, base_setup, phase_teardown);
+    tcase_add_test(tc, test_probes_as_kubelet_sends_them);
+    tcase_add_test(tc, test_placements_on_an_eks_node_mix);
+    tcase_add_test(tc, test_api_server_restart_under_a_live_accelfit);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tls");
+    tcase_add_unchecked_fixture(tc, tls_setup, phase_teardown);
+    tcase_add_test(tc, test_probes_as_kubelet_sends_them);
+    tcase_add_test(tc, test_variant_rollout_through_the_real_webhook);
+    tcase_add_test(tc, test_a_jobs_pods_are_one_unit);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    const char *dir = getenv("AF_E2E_K8S");
+    char bin[PATH_MAX + 32];
+    bool ci = getenv("CI") && !strcmp(getenv("CI"), "true");
+
+    snprintf(k8s, sizeof(k8s), "%s", dir && *dir ? dir : AF_SOURCE_DIR "/build/k8s");
+    snprintf(bin, sizeof(bin), "%s/bin/kube-apiserver", k8s);
+    if (access(bin, X_OK) != 0 || system("command -v etcd >/dev/null") != 0) {
+        printf("e2e: skipped: no Kubernetes control plane in %s (bin/kube-apiserver, "
+               "bin/kube-scheduler, bin/kubectl) or no etcd; KUBE_BIN_DIR=DIR ./run.sh test "
+               "runs it (README.md, End-to-end tests)\n", k8s);
+        return ci ? 1 : 77;
+    }
+    /* The processes each phase starts belong to this process, not to a forked test. */
+    setenv("CK_FORK", "no", 1);
+    return af_test_run(e2e_suite());
+}
