@@ -431,10 +431,12 @@ struct stats {
  * `n` requests to each of two servers, one at a time, round robin over `conns` keep-alive
  * connections to each: what kube-scheduler does (a pool of connections, one extender call
  * in flight per scheduling cycle). The two take turns request by request, so a busy
- * moment on a shared machine falls on both alike and their ratio holds.
+ * moment on a shared machine falls on both alike and their ratio holds. With
+ * `close_each`, every request goes on a new connection with "Connection: close", as
+ * kubelet's probes and curl-like clients send them, and its time includes the connect.
  */
 static void run_load(const int port[2], const char *verb, char **bodies, size_t *lens,
-                     int n_bodies, int conns, int n, struct stats out[2])
+                     int n_bodies, int conns, int n, bool close_each, struct stats out[2])
 {
     int *fd = af_xcalloc((size_t)conns * 2, sizeof(*fd)), m[2] = {0, 0};
     double *lat[2];
@@ -457,13 +459,18 @@ static void run_load(const int port[2], const char *verb, char **bodies, size_t 
         int hl = snprintf(head, sizeof(head),
                           "POST /%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: "
                           "Go-http-client/1.1\r\nContent-Length: %zu\r\nContent-Type: "
-                          "application/json\r\nAccept-Encoding: gzip\r\n\r\n",
-                          verb, port[t], lens[k]);
+                          "application/json\r\nAccept-Encoding: gzip\r\n%s\r\n",
+                          verb, port[t], lens[k], close_each ? "Connection: close\r\n" : "");
         v[0].iov_base = head;
         v[0].iov_len = (size_t)hl;
         v[1].iov_base = bodies[k];
         v[1].iov_len = lens[k];
         clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (close_each) {
+            close(fd[c]);
+            fd[c] = connect_to(port[t]);
+            af_assert(fd[c] >= 0);
+        }
         if (!write_all(fd[c], v, 2) || !read_message(fd[c], &b, &he, &bl, &status) ||
             status != 200) {
             out[t].failures++;
@@ -573,8 +580,8 @@ int main(int argc, char **argv)
                     struct stats fa[2], f, a;
                     char c[4][24];
                     /* Warm both up, then measure both, taking turns. */
-                    run_load(ports, verb, bodies, lens, n_bodies, conns, 40, fa);
-                    run_load(ports, verb, bodies, lens, n_bodies, conns, per, fa);
+                    run_load(ports, verb, bodies, lens, n_bodies, conns, 40, false, fa);
+                    run_load(ports, verb, bodies, lens, n_bodies, conns, per, false, fa);
                     f = fa[0];
                     a = fa[1];
                     fmt_us(f.p50, c[0], sizeof(c[0]));
@@ -586,6 +593,23 @@ int main(int argc, char **argv)
                            nodes, pods, cands, names ? "names" : "Nodes", verb, c[0], c[1], c[2],
                            c[3], a.p50 / f.p50, a.p99 / f.p99, (double)a.bytes / 1000,
                            f.failures + a.failures ? " (failed requests!)" : "");
+                    fflush(stdout);
+                }
+                /* A client that closes each connection: the answer as it is served then. */
+                if (names) {
+                    const int ports[2] = {floor_port, port};
+                    struct stats fa[2];
+                    char c[4][24];
+                    run_load(ports, "filter", bodies, lens, n_bodies, conns, per / 4, true, fa);
+                    fmt_us(fa[0].p50, c[0], sizeof(c[0]));
+                    fmt_us(fa[0].p99, c[1], sizeof(c[1]));
+                    fmt_us(fa[1].p50, c[2], sizeof(c[2]));
+                    fmt_us(fa[1].p99, c[3], sizeof(c[3]));
+                    printf("| %d nodes, %d pods | %d | names, Connection: close | filter | %s | "
+                           "%s | %s | %s | **%.2f×** | %.2f× | %.1f kB |%s\n",
+                           nodes, pods, cands, c[0], c[1], c[2], c[3], fa[1].p50 / fa[0].p50,
+                           fa[1].p99 / fa[0].p99, (double)fa[1].bytes / 1000,
+                           fa[0].failures + fa[1].failures ? " (failed requests!)" : "");
                     fflush(stdout);
                 }
                 for (int k = 0; k < n_bodies; k++)

@@ -511,6 +511,8 @@ static void phase_teardown(void)
     run(NULL, "'%s/down.sh' --clean >>'%s/down.log' 2>&1", k8s, work);
     for (size_t i = 0; i < AF_ARRAY_SIZE(acc_arg_store); i++)
         af_free(acc_arg_store[i]), acc_arg_store[i] = NULL;
+    af_free(work);
+    work = NULL;
 }
 
 static void base_setup(void)
@@ -908,22 +910,39 @@ static void delete_pods(const char *ns)
          "deleting pods");
 }
 
-/* Whether /rollouts says rollout `name` is halted. */
-static bool halted(const char *name)
+/* Rollout `name` as /rollouts shows it (caller decrefs; NULL when absent). */
+static json_t *rollout_state(const char *name)
 {
     char *body = NULL;
-    json_t *j, *r;
+    json_t *j, *r, *found = NULL;
     size_t i;
-    bool h = false;
 
     if (acc_get(true, "/rollouts", &body) == 200 && (j = json_loads(body, 0, NULL)) != NULL) {
         json_array_foreach(json_object_get(j, "rollouts"), i, r)
             if (!strcmp(json_string_value(json_object_get(r, "name")) ?: "", name))
-                h = json_is_true(json_object_get(r, "halted"));
+                found = json_incref(r);
         json_decref(j);
     }
     af_free(body);
+    return found;
+}
+
+static bool halted(const char *name)
+{
+    json_t *r = rollout_state(name);
+    bool h = r && json_is_true(json_object_get(r, "halted"));
+    json_decref(r);
     return h;
+}
+
+/* The units /rollouts counts on `side` of rollout `name`; -1 when it does not say. */
+static int units(const char *name, const char *side)
+{
+    json_t *r = rollout_state(name);
+    json_t *v = json_object_get(json_object_get(r, "units"), side);
+    int n = json_is_integer(v) ? (int)json_integer_value(v) : -1;
+    json_decref(r);
+    return n;
 }
 
 /* `n` replicas of the rollout's Deployment, created as its ReplicaSet creates them. */
@@ -1053,6 +1072,28 @@ START_TEST(test_a_jobs_pods_are_one_unit)
         target_jobs += c.target == 3;
     }
     ck_assert_msg(target_jobs == 3, "%d of 10 Jobs on the target at share 0.3", target_jobs);
+
+    /* Every Job finishes (its pods Succeeded): a finished Job still counts toward the share. */
+    {
+        json_t *pods = kubectl_json("-n e2e-jobs get pods"), *p;
+        double live = metric("accelfit_cache_objects{kind=\"pod\"}");
+        size_t i;
+        ck_assert_msg(WAIT_FOR(30, units("jobs-to-inf2", "target") == 3),
+                      "/rollouts counts %d target units", units("jobs-to-inf2", "target"));
+        json_array_foreach(json_object_get(pods, "items"), i, p)
+            must(kubectl(NULL, "-n e2e-jobs patch pod %s --subresource=status --type=merge -p "
+                               "'{\"status\":{\"phase\":\"Succeeded\"}}' >/dev/null",
+                         json_string_value(json_object_get(json_object_get(p, "metadata"),
+                                                           "name"))),
+                 "setting a pod Succeeded");
+        json_decref(pods);
+        /* the cache has seen them end: they left the pods that hold resources */
+        ck_assert_msg(WAIT_FOR(60, metric("accelfit_cache_objects{kind=\"pod\"}") == live - 30),
+                      "accelfit holds %g live pods, not %g",
+                      metric("accelfit_cache_objects{kind=\"pod\"}"), live - 30);
+        ck_assert_int_eq(units("jobs-to-inf2", "target"), 3);
+        ck_assert_int_eq(units("jobs-to-inf2", "source"), 7);
+    }
 }
 END_TEST
 
