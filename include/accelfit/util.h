@@ -123,6 +123,16 @@ int af_buf_puts(struct af_buf *b, const char *s) AF_MUST_CHECK;
 int af_buf_printf(struct af_buf *b, const char *fmt, ...) AF_PRINTF(2, 3) AF_MUST_CHECK;
 /* Appends `s` as a JSON string literal (with quotes). */
 int af_buf_json_str(struct af_buf *b, const char *s) AF_MUST_CHECK;
+/*
+ * The one writer of numbers into JSON, which every JSON output uses: `v` with `digits`
+ * significant digits (%.*g), or with `decimals` digits after the point (%.*f); -0 is
+ * written 0, and a value that is not finite is written null, JSON having no inf or nan.
+ * af_fmt_json_num is the same into `out` (at least AF_JSON_NUM_MAX bytes).
+ */
+#define AF_JSON_NUM_MAX 48
+int af_buf_json_num(struct af_buf *b, double v, int digits) AF_MUST_CHECK;
+int af_buf_json_fixed(struct af_buf *b, double v, int decimals) AF_MUST_CHECK;
+const char *af_fmt_json_num(char *out, double v, int digits);
 /* Caller owns the result; the buffer is left empty. */
 char *af_buf_detach(struct af_buf *b, size_t *len);
 /*

@@ -223,7 +223,8 @@ int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
     return 0;
 }
 
-int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double *out)
+int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double min,
+                     double max, double *out)
 {
     const char *s = af__ynode_str(n);
     char *end;
@@ -236,6 +237,9 @@ int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
     v = strtod(s, &end);
     if (end == s || *end || errno == ERANGE || !isfinite(v))
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a number, not '%s'", what, s);
+    if (!(v >= min && v <= max))
+        return af__ydoc_err(d, n, AF_EINVAL, "'%s' must be between %.15g and %.15g, not %s", what,
+                            min, max, s);
     *out = v;
     return 0;
 }

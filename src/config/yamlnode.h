@@ -93,8 +93,10 @@ const char *af__ynode_str(const yaml_node_t *n);
  * `what` names the key in the message ("vcpus"). */
 int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      const char **out) AF_MUST_CHECK;
-int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
-                     double *out) AF_MUST_CHECK;
+/* A number within [min, max]: every number a file gives has a bound, so no sum or
+ * product of them later can overflow to inf. */
+int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double min,
+                     double max, double *out) AF_MUST_CHECK;
 int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
                   int *out) AF_MUST_CHECK;
 int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,

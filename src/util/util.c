@@ -311,6 +311,44 @@ int af_buf_json_str(struct af_buf *b, const char *s)
     return err;
 }
 
+const char *af_fmt_json_num(char *out, double v, int digits)
+{
+    if (!isfinite(v))
+        snprintf(out, AF_JSON_NUM_MAX, "null");
+    else
+        snprintf(out, AF_JSON_NUM_MAX, "%.*g", digits < 1 ? 1 : digits > 17 ? 17 : digits,
+                 v == 0 ? 0.0 : v);
+    return out;
+}
+
+int af_buf_json_num(struct af_buf *b, double v, int digits)
+{
+    char num[AF_JSON_NUM_MAX];
+
+    return af_buf_puts(b, af_fmt_json_num(num, v, digits));
+}
+
+int af_buf_json_fixed(struct af_buf *b, double v, int decimals)
+{
+    char num[AF_JSON_NUM_MAX];
+    double scale;
+
+    if (decimals < 0)
+        decimals = 0;
+    if (decimals > 9)
+        decimals = 9;
+    scale = pow(10, decimals);
+    /* %.*f of a huge value has hundreds of digits: past 2^53 the digits after the point
+     * say nothing, so the %g form, which reads back as the same double */
+    if (!isfinite(v) || fabs(v) >= 9007199254740992.0)
+        return af_buf_json_num(b, v, 17);
+    v = round(v * scale) / scale;
+    snprintf(num, sizeof(num), "%.*f", decimals, v == 0 ? 0.0 : v);
+    if (num[0] == '-' && strspn(num + 1, "0.") == strlen(num + 1))
+        return af_buf_puts(b, num + 1);   /* no "-0.00" */
+    return af_buf_puts(b, num);
+}
+
 char *af_buf_detach(struct af_buf *b, size_t *len)
 {
     char *p;
