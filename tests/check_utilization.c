@@ -631,6 +631,45 @@ START_TEST(test_a_silent_prometheus_times_out_into_degraded)
 }
 END_TEST
 
+/*
+ * SIGTERM while a query waits on a Prometheus that never answers (its timeout a minute
+ * away): the query ends on the stop and the server exits 0, not by the SIGALRM (142) of
+ * its 10 s shutdown bound.
+ */
+START_TEST(test_sigterm_during_a_slow_prometheus_exits_0)
+{
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char url[64], ready[200];
+    char *policy = af_test_policy_file("utilization: {interval: 1s, timeout: 60s}\n");
+    const char *args[] = {"--demo", "--policy", policy, "--prometheus", url, NULL};
+    struct af_test_server srv;
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+
+    ck_assert_int_ge(fd, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+
+    af_test_server_start(&srv, args, false, NULL, NULL);
+    /* Serving: the reader's first round began at start and waits on the silent socket. */
+    snprintf(ready, sizeof(ready), "%s/readyz", srv.base);
+    af_test_http(c, NULL, ready, NULL, 0, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    ck_assert_int_eq(af_test_server_stop(&srv), 0);
+    curl_easy_cleanup(c);
+    close(fd);
+    af_free(policy);
+}
+END_TEST
+
 Suite *af_utilization_suite(void);
 Suite *af_utilization_suite(void)
 {
@@ -665,6 +704,7 @@ Suite *af_utilization_suite(void)
         tcase_add_loop_test(tf, test_bad_prometheus_flags_exit_2_with_one_line, 0,
                             (int)AF_ARRAY_SIZE(flag_cases));
         tcase_add_test(tf, test_a_silent_prometheus_times_out_into_degraded);
+        tcase_add_test(tf, test_sigterm_during_a_slow_prometheus_exits_0);
         suite_add_tcase(s, tf);
     }
     return s;

@@ -9,7 +9,9 @@
  * A round that fails (connection refused, a timeout, an HTTP error, an answer that is
  * not the API's JSON) publishes a degraded snapshot that says why, and the next round
  * waits twice as long, up to utilization.retry_max, until one answers again. The
- * bearer token file is read every round, so a rotated token is picked up. With
+ * bearer token file is read every round, so a rotated token is picked up. Stopping does
+ * not wait for a slow Prometheus: the round checks the stop flag between queries and
+ * curl's progress callback ends a query in flight (within about a second). With
  * --metrics-file a recorded snapshot is loaded once instead, frozen: its ages are as
  * recorded, so a demo shows the same thing every time.
  */
@@ -17,6 +19,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +38,7 @@ struct af_prom {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stop;                     /* protected by ->lock */
+    atomic_bool stopping;          /* set with ->stop; read by the round without the lock */
     struct af_util_snapshot *current;   /* protected by ->lock */
     uint64_t rounds, failures;     /* reader thread only */
     double last_ok;                /* reader thread only */
@@ -88,6 +92,19 @@ static int read_secret(const char *path, char *out, size_t n)
 static size_t body_cb(char *data, size_t size, size_t nmemb, void *ud)
 {
     return af_buf_add(ud, data, size * nmemb) ? 0 : size * nmemb;
+}
+
+/* curl calls it at least about once a second, also while nothing arrives: a query in
+ * flight ends at once on stop. */
+static int xferinfo_cb(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult, curl_off_t uln)
+{
+    struct af_prom *p = ud;
+
+    (void)dlt;
+    (void)dln;
+    (void)ult;
+    (void)uln;
+    return atomic_load(&p->stopping) ? 1 : 0;
 }
 
 /* GET base/api/v1/query?query=EXPR into `body`. 0, or AF_EIO with `why`. */
@@ -170,6 +187,10 @@ static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
 
     why[0] = '\0';
     for (int m = 0; m < AF_UM__COUNT && !why[0]; m++) {
+        if (atomic_load(&p->stopping)) {
+            snprintf(why, sizeof(why), "stopping");
+            break;
+        }
         if (!up->q[m].expr)
             continue;
         if (query(p, h, up->q[m].expr, up->timeout_s, &body, what, sizeof(what)) == 0 &&
@@ -193,6 +214,9 @@ static void configure(struct af_prom *p, CURL *h)
     char userpwd[MAX_SECRET];
 
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, xferinfo_cb);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, p);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "accelfit/" AF_VERSION);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     if (p->opt.ca_file)
@@ -228,6 +252,12 @@ static void *reader_main(void *arg)
         bool stop;
 
         s = round_once(p, h, up, prev);
+        if (atomic_load(&p->stopping)) {
+            /* a round cut short by the stop says nothing about Prometheus */
+            af_util_snapshot_unref(s);
+            af_config_unref(cfg);
+            break;
+        }
         p->rounds++;
         if (s->ok) {
             af_util_snapshot_unref(prev);
@@ -380,6 +410,7 @@ int af_prom_start(struct af_prom **out, const struct af_prom_options *o,
     why[0] = '\0';
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
+    atomic_init(&p->stopping, false);
     p->cfg = cfg;
     p->opt = *o;
     p->opt.url = dup_opt(o->url);
@@ -458,6 +489,7 @@ void af_prom_stop(struct af_prom *p)
     if (!p)
         return;
     if (p->running) {
+        atomic_store(&p->stopping, true);
         pthread_mutex_lock(&p->lock);
         p->stop = true;
         pthread_cond_signal(&p->wake);
