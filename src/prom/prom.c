@@ -17,7 +17,6 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +40,7 @@ struct af_prom {
     atomic_bool stopping;          /* set with ->stop; read by the round without the lock */
     struct af_util_snapshot *current;   /* protected by ->lock */
     uint64_t rounds, failures;     /* reader thread only */
+    uint64_t discarded[AF_UTIL_DISCARD__COUNT];   /* reader thread only */
     double last_ok;                /* reader thread only */
 };
 
@@ -151,11 +151,10 @@ static int query(struct af_prom *p, CURL *h, const char *expr, double timeout_s,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
         /* The API's error answers are JSON with errorType and error: show them. */
-        json_t *j = json_loadb(body->buf ? body->buf : "", body->len, 0, NULL);
-        const char *e = json_string_value(json_object_get(j, "error"));
-        snprintf(why, whylen, "HTTP %ld from %s%s%.200s", status, p->opt.url, e ? ": " : "",
-                 e ? e : "");
-        json_decref(j);
+        char e[208];
+        af__util_answer_error(body->buf ? body->buf : "", body->len, e, sizeof(e));
+        snprintf(why, whylen, "HTTP %ld from %s%s%.200s", status, p->opt.url, e[0] ? ": " : "",
+                 e);
         rc = AF_EIO;
     }
 out:
@@ -185,6 +184,7 @@ static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
     struct af_util_snapshot *s;
     char why[300], what[300];
 
+    af_util_build_set_now(b, af_wall_time());
     why[0] = '\0';
     for (int m = 0; m < AF_UM__COUNT && !why[0]; m++) {
         if (atomic_load(&p->stopping)) {
@@ -278,6 +278,19 @@ static void *reader_main(void *arg)
                 backoff = up->retry_max_s;
             wait = backoff;
         }
+        if (s->ok) {
+            for (int d = 0; d < AF_UTIL_DISCARD__COUNT; d++) {
+                p->discarded[d] += s->discarded[d];
+                if (s->discarded[d] && d == AF_UTIL_DISCARD_OVER_LIMIT) {
+                    char lim[24], n[24];
+                    snprintf(lim, sizeof(lim), "%d", AF_UTIL_MAX_SERIES);
+                    snprintf(n, sizeof(n), "%zu", s->discarded[d]);
+                    AF_LOG(AF_LOG_WARN, "prometheus answered more series than accelfit keeps; "
+                           "the rest were dropped", "limit", lim, "dropped", n, NULL);
+                }
+            }
+        }
+        memcpy(s->discarded_total, p->discarded, sizeof(s->discarded_total));
         s->taken = af_wall_time();
         s->last_ok = p->last_ok;
         s->rounds = p->rounds;
@@ -310,7 +323,8 @@ static void *reader_main(void *arg)
 
 /*
  * {"recorded": "...", "queries": {"gpu_util": <an /api/v1/query or query_range answer>,
- * ...}}: each answer parsed as a live one would be, then frozen at its newest sample.
+ * ...}}: each answer parsed as a live one would be (in place, af_util_build_add_file),
+ * then frozen at its newest sample.
  */
 static int load_file(struct af_prom *p, const struct af_util_policy *up, char *why,
                      size_t whylen)
@@ -318,9 +332,7 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
     struct af_buf file = AF_BUF_INIT(MAX_ANSWER);
     struct af_util_build *b = NULL;
     struct af_util_snapshot *s;
-    json_error_t jerr;
-    json_t *root = NULL, *queries, *answer;
-    const char *key;
+    char what[300];
     int rc = af_buf_read_file(&file, p->opt.metrics_file);
 
     if (rc) {
@@ -328,35 +340,12 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
                  af_strerror(rc));
         goto out;
     }
-    root = json_loadb(file.buf ? file.buf : "", file.len, JSON_REJECT_DUPLICATES, &jerr);
-    queries = json_object_get(root, "queries");
-    if (!json_is_object(queries)) {
-        snprintf(why, whylen, "--metrics-file '%s': %s", p->opt.metrics_file,
-                 root ? "expected an object with \"queries\": {\"gpu_util\": <answer>, ...}"
-                      : jerr.text);
+    b = af_util_build_new();
+    rc = af__util_build_add_file(b, up, file.buf ? file.buf : "", file.len, what, sizeof(what));
+    if (rc) {
+        snprintf(why, whylen, "--metrics-file '%s': %s", p->opt.metrics_file, what);
         rc = AF_EINVAL;
         goto out;
-    }
-    b = af_util_build_new();
-    json_object_foreach(queries, key, answer) {
-        int m = af_util_metric_parse(key);
-        char *text, what[300];
-        if (m < 0) {
-            snprintf(why, whylen, "--metrics-file '%s': unknown query '%s'", p->opt.metrics_file,
-                     key);
-            rc = AF_EINVAL;
-            goto out;
-        }
-        text = json_dumps(answer, JSON_COMPACT);
-        rc = af_util_build_add(b, up, (enum af_util_metric)m, text ? text : "",
-                               text ? strlen(text) : 0, what, sizeof(what));
-        free(text);   /* jansson's allocation */
-        if (rc) {
-            snprintf(why, whylen, "--metrics-file '%s': queries.%s: %s", p->opt.metrics_file,
-                     key, what);
-            rc = AF_EINVAL;
-            goto out;
-        }
     }
     s = af_util_build_finish(b, NULL, up->idle_below);
     b = NULL;
@@ -367,12 +356,13 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
                 s->taken = s->nodes[i].samples[k].ts;
     s->last_ok = s->taken;
     s->rounds = 1;
+    for (int d = 0; d < AF_UTIL_DISCARD__COUNT; d++)
+        s->discarded_total[d] = s->discarded[d];
     snprintf(s->source, sizeof(s->source), "file %s", p->opt.metrics_file);
     publish(p, s);
 out:
     if (b)
         af_util_snapshot_unref(af_util_build_finish(b, NULL, 0));
-    json_decref(root);
     af_buf_release(&file);
     return rc;
 }
