@@ -319,6 +319,30 @@ START_TEST(test_answers_that_are_not_json_are_refused_with_a_position)
 }
 END_TEST
 
+/* Shapes a parser reading in place must take as a tree reader did: keys in any order,
+ * a series whose points are not a list (dropped alone), escapes in label values. */
+START_TEST(test_answers_in_any_key_order_and_odd_series)
+{
+    static const char body[] =
+        "{\"data\":{\"result\":[{\"values\":null,\"metric\":{\"Hostname\":\"n\"}},"
+        "{\"values\":[[1795414896,\"0.5\"]],\"metric\":{\"Hostname\":\"m\\u00e9\"}},"
+        "{\"metric\":{\"Hostname\":7},\"values\":[[1795414896,\"0.5\"]]}],"
+        "\"resultType\":\"matrix\"},\"status\":\"success\"}";
+    struct af_util_build *b = af_util_build_new();
+    struct af_util_snapshot *s;
+    char why[300];
+
+    ck_assert_msg(af_util_build_add(b, &up, AF_UM_CPU_UTIL, body, strlen(body), why,
+                                    sizeof(why)) == 0,
+                  "%s", why);
+    s = af_util_build_finish(b, NULL, up.idle_below);
+    ck_assert_uint_eq(s->n_nodes, 1);
+    ck_assert_ptr_nonnull(af_util_find(s, "m\xc3\xa9"));
+    ck_assert_uint_eq(s->unmapped, 1);   /* a number is no node name */
+    af_util_snapshot_unref(s);
+}
+END_TEST
+
 static char *gpu_answer(const char *node, const char *gpu, const char *pod, double pct, double ts)
 {
     return af_xasprintf("{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["
@@ -791,6 +815,7 @@ Suite *af_utilization_suite(void)
     tcase_add_test(tp, test_matrix_answer_gives_the_trailing_idle_run);
     tcase_add_test(tp, test_out_of_range_and_future_samples_are_dropped_and_counted);
     tcase_add_test(tp, test_a_round_keeps_a_bounded_number_of_series);
+    tcase_add_test(tp, test_answers_in_any_key_order_and_odd_series);
     tcase_add_loop_test(tp, test_answers_that_are_not_json_are_refused_with_a_position, 0,
                         (int)AF_ARRAY_SIZE(not_json_cases));
     suite_add_tcase(s, tp);

@@ -336,7 +336,6 @@ static bool next_item(struct jp *j, bool *first)
 static bool value(struct jp *j)
 {
     bool first = true;
-    char key[1];
 
     ws(j);
     if (j->p >= j->end)
@@ -346,7 +345,6 @@ static bool value(struct jp *j)
         while (next_key(j, &first, NULL, 0, NULL))
             if (!value(j))
                 return false;
-        (void)key;
         return !j->err[0];
     case '[':
         while (next_item(j, &first))
@@ -528,8 +526,11 @@ static bool series_object(struct jp *j, struct af_util_build *b, const struct af
                 /* the last point is the value; the trailing run below idle_below, the
                  * idle time: read forward, the run restarts at each point that breaks it */
                 bool ifirst = true, run = false;
-                if (!peek(j, '['))
-                    return value(j);
+                if (!peek(j, '[')) {
+                    if (!value(j))
+                        return false;
+                    continue;   /* not a list of points: no value */
+                }
                 while (next_item(j, &ifirst)) {
                     double t = 0, x = 0;
                     bool ok;
