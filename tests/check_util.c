@@ -57,6 +57,38 @@ START_TEST(test_count_parses_model_sizes)
 }
 END_TEST
 
+/* The one JSON number writer: never inf or nan (JSON has neither), never "-0". */
+static const struct {
+    double v;
+    int digits, decimals;   /* decimals < 0: af_buf_json_num with `digits` */
+    const char *want;
+} json_num_cases[] = {
+    {1.5, 6, -1, "1.5"},
+    {INFINITY, 6, -1, "null"},
+    {-INFINITY, 10, -1, "null"},
+    {NAN, 6, -1, "null"},
+    {-0.0, 6, -1, "0"},
+    {1e300, 6, -1, "1e+300"},
+    {12.345, 0, 2, "12.35"},
+    {-0.001, 0, 2, "0.00"},
+    {INFINITY, 0, 2, "null"},
+    {NAN, 0, 1, "null"},
+    {1e300, 0, 2, "1.0000000000000001e+300"},
+};
+
+START_TEST(test_json_numbers_are_always_json)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    int rc = json_num_cases[_i].decimals < 0
+                 ? af_buf_json_num(&b, json_num_cases[_i].v, json_num_cases[_i].digits)
+                 : af_buf_json_fixed(&b, json_num_cases[_i].v, json_num_cases[_i].decimals);
+
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(b.buf, json_num_cases[_i].want);
+    af_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_buf_refuses_to_pass_its_cap)
 {
     struct af_buf b = AF_BUF_INIT(8);
@@ -310,6 +342,8 @@ static Suite *af_util_suite(void)
                         AF_ARRAY_SIZE(quantity_cases));
     tcase_add_loop_test(tc, test_count_parses_model_sizes, 0, AF_ARRAY_SIZE(count_cases));
     tcase_add_test(tc, test_buf_refuses_to_pass_its_cap);
+    tcase_add_loop_test(tc, test_json_numbers_are_always_json, 0,
+                        (int)AF_ARRAY_SIZE(json_num_cases));
     tcase_add_test(tc, test_buf_json_string_escapes_control_bytes);
     tcase_add_test(tc, test_error_format_names_file_line_column);
     tcase_add_test(tc, test_class_from_accelerator_names);

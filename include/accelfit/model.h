@@ -80,6 +80,14 @@ enum af_class af_class_from_instance_family(const char *instance_type);
 
 /* ---- instance catalog ------------------------------------------------------ */
 
+/*
+ * The highest hourly price accelfit takes, from the catalog, a node's
+ * accelfit.io/hourly-price annotation or a tenant's budget: a million dollars an hour,
+ * far above any instance, so that every sum of prices over any cluster and any span
+ * of time it is asked about stays a finite number that prints.
+ */
+#define AF_PRICE_MAX_USD_HR 1e6
+
 struct af_instance_type {
     char *name;          /* "p4d.24xlarge" */
     char *family;        /* "p4d" */
@@ -94,7 +102,7 @@ struct af_instance_type {
     int neuron_cores;
     double network_gbps;
     bool efa;
-    double price_usd_hr;       /* on-demand; < 0 when unknown */
+    double price_usd_hr;       /* on-demand; < 0 when unknown, else <= AF_PRICE_MAX_USD_HR */
     double spot_discount_pct;  /* < 0 when unknown */
 };
 

@@ -7,6 +7,7 @@
  * through the same reflector `accelfit serve` runs, stopped once synced); the
  * tenants and budgets from --policy (docs/policy.md#tenants).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -186,6 +187,10 @@ static const char *slot_name(int s)
 /* Dollars with cents; never "-0.00". */
 static const char *money(char *out, size_t n, double v)
 {
+    if (!isfinite(v)) {
+        snprintf(out, n, "unknown");
+        return out;
+    }
     snprintf(out, n, "%.2f", v);
     if (!strcmp(out, "-0.00"))
         snprintf(out, n, "0.00");

@@ -1011,10 +1011,11 @@ int af_codec_load_cluster_file(const struct af_config *cfg, const char *path, af
     struct stat st;
     int rc;
 
-    if (stat(path, &st) != 0)
-        return af_error_set(err, errno == ENOENT ? AF_ENOENT : AF_EIO, path, 0, 0,
-                            "%s (expected " CLUSTER_EXPECTED ")",
-                            errno == ENOENT ? "no such file" : strerror(errno));
+    if (stat(path, &st) != 0) {
+        rc = af_errno_from_sys(errno);
+        return af_error_set(err, rc, path, 0, 0, "%s (expected " CLUSTER_EXPECTED ")",
+                            rc == AF_ENOENT ? "no such file" : af_strerror(rc));
+    }
     if (S_ISDIR(st.st_mode))
         return af_error_set(err, AF_EINVAL, path, 0, 0,
                             "is a directory (expected a file holding " CLUSTER_EXPECTED ")");

@@ -21,10 +21,8 @@ static void put(struct af_buf *b, const char *s)
 
 static void json_num(struct af_buf *b, double v)
 {
-    char num[40];
-
-    snprintf(num, sizeof(num), "%.10g", v);
-    put(b, num);
+    if (af_buf_json_num(b, v, 10))
+        af_assert(!"unbounded buffer refused output");
 }
 
 static void json_str(struct af_buf *b, const char *s)

@@ -112,6 +112,8 @@ double af_sim_parse_duration(const char *s)
             return -1;
         }
         total += v;
+        if (!(total <= AF_SIM_MAX_SECONDS))
+            return -1;
         any = true;
         s = end;
     }
@@ -122,8 +124,9 @@ double af_sim_parse_duration(const char *s)
 static double seconds(json_t *v)
 {
     if (json_is_number(v))
-        return json_number_value(v) >= 0 && isfinite(json_number_value(v)) ? json_number_value(v)
-                                                                           : -1;
+        return json_number_value(v) >= 0 && json_number_value(v) <= AF_SIM_MAX_SECONDS
+                   ? json_number_value(v)
+                   : -1;
     return af_sim_parse_duration(af__codec_str(v));
 }
 
@@ -402,6 +405,17 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
                               out->nodes[i].info->name);
             goto done;
         }
+    if (trace && first >= 0 && last - first > AF_SIM_MAX_SECONDS) {
+        rc = af_error_set(err, AF_EINVAL, name, 0, 0,
+                          "the pods' times span more than 100 years, the limit of a trace");
+        goto done;
+    }
+    if (trace && n_pods > AF_SIM_MAX_PODS) {
+        rc = af_error_set(err, AF_ETOOBIG, name, 0, 0,
+                          "%zu pods: a trace holds at most %d, the limit", n_pods,
+                          AF_SIM_MAX_PODS);
+        goto done;
+    }
     for (i = 0; i < n_pods; i++) {
         struct cluster_pod *cp = &pods[i];
         struct af_pod_info *info = cp->pod.info;
@@ -541,17 +555,20 @@ static int trace_entry(json_t *e, const char *where, double every_default,
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: name: missing", where);
     if ((v = af__codec_get(e, "at")) != NULL && (at = seconds(v)) < 0)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "%s (%.60s): at: expected seconds or a duration like 1h30m", where,
-                            name);
+                            "%s (%.60s): at: expected seconds or a duration like 1h30m, at most "
+                            "100 years",
+                            where, name);
     if ((v = af__codec_get(e, "duration")) != NULL && !json_is_null(v) &&
         (duration = seconds(v)) < 0)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "%s (%.60s): duration: expected seconds or a duration like 1h30m",
+                            "%s (%.60s): duration: expected seconds or a duration like 1h30m, "
+                            "at most 100 years",
                             where, name);
     if ((v = af__codec_get(e, "every")) != NULL && (every = seconds(v)) < 0)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "%s (%.60s): every: expected seconds or a duration like 10m", where,
-                            name);
+                            "%s (%.60s): every: expected seconds or a duration like 10m, at most "
+                            "100 years",
+                            where, name);
     if ((v = af__codec_get(e, "replicas")) != NULL) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)
             return af_error_set(err, AF_EINVAL, "", 0, 0,
@@ -559,6 +576,16 @@ static int trace_entry(json_t *e, const char *where, double every_default,
                                 where, name);
         replicas = json_integer_value(v);
     }
+    if (at + (double)(replicas - 1) * every > AF_SIM_MAX_SECONDS)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s (%.60s): the last replica would arrive after 100 years (at + "
+                            "(replicas - 1) x every), the limit of a trace",
+                            where, name);
+    if ((size_t)replicas > AF_SIM_MAX_PODS - out->n_pods)
+        return af_error_set(err, AF_ETOOBIG, "", 0, 0,
+                            "%s (%.60s): the trace would hold more than %d pods (all entries' "
+                            "replicas together), the limit",
+                            where, name, AF_SIM_MAX_PODS);
     if (owner && (!strchr(owner, '/') || strchr(owner, '/') == owner || !strchr(owner, '/')[1]))
         return af_error_set(err, AF_EINVAL, "", 0, 0,
                             "%s (%.60s): owner: expected KIND/NAME (Job/train, ReplicaSet/web-5d8)",
@@ -732,7 +759,8 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
     }
     if ((v = af__codec_get(root, "end")) != NULL && ((end = seconds(v)) <= 0)) {
         rc = af_error_set(err, AF_EINVAL, name, 0, 0,
-                          "end: expected a positive number of seconds or a duration like 24h");
+                          "end: expected a positive number of seconds or a duration like 24h, "
+                          "at most 100 years");
         goto finish;
     }
     arr = af__codec_get(root, "pods");

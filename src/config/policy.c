@@ -18,6 +18,10 @@
 #include "config/utilization.h"
 #include "config/yamlnode.h"
 
+/* Bound of the policy's factors (bytes per parameter, headroom, weights): far above any
+ * sensible value, so products of them stay finite. */
+#define MAX_FACTOR 1e6
+
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
                                        "filter",     "prices", "rules",  "rollouts", "tenants",
                                        "utilization", NULL};
@@ -115,7 +119,7 @@ static int parse_precision(struct af__ydoc *d, yaml_node_t *v, const char *what,
 
 static int positive(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
-    int rc = af__ynode_double(d, v, what, out);
+    int rc = af__ynode_double(d, v, what, 0, MAX_FACTOR, out);
 
     if (!rc && !(*out > 0))
         rc = af__ydoc_err(d, v, AF_EINVAL, "'%s' must be positive", what);
@@ -157,7 +161,8 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
         } else if (!strcmp(k, "training_precision")) {
             rc = parse_precision(d, v, "memory.training_precision", &p->training_precision);
         } else if (!strcmp(k, "inference_headroom")) {
-            rc = af__ynode_double(d, v, "memory.inference_headroom", &p->inference_headroom);
+            rc = af__ynode_double(d, v, "memory.inference_headroom", 0, MAX_FACTOR,
+                                  &p->inference_headroom);
             if (!rc && p->inference_headroom < 1)
                 rc = af__ydoc_err(d, v, AF_EINVAL,
                                   "'memory.inference_headroom' must be at least 1 (it "
@@ -536,7 +541,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
                 *ws[i].dst = 0;
                 continue;
             }
-            rc = af__ynode_double(d, w, ws[i].key, ws[i].dst);
+            rc = af__ynode_double(d, w, ws[i].key, -MAX_FACTOR, MAX_FACTOR, ws[i].dst);
             if (rc)
                 return rc;
             if (*ws[i].dst < 0)
@@ -629,7 +634,7 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
             return rc;
         x = af__ymap_get(d, v, "default_spot_discount_pct");
         if (x) {
-            rc = af__ynode_double(d, x, "prices.default_spot_discount_pct",
+            rc = af__ynode_double(d, x, "prices.default_spot_discount_pct", -100, 100,
                                   &p->default_spot_discount_pct);
             if (rc)
                 return rc;

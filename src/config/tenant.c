@@ -18,7 +18,7 @@
 #include "config/tenant.h"
 
 /* Budgets above this are typos (a million dollars an hour). */
-#define MAX_BUDGET 1e6
+#define MAX_BUDGET AF_PRICE_MAX_USD_HR
 
 static const char *const tenant_keys[] = {"name",          "namespaces",      "budget_usd_per_hour",
                                           "over_budget",   "classes",         "premium_classes",
@@ -127,7 +127,8 @@ static int load_tenant(struct af__ydoc *d, yaml_node_t *e, struct af_policy *p, 
 
     v = af__ymap_get(d, e, "budget_usd_per_hour");
     if (v) {
-        rc = af__ynode_double(d, v, "budget_usd_per_hour", &t->budget_usd_hr);
+        rc = af__ynode_double(d, v, "budget_usd_per_hour", -MAX_BUDGET, MAX_BUDGET,
+                              &t->budget_usd_hr);
         if (rc)
             return rc;
         if (!(t->budget_usd_hr >= 0) || !(t->budget_usd_hr <= MAX_BUDGET))

@@ -105,12 +105,8 @@ static void jw_int(struct jw *w, const char *key, long long v)
 static void jw_num(struct jw *w, const char *key, double v)
 {
     jw_key(w, key);
-    if (!w->err) {
-        if (isfinite(v))
-            w->err = af_buf_printf(w->b, "%.6g", v);
-        else
-            w->err = af_buf_puts(w->b, "null");
-    }
+    if (!w->err)
+        w->err = af_buf_json_num(w->b, v, 6);
     w->comma = true;
 }
 
