@@ -1117,6 +1117,65 @@ START_TEST(test_bad_percent_escape_is_refused_by_libwebsockets)
 }
 END_TEST
 
+/*
+ * Every route reads its query one way (af_query_parse): empty pieces are skipped, a
+ * parameter given twice, one the route does not take, or a POST with parameters in both
+ * its query and its body is a 400 that names it; what lws decoded is not decoded again.
+ */
+static const struct query_case {
+    const char *method, *path, *body;
+    int status;
+    const char *body_has;
+} query_cases[] = {
+    {NULL, "/recommend?workload=training&model-params=70B&&objective=cost", NULL, 200,
+     "\"objective\":\"cost\""},
+    {NULL, "/recommend?&workload=training", NULL, 200, "\"workload\":\"training\""},
+    {NULL, "/recommend?workload=training&", NULL, 200, "\"workload\":\"training\""},
+    {NULL, "/recommend?", NULL, 400, "workload is required"},
+    {NULL, "/recommend?workload=training&objective=cost&objective=latency", NULL, 400,
+     "'objective' is given twice"},
+    {NULL, "/recommend?workload=training&model-params=7B&model_params=8B", NULL, 400,
+     "given twice"},
+    {NULL, "/recommend?workload=training%26objective=cost", NULL, 400,
+     "unknown workload 'training&objective=cost'"},
+    {NULL, "/recommend?workload=training&framework=a%2Bb", NULL, 400, "'a+b'"},
+    {NULL, "/recommend?workload=training&framework=a+b", NULL, 400, "'a b'"},
+    {NULL, "/recommend?workload=training&framework=a%2525b", NULL, 400, "'a%25b'"},
+    {"POST", "/recommend?workload=training", "{\"workload\":\"training\"}", 400,
+     "both in its query"},
+    {"POST", "/recommend?&", "{\"workload\":\"training\"}", 200, "\"workload\":\"training\""},
+    {NULL, "/explain?&pod=ml/pending-gpu&", NULL, 200, "\"pod\":\"ml/pending-gpu\""},
+    {NULL, "/explain?pod=ml/pending-gpu&pod=ml/other", NULL, 400, "'pod' is given twice"},
+    {NULL, "/explain?pod=ml/pending-gpu&verbose=1", NULL, 400,
+     "unknown query parameter 'verbose' (known: pod)"},
+    {NULL, "/explain?pod=", NULL, 400, "expected ?pod=NAMESPACE/NAME"},
+    {NULL, "/explain?", NULL, 400, "the query has no 'pod'"},
+    {"POST", "/rollouts/ack?name=", "", 400, "expected ?name=ROLLOUT"},
+    {"POST", "/rollouts/ack?&name=nope&", "", 404, "nope"},
+    {"POST", "/rollouts/ack?name=nope&name=other", "", 400, "'name' is given twice"},
+    {NULL, "/costs?tenant=x", NULL, 400, "GET /costs: unknown query parameter 'tenant'"},
+    {NULL, "/healthz?", NULL, 200, "ok"},
+    {"POST", "/filter?debug", "{}", 400, "POST /filter: unknown query parameter 'debug'"},
+};
+
+START_TEST(test_every_route_reads_its_query_one_way)
+{
+    const struct query_case *qc = &query_cases[_i];
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *u = url(&beh, qc->path);
+
+    af_test_http(c, qc->method, u, qc->body, qc->body ? strlen(qc->body) : 0, NULL, &r);
+    ck_assert_msg(r.curl_rc == CURLE_OK, "%s: %s", u, curl_easy_strerror((CURLcode)r.curl_rc));
+    ck_assert_msg(r.status == qc->status, "%s %s: %ld %s", qc->method ? qc->method : "GET",
+                  qc->path, r.status, r.body);
+    ck_assert_msg(strstr(r.body, qc->body_has) != NULL, "%s: %s", qc->path, r.body);
+    af_test_resp_free(&r);
+    af_free(u);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
 /* `n` bytes of 'a' (caller frees). */
 static char *filler(size_t n)
 {
@@ -2498,6 +2557,8 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_explain_get_for_a_cached_pod);
     tcase_add_test(tc, test_explain_get_for_a_bound_pod_leaves_out_its_own_usage);
     tcase_add_test(tc, test_bad_percent_escape_is_refused_by_libwebsockets);
+    tcase_add_loop_test(tc, test_every_route_reads_its_query_one_way, 0,
+                        (int)AF_ARRAY_SIZE(query_cases));
     tcase_add_loop_test(tc, test_preempt_keeps_gpu_nodes_and_drops_other_classes, 0,
                         (int)AF_ARRAY_SIZE(preempt_modes));
     suite_add_tcase(s, tc);

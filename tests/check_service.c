@@ -735,6 +735,70 @@ START_TEST(test_recommend_refuses_what_it_cannot_read)
 }
 END_TEST
 
+/* ---- query strings ------------------------------------------------------------------------ */
+
+static const struct {
+    const char *raw;
+    const char *err_has;   /* NULL: parses */
+    size_t n;
+    const char *key, *value;   /* the last parameter */
+} query_parse_cases[] = {
+    {"", NULL, 0, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL},
+    {"&&&", NULL, 0, NULL, NULL},
+    {"a=1&&b=2", NULL, 2, "b", "2"},
+    {"&a=1", NULL, 1, "a", "1"},
+    {"a=1&", NULL, 1, "a", "1"},
+    {"a=x%26y%3Dz+w", NULL, 1, "a", "x&y=z w"},
+    {"b", NULL, 1, "b", ""},
+    {"a=1=2", NULL, 1, "a", "1=2"},
+    {"a=1&a=2", "'a' is given twice", 0, NULL, NULL},
+    {"a=1&a=2&b", "'a' is given twice", 0, NULL, NULL},
+    {"a=%zz", "bad % escape", 0, NULL, NULL},
+    {"a=%00", "bad % escape", 0, NULL, NULL},
+    {"=1", "has no name", 0, NULL, NULL},
+    {"c=1", "GET /x: unknown query parameter 'c' (known: a, b)", 0, NULL, NULL},
+    {"a&b&a&b&a&b&a&b&a&b&a&b&a&b&a&b", "given twice", 0, NULL, NULL},
+};
+
+START_TEST(test_query_parse)
+{
+    static const char *const known[] = {"a", "b", NULL};
+    struct af_query q;
+    char err[400] = "";
+    int rc = af_query_parse(&q, query_parse_cases[_i].raw, "GET /x",
+                            known, err, sizeof(err));
+
+    if (query_parse_cases[_i].err_has) {
+        ck_assert_int_eq(rc, AF_EINVAL);
+        ck_assert_msg(strstr(err, query_parse_cases[_i].err_has), "%s", err);
+        ck_assert_int_eq(q.n, 0);
+    } else {
+        ck_assert_msg(rc == 0, "%s", err);
+        ck_assert_int_eq(q.n, query_parse_cases[_i].n);
+        if (q.n) {
+            ck_assert_str_eq(q.p[q.n - 1].key, query_parse_cases[_i].key);
+            ck_assert_str_eq(q.p[q.n - 1].value, query_parse_cases[_i].value);
+            ck_assert_str_eq(af_query_get(&q, query_parse_cases[_i].key),
+                             query_parse_cases[_i].value);
+        }
+    }
+    af_query_release(&q);
+}
+END_TEST
+
+START_TEST(test_query_too_many_parameters)
+{
+    struct af_query q;
+    char err[400] = "", raw[400] = "";
+
+    for (int i = 0; i <= AF_QUERY_MAX_PARAMS; i++)
+        snprintf(raw + strlen(raw), sizeof(raw) - strlen(raw), "p%d=1&", i);
+    ck_assert_int_eq(af_query_parse(&q, raw, "GET /x", NULL, err, sizeof(err)), AF_EINVAL);
+    ck_assert_msg(strstr(err, "more than 16 query parameters"), "%s", err);
+}
+END_TEST
+
 Suite *af_service_suite(void);
 Suite *af_service_suite(void)
 {
@@ -776,6 +840,11 @@ Suite *af_service_suite(void)
     tcase_add_loop_test(tc, test_recommend_answers_what_the_cli_prints, 0,
                         (int)AF_ARRAY_SIZE(rec_cases));
     tcase_add_test(tc, test_recommend_refuses_what_it_cannot_read);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("query");
+    tcase_add_loop_test(tc, test_query_parse, 0, (int)AF_ARRAY_SIZE(query_parse_cases));
+    tcase_add_test(tc, test_query_too_many_parameters);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("listen");

@@ -79,13 +79,56 @@ int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const cha
 /* Most candidates one request may name; beyond, filter answers Error, the others 400. */
 #define AF_SERVICE_MAX_CANDIDATES 50000
 
+/* ---- query strings ------------------------------------------------------------------------ */
+
+/*
+ * Every route reads its query string with af_query_parse: `raw` is the query as sent
+ * after '?' ("a=1&b=2", form-urlencoded: '+' is a space, %XX a byte; NULL or "" is none).
+ * Empty pieces are skipped ("a=1&&b=2", "&a=1", "?"); a bare name ("neuron-ready") has the
+ * value "" and `bare` set. `route` ("GET /explain") names the route in messages; `known`
+ * (NULL-terminated) lists the parameters it takes, '-' and '_' alike, or is NULL when the
+ * handler checks names itself. Returns 0 (release q with af_query_release), or AF_EINVAL
+ * with `err` naming what was wrong and where: a bad escape, a parameter with no name, one
+ * the route does not take (the message lists those it does), one given twice, more than
+ * AF_QUERY_MAX_PARAMS. On error q holds nothing.
+ */
+#define AF_QUERY_MAX_PARAMS 16
+struct af_query_param {
+    const char *key;     /* decoded; borrowed from the query's store */
+    const char *value;   /* decoded; "" for a bare name */
+    bool bare;
+};
+struct af_query {
+    size_t n;
+    struct af_query_param p[AF_QUERY_MAX_PARAMS];
+    char *store;
+};
+int af_query_parse(struct af_query *q, const char *raw, const char *route,
+                   const char *const *known, char *err, size_t errlen) AF_MUST_CHECK;
+/* The value of `key` ('-' and '_' alike), "" for a bare name, NULL when absent. Borrowed. */
+const char *af_query_get(const struct af_query *q, const char *key);
+void af_query_release(struct af_query *q);
+/*
+ * For routes that take no query parameters: 0 when `query` has none (empty pieces do not
+ * count), else 400 with {"error": ...} naming the parameter and `route` appended to out.
+ */
+int af_service_check_query(const char *route, const char *query, struct af_buf *out);
+/* Appends {"error": msg} to out, first cutting it back to `base`. Cannot fail. */
+void af_service_error_body(struct af_buf *out, size_t base, const char *msg);
+
 /* GET /explain?pod=NS/NAME against the current snapshot. Returns the HTTP status. */
 int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
                            struct af_buf *out);
 /*
- * GET /recommend?workload=...&model-params=... (query) or POST /recommend with a JSON
- * object body: the selection core's answer, exactly what `accelfit recommend --output
- * json` prints. 200, or 400 with {"error": ...} naming the bad parameter.
+ * GET /explain with its query as sent (af_query_parse; `pod` is the only parameter, and
+ * it is required): af_service_explain_pod, or 400 naming what is wrong with the query.
+ */
+int af_service_explain_query(struct af_service *svc, const char *query, struct af_buf *out);
+/*
+ * GET /recommend?workload=...&model-params=... (query, as sent) or POST /recommend with a
+ * JSON object body: the selection core's answer, exactly what `accelfit recommend --output
+ * json` prints. 200, or 400 with {"error": ...} naming the bad parameter, also when a POST
+ * carries parameters both in its query and in its body.
  */
 int af_service_recommend(struct af_service *svc, const char *query, const char *body, size_t len,
                          struct af_buf *out);
@@ -101,6 +144,8 @@ int af_service_rollouts(struct af_service *svc, struct af_buf *out);
  * svc->rollouts is NULL.
  */
 int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_buf *out);
+/* POST /rollouts/ack?name=NAME with its query as sent: af_service_rollout_ack, or 400. */
+int af_service_rollout_ack_query(struct af_service *svc, const char *query, struct af_buf *out);
 /* Ready: synced and not stale. `why` gets a short reason when not. */
 bool af_service_ready(struct af_service *svc, const char **why);
 
