@@ -577,6 +577,31 @@ static const struct {
      2,
      true,
      false},
+    {"amounts in reasons are exact Kubernetes quantities, never rounded alike",
+     {.cpu = 95710, .workload = "preprocessing"},
+     false,
+     {{"c6i-a", AF_CLASS_CPU, .cpu = 95690, .npods = 1, .price = 0.68},
+      {"c6i-b", AF_CLASS_CPU, .cpu = 96000, .used_cpu = 1000, .npods = 1, .price = 0.68},
+      {"c6i-c", AF_CLASS_CPU, .cpu = 128000, .npods = 1, .price = 0.9}},
+     {{AF_VERDICT_UNRESOLVABLE, "the pod requests 95710m cpu; this node (cpu) has 95690m "
+                                "allocatable in all"},
+      {AF_VERDICT_PASS, "tier 1 (cpu)"},
+      {AF_VERDICT_PASS, "tier 1 (cpu)"}},
+     0,
+     false,
+     false},
+    {"no candidate has room: the best tier present passes, and the reason says so",
+     {.gpu = 1, .workload = "inference"},
+     false,
+     {{"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 1},
+      {"g4dn-a", AF_CLASS_NVIDIA_T4, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 0.5}},
+     {{AF_VERDICT_PASS, "the cache shows no room, the scheduler's view decides"},
+      {AF_VERDICT_FAILED, "accelfit's cache shows no candidate with room, so it kept the best "
+                          "tier present, tier 1 (nvidia-a10g), and left the choice among its "
+                          "nodes to kube-scheduler; this node is tier 3 (nvidia-t4)"}},
+     0,
+     false,
+     false},
     {"a tier's families are enforced: other CPU families come after",
      {.cpu = 1000, .workload = "preprocessing"},
      false,
@@ -677,6 +702,39 @@ static const struct {
      false,
      true},
 };
+
+static const struct {
+    enum af_res r;
+    int64_t v;
+    const char *want;
+} res_format_cases[] = {
+    {AF_RES_CPU, 95710, "95710m"},
+    {AF_RES_CPU, 95690, "95690m"},
+    {AF_RES_CPU, 4000, "4"},
+    {AF_RES_CPU, 500, "500m"},
+    {AF_RES_CPU, 0, "0"},
+    {AF_RES_MEMORY, 1000LL << 30, "1000Gi"},
+    {AF_RES_MEMORY, 1150LL << 30, "1150Gi"},
+    {AF_RES_MEMORY, 1536LL << 20, "1536Mi"},
+    {AF_RES_MEMORY, 2LL << 40, "2Ti"},
+    {AF_RES_MEMORY, (16LL << 30) + 1, "17179869185"},
+    {AF_RES_MEMORY, 1500000000LL, "1500M"},
+    {AF_RES_MEMORY, 4096, "4Ki"},
+    {AF_RES_MEMORY, 1000, "1k"},
+    {AF_RES_MEMORY, 999, "999"},
+    {AF_RES_MEMORY, -(3LL << 30), "-3Gi"},
+    {AF_RES_GPU, 8, "8"},
+};
+
+/* Every resource amount a person reads is exact, in the form kubectl prints. */
+START_TEST(test_res_format_is_exact)
+{
+    char out[32];
+
+    af_res_format(res_format_cases[_i].r, res_format_cases[_i].v, out, sizeof(out));
+    ck_assert_str_eq(out, res_format_cases[_i].want);
+}
+END_TEST
 
 START_TEST(test_filter_cases)
 {
@@ -905,6 +963,7 @@ Suite *af_decide_suite(void)
     tcase_add_test(tc, test_classify_catalog_spot_discount_wins_over_policy);
     tcase_add_loop_test(tc, test_effective_requests, 0, AF_ARRAY_SIZE(req_cases));
     tcase_add_loop_test(tc, test_plan_cases, 0, AF_ARRAY_SIZE(plan_cases));
+    tcase_add_loop_test(tc, test_res_format_is_exact, 0, (int)AF_ARRAY_SIZE(res_format_cases));
     tcase_add_loop_test(tc, test_filter_cases, 0, AF_ARRAY_SIZE(filter_cases));
     tcase_add_test(tc, test_filter_brief_reasons_name_the_cause_once);
     tcase_add_loop_test(tc, test_prioritize_cases, 0, AF_ARRAY_SIZE(prio_cases));

@@ -98,20 +98,33 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
  * cannot run here, whatever else happens. Unknown model size or device memory: no
  * refusal. Returns true (with the arithmetic in `out`) when it does not fit.
  */
+/* GiB with one decimal, more when that would print `a` and a different `b` alike. */
+static void gib_pair(double a, double b, char *sa, char *sb, size_t n)
+{
+    for (int prec = 1; prec <= 6; prec++) {
+        snprintf(sa, n, "%.*f", prec, a);
+        snprintf(sb, n, "%.*f", prec, b);
+        if (strcmp(sa, sb) || a == b)
+            return;
+    }
+}
+
 static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *pod,
                          const struct af_node_info *node, char *out, size_t n)
 {
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    char params[24], what[96];
+    char params[24], what[96], need[24], got[24];
     double per, units, cap;
 
     if (!(plan->need_gib > 0))
         return false;
     if (plan->requested == AF_ACCEL_NONE) {
         /* CPU inference and backfill: host memory, the node's allocatable at most. */
+        char alloc[32];
         per = (double)node->allocatable.v[AF_RES_MEMORY] / gib;
         units = 1;
-        snprintf(what, sizeof(what), "host memory (%.1f GiB allocatable)", per);
+        af_res_format(AF_RES_MEMORY, node->allocatable.v[AF_RES_MEMORY], alloc, sizeof(alloc));
+        snprintf(what, sizeof(what), "host memory (%s allocatable)", alloc);
     } else if (pod->requests.v[AF_RES_MIG] > 0 && pod->mig.gb > 0) {
         per = (double)pod->mig.gb * 1e9 / gib;
         units = (double)pod->requests.v[AF_RES_MIG];
@@ -136,17 +149,17 @@ static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *p
     if (plan->need_gib <= cap)
         return false;
     af_format_count(plan->profile.model_params, params, sizeof(params));
+    gib_pair(plan->need_gib, cap, need, got, sizeof(need));
+    /* (a reason longer than `out` is cut short; the snprintf value only says it did) */
     if (plan->instances > 1)
-        snprintf(out, n,
-                 "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, %.1f GiB, "
-                 "x %d instances = %.1f GiB",
-                 params, af_workload_name(plan->profile.workload), plan->need_gib, what,
-                 per * units, plan->instances, cap);
-    else
-        snprintf(out, n, "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, "
-                         "%.1f GiB",
-                 params, af_workload_name(plan->profile.workload), plan->need_gib, what, cap);
-    return true;
+        return snprintf(out, n,
+                 "model does not fit: %s %s needs %s GiB; the pod gets %s here, %.1f GiB, "
+                 "x %d instances = %s GiB",
+                 params, af_workload_name(plan->profile.workload), need, what,
+                 per * units, plan->instances, got) >= 0;
+    return snprintf(out, n, "model does not fit: %s %s needs %s GiB; the pod gets %s here, "
+                            "%s GiB",
+                    params, af_workload_name(plan->profile.workload), need, what, got) >= 0;
 }
 
 /*
@@ -485,8 +498,9 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
                              best + 1, theirs, out[best_node].name, d->tier + 1, mine);
                 else
                     af_reasonf(r,
-                             "tier %d (%.48s) comes first and no candidate has room; this node "
-                             "is tier %d (%.48s)",
+                             "accelfit's cache shows no candidate with room, so it kept the "
+                             "best tier present, tier %d (%.48s), and left the choice among its "
+                             "nodes to kube-scheduler; this node is tier %d (%.48s)",
                              best + 1, theirs, d->tier + 1, mine);
                 worse.have[slot] = true;
             }
