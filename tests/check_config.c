@@ -451,7 +451,7 @@ static const struct {
     {POL_HEAD "neuron:\n  frameworks: [pytorch, unknown]\n" POL_RULE("{}", "[nvidia-t4]"), 4, 25,
      "unknown framework 'unknown'"},
     {POL_HEAD "filter:\n  cpu_backfill: sometimes\n" POL_RULE("{}", "[nvidia-t4]"), 4, 17,
-     "true or false"},
+     "true, false or never"},
     {POL_HEAD "prices:\n  default_spot_discount_pct: 120\n" POL_RULE("{}", "[nvidia-t4]"), 4, 30,
      "[0, 100)"},
     {POL_HEAD "rollout: {}\n" POL_RULE("{}", "[nvidia-t4]"), 3, 1, "unknown key 'rollout'"},

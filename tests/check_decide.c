@@ -316,65 +316,73 @@ static void check_plan_invariants(const struct af_plan *p)
 static const struct {
     const char *name;
     struct pod_spec pod;
-    bool backfill_policy;
+    enum af_cpu_backfill backfill_policy;
     const char *note;             /* a note that must be present, or NULL */
     enum af_workload workload;
     bool inferred;
     enum af_class first;          /* the rank-1 class */
     enum af_class absent;         /* a class that must have no tier (UNKNOWN: skip) */
     const char *dropped_reason;   /* substring of some dropped entry, or NULL */
+    const char *accel_tier;       /* the last tier, taking accelerator nodes for a CPU pod */
 } plan_cases[] = {
     {"malformed model size is ignored with a note",
      {.gpu = 1, .workload = "training", .params = "huge"}, false,
      "annotation accelfit.io/model-params='huge' is not a count", AF_WORKLOAD_TRAINING, false,
-     AF_CLASS_NVIDIA_A100, AF_CLASS_UNKNOWN, NULL},
+     AF_CLASS_NVIDIA_A100, AF_CLASS_UNKNOWN, NULL, NULL},
     {"malformed latency and neuron-ready are ignored",
      {.gpu = 1, .workload = "inference", .slo = "-5", .neuron_ready = "yes"}, false,
      "annotation accelfit.io/latency-slo-ms='-5' is not a positive integer", AF_WORKLOAD_INFERENCE,
-     false, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL},
+     false, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL, NULL},
     {"unknown workload word is ignored and the workload inferred",
      {.gpu = 1, .workload = "gaming"}, false, "annotation accelfit.io/workload='gaming'",
-     AF_WORKLOAD_INFERENCE, true, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL},
+     AF_WORKLOAD_INFERENCE, true, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL, NULL},
     {"GPU pod without annotations is inference", {.gpu = 1}, false,
      "inferred inference from the nvidia.com/gpu request", AF_WORKLOAD_INFERENCE, true,
-     AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2, NULL},
-    {"CPU pod without annotations is preprocessing", {.cpu = 2000}, false,
-     "inferred preprocessing", AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU,
-     AF_CLASS_NVIDIA_T4, NULL},
+     AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2, NULL, NULL},
+    {"CPU pod without annotations is preprocessing, accelerator nodes ranked last",
+     {.cpu = 2000}, false, "inferred preprocessing", AF_WORKLOAD_PREPROCESSING, true,
+     AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL, "accelerator nodes, last"},
+    {"CPU pod stating its workload stays off accelerator nodes",
+     {.cpu = 2000, .workload = "preprocessing"}, false, NULL, AF_WORKLOAD_PREPROCESSING, false,
+     AF_CLASS_CPU, AF_CLASS_NVIDIA_T4, NULL, NULL},
+    {"CPU pod without annotations, filter.cpu_backfill: never: no accelerator tier",
+     {.cpu = 2000}, AF_CPU_BACKFILL_NEVER, "inferred preprocessing", AF_WORKLOAD_PREPROCESSING,
+     true, AF_CLASS_CPU, AF_CLASS_NVIDIA_T4, NULL, NULL},
     {"GPU pod never gets Neuron tiers, even when the rule ranks them first",
      {.gpu = 1, .workload = "inference", .objective = "cost", .framework = "pytorch",
       .neuron_ready = "true"},
      false, NULL, AF_WORKLOAD_INFERENCE, false, AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2,
-     "the pod requests nvidia.com/gpu, which inferentia2 nodes do not have"},
+     "the pod requests nvidia.com/gpu, which inferentia2 nodes do not have", NULL},
     {"Neuron pod keeps to Neuron classes",
      {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
       .framework = "pytorch"},
      false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
-     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_A100, "which nvidia-a100 nodes do not have"},
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_A100, "which nvidia-a100 nodes do not have", NULL},
     {"Neuron inference pod drops GPU tiers",
      {.neuroncore = 2, .workload = "inference", .objective = "cost", .framework = "pytorch",
       .neuron_ready = "true"},
      false, NULL, AF_WORKLOAD_INFERENCE, false, AF_CLASS_INFERENTIA2, AF_CLASS_NVIDIA_A10G,
-     "which nvidia-a10g nodes do not have"},
+     "which nvidia-a10g nodes do not have", NULL},
     {"Neuron pod whose rule has no Neuron tier falls back to any Neuron class",
      {.neuron = 1, .workload = "inference", .neuron_ready = "false"}, false,
      "can serve a pod that requests aws.amazon.com/neuron", AF_WORKLOAD_INFERENCE, false,
-     AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A10G, NULL},
+     AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A10G, NULL, NULL},
     {"CPU pod annotated as training gets only cpu", {.workload = "training", .params = "7B"},
      false, "can serve a pod that requests no accelerator", AF_WORKLOAD_TRAINING, false,
      AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A100,
-     "CPU-only pod (no accelerator requested): nvidia-a100 is an accelerator class"},
+     "CPU-only pod (no accelerator requested): nvidia-a100 is an accelerator class", NULL},
     {"GPU pod annotated classical-ml falls back to any GPU class",
      {.gpu = 1, .workload = "classical-ml"}, false, "can serve a pod that requests nvidia.com/gpu",
      AF_WORKLOAD_CLASSICAL_ML, false, AF_CLASS_UNKNOWN, AF_CLASS_CPU,
-     "the pod requests nvidia.com/gpu, which cpu nodes do not have"},
+     "the pod requests nvidia.com/gpu, which cpu nodes do not have", NULL},
     {"Neuron pod with a malformed neuron-ready is Neuron-ready, as if unannotated",
      {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
       .framework = "pytorch", .neuron_ready = "yes"},
      false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
-     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_H100, "which nvidia-h100 nodes do not have"},
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_H100, "which nvidia-h100 nodes do not have", NULL},
     {"CPU pod with backfill gets a last accelerator tier", {.cpu = 500}, true, NULL,
-     AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL},
+     AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL,
+     "backfill onto accelerator nodes"},
 };
 
 START_TEST(test_plan_cases)
@@ -400,13 +408,13 @@ START_TEST(test_plan_cases)
         found = strstr(plan.sel.dropped[i].reason, plan_cases[_i].dropped_reason) != NULL;
     ck_assert_msg(found, "%s: no dropped reason '%s'", plan_cases[_i].name,
                   plan_cases[_i].dropped_reason);
-    ck_assert_int_eq(plan.backfill, plan_cases[_i].backfill_policy);
+    ck_assert_int_eq(plan.backfill, plan_cases[_i].accel_tier != NULL);
     if (plan.backfill) {
         int last = (int)plan.sel.n_tiers - 1;
         ck_assert_int_eq(plan.tier_of[AF_CLASS_NVIDIA_A100], last);
         ck_assert_int_eq(plan.tier_of[AF_CLASS_INFERENTIA2], last);
         ck_assert_int_lt(plan.tier_of[AF_CLASS_CPU], last);
-        ck_assert_str_eq(af_plan_tier_name(&plan, last), "backfill onto accelerator nodes");
+        ck_assert_str_eq(af_plan_tier_name(&plan, last), plan_cases[_i].accel_tier);
     }
     if (!strcmp(plan_cases[_i].name, "malformed model size is ignored with a note"))
         ck_assert(plan.profile.model_params == 0);
@@ -486,7 +494,7 @@ struct verdict_want {
 static const struct {
     const char *name;
     struct pod_spec pod;
-    bool backfill;
+    enum af_cpu_backfill backfill;
     struct node_spec nodes[MAXN];
     struct verdict_want want[MAXN];
     int best_tier;
@@ -556,14 +564,37 @@ static const struct {
      1,
      true,
      false},
-    {"CPU pod is kept off GPU nodes as unresolvable (the policy says so outright)",
-     {.cpu = 1000},
+    {"CPU pod that states its workload is kept off GPU nodes as unresolvable",
+     {.cpu = 1000, .workload = "preprocessing"},
      false,
      {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
       {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
      {{AF_VERDICT_PASS, "tier 1 (cpu)"},
       {AF_VERDICT_UNRESOLVABLE,
-       "CPU-only pod kept off accelerator node (nvidia-a100): policy filter.cpu_backfill is off"}},
+       "CPU-only pod kept off accelerator node (nvidia-a100): it states its workload "
+       "(accelfit.io/workload: preprocessing) and policy filter.cpu_backfill is off"}},
+     0,
+     false,
+     false},
+    {"un-annotated CPU pod passes GPU nodes, ranked last (a guess ranks, never refuses)",
+     {.cpu = 1000},
+     false,
+     {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
+      {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
+     {{AF_VERDICT_PASS, "tier 1 (cpu)"},
+      {AF_VERDICT_PASS, "(accelerator nodes, last: nvidia-a100)"}},
+     0,
+     false,
+     false},
+    {"un-annotated CPU pod with filter.cpu_backfill: never is kept off GPU nodes",
+     {.cpu = 1000},
+     AF_CPU_BACKFILL_NEVER,
+     {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
+      {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
+     {{AF_VERDICT_PASS, "tier 1 (cpu)"},
+      {AF_VERDICT_UNRESOLVABLE,
+       "CPU-only pod kept off accelerator node (nvidia-a100): policy filter.cpu_backfill "
+       "is never"}},
      0,
      false,
      false},

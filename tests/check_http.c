@@ -1483,16 +1483,39 @@ START_TEST(test_tier_2_rejected_while_tier_1_has_room)
 }
 END_TEST
 
+/* A CPU pod that states its workload stays off GPU nodes (filter.cpu_backfill: false). */
 START_TEST(test_cpu_pod_kept_off_gpu_nodes)
 {
+    static const char stated_cpu_pod[] =
+        "{\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":\"u2\","
+        "\"annotations\":{\"accelfit.io/workload\":\"preprocessing\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\","
+        "\"memory\":\"1Gi\"}}}]}}";
     struct decision d;
 
-    filter_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
+    filter_on_beh(stated_cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
     ck_assert_int_eq(json_array_size(d.passed), 1);
     ck_assert(in_names(d.passed, "cpu-c6i"));
     ck_assert(unres_reason(&d, "fb-a10g-free") != NULL);
     ck_assert(unres_reason(&d, "bp-light") != NULL);
     decision_free(&d);
+}
+END_TEST
+
+static void pod_scores_on_beh(const char *pod, const char *names, long *out, size_t n);
+
+/* An un-annotated CPU pod passes wherever kube-scheduler would put it; GPU nodes rank last. */
+START_TEST(test_unannotated_cpu_pod_passes_gpu_nodes_ranked_last)
+{
+    struct decision d;
+    long scores[3];
+
+    filter_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
+    ck_assert_int_eq(json_array_size(d.passed), 3);
+    decision_free(&d);
+    pod_scores_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", scores, 3);
+    ck_assert_int_gt(scores[1], scores[0]);
+    ck_assert_int_gt(scores[1], scores[2]);
 }
 END_TEST
 
@@ -1520,11 +1543,11 @@ START_TEST(test_neuron_pod_only_on_compatible_neuron_nodes)
 END_TEST
 
 /* Scores of `names` for the GPU pod, in input order. */
-static void scores_on_beh(const char *names, long *out, size_t n)
+static void pod_scores_on_beh(const char *pod, const char *names, long *out, size_t n)
 {
     CURL *c = curl_easy_init();
     struct af_test_resp r;
-    char *body = names_body(gpu_pod, names);
+    char *body = names_body(pod, names);
     json_t *req = json_loads(body, 0, NULL), *resp;
 
     post(c, &beh, "/prioritize", body, &r);
@@ -1539,6 +1562,11 @@ static void scores_on_beh(const char *names, long *out, size_t n)
     af_test_resp_free(&r);
     af_free(body);
     curl_easy_cleanup(c);
+}
+
+static void scores_on_beh(const char *names, long *out, size_t n)
+{
+    pod_scores_on_beh(gpu_pod, names, out, n);
 }
 
 START_TEST(test_cheaper_node_wins_among_equals)
@@ -2550,6 +2578,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_fallback_to_tier_2_when_tier_1_is_full);
     tcase_add_test(tc, test_tier_2_rejected_while_tier_1_has_room);
     tcase_add_test(tc, test_cpu_pod_kept_off_gpu_nodes);
+    tcase_add_test(tc, test_unannotated_cpu_pod_passes_gpu_nodes_ranked_last);
     tcase_add_test(tc, test_neuron_pod_only_on_compatible_neuron_nodes);
     tcase_add_test(tc, test_cheaper_node_wins_among_equals);
     tcase_add_test(tc, test_spot_node_is_cheaper);

@@ -54,6 +54,20 @@ struct af_rule {
 
 enum af_strategy { AF_STRATEGY_BINPACK = 0, AF_STRATEGY_SPREAD };
 
+/*
+ * filter.cpu_backfill: may a CPU-only pod (one that requests no accelerator) use an
+ * accelerator node? Knowledge narrows, guesses rank: a pod that states its workload
+ * (accelfit.io/workload) is known to be CPU work; one that does not is only guessed to be,
+ * so by default it passes accelerator nodes (kube-scheduler alone would put it there) and
+ * they rank last.
+ */
+enum af_cpu_backfill {
+    AF_CPU_BACKFILL_OFF = 0,   /* false (default): stated CPU work stays off accelerator
+                                * nodes; un-annotated pods rank them last */
+    AF_CPU_BACKFILL_ON,        /* true: every CPU-only pod may use them, as a last tier */
+    AF_CPU_BACKFILL_NEVER,     /* never: no CPU-only pod on them, stated or not */
+};
+
 struct af_policy {
     char *source;              /* file name or "<embedded>" */
     struct af_rule *rules;
@@ -77,7 +91,7 @@ struct af_policy {
     double w_cost;
 
     /* Filter. */
-    bool cpu_backfill;         /* CPU-only pods may use accelerator nodes as a last tier */
+    enum af_cpu_backfill cpu_backfill;   /* filter.cpu_backfill */
 
     /* Prices. */
     double default_spot_discount_pct;        /* when the catalog has none */

@@ -477,7 +477,10 @@ int af_cmd_check_policy(int argc, char **argv)
         if (pol->neuron_frameworks & (1u << f))
             outf(&b, " %s", af_framework_name(f));
     outf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n",
-         pol->cpu_backfill ? "on" : "off", pol->default_spot_discount_pct);
+         pol->cpu_backfill == AF_CPU_BACKFILL_ON      ? "on"
+         : pol->cpu_backfill == AF_CPU_BACKFILL_NEVER ? "never"
+                                                      : "off for pods that state their workload",
+         pol->default_spot_discount_pct);
     if (pol->util.present) {   /* docs/utilization.md */
         static const char *const modes[] = {"off", "strategy", "prefer-idle", "trust-free"};
         outf(&b, "  live utilization: scoring %s, weight %.2f; every %gs, stale after %gs; ",

@@ -177,7 +177,7 @@ int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, lo
     return 0;
 }
 
-int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+int af__ynode_bool_quiet(const yaml_node_t *n, bool *out)
 {
     const char *s = af__ynode_str(n);
 
@@ -191,6 +191,15 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, b
             return 0;
         }
     }
+    return AF_ETYPE;
+}
+
+int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+{
+    const char *s = af__ynode_str(n);
+
+    if (af__ynode_bool_quiet(n, out) == 0)
+        return 0;
     if (s)
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not '%s'", what, s);
     return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what, kind_name(n));

@@ -60,6 +60,8 @@ int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, lo
                   int *out) AF_MUST_CHECK;
 int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                    bool *out) AF_MUST_CHECK;
+/* The same without a message: 0, or AF_ETYPE when `n` is not an unquoted true or false. */
+int af__ynode_bool_quiet(const yaml_node_t *n, bool *out) AF_MUST_CHECK;
 /* Checks the node kind and fails with "`what` must be a mapping/sequence". */
 int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t type,
                      const char *what) AF_MUST_CHECK;

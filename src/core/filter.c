@@ -58,10 +58,22 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
     char list[160];
 
     if (plan->requested == AF_ACCEL_NONE && kind != AF_ACCEL_NONE) {
-        snprintf(out, n,
-                 "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill is %s",
-                 af_class_name(node->cls),
-                 pol && pol->cpu_backfill ? "on but rule is strict" : "off");
+        if (pol && pol->cpu_backfill == AF_CPU_BACKFILL_NEVER)
+            snprintf(out, n,
+                     "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill "
+                     "is never",
+                     af_class_name(node->cls));
+        else if (pol && pol->cpu_backfill == AF_CPU_BACKFILL_ON)
+            snprintf(out, n,
+                     "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill "
+                     "is on but rule %s is strict",
+                     af_class_name(node->cls), plan->sel.rule ? plan->sel.rule : "?");
+        else
+            snprintf(out, n,
+                     "CPU-only pod kept off accelerator node (%s): it states its workload "
+                     "(accelfit.io/workload: %s) and policy filter.cpu_backfill is off; set it "
+                     "to true to let CPU work use spare accelerator nodes last",
+                     af_class_name(node->cls), af_workload_name(plan->profile.workload));
         return;
     }
     if (kind != plan->requested) {
@@ -650,5 +662,18 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
         s = 10.0 * (wt * d->s_tier + wu * d->s_util + wc * d->s_cost) / wsum;
         score = lround(s);
         d->score = score < 0 ? 0 : score > 10 ? 10 : (int)score;
+    }
+    /* A CPU-only pod on accelerator nodes (backfill, or not stated): they rank below every
+     * other node that passes, whatever their price, so accelerators stay for accelerator
+     * work while a CPU node can take the pod. */
+    if (plan->backfill) {
+        int last = n_tiers - 1, floor_ = 11;
+        for (size_t i = 0; i < n; i++)
+            if (out[i].verdict == AF_VERDICT_PASS && out[i].tier != last && out[i].score < floor_)
+                floor_ = out[i].score;
+        for (size_t i = 0; floor_ <= 10 && i < n; i++)
+            if (out[i].verdict == AF_VERDICT_PASS && out[i].tier == last &&
+                out[i].score >= floor_)
+                out[i].score = floor_ > 0 ? floor_ - 1 : 0;
     }
 }

@@ -315,11 +315,21 @@ static void add_other_tiers(const struct af_policy *pol, struct af_plan *out)
         }
     }
 
-    /* A CPU-only pod may take spare room on accelerator nodes last, when the policy says so. */
-    if (out->requested == AF_ACCEL_NONE && pol && pol->cpu_backfill) {
+    /* A CPU-only pod may take spare room on accelerator nodes last, when the policy says so,
+     * or when it does not state its workload (knowledge narrows, guesses rank): that it is
+     * CPU work kept off accelerators is a guess, so accelerator nodes only rank last. */
+    if (out->requested == AF_ACCEL_NONE && pol && pol->cpu_backfill == AF_CPU_BACKFILL_ON) {
         t = add_group_tier(out, "backfill onto accelerator nodes",
                            "backfill: policy filter.cpu_backfill lets CPU-only pods use spare "
                            "room on accelerator nodes when no CPU node has room");
+        map_group(out, t, accelerator);
+        out->backfill = t >= 0;
+    } else if (out->requested == AF_ACCEL_NONE && !out->stated &&
+               (!pol || pol->cpu_backfill == AF_CPU_BACKFILL_OFF)) {
+        t = add_group_tier(out, "accelerator nodes, last",
+                           "the pod requests no accelerator and does not state its workload: "
+                           "accelerator nodes rank last (keeping them for accelerator work), "
+                           "never refused; filter.cpu_backfill: never refuses them");
         map_group(out, t, accelerator);
         out->backfill = t >= 0;
     }
