@@ -442,6 +442,9 @@ static const struct {
     {POL_HEAD
      "scoring:\n  weights: {tier: 0, utilization: 0, cost: 0}\n" POL_RULE("{}", "[nvidia-t4]"),
      4, 12, "all zero"},
+    {POL_HEAD
+     "scoring:\n  weights: {tier: 1e400, utilization: 1, cost: 1}\n" POL_RULE("{}", "[nvidia-t4]"),
+     4, 19, "'tier' is out of range: '1e400' is too large"},
     {POL_HEAD "memory:\n  max_instances: {training: 0}\n" POL_RULE("{}", "[nvidia-t4]"), 4, 29,
      "between 1 and"},
     {POL_HEAD "memory:\n  inference_precision: fp8\n" POL_RULE("{}", "[nvidia-t4]"), 4, 24,

@@ -327,7 +327,8 @@ static const struct {
 } plan_cases[] = {
     {"malformed model size is ignored with a note",
      {.gpu = 1, .workload = "training", .params = "huge"}, false,
-     "annotation accelfit.io/model-params='huge' is not a count", AF_WORKLOAD_TRAINING, false,
+     "annotation accelfit.io/model-params: cannot parse model size 'huge': write a parameter "
+     "count as 70B", AF_WORKLOAD_TRAINING, false,
      AF_CLASS_NVIDIA_A100, AF_CLASS_UNKNOWN, NULL, NULL},
     {"malformed latency and neuron-ready are ignored",
      {.gpu = 1, .workload = "inference", .slo = "-5", .neuron_ready = "yes"}, false,

@@ -673,7 +673,37 @@ static const struct {
      {"accelfit", "recommend", "--workload", "inference", "--model-params", "huge", NULL}, 400},
     {"workload=gaming", "{\"workload\":\"gaming\"}",
      {"accelfit", "recommend", "--workload", "gaming", NULL}, 400},
+    {"workload=inference&model-params=0", "{\"workload\":\"inference\",\"model_params\":\"0\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "0", NULL}, 400},
+    {"workload=inference&model-params=1e400",
+     "{\"workload\":\"inference\",\"model_params\":\"1e400\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "1e400", NULL}, 400},
+    {"workload=inference&model-params=-5", "{\"workload\":\"inference\",\"model_params\":\"-5\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "-5", NULL}, 400},
 };
+
+/* A model size out of range says the range; one that cannot be read says the form. */
+START_TEST(test_recommend_model_size_messages_say_form_and_range)
+{
+    static const struct {
+        const char *value, *want;
+    } cases[] = {
+        {"0", "model size '0' is out of range: a model has from 1 to 1000T (1e15) parameters"},
+        {"-5", "model size '-5' is out of range"},
+        {"1e400", "model size '1e400' is out of range"},
+        {"700000000000000B", "model size '700000000000000B' is out of range"},
+        {"7Q", "cannot parse model size '7Q': write a parameter count as 70B, 350M, 1.5T, 13e9"},
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        struct af_buf b = AF_BUF_INIT(0);
+        char *q = af_xasprintf("workload=inference&model-params=%s", cases[i].value);
+        ck_assert_int_eq(af_service_recommend(&svc, q, NULL, 0, &b), 400);
+        ck_assert_msg(strstr(b.buf, cases[i].want), "%s", b.buf);
+        af_buf_release(&b);
+        af_free(q);
+    }
+}
+END_TEST
 
 /* GET and POST answer what the CLI prints; a refusal says what the CLI says. */
 START_TEST(test_recommend_answers_what_the_cli_prints)
@@ -840,6 +870,7 @@ Suite *af_service_suite(void)
     tcase_add_loop_test(tc, test_recommend_answers_what_the_cli_prints, 0,
                         (int)AF_ARRAY_SIZE(rec_cases));
     tcase_add_test(tc, test_recommend_refuses_what_it_cannot_read);
+    tcase_add_test(tc, test_recommend_model_size_messages_say_form_and_range);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("query");

@@ -114,7 +114,13 @@ static const struct bad_case {
 } bad_cases[] = {
     {"tenants:\n  - name: a\n    classes: [nvidia-a100, tpu-v5]\n", 3, 28, "unknown class 'tpu-v5'"},
     {"tenants:\n  - name: a\n    budget_usd_per_hour: -5\n", 3, 26,
-     "'budget_usd_per_hour' of tenant 'a' must be between 0"},
+     "'budget_usd_per_hour' of tenant 'a' is out of range: it must be between 0 and 1000000 "
+     "dollars per hour, not '-5'"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: 1e400\n", 3, 26,
+     "'budget_usd_per_hour' of tenant 'a' is out of range: it must be between 0 and 1000000 "
+     "dollars per hour, not '1e400'"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: lots\n", 3, 26,
+     "'budget_usd_per_hour' must be a number, not 'lots'"},
     {"tenants:\n  - name: a\n    namespaces: [ml]\n  - name: b\n    namespaces: [web, ml]\n", 5,
      23, "namespace 'ml' is claimed by tenants 'a' and 'b'"},
     {"tenants:\n  - name: a\n    over_budget: hard\n", 3, 18,

@@ -78,6 +78,14 @@ void af_selection_label(struct af_selection *sel);
  * "precision" ('_' may stand for '-'). Returns 0, or AF_EINVAL with a message
  * for people in `err` (the value quoted, the accepted values listed).
  */
+/* The most parameters a model size may state (1000T); the least is 1. */
+#define AF_MODEL_PARAMS_MAX 1e15
+/*
+ * A model size as the CLI, /recommend and the accelfit.io/model-params annotation take it
+ * (af_parse_count's form), from 1 to AF_MODEL_PARAMS_MAX parameters. 0, or AF_EINVAL /
+ * AF_ERANGE with `err` saying what is wrong and the form and range allowed.
+ */
+int af_model_params_parse(const char *s, double *out, char *err, size_t n) AF_MUST_CHECK;
 int af_profile_set(struct af_profile *p, const char *key, const char *value, char *err,
                    size_t n) AF_MUST_CHECK;
 /* The profile has what a recommendation needs (a workload). 0 or AF_EINVAL + message. */

@@ -35,6 +35,7 @@
 
 #define AF_ERRNO_MAP(XX)                                              \
     XX(EINVAL, "invalid argument")                                    \
+    XX(ERANGE, "value out of range")                                  \
     XX(ENOENT, "no such file or object")                              \
     XX(EIO, "input/output error")                                     \
     XX(EPARSE, "cannot parse input")                                  \
@@ -141,7 +142,8 @@ void af_arena_release(struct af_arena *a);
 
 /* A model size: a plain decimal ("7000000000", "1.5"), an exponent ("13e9") or
  * one suffix k/K, m/M (10^6), b/B, g/G (10^9), t/T ("70B", "350M", "1.5k"),
- * unsigned, below 2^63 once the suffix is applied. */
+ * unsigned, below 2^63 once the suffix is applied. AF_EINVAL when `s` is not of that
+ * form, AF_ERANGE when it is but the value is 2^63 or more ("1e400", "9e18B"). */
 int af_parse_count(const char *s, double *out) AF_MUST_CHECK;
 /* A Kubernetes resource.Quantity ("500m", "16Gi", "1", "2e3", "1Ei", "1n")
  * times `scale`, a power of ten (1000 for milli-units of cpu, 1 for bytes and

@@ -150,8 +150,13 @@ int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                             s && af__ynode_is_quoted(n) ? "a quoted string" : kind_name(n));
     errno = 0;
     v = strtod(s, &end);
-    if (end == s || *end || errno == ERANGE || !isfinite(v))
+    if (end == s || *end || isnan(v) || (isinf(v) && errno != ERANGE))
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a number, not '%s'", what, s);
+    if (errno == ERANGE || !isfinite(v))
+        /* a number, only too large (1e400) or too small (1e-400) for a double */
+        return af__ydoc_err(d, n, AF_ERANGE,
+                            "'%s' is out of range: '%s' is too %s for any value it may take",
+                            what, s, fabs(v) < 1 ? "small" : "large");
     *out = v;
     return 0;
 }

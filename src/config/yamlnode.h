@@ -54,6 +54,8 @@ const char *af__ynode_str(const yaml_node_t *n);
  * `what` names the key in the message ("vcpus"). */
 int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      const char **out) AF_MUST_CHECK;
+/* A plain number; AF_ETYPE when it is not one, AF_ERANGE (with "out of range" in the
+ * message) when it is one too large or too small for a double (1e400). */
 int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      double *out) AF_MUST_CHECK;
 int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,

@@ -73,9 +73,9 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     }
     if (a->model_params) {
         double v = 0;
-        if (af_parse_count(a->model_params, &v) || !(v > 0))
-            note(p, BAD "is not a count (e.g. 7B, 350M, 13e9); ignored", "model-params",
-                 a->model_params);
+        char why[200];
+        if (af_model_params_parse(a->model_params, &v, why, sizeof(why)) != 0)
+            note(p, "annotation accelfit.io/model-params: %s; ignored", why);
         else
             pr->model_params = v;
     }

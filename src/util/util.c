@@ -494,11 +494,11 @@ int af_parse_count(const char *s, double *out)
         mult = sfx[i].mult;
     }
     if (!checked_strtod(s, num_end, &v))
-        return AF_EINVAL;
+        return strtod(s, NULL) > 0 ? AF_ERANGE : AF_EINVAL;   /* "1e400": a number, too big */
     /* The suffix last: "1e300B" is past int64 only once the B is applied. 2^63 is exact. */
     v *= mult;
     if (!(v < 9223372036854775808.0))
-        return AF_EINVAL;
+        return AF_ERANGE;
     *out = v;
     return 0;
 }
