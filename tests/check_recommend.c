@@ -346,6 +346,41 @@ START_TEST(test_check_policy_reports_file_line_column)
 }
 END_TEST
 
+/* A path that is not a readable file says what it is, with the path. */
+START_TEST(test_file_errors_name_the_path_and_what_is_wrong)
+{
+    static const struct {
+        const char *argv[12];
+        const char *want;
+    } fcases[] = {
+        {{"accelfit", "check-policy", "--policy", "/", NULL},
+         "accelfit check-policy: /: cannot read policy: is a directory, not a file\n"},
+        {{"accelfit", "check-policy", "--policy", "/nonexistent/p.yaml", NULL},
+         "accelfit check-policy: /nonexistent/p.yaml: cannot read policy: no such file\n"},
+        {{"accelfit", "check-policy", "--catalog", "/", NULL},
+         "accelfit check-policy: /: cannot read catalog: is a directory, not a file\n"},
+        {{"accelfit", "simulate", "--demo", "--workload", "/", NULL},
+         "accelfit simulate: cannot read '/': is a directory, not a file\n"},
+        {{"accelfit", "simulate", "--demo", "--empty", "--workload", NULL, "--report",
+          "/nonexistent-dir/r.html", NULL},
+         "accelfit simulate: cannot write the report '/nonexistent-dir/r.html': No such file or "
+         "directory (give --report a file in a directory that exists and you may write to)\n"},
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(fcases); i++) {
+        const char *argv[12];
+        char *out = NULL, *err = NULL;
+        memcpy(argv, fcases[i].argv, sizeof(argv));
+        for (size_t k = 0; k < 11; k++)
+            if (!argv[k] && argv[k + 1] && k > 0 && !strcmp(argv[k - 1], "--workload"))
+                argv[k] = af_test_path("examples/traces/demo-day.yaml");
+        ck_assert_int_ne(af_test_exec(argv, NULL, &out, &err), 0);
+        ck_assert_str_eq(err, fcases[i].want);
+        free(out);
+        free(err);
+    }
+}
+END_TEST
+
 START_TEST(test_check_policy_warns_about_workloads_without_an_answer)
 {
     char path[] = "/tmp/af_check_recommend_pol_XXXXXX";
@@ -410,6 +445,7 @@ static Suite *af_recommend_suite(void)
                         (int)AF_ARRAY_SIZE(bad_inputs));
     tcase_add_test(tc, test_malformed_policy_error_has_position);
     tcase_add_test(tc, test_check_policy_reports_file_line_column);
+    tcase_add_test(tc, test_file_errors_name_the_path_and_what_is_wrong);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -36,7 +36,9 @@
 #define AF_ERRNO_MAP(XX)                                              \
     XX(EINVAL, "invalid argument")                                    \
     XX(ERANGE, "value out of range")                                  \
-    XX(ENOENT, "no such file or object")                              \
+    XX(ENOENT, "no such file")                                        \
+    XX(EISDIR, "is a directory, not a file")                          \
+    XX(EACCES, "permission denied")                                   \
     XX(EIO, "input/output error")                                     \
     XX(EPARSE, "cannot parse input")                                  \
     XX(ETYPE, "value has the wrong type")                             \
@@ -114,7 +116,8 @@ int af_buf_printf(struct af_buf *b, const char *fmt, ...) AF_PRINTF(2, 3) AF_MUS
 int af_buf_json_str(struct af_buf *b, const char *s) AF_MUST_CHECK;
 /* Caller owns the result; the buffer is left empty. */
 char *af_buf_detach(struct af_buf *b, size_t *len);
-/* Reads a whole file. Returns 0, AF_ENOENT, AF_EIO or AF_ETOOBIG. */
+/* Reads a whole file. Returns 0, AF_ENOENT (no such file), AF_EISDIR (a directory),
+ * AF_EACCES (permission denied), AF_EIO or AF_ETOOBIG; af_strerror says which. */
 int af_buf_read_file(struct af_buf *b, const char *path) AF_MUST_CHECK;
 
 /* ---- arena --------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* ---- errors ------------------------------------------------------------ */
@@ -277,10 +278,18 @@ int af_buf_read_file(struct af_buf *b, const char *path)
 {
     char chunk[65536];
     FILE *f = fopen(path, "rb");
+    struct stat st;
     int err = 0;
 
     if (!f)
-        return errno == ENOENT ? AF_ENOENT : AF_EIO;
+        return errno == ENOENT || errno == ENOTDIR ? AF_ENOENT
+               : errno == EACCES                   ? AF_EACCES
+               : errno == EISDIR                   ? AF_EISDIR
+                                                   : AF_EIO;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return AF_EISDIR;
+    }
     for (;;) {
         size_t n = fread(chunk, 1, sizeof(chunk), f);
         if (n > 0) {
