@@ -2459,6 +2459,29 @@ START_TEST(test_bad_flags_exit_2_with_one_line)
 }
 END_TEST
 
+/* A bad --listen names the part that is wrong: the port is not the address. */
+START_TEST(test_bad_listen_names_the_wrong_part)
+{
+    static const struct {
+        const char *listen, *want;
+    } lcases[] = {
+        {"127.0.0.1:99999", "accelfit serve: --listen '127.0.0.1:99999': the port '99999' is not "
+                            "a whole number from 1 to 65535"},
+        {"db.internal:8888", "the address 'db.internal' is not a numeric IPv4 address (names "
+                             "other than localhost are not looked up"},
+        {"127.0.0.1", "no port; write ADDR:PORT, e.g. 127.0.0.1:8888"},
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(lcases); i++) {
+        const char *argv[] = {"accelfit", "serve", "--demo", "--listen", lcases[i].listen, NULL};
+        char *out = NULL, *err = NULL;
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+        ck_assert_msg(strstr(err, lcases[i].want), "%s", err);
+        af_free(out);
+        af_free(err);
+    }
+}
+END_TEST
+
 START_TEST(test_address_in_use_exits_2_naming_it)
 {
     struct sockaddr_in sa;
@@ -2516,6 +2539,10 @@ START_TEST(test_help_documents_the_flags)
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
     for (size_t i = 0; i < AF_ARRAY_SIZE(flags); i++)
         ck_assert_msg(strstr(out, flags[i]) != NULL, "--help lacks %s", flags[i]);
+    /* what test_not_ready_modes shows: an unreachable API server is served through */
+    ck_assert(strstr(out, "An API server that cannot be reached is not an exit") != NULL);
+    ck_assert(strstr(out, "cannot reach the") == NULL);
+    ck_assert(strstr(out, "localhost:8888") != NULL);
     af_free(out);
     af_free(err);
 }
@@ -2596,6 +2623,7 @@ Suite *af_http_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_not_ready_modes, 0, (int)AF_ARRAY_SIZE(not_ready_modes));
     tcase_add_test(tc, test_bad_flags_exit_2_with_one_line);
+    tcase_add_test(tc, test_bad_listen_names_the_wrong_part);
     tcase_add_test(tc, test_help_documents_the_flags);
     tcase_add_test(tc, test_address_in_use_exits_2_naming_it);
     tcase_add_test(tc, test_demo_serves_and_stops_cleanly_on_sigterm);

@@ -207,11 +207,13 @@ struct af_http_options {
 #define AF_HTTP_MAX_FIELD 8192
 
 /*
- * "127.0.0.1:8888", "[::1]:8888", ":8888" (every interface), "localhost:8888":
- * numeric host (empty for any) and port. Returns 0 or AF_EINVAL.
+ * "127.0.0.1:8888", "[::1]:8888", ":8888" (every interface), "localhost:8888" (the one
+ * name accepted, as 127.0.0.1; no other name is looked up): numeric host (empty for any)
+ * and port. Returns 0, or AF_EINVAL with `why` (may be NULL) saying which part is wrong
+ * and how to write it.
  */
-int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port,
-                         bool *v6) AF_MUST_CHECK;
+int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6,
+                         char *why, size_t whylen) AF_MUST_CHECK;
 
 /*
  * Loads the TLS files of `opt` as the server will (certificate chain, private

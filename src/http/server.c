@@ -1498,7 +1498,22 @@ static void check_stop(lws_sorted_usec_list_t *sul)
         lws_sul_schedule(s->ctx, 0, &s->sul, check_stop, 100 * LWS_US_PER_MS);
 }
 
-int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6)
+/* Sets `why` (when given) and returns AF_EINVAL. */
+static int listen_bad(char *why, size_t n, const char *fmt, ...) AF_PRINTF(3, 4);
+static int listen_bad(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (why && n) {
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return AF_EINVAL;
+}
+
+int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6,
+                         char *why, size_t whylen)
 {
     const char *colon;
     int64_t p;
@@ -1506,31 +1521,49 @@ int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *po
     *v6 = false;
     host[0] = '\0';
     if (!listen || !*listen)
-        return AF_EINVAL;
+        return listen_bad(why, whylen, "the address is empty; write ADDR:PORT, e.g. "
+                                       "127.0.0.1:8888, or :8888 for every interface");
     if (listen[0] == '[') {
         const char *close = strchr(listen, ']');
-        if (!close || close[1] != ':' || (size_t)(close - listen - 1) >= hostlen)
-            return AF_EINVAL;
+        if (!close)
+            return listen_bad(why, whylen, "'[' is not closed; write an IPv6 address as "
+                                           "[ADDR]:PORT, e.g. [::1]:8888");
+        if (close[1] != ':')
+            return listen_bad(why, whylen, "no port after ']'; write [ADDR]:PORT, e.g. [::1]:8888");
+        if ((size_t)(close - listen - 1) >= hostlen)
+            return listen_bad(why, whylen, "the address is too long");
         memcpy(host, listen + 1, (size_t)(close - listen - 1));
         host[close - listen - 1] = '\0';
         colon = close + 1;
         *v6 = true;
     } else {
         colon = strrchr(listen, ':');
-        if (!colon || (size_t)(colon - listen) >= hostlen)
-            return AF_EINVAL;
+        if (!colon)
+            return listen_bad(why, whylen, "no port; write ADDR:PORT, e.g. %.60s:8888",
+                              listen);
+        if ((size_t)(colon - listen) >= hostlen)
+            return listen_bad(why, whylen, "the address is too long");
         memcpy(host, listen, (size_t)(colon - listen));
         host[colon - listen] = '\0';
     }
     if (af_parse_int64(colon + 1, 1, 65535, &p) != 0)
-        return AF_EINVAL;
+        return listen_bad(why, whylen, "the port '%.20s' is not a whole number from 1 to 65535",
+                          colon + 1);
     *port = (int)p;
     if (!strcmp(host, "localhost"))
         snprintf(host, hostlen, "127.0.0.1");
     if (host[0]) {
         unsigned char tmp[sizeof(struct in6_addr)];
+        if (!*v6 && strchr(host, ':'))
+            return listen_bad(why, whylen,
+                              "the IPv6 address '%.60s' needs brackets: [%.60s]:%d", host, host,
+                              *port);
         if (*v6 ? inet_pton(AF_INET6, host, tmp) != 1 : inet_pton(AF_INET, host, tmp) != 1)
-            return AF_EINVAL;
+            return listen_bad(why, whylen,
+                              "the address '%.60s' is not a numeric %s address (names other "
+                              "than localhost are not looked up; leave it empty, as in :%d, for "
+                              "every interface)",
+                              host, *v6 ? "IPv6" : "IPv4", *port);
     }
     return 0;
 }
@@ -1615,13 +1648,12 @@ static struct lws_vhost *make_vhost(struct server *s, const char *flag, const ch
     const struct af_http_options *opt = s->opt;
     struct lws_context_creation_info info;
     struct lws_vhost *vh;
-    char host[128];
+    char host[128], why[200];
     int port = 0;
     bool v6 = false;
 
-    if (af_http_parse_listen(listen, host, sizeof(host), &port, &v6) != 0) {
-        fail_msg(opt, "%s must be ADDR:PORT with a numeric address, [IPv6]:PORT or :PORT: '%s'",
-                 flag, listen ? listen : "");
+    if (af_http_parse_listen(listen, host, sizeof(host), &port, &v6, why, sizeof(why)) != 0) {
+        fail_msg(opt, "%s '%s': %s", flag, listen ? listen : "", why);
         return NULL;
     }
     memset(&info, 0, sizeof(info));
