@@ -1046,6 +1046,11 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_str_eq(err, "");
     ck_assert_ptr_nonnull(strstr(out, "kube-scheduler"));
     ck_assert_ptr_nonnull(strstr(out, "rollout detector-to-t4"));
+    /* kube-scheduler placed the detector's pods on classes of neither side: the table and
+     * the page say so in the same words, not "none placed" */
+    ck_assert_ptr_nonnull(strstr(out, "  kube-scheduler: none on the target or source classes "
+                                      "(its pods went to other classes, or were not placed)"));
+    ck_assert_ptr_null(strstr(out, "none placed"));
     ck_assert_ptr_nonnull(strstr(out, "tenants (the policy's)"));
     ck_assert_ptr_nonnull(strstr(out, "team-llm: budget $60.00/h, hard"));
     ck_assert_ptr_nonnull(strstr(out, "team-vision: budget $10.00/h, soft"));
@@ -1060,6 +1065,7 @@ START_TEST(test_demo_day_through_the_binary)
         assert_well_formed(html);
         ck_assert_ptr_nonnull(strstr(html, "team-llm: budget $60.00/h, hard"));
         ck_assert_ptr_nonnull(strstr(html, "hours over budget"));
+        ck_assert_ptr_nonnull(strstr(html, "kube-scheduler: none on the target or source classes"));
         af_free(html);
     }
     free(out);
