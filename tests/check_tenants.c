@@ -1098,6 +1098,19 @@ START_TEST(test_watching_server_refuses_premium_while_over_hard_budget)
         af_free(out);
         af_free(err);
     }
+    /* and, with no source flag, finds the cluster as serve and kubectl do ($KUBECONFIG) */
+    {
+        const char *const argv[] = {"accelfit", "costs", "--policy", path, NULL};
+        char *out = NULL, *err = NULL;
+        setenv("KUBECONFIG", f.kubeconfig, 1);
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+        unsetenv("KUBECONFIG");
+        ck_assert_msg(strstr(out, "research                  10.00  hard      10.98      -0.98     1"
+                                  "  over budget\n"),
+                      "%s %s", out, err);
+        af_free(out);
+        af_free(err);
+    }
 
     /* the pod leaves: the A100 is open again */
     af_test_fake_api_do(&f, "delete_pod", "{\"ns\": \"research\", \"name\": \"train-0\"}");
