@@ -2307,18 +2307,28 @@ END_TEST
 
 /* ---- watch mode against tests/apiserver/fake_apiserver.py ----------------------------------------- */
 
-static bool has_event(json_t *events, const char *reason)
+/* How many Events with `reason` the fake API server holds (the message of one in *msg). */
+static int count_events(json_t *events, const char *reason, const char **msg)
 {
     size_t i;
     json_t *e;
+    int n = 0;
 
     json_array_foreach(events, i, e) {
         json_t *ev = json_object_get(e, "event");
         const char *r = json_string_value(json_object_get(ev, "reason"));
-        if (r && !strcmp(r, reason))
-            return true;
+        if (r && !strcmp(r, reason)) {
+            n++;
+            if (msg)
+                *msg = json_string_value(json_object_get(ev, "message"));
+        }
     }
-    return false;
+    return n;
+}
+
+static bool has_event(json_t *events, const char *reason)
+{
+    return count_events(events, reason, NULL) > 0;
 }
 
 START_TEST(test_watch_mode_becomes_ready_and_posts_events)
@@ -2363,6 +2373,48 @@ START_TEST(test_watch_mode_becomes_ready_and_posts_events)
             usleep(100000);
     }
     ck_assert_msg(posted, "no AccelfitNoSuitableNode Event reached the API server");
+
+    /* A misspelled annotation: one Warning Event on the pod however often it is asked
+     * about, naming the annotation, the value and what to do, and one count. */
+    {
+        static const char typo_pod[] =
+            "{\"metadata\":{\"name\":\"typo\",\"namespace\":\"default\",\"uid\":\"u-typo\","
+            "\"annotations\":{\"accelfit.io/workload\":\"trainning\"}},\"spec\":{"
+            "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}}";
+        char *tb = names_body(typo_pod, "[\"ip-10-0-2-50.us-west-2.compute.internal\"]");
+        const char *msg = NULL;
+        int n = 0;
+        for (int k = 0; k < 3; k++) {
+            post(c, &s, k == 1 ? "/prioritize" : "/filter", tb, &r);
+            ck_assert_int_eq(r.status, 200);
+            af_test_resp_free(&r);
+        }
+        for (int i = 0; i < 100 && !n; i++) {
+            json_t *ev = af_test_fake_api_admin(&f, "events", NULL);
+            n = count_events(ev, "AccelfitBadAnnotation", &msg);
+            if (n)
+                ck_assert_msg(strstr(msg, "annotation accelfit.io/workload='trainning' is not a "
+                                          "workload (training, inference"),
+                              "%s", msg);
+            if (n)
+                ck_assert_msg(strstr(msg, "correct the value"), "%s", msg);
+            json_decref(ev);
+            if (!n)
+                usleep(100000);
+        }
+        usleep(300000);   /* a second Event, if one were posted, would be there by now */
+        {
+            json_t *ev = af_test_fake_api_admin(&f, "events", NULL);
+            ck_assert_int_eq(count_events(ev, "AccelfitBadAnnotation", NULL), 1);
+            json_decref(ev);
+        }
+        get(c, &s, "/metrics", &r);
+        ck_assert_msg(strstr(r.body, "accelfit_malformed_annotations_total{annotation=\""
+                                     "accelfit.io/workload\"} 1\n"),
+                      "%s", r.body);
+        af_test_resp_free(&r);
+        af_free(tb);
+    }
 
     get(c, &s, "/metrics", &r);
     ck_assert(strstr(r.body, "accelfit_cache_synced 1\n") != NULL);

@@ -160,6 +160,14 @@ void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char
 void af_metrics_count_decisions(struct af_metrics *m, const char *cls, const char *verdict,
                                 uint64_t n);
 void af_metrics_count_fallback(struct af_metrics *m);
+/*
+ * A pod (`pod_key`: its uid, else namespace/name) whose annotations in `bad` (bits of
+ * af_plan_annotation) are malformed: true the first time it is seen, when the caller posts
+ * the Warning Event; each such annotation is then counted once in
+ * accelfit_malformed_annotations_total. False for a pod already seen (a bounded memory:
+ * thousands of pods) and when `bad` is 0. With m NULL, true whenever `bad` is not 0.
+ */
+bool af_metrics_first_bad_annotations(struct af_metrics *m, const char *pod_key, uint32_t bad);
 /* Renders the counters and histograms above, the uptime and the build info (m may be NULL). */
 int af_metrics_render(struct af_metrics *m, struct af_buf *out) AF_MUST_CHECK;
 /* Text-format helpers for modules that render their own gauges after af_metrics_render. */

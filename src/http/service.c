@@ -363,6 +363,36 @@ static void post_all_rejected(struct af_service *svc, const struct af_pod_info *
                        "AccelfitNoSuitableNode", msg);
 }
 
+/*
+ * A pod whose accelfit annotations could not be read is placed as if they were absent; its
+ * owner learns it from a Warning Event on the pod, once per pod, and the count goes to
+ * accelfit_malformed_annotations_total (af_metrics_first_bad_annotations).
+ */
+static void warn_bad_annotations(struct af_service *svc, const struct af_pod_info *pod,
+                                 const struct af_plan *plan)
+{
+    char msg[1024], key[600];
+    size_t used = 0;
+
+    if (!pod || !pod->name || !plan->bad_annotations)
+        return;
+    snprintf(key, sizeof(key), "%s", pod->uid && *pod->uid ? pod->uid : "");
+    if (!key[0])
+        snprintf(key, sizeof(key), "%s/%s", pod->ns ? pod->ns : "", pod->name);
+    if (!af_metrics_first_bad_annotations(svc->metrics, key, plan->bad_annotations) ||
+        !svc->kube)
+        return;
+    for (int i = 0; i < plan->n_bad_notes && used < sizeof(msg); i++)
+        used += (size_t)snprintf(msg + used, sizeof(msg) - used, "%s%s", i ? "; " : "",
+                                 plan->notes[i]);
+    if (used < sizeof(msg))
+        snprintf(msg + used, sizeof(msg) - used,
+                 ". accelfit places the pod as if the annotation were absent; correct the "
+                 "value in the pod template");
+    af_kube_post_event(svc->kube, pod->ns, pod->name, pod->uid, "Warning",
+                       "AccelfitBadAnnotation", msg);
+}
+
 /* A tier's name for people: its class, or what an added tier stands for. */
 static const char *tier_name(const struct af_plan *plan, int tier)
 {
@@ -476,6 +506,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
 
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        warn_bad_annotations(svc, pod, plan);
         plan->brief_reasons = true;   /* one text per cause: the scheduler's event counts them */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
@@ -557,6 +588,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         struct af_util_snapshot *us = af_prom_acquire(svc->util);
 
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        warn_bad_annotations(svc, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
