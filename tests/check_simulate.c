@@ -981,8 +981,12 @@ static const struct {
     const char *trace;
     const char *want;   /* in the one-line error */
 } bad_traces[] = {
-    {"pods: [{name: a, duration: soon}]\n", "pods[0] (a): duration: expected seconds"},
-    {"pods: [{name: a, colour: red}]\n", "pods[0]: unknown key 'colour'"},
+    {"pods: [{name: a, duration: soon}]\n", "t.yaml:1:18: pods[0] (a): duration: expected seconds"},
+    {"pods: [{name: a, colour: red}]\n", "t.yaml:1:18: pods[0]: unknown key 'colour'"},
+    {"pods:\n  - name: a\n  - name: b\n    start: 0\n", "t.yaml:4:5: pods[1]: unknown key 'start'"},
+    {"end: 24h\npods:\n  - name: b\n    at: soon\n", "t.yaml:4:5: pods[0] (b): at: expected"},
+    {"pods: []\nend: -1\n", "t.yaml:2:1: end: expected a positive number"},
+    {"pods: [{name: a, requests: 5}]\n", "t.yaml:1:18: pods[0] (a): requests: expected a map"},
     {"pods: [{at: 5}]\n", "pods[0]: name: missing"},
     {"pods: [{name: a}, {name: a}]\n", "pod default/a appears twice"},
     {"pods: [{name: a, requests: {cpu: lots}}]\n", "pods[0] (a)"},
@@ -990,7 +994,7 @@ static const struct {
     {"pods: [{name: a, replicas: 0}]\n", "replicas: expected an integer"},
     {"pods: [{name: a, tolerations: [{operator: Maybe}]}]\n", "operator: expected Exists or Equal"},
     {"pods: {name: a}\n", "pods: expected a list"},
-    {"start: yesterday\npods: []\n", "start: expected an RFC 3339 time"},
+    {"start: yesterday\npods: []\n", "t.yaml:1:1: start: expected an RFC 3339 time"},
     {"pods: [{name: a}\n", "t.yaml:"},
     {"{\"name\":\"a\"}\n{\"name\":\n", "t.yaml"},
 };

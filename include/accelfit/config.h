@@ -192,5 +192,12 @@ void af_config_holder_set(struct af_config_holder *h, struct af_config *c);     
  */
 int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_buf *out,
                     struct af_error *err) AF_MUST_CHECK;
+/*
+ * Where `path` ("pods[3].requests", "end") is in the first document of `yaml` (YAML or
+ * JSON): the line and column (from 1) of the mapping key that names its last step, or of
+ * the element for an index. Lets a decoder that works on the JSON tree name line:column
+ * in its messages. Returns 0, AF_ENOENT (no such path), AF_EPARSE or AF_EINVAL.
+ */
+int af_yaml_locate(const char *yaml, size_t len, const char *path, int *line, int *column);
 
 #endif
