@@ -317,6 +317,8 @@ struct af_pod_info {
     char *tenant;              /* accelfit.io/tenant label, else NULL */
     char *owner_kind;          /* first controller ownerReference, may be NULL */
     char *owner_name;
+    char *generate_name;       /* metadata.generateName, may be NULL; a pod at admission may
+                                * have only that (its name is then "") */
     bool terminal;             /* phase Succeeded or Failed */
     bool system;               /* DaemonSet pod or mirror (static) pod: does not make a node busy */
     /* Rollouts (accelfit/rollout.h) steer only pods labelled accelfit.io/managed: "true";

@@ -588,6 +588,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     ns = af__codec_get_str(meta, "namespace");
     p->ns = af_xstrdup(ns && *ns ? ns : "default");
     p->uid = dup_str(meta, "uid");
+    p->generate_name = dup_str(meta, "generateName");
     p->tenant = dup_scalar(af__codec_get(meta, "labels"), "accelfit.io/tenant");
 
     owners = af__codec_get(meta, "ownerReferences");

@@ -561,6 +561,7 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->tenant);
     free(p->owner_kind);
     free(p->owner_name);
+    free(p->generate_name);
     free(p->ann.workload);
     free(p->ann.model_params);
     free(p->ann.objective);
