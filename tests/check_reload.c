@@ -279,10 +279,17 @@ START_TEST(test_sighup_reloads_a_plain_rewrite)
     explain(&s, &gen, sha, passed, sizeof(passed));
     ck_assert_str_eq(passed, "l4");
 
-    /* The same bytes again: nothing swapped. */
+    /* The same bytes again: nothing swapped, and the log says so, not only /metrics. */
     ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
     wait_metric(&s, "accelfit_policy_reloads_total{result=\"unchanged\"}", 1);
     ck_assert_int_eq(metric(&s, "accelfit_policy_generation"), 2);
+    {
+        char *log = af_test_server_log(&s);
+        ck_assert_msg(strstr(log, "policy unchanged: the files hold the running policy; nothing "
+                                  "swapped"),
+                      "log:\n%s", log);
+        free(log);
+    }
     ck_assert_int_eq(af_test_server_stop(&s), 0);
     remove_tree(dir);
     af_free(policy);

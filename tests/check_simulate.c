@@ -985,8 +985,12 @@ static const struct {
     const char *trace;
     const char *want;   /* in the one-line error */
 } bad_traces[] = {
-    {"pods: [{name: a, duration: soon}]\n", "pods[0] (a): duration: expected seconds"},
-    {"pods: [{name: a, colour: red}]\n", "pods[0]: unknown key 'colour'"},
+    {"pods: [{name: a, duration: soon}]\n", "t.yaml:1:18: pods[0] (a): duration: expected seconds"},
+    {"pods: [{name: a, colour: red}]\n", "t.yaml:1:18: pods[0]: unknown key 'colour'"},
+    {"pods:\n  - name: a\n  - name: b\n    start: 0\n", "t.yaml:4:5: pods[1]: unknown key 'start'"},
+    {"end: 24h\npods:\n  - name: b\n    at: soon\n", "t.yaml:4:5: pods[0] (b): at: expected"},
+    {"pods: []\nend: -1\n", "t.yaml:2:1: end: expected a positive number"},
+    {"pods: [{name: a, requests: 5}]\n", "t.yaml:1:18: pods[0] (a): requests: expected a map"},
     {"pods: [{at: 5}]\n", "pods[0]: name: missing"},
     {"pods: [{name: a}, {name: a}]\n", "pod default/a appears twice"},
     {"pods: [{name: a, requests: {cpu: lots}}]\n", "pods[0] (a)"},
@@ -994,7 +998,7 @@ static const struct {
     {"pods: [{name: a, replicas: 0}]\n", "replicas: expected an integer"},
     {"pods: [{name: a, tolerations: [{operator: Maybe}]}]\n", "operator: expected Exists or Equal"},
     {"pods: {name: a}\n", "pods: expected a list"},
-    {"start: yesterday\npods: []\n", "start: expected an RFC 3339 time"},
+    {"start: yesterday\npods: []\n", "t.yaml:1:1: start: expected an RFC 3339 time"},
     {"pods: [{name: a}\n", "t.yaml:"},
     {"{\"name\":\"a\"}\n{\"name\":\n", "t.yaml"},
     /* Times are bounded: a hundred years at most, each and together. */
@@ -1139,6 +1143,11 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_str_eq(err, "");
     ck_assert_ptr_nonnull(strstr(out, "kube-scheduler"));
     ck_assert_ptr_nonnull(strstr(out, "rollout detector-to-t4"));
+    /* kube-scheduler placed the detector's pods on classes of neither side: the table and
+     * the page say so in the same words, not "none placed" */
+    ck_assert_ptr_nonnull(strstr(out, "  kube-scheduler: none on the target or source classes "
+                                      "(its pods went to other classes, or were not placed)"));
+    ck_assert_ptr_null(strstr(out, "none placed"));
     ck_assert_ptr_nonnull(strstr(out, "tenants (the policy's)"));
     ck_assert_ptr_nonnull(strstr(out, "team-llm: budget $60.00/h, hard"));
     ck_assert_ptr_nonnull(strstr(out, "team-vision: budget $10.00/h, soft"));
@@ -1153,6 +1162,7 @@ START_TEST(test_demo_day_through_the_binary)
         assert_well_formed(html);
         ck_assert_ptr_nonnull(strstr(html, "team-llm: budget $60.00/h, hard"));
         ck_assert_ptr_nonnull(strstr(html, "hours over budget"));
+        ck_assert_ptr_nonnull(strstr(html, "kube-scheduler: none on the target or source classes"));
         af_free(html);
     }
     free(out);

@@ -35,7 +35,8 @@
 
 #define AF_ERRNO_MAP(XX)                                              \
     XX(EINVAL, "invalid argument")                                    \
-    XX(ENOENT, "no such file or object")                              \
+    XX(ERANGE, "value out of range")                                  \
+    XX(ENOENT, "no such file")                                        \
     XX(EIO, "input/output error")                                     \
     XX(EPARSE, "cannot parse input")                                  \
     XX(ETYPE, "value has the wrong type")                             \
@@ -59,9 +60,9 @@ enum af_errno {
 
 /*
  * A system call's errno, kept: ENOENT is AF_ENOENT, any other errno `e` is AF_ESYS(e),
- * below every code of the list above, so "permission denied", "is a directory" and
- * "too many levels of symbolic links" reach the message instead of one "input/output
- * error". af_errno_sys() gives the errno back (0 when `err` is not one).
+ * below every code of the list above, so "permission denied", "is a directory, not a
+ * file" and "too many levels of symbolic links" reach the message instead of one
+ * "input/output error". af_errno_sys() gives the errno back (0 when `err` is not one).
  */
 #define AF__ESYS_BASE (-1000)
 #define AF_ESYS(e) (AF__ESYS_BASE - (e))
@@ -138,8 +139,9 @@ char *af_buf_detach(struct af_buf *b, size_t *len);
 /*
  * Reads a whole regular file. It is opened without blocking and refused, with
  * AF_ENOTREG, when it is anything else (a FIFO, a socket, a device: reading one could
- * wait forever), and AF_ESYS(EISDIR) when it is a directory. Returns 0, AF_ENOENT,
- * AF_ENOTREG, AF_ETOOBIG, or the AF_ESYS of what open(2) or read(2) said.
+ * wait forever), and AF_ESYS(EISDIR) when it is a directory. Returns 0, AF_ENOENT (no
+ * such file), AF_ENOTREG, AF_ETOOBIG, or the AF_ESYS of what open(2) or read(2) said
+ * (AF_ESYS(EACCES), AF_ESYS(ELOOP), ...); af_strerror says which.
  */
 int af_buf_read_file(struct af_buf *b, const char *path) AF_MUST_CHECK;
 
@@ -168,7 +170,8 @@ void af_arena_release(struct af_arena *a);
 
 /* A model size: a plain decimal ("7000000000", "1.5"), an exponent ("13e9") or
  * one suffix k/K, m/M (10^6), b/B, g/G (10^9), t/T ("70B", "350M", "1.5k"),
- * unsigned, below 2^63 once the suffix is applied. */
+ * unsigned, below 2^63 once the suffix is applied. AF_EINVAL when `s` is not of that
+ * form, AF_ERANGE when it is but the value is 2^63 or more ("1e400", "9e18B"). */
 int af_parse_count(const char *s, double *out) AF_MUST_CHECK;
 /* A Kubernetes resource.Quantity ("500m", "16Gi", "1", "2e3", "1Ei", "1n")
  * times `scale`, a power of ten (1000 for milli-units of cpu, 1 for bytes and

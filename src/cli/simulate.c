@@ -5,6 +5,7 @@
  * Inputs are read whole before anything is printed, so bad input is one line on
  * stderr and exit status 2, never a half-printed comparison.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,7 @@ int af_cmd_simulate(int argc, char **argv)
         struct af_buf html = AF_BUF_INIT(0);
         char title[600];
         FILE *f;
+        int why;
         snprintf(title, sizeof(title), "cluster %s, %s%s%s",
                  demo ? "--demo" : cluster, workload ? "trace " : "its own pods",
                  workload ? workload : "", policy ? ", policy " : "");
@@ -225,13 +227,20 @@ int af_cmd_simulate(int argc, char **argv)
             snprintf(title + strlen(title), sizeof(title) - strlen(title), "%s", policy);
         if (af_sim_render_html(&res, title, &html))
             af_assert(!"unbounded buffer refused output");
+        errno = 0;
         f = fopen(report, "w");
+        why = f ? 0 : errno;
         if (f && fwrite(html.buf, 1, html.len, f) != html.len) {
+            why = errno ? errno : EIO;
             fclose(f);
-            f = NULL;
+        } else if (f && fclose(f)) {
+            why = errno ? errno : EIO;
         }
-        if (!f || fclose(f)) {
-            fprintf(stderr, "accelfit simulate: cannot write the report '%s'\n", report);
+        if (why) {
+            fprintf(stderr,
+                    "accelfit simulate: cannot write the report '%s': %s (give --report a file "
+                    "in a directory that exists and you may write to)\n",
+                    report, strerror(why));
             af_buf_release(&html);
             rc = 1;
             goto done;

@@ -689,6 +689,67 @@ static int trace_finish(const char *name, struct af_sim_trace *t, double end,
     return rc;
 }
 
+/*
+ * A trace error found on the JSON tree names its place as a path ("pods[3] (web): at: ...",
+ * "pods[0]: unknown key 'start'", "end: ..."): turn that into the line and column of the
+ * text, as the policy's errors have, with af_yaml_locate. The deepest step that exists wins.
+ */
+static void locate_error(const char *text, size_t len, struct af_error *err)
+{
+    static const char word[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    char path[256] = "";
+    const char *m = err->text;
+    size_t used = 0;
+    int line = 0, col = 0;
+
+    if (!err || err->line)
+        return;
+    if (!strncmp(m, "pods[", 5) && strchr(m, ']')) {
+        size_t n = (size_t)(strchr(m, ']') - m) + 1;
+        used = (size_t)snprintf(path, sizeof(path), "%.*s", (int)n, m);
+        m += n;
+        if (!strncmp(m, " (", 2) && strchr(m, ')'))
+            m = strchr(m, ')') + 1;
+        if (*m == ':')
+            m++;
+        while (*m == ' ')
+            m++;
+    }
+    for (;;) {
+        size_t k;
+        if (!strncmp(m, "unknown key '", 13)) {
+            m += 13;
+            k = strcspn(m, "'");
+        } else {
+            k = strspn(m, word);
+            if (!k || m[k] != ':')
+                break;
+        }
+        if (used < sizeof(path))
+            used += (size_t)snprintf(path + used, sizeof(path) - used, "%s%.*s", used ? "." : "",
+                                     (int)k, m);
+        if (m[k] != ':')
+            break;
+        m += k + 1;
+        while (*m == ' ')
+            m++;
+    }
+    while (path[0]) {
+        char *cut;
+        if (af_yaml_locate(text, len, path, &line, &col) == 0) {
+            err->line = line;
+            err->column = col;
+            return;
+        }
+        cut = strrchr(path, '.');
+        if (!cut && path[strlen(path) - 1] == ']')
+            cut = strrchr(path, '[');
+        if (!cut)
+            break;
+        *cut = '\0';
+    }
+}
+
 int af_codec_decode_trace(const char *name, const char *text, size_t len,
                           struct af_sim_trace *out, struct af_error *err)
 {
@@ -776,9 +837,14 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
         if (rc)
             break;
     }
+    if (rc)
+        goto located;
 finish:
     if (!rc)
         rc = trace_finish(name, out, end, err);
+located:
+    if (rc && root && err)
+        locate_error(text, len, err);
     if (rc) {
         if (err && !err->file[0])
             snprintf(err->file, sizeof(err->file), "%s", name);

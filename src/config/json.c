@@ -322,3 +322,66 @@ out:
     yaml_parser_delete(&parser);
     return rc;
 }
+
+/* ---- locating a path in the text ---------------------------------------------------------- */
+
+int af_yaml_locate(const char *yaml, size_t len, const char *path, int *line, int *column)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_node_t *n, *at = NULL;
+    const char *p = path;
+    int rc = AF_ENOENT;
+
+    if (!yaml || !path || !yaml_parser_initialize(&parser))
+        return AF_EINVAL;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        yaml_parser_delete(&parser);
+        return AF_EPARSE;
+    }
+    n = yaml_document_get_root_node(&doc);
+    while (n && *p) {
+        if (*p == '[') {   /* [index] of a sequence */
+            char *end;
+            long i = strtol(p + 1, &end, 10);
+            if (*end != ']' || n->type != YAML_SEQUENCE_NODE || i < 0 ||
+                i >= n->data.sequence.items.top - n->data.sequence.items.start) {
+                n = NULL;
+                break;
+            }
+            n = yaml_document_get_node(&doc, n->data.sequence.items.start[i]);
+            at = n;
+            p = end + 1;
+        } else {           /* key of a mapping, up to '.', '[' or the end */
+            size_t k = strcspn(p, ".[");
+            yaml_node_pair_t *pair;
+            yaml_node_t *found = NULL;
+            if (n->type != YAML_MAPPING_NODE) {
+                n = NULL;
+                break;
+            }
+            for (pair = n->data.mapping.pairs.start; pair < n->data.mapping.pairs.top; pair++) {
+                yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
+                if (key && key->type == YAML_SCALAR_NODE && key->data.scalar.length == k &&
+                    !memcmp(key->data.scalar.value, p, k)) {
+                    at = key;   /* the key itself: where a person reads the entry */
+                    found = yaml_document_get_node(&doc, pair->value);
+                    break;
+                }
+            }
+            n = found;
+            p += k;
+        }
+        if (*p == '.')
+            p++;
+    }
+    if (n && at && !*p) {
+        *line = (int)at->start_mark.line + 1;
+        *column = (int)at->start_mark.column + 1;
+        rc = 0;
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return rc;
+}

@@ -88,7 +88,7 @@ static void policy_defaults(struct af_policy *p)
     p->w_tier = 0.5;
     p->w_util = 0.3;
     p->w_cost = 0.2;
-    p->cpu_backfill = false;
+    p->cpu_backfill = AF_CPU_BACKFILL_OFF;
     p->default_spot_discount_pct = 60;
     af_util_policy_defaults(&p->util);
 }
@@ -621,9 +621,19 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
             return rc;
         b = af__ymap_get(d, v, "cpu_backfill");
         if (b) {
-            rc = af__ynode_bool(d, b, "filter.cpu_backfill", &p->cpu_backfill);
-            if (rc)
-                return rc;
+            const char *text = af__ynode_str(b);
+            bool on = false;
+            if (text && !strcmp(text, "never")) {
+                p->cpu_backfill = AF_CPU_BACKFILL_NEVER;
+            } else if (af__ynode_bool_quiet(b, &on) == 0) {
+                p->cpu_backfill = on ? AF_CPU_BACKFILL_ON : AF_CPU_BACKFILL_OFF;
+            } else {
+                return af__ydoc_err(d, b, AF_ETYPE,
+                                    "'filter.cpu_backfill' must be true, false or never, not "
+                                    "'%s' (false keeps CPU pods that state their workload off "
+                                    "accelerator nodes; never keeps every CPU-only pod off)",
+                                    text ? text : "a collection");
+            }
         }
     }
     v = af__ymap_get(d, root, "prices");

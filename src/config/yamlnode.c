@@ -235,11 +235,19 @@ int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                             s && af__ynode_is_quoted(n) ? "a quoted string" : kind_name(n));
     errno = 0;
     v = strtod(s, &end);
-    if (end == s || *end || errno == ERANGE || !isfinite(v))
+    if (end == s || *end || isnan(v) || (isinf(v) && errno != ERANGE))
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a number, not '%s'", what, s);
+    if (errno == ERANGE && isfinite(v))
+        /* a number, only closer to 0 than a double can hold (1e-400) */
+        return af__ydoc_err(d, n, AF_ERANGE,
+                            "'%s' is out of range: '%s' is too close to 0 to be held; write 0 "
+                            "or a number of at least 1e-300 in size",
+                            what, s);
+    /* outside [min, max], or too large for a double (1e400, which strtod makes inf) */
     if (!(v >= min && v <= max))
-        return af__ydoc_err(d, n, AF_EINVAL, "'%s' must be between %.15g and %.15g, not %s", what,
-                            min, max, s);
+        return af__ydoc_err(d, n, AF_ERANGE,
+                            "'%s' is out of range: it must be between %.15g and %.15g, not '%s'",
+                            what, min, max, s);
     *out = v;
     return 0;
 }
@@ -265,7 +273,7 @@ int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, lo
     return 0;
 }
 
-int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+int af__ynode_bool_quiet(const yaml_node_t *n, bool *out)
 {
     const char *s = af__ynode_str(n);
 
@@ -279,6 +287,15 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, b
             return 0;
         }
     }
+    return AF_ETYPE;
+}
+
+int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+{
+    const char *s = af__ynode_str(n);
+
+    if (af__ynode_bool_quiet(n, out) == 0)
+        return 0;
     if (s)
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not '%s'", what, s);
     return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what, kind_name(n));

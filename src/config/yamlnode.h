@@ -93,14 +93,21 @@ const char *af__ynode_str(const yaml_node_t *n);
  * `what` names the key in the message ("vcpus"). */
 int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      const char **out) AF_MUST_CHECK;
-/* A number within [min, max]: every number a file gives has a bound, so no sum or
- * product of them later can overflow to inf. */
+/*
+ * A number within [min, max]: every number a file gives has a bound, so no sum or
+ * product of them later can overflow to inf. AF_ETYPE when it is not a number;
+ * AF_ERANGE, with "out of range" and the range in the message, when it is one outside
+ * [min, max], also when it is too large for a double (1e400), or so close to 0 that a
+ * double cannot hold it (1e-400).
+ */
 int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double min,
                      double max, double *out) AF_MUST_CHECK;
 int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
                   int *out) AF_MUST_CHECK;
 int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                    bool *out) AF_MUST_CHECK;
+/* The same without a message: 0, or AF_ETYPE when `n` is not an unquoted true or false. */
+int af__ynode_bool_quiet(const yaml_node_t *n, bool *out) AF_MUST_CHECK;
 /* Checks the node kind and fails with "`what` must be a mapping/sequence". */
 int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t type,
                      const char *what) AF_MUST_CHECK;

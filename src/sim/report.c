@@ -199,13 +199,14 @@ static void text_row(void *ud, const char *label, bool indent, char cell[][64])
         t->err = AF_ETOOBIG;
 }
 
-static void rollout_share(const struct af_sim_rollout_stats *ro, int side, char *out, size_t n)
+void af__sim_rollout_share(const struct af_sim_rollout_stats *ro, int side, char *out, size_t n)
 {
     int t = ro->target_pods[side], s = ro->source_pods[side];
     if (t + s)
         snprintf(out, n, "%d of %d on target (%.0f%%)", t, t + s, 100.0 * t / (t + s));
     else
-        snprintf(out, n, "none placed");
+        snprintf(out, n, "none on the target or source classes (its pods went to other "
+                         "classes, or were not placed)");
 }
 
 int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
@@ -234,10 +235,10 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     }
     for (size_t k = 0; k < r->n_rollouts; k++) {
         const struct af_sim_rollout_stats *ro = &r->rollouts[k];
-        char targets[200], a[64], ks[64];
+        char targets[200], a[160], ks[160];
         af_class_mask_names(ro->target, targets, sizeof(targets));
-        rollout_share(ro, AF_SIM_ACCELFIT, a, sizeof(a));
-        rollout_share(ro, AF_SIM_KUBE, ks, sizeof(ks));
+        af__sim_rollout_share(ro, AF_SIM_ACCELFIT, a, sizeof(a));
+        af__sim_rollout_share(ro, AF_SIM_KUBE, ks, sizeof(ks));
         err |= af_buf_printf(out,
                              "\nrollout %s (target %s, share %.0f%%)\n  accelfit: %s\n  "
                              "kube-scheduler: %s\n",

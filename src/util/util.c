@@ -39,7 +39,7 @@ static const char *sys_text(int e)
     case EPERM:
         return "operation not permitted";
     case EISDIR:
-        return "is a directory";
+        return "is a directory, not a file";
     case ENOTDIR:
         return "a component of the path is not a directory";
     case ELOOP:
@@ -604,11 +604,11 @@ int af_parse_count(const char *s, double *out)
         mult = sfx[i].mult;
     }
     if (!checked_strtod(s, num_end, &v))
-        return AF_EINVAL;
+        return strtod(s, NULL) > 0 ? AF_ERANGE : AF_EINVAL;   /* "1e400": a number, too big */
     /* The suffix last: "1e300B" is past int64 only once the B is applied. 2^63 is exact. */
     v *= mult;
     if (!(v < 9223372036854775808.0))
-        return AF_EINVAL;
+        return AF_ERANGE;
     *out = v;
     return 0;
 }
