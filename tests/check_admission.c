@@ -869,6 +869,44 @@ START_TEST(test_bad_variant_allows_unchanged)
 }
 END_TEST
 
+/*
+ * A pod of 1,000 containers: its rewrite for the target would be a patch over the
+ * 512 KiB limit. The pod is created as written, and the answer says why in its warnings
+ * (it used to say nothing, and the log "why" was empty).
+ */
+START_TEST(test_a_patch_over_the_limit_is_said_not_dropped)
+{
+    size_t len;
+    char *text = af_test_read(REQ_A, &len), *body;
+    json_t *req = json_loadb(text, len, 0, NULL), *cs, *c0;
+    struct answer a;
+
+    ck_assert_ptr_nonnull(req);
+    cs = json_object_get(json_object_get(obj_of(req), "spec"), "containers");
+    c0 = json_deep_copy(json_array_get(cs, 0));
+    json_array_clear(cs);
+    for (int i = 0; i < 1000; i++) {
+        json_t *c = json_deep_copy(c0);
+        char name[32];
+        snprintf(name, sizeof(name), "c%d", i);
+        json_object_set_new(c, "name", json_string(name));
+        json_array_append_new(cs, c);
+    }
+    json_decref(c0);
+    body = json_dumps(req, JSON_COMPACT);
+    service_with(VARIANT_ROLLOUT("llm-to-inf2", "1.0"), true, true);
+    a = post(body, strlen(body), NULL);
+    ck_assert_ptr_null(a.patch);
+    ck_assert_msg(warned(&a, "would exceed 512 KiB, the limit of a patch") &&
+                      warned(&a, "created as written"),
+                  "no warning says why: %s", json_dumps(a.warnings, 0));
+    answer_clear(&a);
+    free(body);   /* jansson's */
+    json_decref(req);
+    af_free(text);
+}
+END_TEST
+
 /* ---- the codec on pods the recordings do not have -------------------------------------------- */
 
 static struct af_variant test_variant;
@@ -1327,6 +1365,7 @@ static Suite *af_admission_suite(void)
                         (int)AF_ARRAY_SIZE(unchanged));
     tcase_add_test(tc, test_two_rollouts_first_wins_with_a_warning);
     tcase_add_loop_test(tc, test_bad_variant_allows_unchanged, 0, (int)AF_ARRAY_SIZE(bad_variants));
+    tcase_add_test(tc, test_a_patch_over_the_limit_is_said_not_dropped);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("codec");

@@ -64,6 +64,9 @@ static const struct {
      {"bad.json:3:19: malformed JSON", "expected a JSON or YAML List"}},
     {"deploy.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n", false,
      {"deploy.yaml: expected kind List, NodeList, PodList, Node or Pod, found kind 'Deployment'"}},
+    {"nodee.yaml", "apiVersion: v1\nkind: Nodee\nmetadata: {name: a}\n", false,
+     {"nodee.yaml: expected kind List, NodeList, PodList, Node or Pod, found kind 'Nodee'; did "
+      "you mean Node?"}},
     {"map.yaml", "nodes: []\n", false, {"map.yaml: expected a JSON or YAML List",
                                           "found a mapping with neither kind nor items"}},
     {"scalar.yaml", "hello\n", false, {"scalar.yaml: expected a JSON or YAML List",
@@ -89,6 +92,25 @@ START_TEST(test_bad_cluster_file_says_file_expected_found)
     for (size_t k = 0; k < 3 && cases[_i].want[k]; k++)
         ck_assert_msg(strstr(err, cases[_i].want[k]), "want '%s', got: %s", cases[_i].want[k],
                       err);
+    free(out);
+    free(err);
+}
+END_TEST
+
+/* An item of a kind accelfit does not read is skipped with a warning naming it and its
+ * place; a misspelled Node or Pod says what it likely meant. Never silently 0 nodes. */
+START_TEST(test_unknown_item_kinds_are_named)
+{
+    const char *path = tpath("typo.yaml");
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {"accelfit", "costs", "--cluster", path, NULL};
+
+    put("typo.yaml", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Nodee\n"
+                     "  metadata: {name: a}\n- kind: Service\n  metadata: {name: s}\n");
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(err, "skipped=2"), "%s", err);
+    ck_assert_msg(strstr(err, "items[0].kind: unknown kind 'Nodee'; did you mean Node?"), "%s",
+                  err);
     free(out);
     free(err);
 }
@@ -128,6 +150,7 @@ Suite *af_cluster_file_suite(void)
     tcase_add_loop_test(tc, test_bad_cluster_file_says_file_expected_found, 0,
                         (int)AF_ARRAY_SIZE(cases));
     tcase_add_test(tc, test_yaml_flow_style_file_loads);
+    tcase_add_test(tc, test_unknown_item_kinds_are_named);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -316,65 +316,74 @@ static void check_plan_invariants(const struct af_plan *p)
 static const struct {
     const char *name;
     struct pod_spec pod;
-    bool backfill_policy;
+    enum af_cpu_backfill backfill_policy;
     const char *note;             /* a note that must be present, or NULL */
     enum af_workload workload;
     bool inferred;
     enum af_class first;          /* the rank-1 class */
     enum af_class absent;         /* a class that must have no tier (UNKNOWN: skip) */
     const char *dropped_reason;   /* substring of some dropped entry, or NULL */
+    const char *accel_tier;       /* the last tier, taking accelerator nodes for a CPU pod */
 } plan_cases[] = {
     {"malformed model size is ignored with a note",
      {.gpu = 1, .workload = "training", .params = "huge"}, false,
-     "annotation accelfit.io/model-params='huge' is not a count", AF_WORKLOAD_TRAINING, false,
-     AF_CLASS_NVIDIA_A100, AF_CLASS_UNKNOWN, NULL},
+     "annotation accelfit.io/model-params: cannot parse model size 'huge': write a parameter "
+     "count as 70B", AF_WORKLOAD_TRAINING, false,
+     AF_CLASS_NVIDIA_A100, AF_CLASS_UNKNOWN, NULL, NULL},
     {"malformed latency and neuron-ready are ignored",
      {.gpu = 1, .workload = "inference", .slo = "-5", .neuron_ready = "yes"}, false,
      "annotation accelfit.io/latency-slo-ms='-5' is not a positive integer", AF_WORKLOAD_INFERENCE,
-     false, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL},
+     false, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL, NULL},
     {"unknown workload word is ignored and the workload inferred",
      {.gpu = 1, .workload = "gaming"}, false, "annotation accelfit.io/workload='gaming'",
-     AF_WORKLOAD_INFERENCE, true, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL},
+     AF_WORKLOAD_INFERENCE, true, AF_CLASS_NVIDIA_A10G, AF_CLASS_UNKNOWN, NULL, NULL},
     {"GPU pod without annotations is inference", {.gpu = 1}, false,
      "inferred inference from the nvidia.com/gpu request", AF_WORKLOAD_INFERENCE, true,
-     AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2, NULL},
-    {"CPU pod without annotations is preprocessing", {.cpu = 2000}, false,
-     "inferred preprocessing", AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU,
-     AF_CLASS_NVIDIA_T4, NULL},
+     AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2, NULL, NULL},
+    {"CPU pod without annotations is preprocessing, accelerator nodes ranked last",
+     {.cpu = 2000}, false, "inferred preprocessing", AF_WORKLOAD_PREPROCESSING, true,
+     AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL, "accelerator nodes, last"},
+    {"CPU pod stating its workload stays off accelerator nodes",
+     {.cpu = 2000, .workload = "preprocessing"}, false, NULL, AF_WORKLOAD_PREPROCESSING, false,
+     AF_CLASS_CPU, AF_CLASS_NVIDIA_T4, NULL, NULL},
+    {"CPU pod without annotations, filter.cpu_backfill: never: no accelerator tier",
+     {.cpu = 2000}, AF_CPU_BACKFILL_NEVER, "inferred preprocessing", AF_WORKLOAD_PREPROCESSING,
+     true, AF_CLASS_CPU, AF_CLASS_NVIDIA_T4, NULL, NULL},
     {"GPU pod never gets Neuron tiers, even when the rule ranks them first",
      {.gpu = 1, .workload = "inference", .objective = "cost", .framework = "pytorch",
       .neuron_ready = "true"},
      false, NULL, AF_WORKLOAD_INFERENCE, false, AF_CLASS_NVIDIA_A10G, AF_CLASS_INFERENTIA2,
-     "the pod requests nvidia.com/gpu, which inferentia2 nodes do not have"},
+     "the pod requests nvidia.com/gpu, which inferentia2 nodes do not have", NULL},
     {"Neuron pod keeps to Neuron classes",
      {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
       .framework = "pytorch"},
      false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
-     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_A100, "which nvidia-a100 nodes do not have"},
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_A100, "which nvidia-a100 nodes do not have", NULL},
     {"Neuron inference pod drops GPU tiers",
      {.neuroncore = 2, .workload = "inference", .objective = "cost", .framework = "pytorch",
       .neuron_ready = "true"},
      false, NULL, AF_WORKLOAD_INFERENCE, false, AF_CLASS_INFERENTIA2, AF_CLASS_NVIDIA_A10G,
-     "which nvidia-a10g nodes do not have"},
+     "which nvidia-a10g nodes do not have", NULL},
     {"Neuron pod whose rule has no Neuron tier falls back to any Neuron class",
      {.neuron = 1, .workload = "inference", .neuron_ready = "false"}, false,
      "can serve a pod that requests aws.amazon.com/neuron", AF_WORKLOAD_INFERENCE, false,
-     AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A10G, NULL},
+     AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A10G, NULL, NULL},
     {"CPU pod annotated as training gets only cpu", {.workload = "training", .params = "7B"},
      false, "can serve a pod that requests no accelerator", AF_WORKLOAD_TRAINING, false,
      AF_CLASS_UNKNOWN, AF_CLASS_NVIDIA_A100,
-     "CPU-only pod (no accelerator requested): nvidia-a100 is an accelerator class"},
+     "CPU-only pod (no accelerator requested): nvidia-a100 is an accelerator class", NULL},
     {"GPU pod annotated classical-ml falls back to any GPU class",
      {.gpu = 1, .workload = "classical-ml"}, false, "can serve a pod that requests nvidia.com/gpu",
      AF_WORKLOAD_CLASSICAL_ML, false, AF_CLASS_UNKNOWN, AF_CLASS_CPU,
-     "the pod requests nvidia.com/gpu, which cpu nodes do not have"},
+     "the pod requests nvidia.com/gpu, which cpu nodes do not have", NULL},
     {"Neuron pod with a malformed neuron-ready is Neuron-ready, as if unannotated",
      {.neuron = 1, .workload = "training", .params = "70B", .objective = "cost",
       .framework = "pytorch", .neuron_ready = "yes"},
      false, "without accelfit.io/neuron-ready: taken as Neuron-ready", AF_WORKLOAD_TRAINING,
-     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_H100, "which nvidia-h100 nodes do not have"},
+     false, AF_CLASS_TRAINIUM1, AF_CLASS_NVIDIA_H100, "which nvidia-h100 nodes do not have", NULL},
     {"CPU pod with backfill gets a last accelerator tier", {.cpu = 500}, true, NULL,
-     AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL},
+     AF_WORKLOAD_PREPROCESSING, true, AF_CLASS_CPU, AF_CLASS_UNKNOWN, NULL,
+     "backfill onto accelerator nodes"},
 };
 
 START_TEST(test_plan_cases)
@@ -400,13 +409,13 @@ START_TEST(test_plan_cases)
         found = strstr(plan.sel.dropped[i].reason, plan_cases[_i].dropped_reason) != NULL;
     ck_assert_msg(found, "%s: no dropped reason '%s'", plan_cases[_i].name,
                   plan_cases[_i].dropped_reason);
-    ck_assert_int_eq(plan.backfill, plan_cases[_i].backfill_policy);
+    ck_assert_int_eq(plan.backfill, plan_cases[_i].accel_tier != NULL);
     if (plan.backfill) {
         int last = (int)plan.sel.n_tiers - 1;
         ck_assert_int_eq(plan.tier_of[AF_CLASS_NVIDIA_A100], last);
         ck_assert_int_eq(plan.tier_of[AF_CLASS_INFERENTIA2], last);
         ck_assert_int_lt(plan.tier_of[AF_CLASS_CPU], last);
-        ck_assert_str_eq(af_plan_tier_name(&plan, last), "backfill onto accelerator nodes");
+        ck_assert_str_eq(af_plan_tier_name(&plan, last), plan_cases[_i].accel_tier);
     }
     if (!strcmp(plan_cases[_i].name, "malformed model size is ignored with a note"))
         ck_assert(plan.profile.model_params == 0);
@@ -486,7 +495,7 @@ struct verdict_want {
 static const struct {
     const char *name;
     struct pod_spec pod;
-    bool backfill;
+    enum af_cpu_backfill backfill;
     struct node_spec nodes[MAXN];
     struct verdict_want want[MAXN];
     int best_tier;
@@ -556,14 +565,37 @@ static const struct {
      1,
      true,
      false},
-    {"CPU pod is kept off GPU nodes as unresolvable (the policy says so outright)",
-     {.cpu = 1000},
+    {"CPU pod that states its workload is kept off GPU nodes as unresolvable",
+     {.cpu = 1000, .workload = "preprocessing"},
      false,
      {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
       {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
      {{AF_VERDICT_PASS, "tier 1 (cpu)"},
       {AF_VERDICT_UNRESOLVABLE,
-       "CPU-only pod kept off accelerator node (nvidia-a100): policy filter.cpu_backfill is off"}},
+       "CPU-only pod kept off accelerator node (nvidia-a100): it states its workload "
+       "(accelfit.io/workload: preprocessing) and policy filter.cpu_backfill is off"}},
+     0,
+     false,
+     false},
+    {"un-annotated CPU pod passes GPU nodes, ranked last (a guess ranks, never refuses)",
+     {.cpu = 1000},
+     false,
+     {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
+      {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
+     {{AF_VERDICT_PASS, "tier 1 (cpu)"},
+      {AF_VERDICT_PASS, "(accelerator nodes, last: nvidia-a100)"}},
+     0,
+     false,
+     false},
+    {"un-annotated CPU pod with filter.cpu_backfill: never is kept off GPU nodes",
+     {.cpu = 1000},
+     AF_CPU_BACKFILL_NEVER,
+     {{"c6i-a", AF_CLASS_CPU, .npods = 1, .price = 0.68},
+      {"p4d-a", AF_CLASS_NVIDIA_A100, .gpu = 8, .npods = 1, .price = 32}},
+     {{AF_VERDICT_PASS, "tier 1 (cpu)"},
+      {AF_VERDICT_UNRESOLVABLE,
+       "CPU-only pod kept off accelerator node (nvidia-a100): policy filter.cpu_backfill "
+       "is never"}},
      0,
      false,
      false},
@@ -576,6 +608,31 @@ static const struct {
       {AF_VERDICT_PASS, "(backfill onto accelerator nodes: nvidia-a100)"}},
      2,
      true,
+     false},
+    {"amounts in reasons are exact Kubernetes quantities, never rounded alike",
+     {.cpu = 95710, .workload = "preprocessing"},
+     false,
+     {{"c6i-a", AF_CLASS_CPU, .cpu = 95690, .npods = 1, .price = 0.68},
+      {"c6i-b", AF_CLASS_CPU, .cpu = 96000, .used_cpu = 1000, .npods = 1, .price = 0.68},
+      {"c6i-c", AF_CLASS_CPU, .cpu = 128000, .npods = 1, .price = 0.9}},
+     {{AF_VERDICT_UNRESOLVABLE, "the pod requests 95710m cpu; this node (cpu) has 95690m "
+                                "allocatable in all"},
+      {AF_VERDICT_PASS, "tier 1 (cpu)"},
+      {AF_VERDICT_PASS, "tier 1 (cpu)"}},
+     0,
+     false,
+     false},
+    {"no candidate has room: the best tier present passes, and the reason says so",
+     {.gpu = 1, .workload = "inference"},
+     false,
+     {{"g5-a", AF_CLASS_NVIDIA_A10G, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 1},
+      {"g4dn-a", AF_CLASS_NVIDIA_T4, .gpu = 1, .used_gpu = 1, .npods = 1, .price = 0.5}},
+     {{AF_VERDICT_PASS, "the cache shows no room, the scheduler's view decides"},
+      {AF_VERDICT_FAILED, "accelfit's cache shows no candidate with room, so it kept the best "
+                          "tier present, tier 1 (nvidia-a10g), and left the choice among its "
+                          "nodes to kube-scheduler; this node is tier 3 (nvidia-t4)"}},
+     0,
+     false,
      false},
     {"a tier's families are enforced: other CPU families come after",
      {.cpu = 1000, .workload = "preprocessing"},
@@ -677,6 +734,39 @@ static const struct {
      false,
      true},
 };
+
+static const struct {
+    enum af_res r;
+    int64_t v;
+    const char *want;
+} res_format_cases[] = {
+    {AF_RES_CPU, 95710, "95710m"},
+    {AF_RES_CPU, 95690, "95690m"},
+    {AF_RES_CPU, 4000, "4"},
+    {AF_RES_CPU, 500, "500m"},
+    {AF_RES_CPU, 0, "0"},
+    {AF_RES_MEMORY, 1000LL << 30, "1000Gi"},
+    {AF_RES_MEMORY, 1150LL << 30, "1150Gi"},
+    {AF_RES_MEMORY, 1536LL << 20, "1536Mi"},
+    {AF_RES_MEMORY, 2LL << 40, "2Ti"},
+    {AF_RES_MEMORY, (16LL << 30) + 1, "17179869185"},
+    {AF_RES_MEMORY, 1500000000LL, "1500M"},
+    {AF_RES_MEMORY, 4096, "4Ki"},
+    {AF_RES_MEMORY, 1000, "1k"},
+    {AF_RES_MEMORY, 999, "999"},
+    {AF_RES_MEMORY, -(3LL << 30), "-3Gi"},
+    {AF_RES_GPU, 8, "8"},
+};
+
+/* Every resource amount a person reads is exact, in the form kubectl prints. */
+START_TEST(test_res_format_is_exact)
+{
+    char out[32];
+
+    af_res_format(res_format_cases[_i].r, res_format_cases[_i].v, out, sizeof(out));
+    ck_assert_str_eq(out, res_format_cases[_i].want);
+}
+END_TEST
 
 START_TEST(test_filter_cases)
 {
@@ -905,6 +995,7 @@ Suite *af_decide_suite(void)
     tcase_add_test(tc, test_classify_catalog_spot_discount_wins_over_policy);
     tcase_add_loop_test(tc, test_effective_requests, 0, AF_ARRAY_SIZE(req_cases));
     tcase_add_loop_test(tc, test_plan_cases, 0, AF_ARRAY_SIZE(plan_cases));
+    tcase_add_loop_test(tc, test_res_format_is_exact, 0, (int)AF_ARRAY_SIZE(res_format_cases));
     tcase_add_loop_test(tc, test_filter_cases, 0, AF_ARRAY_SIZE(filter_cases));
     tcase_add_test(tc, test_filter_brief_reasons_name_the_cause_once);
     tcase_add_loop_test(tc, test_prioritize_cases, 0, AF_ARRAY_SIZE(prio_cases));

@@ -1117,6 +1117,65 @@ START_TEST(test_bad_percent_escape_is_refused_by_libwebsockets)
 }
 END_TEST
 
+/*
+ * Every route reads its query one way (af_query_parse): empty pieces are skipped, a
+ * parameter given twice, one the route does not take, or a POST with parameters in both
+ * its query and its body is a 400 that names it; what lws decoded is not decoded again.
+ */
+static const struct query_case {
+    const char *method, *path, *body;
+    int status;
+    const char *body_has;
+} query_cases[] = {
+    {NULL, "/recommend?workload=training&model-params=70B&&objective=cost", NULL, 200,
+     "\"objective\":\"cost\""},
+    {NULL, "/recommend?&workload=training", NULL, 200, "\"workload\":\"training\""},
+    {NULL, "/recommend?workload=training&", NULL, 200, "\"workload\":\"training\""},
+    {NULL, "/recommend?", NULL, 400, "workload is required"},
+    {NULL, "/recommend?workload=training&objective=cost&objective=latency", NULL, 400,
+     "'objective' is given twice"},
+    {NULL, "/recommend?workload=training&model-params=7B&model_params=8B", NULL, 400,
+     "given twice"},
+    {NULL, "/recommend?workload=training%26objective=cost", NULL, 400,
+     "unknown workload 'training&objective=cost'"},
+    {NULL, "/recommend?workload=training&framework=a%2Bb", NULL, 400, "'a+b'"},
+    {NULL, "/recommend?workload=training&framework=a+b", NULL, 400, "'a b'"},
+    {NULL, "/recommend?workload=training&framework=a%2525b", NULL, 400, "'a%25b'"},
+    {"POST", "/recommend?workload=training", "{\"workload\":\"training\"}", 400,
+     "both in its query"},
+    {"POST", "/recommend?&", "{\"workload\":\"training\"}", 200, "\"workload\":\"training\""},
+    {NULL, "/explain?&pod=ml/pending-gpu&", NULL, 200, "\"pod\":\"ml/pending-gpu\""},
+    {NULL, "/explain?pod=ml/pending-gpu&pod=ml/other", NULL, 400, "'pod' is given twice"},
+    {NULL, "/explain?pod=ml/pending-gpu&verbose=1", NULL, 400,
+     "unknown query parameter 'verbose' (known: pod)"},
+    {NULL, "/explain?pod=", NULL, 400, "expected ?pod=NAMESPACE/NAME"},
+    {NULL, "/explain?", NULL, 400, "the query has no 'pod'"},
+    {"POST", "/rollouts/ack?name=", "", 400, "expected ?name=ROLLOUT"},
+    {"POST", "/rollouts/ack?&name=nope&", "", 404, "nope"},
+    {"POST", "/rollouts/ack?name=nope&name=other", "", 400, "'name' is given twice"},
+    {NULL, "/costs?tenant=x", NULL, 400, "GET /costs: unknown query parameter 'tenant'"},
+    {NULL, "/healthz?", NULL, 200, "ok"},
+    {"POST", "/filter?debug", "{}", 400, "POST /filter: unknown query parameter 'debug'"},
+};
+
+START_TEST(test_every_route_reads_its_query_one_way)
+{
+    const struct query_case *qc = &query_cases[_i];
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *u = url(&beh, qc->path);
+
+    af_test_http(c, qc->method, u, qc->body, qc->body ? strlen(qc->body) : 0, NULL, &r);
+    ck_assert_msg(r.curl_rc == CURLE_OK, "%s: %s", u, curl_easy_strerror((CURLcode)r.curl_rc));
+    ck_assert_msg(r.status == qc->status, "%s %s: %ld %s", qc->method ? qc->method : "GET",
+                  qc->path, r.status, r.body);
+    ck_assert_msg(strstr(r.body, qc->body_has) != NULL, "%s: %s", qc->path, r.body);
+    af_test_resp_free(&r);
+    af_free(u);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
 /* `n` bytes of 'a' (caller frees). */
 static char *filler(size_t n)
 {
@@ -1424,16 +1483,39 @@ START_TEST(test_tier_2_rejected_while_tier_1_has_room)
 }
 END_TEST
 
+/* A CPU pod that states its workload stays off GPU nodes (filter.cpu_backfill: false). */
 START_TEST(test_cpu_pod_kept_off_gpu_nodes)
 {
+    static const char stated_cpu_pod[] =
+        "{\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":\"u2\","
+        "\"annotations\":{\"accelfit.io/workload\":\"preprocessing\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\","
+        "\"memory\":\"1Gi\"}}}]}}";
     struct decision d;
 
-    filter_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
+    filter_on_beh(stated_cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
     ck_assert_int_eq(json_array_size(d.passed), 1);
     ck_assert(in_names(d.passed, "cpu-c6i"));
     ck_assert(unres_reason(&d, "fb-a10g-free") != NULL);
     ck_assert(unres_reason(&d, "bp-light") != NULL);
     decision_free(&d);
+}
+END_TEST
+
+static void pod_scores_on_beh(const char *pod, const char *names, long *out, size_t n);
+
+/* An un-annotated CPU pod passes wherever kube-scheduler would put it; GPU nodes rank last. */
+START_TEST(test_unannotated_cpu_pod_passes_gpu_nodes_ranked_last)
+{
+    struct decision d;
+    long scores[3];
+
+    filter_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", &d);
+    ck_assert_int_eq(json_array_size(d.passed), 3);
+    decision_free(&d);
+    pod_scores_on_beh(cpu_pod, "[\"fb-a10g-free\",\"cpu-c6i\",\"bp-light\"]", scores, 3);
+    ck_assert_int_gt(scores[1], scores[0]);
+    ck_assert_int_gt(scores[1], scores[2]);
 }
 END_TEST
 
@@ -1461,11 +1543,11 @@ START_TEST(test_neuron_pod_only_on_compatible_neuron_nodes)
 END_TEST
 
 /* Scores of `names` for the GPU pod, in input order. */
-static void scores_on_beh(const char *names, long *out, size_t n)
+static void pod_scores_on_beh(const char *pod, const char *names, long *out, size_t n)
 {
     CURL *c = curl_easy_init();
     struct af_test_resp r;
-    char *body = names_body(gpu_pod, names);
+    char *body = names_body(pod, names);
     json_t *req = json_loads(body, 0, NULL), *resp;
 
     post(c, &beh, "/prioritize", body, &r);
@@ -1480,6 +1562,11 @@ static void scores_on_beh(const char *names, long *out, size_t n)
     af_test_resp_free(&r);
     af_free(body);
     curl_easy_cleanup(c);
+}
+
+static void scores_on_beh(const char *names, long *out, size_t n)
+{
+    pod_scores_on_beh(gpu_pod, names, out, n);
 }
 
 START_TEST(test_cheaper_node_wins_among_equals)
@@ -2220,18 +2307,28 @@ END_TEST
 
 /* ---- watch mode against tests/apiserver/fake_apiserver.py ----------------------------------------- */
 
-static bool has_event(json_t *events, const char *reason)
+/* How many Events with `reason` the fake API server holds (the message of one in *msg). */
+static int count_events(json_t *events, const char *reason, const char **msg)
 {
     size_t i;
     json_t *e;
+    int n = 0;
 
     json_array_foreach(events, i, e) {
         json_t *ev = json_object_get(e, "event");
         const char *r = json_string_value(json_object_get(ev, "reason"));
-        if (r && !strcmp(r, reason))
-            return true;
+        if (r && !strcmp(r, reason)) {
+            n++;
+            if (msg)
+                *msg = json_string_value(json_object_get(ev, "message"));
+        }
     }
-    return false;
+    return n;
+}
+
+static bool has_event(json_t *events, const char *reason)
+{
+    return count_events(events, reason, NULL) > 0;
 }
 
 START_TEST(test_watch_mode_becomes_ready_and_posts_events)
@@ -2276,6 +2373,48 @@ START_TEST(test_watch_mode_becomes_ready_and_posts_events)
             usleep(100000);
     }
     ck_assert_msg(posted, "no AccelfitNoSuitableNode Event reached the API server");
+
+    /* A misspelled annotation: one Warning Event on the pod however often it is asked
+     * about, naming the annotation, the value and what to do, and one count. */
+    {
+        static const char typo_pod[] =
+            "{\"metadata\":{\"name\":\"typo\",\"namespace\":\"default\",\"uid\":\"u-typo\","
+            "\"annotations\":{\"accelfit.io/workload\":\"trainning\"}},\"spec\":{"
+            "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}}";
+        char *tb = names_body(typo_pod, "[\"ip-10-0-2-50.us-west-2.compute.internal\"]");
+        const char *msg = NULL;
+        int n = 0;
+        for (int k = 0; k < 3; k++) {
+            post(c, &s, k == 1 ? "/prioritize" : "/filter", tb, &r);
+            ck_assert_int_eq(r.status, 200);
+            af_test_resp_free(&r);
+        }
+        for (int i = 0; i < 100 && !n; i++) {
+            json_t *ev = af_test_fake_api_admin(&f, "events", NULL);
+            n = count_events(ev, "AccelfitBadAnnotation", &msg);
+            if (n)
+                ck_assert_msg(strstr(msg, "annotation accelfit.io/workload='trainning' is not a "
+                                          "workload (training, inference"),
+                              "%s", msg);
+            if (n)
+                ck_assert_msg(strstr(msg, "correct the value"), "%s", msg);
+            json_decref(ev);
+            if (!n)
+                usleep(100000);
+        }
+        usleep(300000);   /* a second Event, if one were posted, would be there by now */
+        {
+            json_t *ev = af_test_fake_api_admin(&f, "events", NULL);
+            ck_assert_int_eq(count_events(ev, "AccelfitBadAnnotation", NULL), 1);
+            json_decref(ev);
+        }
+        get(c, &s, "/metrics", &r);
+        ck_assert_msg(strstr(r.body, "accelfit_malformed_annotations_total{annotation=\""
+                                     "accelfit.io/workload\"} 1\n"),
+                      "%s", r.body);
+        af_test_resp_free(&r);
+        af_free(tb);
+    }
 
     get(c, &s, "/metrics", &r);
     ck_assert(strstr(r.body, "accelfit_cache_synced 1\n") != NULL);
@@ -2372,6 +2511,29 @@ START_TEST(test_bad_flags_exit_2_with_one_line)
 }
 END_TEST
 
+/* A bad --listen names the part that is wrong: the port is not the address. */
+START_TEST(test_bad_listen_names_the_wrong_part)
+{
+    static const struct {
+        const char *listen, *want;
+    } lcases[] = {
+        {"127.0.0.1:99999", "accelfit serve: --listen '127.0.0.1:99999': the port '99999' is not "
+                            "a whole number from 1 to 65535"},
+        {"db.internal:8888", "the address 'db.internal' is not a numeric IPv4 address (names "
+                             "other than localhost are not looked up"},
+        {"127.0.0.1", "no port; write ADDR:PORT, e.g. 127.0.0.1:8888"},
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(lcases); i++) {
+        const char *argv[] = {"accelfit", "serve", "--demo", "--listen", lcases[i].listen, NULL};
+        char *out = NULL, *err = NULL;
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+        ck_assert_msg(strstr(err, lcases[i].want), "%s", err);
+        af_free(out);
+        af_free(err);
+    }
+}
+END_TEST
+
 START_TEST(test_address_in_use_exits_2_naming_it)
 {
     struct sockaddr_in sa;
@@ -2429,6 +2591,10 @@ START_TEST(test_help_documents_the_flags)
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
     for (size_t i = 0; i < AF_ARRAY_SIZE(flags); i++)
         ck_assert_msg(strstr(out, flags[i]) != NULL, "--help lacks %s", flags[i]);
+    /* what test_not_ready_modes shows: an unreachable API server is served through */
+    ck_assert(strstr(out, "An API server that cannot be reached is not an exit") != NULL);
+    ck_assert(strstr(out, "cannot reach the") == NULL);
+    ck_assert(strstr(out, "localhost:8888") != NULL);
     af_free(out);
     af_free(err);
 }
@@ -2491,6 +2657,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_fallback_to_tier_2_when_tier_1_is_full);
     tcase_add_test(tc, test_tier_2_rejected_while_tier_1_has_room);
     tcase_add_test(tc, test_cpu_pod_kept_off_gpu_nodes);
+    tcase_add_test(tc, test_unannotated_cpu_pod_passes_gpu_nodes_ranked_last);
     tcase_add_test(tc, test_neuron_pod_only_on_compatible_neuron_nodes);
     tcase_add_test(tc, test_cheaper_node_wins_among_equals);
     tcase_add_test(tc, test_spot_node_is_cheaper);
@@ -2498,6 +2665,8 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_explain_get_for_a_cached_pod);
     tcase_add_test(tc, test_explain_get_for_a_bound_pod_leaves_out_its_own_usage);
     tcase_add_test(tc, test_bad_percent_escape_is_refused_by_libwebsockets);
+    tcase_add_loop_test(tc, test_every_route_reads_its_query_one_way, 0,
+                        (int)AF_ARRAY_SIZE(query_cases));
     tcase_add_loop_test(tc, test_preempt_keeps_gpu_nodes_and_drops_other_classes, 0,
                         (int)AF_ARRAY_SIZE(preempt_modes));
     suite_add_tcase(s, tc);
@@ -2506,6 +2675,7 @@ Suite *af_http_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_not_ready_modes, 0, (int)AF_ARRAY_SIZE(not_ready_modes));
     tcase_add_test(tc, test_bad_flags_exit_2_with_one_line);
+    tcase_add_test(tc, test_bad_listen_names_the_wrong_part);
     tcase_add_test(tc, test_help_documents_the_flags);
     tcase_add_test(tc, test_address_in_use_exits_2_naming_it);
     tcase_add_test(tc, test_demo_serves_and_stops_cleanly_on_sigterm);

@@ -1006,6 +1006,43 @@ START_TEST(test_stop_is_prompt_while_server_stalls)
 }
 END_TEST
 
+/*
+ * Policy swaps back to back (af_kube_reclassify_nodes, as each reload calls it) relist the
+ * nodes again and again, so the node watch may not run between two lists. A relist asked
+ * for is a fresher read than the watch, not an outage: the cache never counts as down
+ * meanwhile, so /readyz and /filter never call it stale for it (--max-staleness).
+ */
+START_TEST(test_relists_asked_for_never_make_the_cache_look_stale)
+{
+    struct rig r;
+    struct af_kube_conn *conn;
+    uint64_t relists0;
+    bool down_seen = false;
+
+    if (!rig_setup(&r))
+        return;
+    conn = test_conn();
+    conn->token = af_xstrdup("token-1");
+    rig_start(&r, conn);
+    wait_in_sync(&r.srv, &r.pub, "initial sync");
+    for (int i = 0; i < 1200 && !(atomic_load(&r.st.watch_up) && !atomic_load(&r.st.down_since_ns));
+         i++)
+        sleep_s(0.05);
+    ck_assert_msg(atomic_load(&r.st.watch_up), "the watches never came up");
+    relists0 = stat_u(&r.st.relists);
+    for (int i = 0; i < 60000 && stat_u(&r.st.relists) < relists0 + 5; i++) {
+        af_kube_reclassify_nodes(r.k);
+        if (atomic_load(&r.st.down_since_ns) || !atomic_load(&r.st.watch_up))
+            down_seen = true;
+        sleep_s(0.001);
+    }
+    ck_assert_uint_ge(stat_u(&r.st.relists), relists0 + 5);
+    ck_assert_msg(!down_seen, "a relist asked for made the cache count as down");
+    rig_stop(&r);
+    rm_tmpdir();
+}
+END_TEST
+
 /* Counts of the cache's snapshot and the server's objects agree (synthetic mode dumps counts). */
 static bool counts_match(const struct af_test_fake_api *srv, struct af_publisher *pub,
                          size_t *nodes, size_t *pods)
@@ -1100,6 +1137,7 @@ Suite *af_kube_suite(void)
     tcase_add_test(e2e, test_exec_credential_rerun_once_expired);
     tcase_add_test(e2e, test_fake_apiserver_frames_watch_like_the_recording);
     tcase_add_test(e2e, test_stop_is_prompt_while_server_stalls);
+    tcase_add_test(e2e, test_relists_asked_for_never_make_the_cache_look_stale);
     tcase_add_test(e2e, test_reflector_streams_a_whole_list_then_churn);
     suite_add_tcase(s, e2e);
     return s;

@@ -21,7 +21,9 @@
  * packages are the ones `ldd accelfit` resolves to.
  *
  * Needs kubectl (Debian: kubernetes-client) for the rendering tests; without it they are
- * not run and the suite exits 77, which ctest reports as skipped, not passed.
+ * not run and the suite exits 77, which ctest reports as skipped, not passed. Rendering
+ * must print no warning (no deprecated kustomize field); AF_TEST_KUBECTL names more kubectl
+ * binaries (colon-separated) that must render the same objects, e.g. an older release.
  */
 #include <ctype.h>
 #include <curl/curl.h>
@@ -1067,20 +1069,30 @@ END_TEST
 
 /* ---- rendering ------------------------------------------------------------------------------- */
 
-static json_t *render(const char *dir)
+/* `KUBECTL kustomize dir`, which must succeed and print no warning (a deprecated field). */
+static json_t *render_with(const char *dir, const char *kubectl)
 {
-    char cmd[1024], *out;
+    char cmd[2048], *out, *err;
     int st;
     json_t *objs;
-    snprintf(cmd, sizeof(cmd), "kubectl kustomize '%s' 2>'%s/kustomize.err'",
+    snprintf(cmd, sizeof(cmd), "'%s' kustomize '%s' 2>'%s/kustomize.err'", kubectl,
              af_test_path(dir), tmpdir);
     out = run_sh(cmd, &st);
-    ck_assert_msg(st == 0, "kubectl kustomize %s failed (exit %d); see %s/kustomize.err", dir,
-                  st, tmpdir);
+    ck_assert_msg(st == 0, "%s kustomize %s failed (exit %d); see %s/kustomize.err", kubectl,
+                  dir, st, tmpdir);
+    snprintf(cmd, sizeof(cmd), "cat '%s/kustomize.err'", tmpdir);
+    err = run_sh(cmd, &st);
+    ck_assert_msg(!err[0], "%s kustomize %s warns:\n%s", kubectl, dir, err);
+    af_free(err);
     objs = yaml_docs(dir, out);
     af_free(out);
     ck_assert_uint_gt(json_array_size(objs), 0);
     return objs;
+}
+
+static json_t *render(const char *dir)
+{
+    return render_with(dir, "kubectl");
 }
 
 /* Kustomization directories under manifests/ (new array). */
@@ -1101,6 +1113,7 @@ static json_t *kustomizations(void)
 static bool cluster_scoped(const char *kind)
 {
     static const char *const kinds[] = {"Namespace", "ClusterRole", "ClusterRoleBinding",
+                                        "PriorityClass",
                                         "MutatingWebhookConfiguration",
                                         "ValidatingWebhookConfiguration", NULL};
     return known_key(kind, kinds);
@@ -1150,7 +1163,35 @@ START_TEST(test_every_kustomization_renders_in_one_namespace)
     ck_assert_uint_ge(json_array_size(dirs), 5);
     json_array_foreach(dirs, i, d) {
         json_t *objs = render(json_string_value(d));
+        /* AF_TEST_KUBECTL: more kubectl binaries (colon-separated, e.g. an older release)
+         * that must render the same objects, without a warning either */
+        char *more = af_xstrdup(getenv("AF_TEST_KUBECTL") ? getenv("AF_TEST_KUBECTL") : "");
+        char *save = NULL;
+        for (char *k = strtok_r(more, ":", &save); k; k = strtok_r(NULL, ":", &save)) {
+            json_t *other = render_with(json_string_value(d), k);
+            ck_assert_msg(json_equal(objs, other), "%s kustomize %s renders other objects", k,
+                          json_string_value(d));
+            json_decref(other);
+        }
+        af_free(more);
         check_namespaces(json_string_value(d), objs);
+        /* accelfit and its scheduler are on every accelerator pod's scheduling path: they run
+         * at a priority above any workload's (a class of the rendered objects, or
+         * system-cluster-critical) */
+        for (int k = 0; k < 2; k++) {
+            json_t *dep = find_obj(objs, "Deployment", k ? "accelfit-scheduler" : "accelfit");
+            const char *pc = dep ? str_at(dep, "spec.template.spec.priorityClassName") : NULL;
+            json_t *cls = pc ? find_obj(objs, "PriorityClass", pc) : NULL;
+            if (!dep)
+                continue;
+            ck_assert_msg(pc, "%s: Deployment %s has no priorityClassName",
+                          json_string_value(d), k ? "accelfit-scheduler" : "accelfit");
+            ck_assert_msg(!strcmp(pc, "system-cluster-critical") ||
+                              (cls && json_integer_value(json_object_get(cls, "value")) >=
+                                          1000000000),
+                          "%s: priority class %s is not above every workload",
+                          json_string_value(d), pc);
+        }
         json_decref(objs);
     }
     json_decref(dirs);

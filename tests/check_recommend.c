@@ -203,6 +203,67 @@ START_TEST(test_table_output_lists_tiers_and_drops)
 }
 END_TEST
 
+/* Objective cost reorders the rule's tiers: the table shows what the workload pays (the
+ * order's figure) and no reason of rank 1 speaks of the class the rule put first. */
+START_TEST(test_cost_order_shows_its_figure_and_reasons_match_the_rank)
+{
+    const char *argv[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                          "70B", "--objective", "cost", NULL};
+    char *out = NULL, *err = NULL, *rank2;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(out, "RANK  CLASS        INSTANCE        COUNT     $/HOUR   "
+                                      "PAYS $/H          MEMORY\n"));
+    ck_assert_ptr_nonnull(strstr(out, "   1  nvidia-a100  p4de.24xlarge       1      27.45       "
+                                      "6.86   640 GiB accel\n"));
+    rank2 = strstr(out, "\n   2  ");
+    ck_assert_ptr_nonnull(rank2);
+    *rank2 = '\0';   /* rank 1's lines only */
+    ck_assert_ptr_nonnull(strstr(out, "      - objective cost: of the tiers of rule "
+                                      "inference-default, the workload pays least here "
+                                      "($6.86/h); the rule's first choice, nvidia-a10g, is "
+                                      "rank 4\n"));
+    ck_assert_ptr_null(strstr(out, "A10G"));
+    *rank2 = '\n';
+    ck_assert_ptr_nonnull(strstr(rank2, "      - the first choice of rule inference-default; "
+                                        "objective cost ranks it 4: the workload pays $16.29/h "
+                                        "here"));
+    free(out);
+    free(err);
+}
+END_TEST
+
+/* No class of the rule holds the model: the classes of the catalog that do are named, with
+ * their instances and prices, and the exit status still says the rule has nothing. */
+START_TEST(test_too_large_for_the_rule_names_classes_that_hold_it)
+{
+    const char *argv[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                          "300B", NULL, NULL, NULL};
+    char *out = NULL, *err = NULL;
+    json_t *j, *o;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 3);
+    ck_assert_ptr_nonnull(strstr(out, "outside rule inference-default, these classes of the "
+                                      "catalog hold the model"));
+    ck_assert_ptr_nonnull(strstr(out, "      nvidia-h200  p5en.48xlarge       1      63.30"));
+    ck_assert_ptr_nonnull(strstr(out, "      nvidia-b200  p6-b200.48xlarge"));
+    free(out);
+    free(err);
+    argv[6] = "--output";
+    argv[7] = "json";
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 3);
+    j = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(json_array_size(json_object_get(j, "tiers")), 0);
+    o = json_array_get(json_object_get(j, "outside_rule"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "class")), "nvidia-h200");
+    ck_assert_str_eq(json_string_value(json_object_get(o, "instance_type")), "p5en.48xlarge");
+    json_decref(j);
+    free(out);
+    free(err);
+}
+END_TEST
+
 START_TEST(test_help_prints_usage_and_examples)
 {
     const char *argv[] = {"accelfit", "recommend", "--help", NULL};
@@ -346,6 +407,41 @@ START_TEST(test_check_policy_reports_file_line_column)
 }
 END_TEST
 
+/* A path that is not a readable file says what it is, with the path. */
+START_TEST(test_file_errors_name_the_path_and_what_is_wrong)
+{
+    static const struct {
+        const char *argv[12];
+        const char *want;
+    } fcases[] = {
+        {{"accelfit", "check-policy", "--policy", "/", NULL},
+         "accelfit check-policy: /: cannot read policy: is a directory, not a file\n"},
+        {{"accelfit", "check-policy", "--policy", "/nonexistent/p.yaml", NULL},
+         "accelfit check-policy: /nonexistent/p.yaml: cannot read policy: no such file\n"},
+        {{"accelfit", "check-policy", "--catalog", "/", NULL},
+         "accelfit check-policy: /: cannot read catalog: is a directory, not a file\n"},
+        {{"accelfit", "simulate", "--demo", "--workload", "/", NULL},
+         "accelfit simulate: cannot read '/': is a directory, not a file\n"},
+        {{"accelfit", "simulate", "--demo", "--empty", "--workload", NULL, "--report",
+          "/nonexistent-dir/r.html", NULL},
+         "accelfit simulate: cannot write the report '/nonexistent-dir/r.html': No such file or "
+         "directory (give --report a file in a directory that exists and you may write to)\n"},
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(fcases); i++) {
+        const char *argv[12];
+        char *out = NULL, *err = NULL;
+        memcpy(argv, fcases[i].argv, sizeof(argv));
+        for (size_t k = 0; k < 11; k++)
+            if (!argv[k] && argv[k + 1] && k > 0 && !strcmp(argv[k - 1], "--workload"))
+                argv[k] = af_test_path("examples/traces/demo-day.yaml");
+        ck_assert_int_ne(af_test_exec(argv, NULL, &out, &err), 0);
+        ck_assert_str_eq(err, fcases[i].want);
+        free(out);
+        free(err);
+    }
+}
+END_TEST
+
 START_TEST(test_check_policy_warns_about_workloads_without_an_answer)
 {
     char path[] = "/tmp/af_check_recommend_pol_XXXXXX";
@@ -410,6 +506,9 @@ static Suite *af_recommend_suite(void)
                         (int)AF_ARRAY_SIZE(bad_inputs));
     tcase_add_test(tc, test_malformed_policy_error_has_position);
     tcase_add_test(tc, test_check_policy_reports_file_line_column);
+    tcase_add_test(tc, test_cost_order_shows_its_figure_and_reasons_match_the_rank);
+    tcase_add_test(tc, test_too_large_for_the_rule_names_classes_that_hold_it);
+    tcase_add_test(tc, test_file_errors_name_the_path_and_what_is_wrong);
     suite_add_tcase(s, tc);
     return s;
 }

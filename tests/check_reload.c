@@ -279,10 +279,17 @@ START_TEST(test_sighup_reloads_a_plain_rewrite)
     explain(&s, &gen, sha, passed, sizeof(passed));
     ck_assert_str_eq(passed, "l4");
 
-    /* The same bytes again: nothing swapped. */
+    /* The same bytes again: nothing swapped, and the log says so, not only /metrics. */
     ck_assert_int_eq(kill(s.pid, SIGHUP), 0);
     wait_metric(&s, "accelfit_policy_reloads_total{result=\"unchanged\"}", 1);
     ck_assert_int_eq(metric(&s, "accelfit_policy_generation"), 2);
+    {
+        char *log = af_test_server_log(&s);
+        ck_assert_msg(strstr(log, "policy unchanged: the files hold the running policy; nothing "
+                                  "swapped"),
+                      "log:\n%s", log);
+        free(log);
+    }
     ck_assert_int_eq(af_test_server_stop(&s), 0);
     remove_tree(dir);
     af_free(policy);
@@ -542,6 +549,66 @@ START_TEST(test_reload_now_results_and_metrics)
 }
 END_TEST
 
+/*
+ * What is not a readable regular file at the policy path is refused at once, with its
+ * cause: a FIFO is never opened for a blocking read (a reloader waiting on it would be
+ * wedged for good), and a directory or a symlink loop says so rather than "input/output
+ * error". af_reload_now returns, counts an error, and the old config keeps serving.
+ */
+static const struct {
+    const char *what;
+    const char *want;
+} unreadable_cases[] = {
+    {"fifo", "cannot read policy: not a regular file"},
+    {"dir", "cannot read policy: is a directory"},
+    {"loop", "cannot read policy: too many levels of symbolic links"},
+};
+
+START_TEST(test_a_policy_path_that_is_no_regular_file_is_refused_with_its_cause)
+{
+    char *dir = make_tmpdir();
+    char *policy = af_xasprintf("%s/policy.yaml", dir);
+    char *other = af_xasprintf("%s/other.yaml", dir);
+    struct af_reload_options ro;
+    struct af_reload *r = NULL;
+    struct af_config *cfg = NULL, *bad = NULL;
+    struct af_error err;
+
+    write_file(policy, policy_a);
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, policy, &err), 0);
+    setup_service(cfg);
+    memset(&ro, 0, sizeof(ro));
+    ro.policy_path = policy;
+    ck_assert_int_eq(af_reload_start(&r, &holder, &ro), 0);
+    svc.reload = r;
+
+    ck_assert_int_eq(unlink(policy), 0);
+    if (!strcmp(unreadable_cases[_i].what, "fifo")) {
+        ck_assert_int_eq(mkfifo(policy, 0600), 0);
+    } else if (!strcmp(unreadable_cases[_i].what, "dir")) {
+        ck_assert_int_eq(mkdir(policy, 0700), 0);
+    } else {
+        ck_assert_int_eq(symlink("other.yaml", policy), 0);
+        ck_assert_int_eq(symlink("policy.yaml", other), 0);
+    }
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_ne(af_config_load(&bad, NULL, policy, &err), 0);
+    ck_assert_msg(strstr(err.text, unreadable_cases[_i].want), "got '%s'", err.text);
+    ck_assert_ptr_null(bad);
+    ck_assert_int_eq(af_reload_now(r), AF_RELOAD_ERROR);
+    ck_assert(metrics_show("accelfit_policy_generation 1\n"));
+    ck_assert(metrics_show("accelfit_policy_reloads_total{result=\"error\"} 1\n"));
+
+    af_reload_stop(r);
+    teardown_service();
+    remove_tree(dir);
+    af_free(policy);
+    af_free(other);
+    af_free(dir);
+}
+END_TEST
+
 static Suite *reload_suite(void)
 {
     Suite *s = suite_create("reload");
@@ -556,6 +623,8 @@ static Suite *reload_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_every_answer_is_one_configs_while_the_policy_flips);
     tcase_add_test(tc, test_reload_now_results_and_metrics);
+    tcase_add_loop_test(tc, test_a_policy_path_that_is_no_regular_file_is_refused_with_its_cause, 0,
+                        AF_ARRAY_SIZE(unreadable_cases));
     suite_add_tcase(s, tc);
     return s;
 }

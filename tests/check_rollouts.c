@@ -436,6 +436,20 @@ START_TEST(test_unit_is_job_pod_group_or_pod)
     af_rollout_unit(pod, unit, sizeof(unit));
     ck_assert_str_eq(unit, "Pod/web-1");
     af_pod_info_unref(pod);
+    /* at admission a Deployment's replica has only generateName: named as it will be known,
+     * and by its owner, never "Pod/" */
+    pod = af_pod_info_new();
+    pod->name = af_xstrdup("");
+    pod->generate_name = af_xstrdup("web-5d-");
+    pod->owner_kind = af_xstrdup("ReplicaSet");
+    pod->owner_name = af_xstrdup("web-5d");
+    af_rollout_unit(pod, unit, sizeof(unit));
+    ck_assert_str_eq(unit, "Pod/web-5d-* of ReplicaSet/web-5d");
+    af_free(pod->generate_name);
+    pod->generate_name = NULL;
+    af_rollout_unit(pod, unit, sizeof(unit));
+    ck_assert_str_eq(unit, "a new Pod of ReplicaSet/web-5d");
+    af_pod_info_unref(pod);
 }
 END_TEST
 

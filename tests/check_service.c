@@ -620,14 +620,14 @@ static const struct {
     {"[::]:80", 1, "::", 80, true},
     {"localhost:1", 1, "127.0.0.1", 1, false},
     {"0.0.0.0:65535", 1, "0.0.0.0", 65535, false},
-    {"127.0.0.1", 0, NULL, 0, false},
-    {"127.0.0.1:0", 0, NULL, 0, false},
-    {"127.0.0.1:65536", 0, NULL, 0, false},
-    {"example.com:80", 0, NULL, 0, false},
-    {"[::1:80", 0, NULL, 0, false},
-    {"::1:80", 0, NULL, 0, false},
-    {"", 0, NULL, 0, false},
-    {":x", 0, NULL, 0, false},
+    {"127.0.0.1", 0, "no port; write ADDR:PORT, e.g. 127.0.0.1:8888", 0, false},
+    {"127.0.0.1:0", 0, "the port '0' is not a whole number from 1 to 65535", 0, false},
+    {"127.0.0.1:99999", 0, "the port '99999' is not a whole number from 1 to 65535", 0, false},
+    {"example.com:80", 0, "the address 'example.com' is not a numeric IPv4 address", 0, false},
+    {"[::1:80", 0, "'[' is not closed", 0, false},
+    {"::1:80", 0, "the IPv6 address '::1' needs brackets: [::1]:80", 0, false},
+    {"", 0, "the address is empty", 0, false},
+    {":x", 0, "the port 'x' is not", 0, false},
 };
 
 START_TEST(test_parse_listen)
@@ -635,10 +635,14 @@ START_TEST(test_parse_listen)
     char host[128];
     int port = -1;
     bool v6 = false;
-    int rc = af_http_parse_listen(listen_cases[_i].in, host, sizeof(host), &port, &v6);
+    char why[200] = "";
+    int rc = af_http_parse_listen(listen_cases[_i].in, host, sizeof(host), &port, &v6, why,
+                                  sizeof(why));
 
     if (!listen_cases[_i].ok) {
+        /* a refusal names the part that is wrong (in `host`'s slot: the reason wanted) */
         ck_assert_msg(rc != 0, "'%s' accepted", listen_cases[_i].in);
+        ck_assert_msg(strstr(why, listen_cases[_i].host), "'%s': %s", listen_cases[_i].in, why);
         return;
     }
     ck_assert_msg(rc == 0, "'%s' rejected", listen_cases[_i].in);
@@ -673,7 +677,37 @@ static const struct {
      {"accelfit", "recommend", "--workload", "inference", "--model-params", "huge", NULL}, 400},
     {"workload=gaming", "{\"workload\":\"gaming\"}",
      {"accelfit", "recommend", "--workload", "gaming", NULL}, 400},
+    {"workload=inference&model-params=0", "{\"workload\":\"inference\",\"model_params\":\"0\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "0", NULL}, 400},
+    {"workload=inference&model-params=1e400",
+     "{\"workload\":\"inference\",\"model_params\":\"1e400\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "1e400", NULL}, 400},
+    {"workload=inference&model-params=-5", "{\"workload\":\"inference\",\"model_params\":\"-5\"}",
+     {"accelfit", "recommend", "--workload", "inference", "--model-params", "-5", NULL}, 400},
 };
+
+/* A model size out of range says the range; one that cannot be read says the form. */
+START_TEST(test_recommend_model_size_messages_say_form_and_range)
+{
+    static const struct {
+        const char *value, *want;
+    } cases[] = {
+        {"0", "model size '0' is out of range: a model has from 1 to 1000T (1e15) parameters"},
+        {"-5", "model size '-5' is out of range"},
+        {"1e400", "model size '1e400' is out of range"},
+        {"700000000000000B", "model size '700000000000000B' is out of range"},
+        {"7Q", "cannot parse model size '7Q': write a parameter count as 70B, 350M, 1.5T, 13e9"},
+    };
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        struct af_buf b = AF_BUF_INIT(0);
+        char *q = af_xasprintf("workload=inference&model-params=%s", cases[i].value);
+        ck_assert_int_eq(af_service_recommend(&svc, q, NULL, 0, &b), 400);
+        ck_assert_msg(strstr(b.buf, cases[i].want), "%s", b.buf);
+        af_buf_release(&b);
+        af_free(q);
+    }
+}
+END_TEST
 
 /* GET and POST answer what the CLI prints; a refusal says what the CLI says. */
 START_TEST(test_recommend_answers_what_the_cli_prints)
@@ -735,6 +769,70 @@ START_TEST(test_recommend_refuses_what_it_cannot_read)
 }
 END_TEST
 
+/* ---- query strings ------------------------------------------------------------------------ */
+
+static const struct {
+    const char *raw;
+    const char *err_has;   /* NULL: parses */
+    size_t n;
+    const char *key, *value;   /* the last parameter */
+} query_parse_cases[] = {
+    {"", NULL, 0, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL},
+    {"&&&", NULL, 0, NULL, NULL},
+    {"a=1&&b=2", NULL, 2, "b", "2"},
+    {"&a=1", NULL, 1, "a", "1"},
+    {"a=1&", NULL, 1, "a", "1"},
+    {"a=x%26y%3Dz+w", NULL, 1, "a", "x&y=z w"},
+    {"b", NULL, 1, "b", ""},
+    {"a=1=2", NULL, 1, "a", "1=2"},
+    {"a=1&a=2", "'a' is given twice", 0, NULL, NULL},
+    {"a=1&a=2&b", "'a' is given twice", 0, NULL, NULL},
+    {"a=%zz", "bad % escape", 0, NULL, NULL},
+    {"a=%00", "bad % escape", 0, NULL, NULL},
+    {"=1", "has no name", 0, NULL, NULL},
+    {"c=1", "GET /x: unknown query parameter 'c' (known: a, b)", 0, NULL, NULL},
+    {"a&b&a&b&a&b&a&b&a&b&a&b&a&b&a&b", "given twice", 0, NULL, NULL},
+};
+
+START_TEST(test_query_parse)
+{
+    static const char *const known[] = {"a", "b", NULL};
+    struct af_query q;
+    char err[400] = "";
+    int rc = af_query_parse(&q, query_parse_cases[_i].raw, "GET /x",
+                            known, err, sizeof(err));
+
+    if (query_parse_cases[_i].err_has) {
+        ck_assert_int_eq(rc, AF_EINVAL);
+        ck_assert_msg(strstr(err, query_parse_cases[_i].err_has), "%s", err);
+        ck_assert_int_eq(q.n, 0);
+    } else {
+        ck_assert_msg(rc == 0, "%s", err);
+        ck_assert_int_eq(q.n, query_parse_cases[_i].n);
+        if (q.n) {
+            ck_assert_str_eq(q.p[q.n - 1].key, query_parse_cases[_i].key);
+            ck_assert_str_eq(q.p[q.n - 1].value, query_parse_cases[_i].value);
+            ck_assert_str_eq(af_query_get(&q, query_parse_cases[_i].key),
+                             query_parse_cases[_i].value);
+        }
+    }
+    af_query_release(&q);
+}
+END_TEST
+
+START_TEST(test_query_too_many_parameters)
+{
+    struct af_query q;
+    char err[400] = "", raw[400] = "";
+
+    for (int i = 0; i <= AF_QUERY_MAX_PARAMS; i++)
+        snprintf(raw + strlen(raw), sizeof(raw) - strlen(raw), "p%d=1&", i);
+    ck_assert_int_eq(af_query_parse(&q, raw, "GET /x", NULL, err, sizeof(err)), AF_EINVAL);
+    ck_assert_msg(strstr(err, "more than 16 query parameters"), "%s", err);
+}
+END_TEST
+
 Suite *af_service_suite(void);
 Suite *af_service_suite(void)
 {
@@ -776,6 +874,12 @@ Suite *af_service_suite(void)
     tcase_add_loop_test(tc, test_recommend_answers_what_the_cli_prints, 0,
                         (int)AF_ARRAY_SIZE(rec_cases));
     tcase_add_test(tc, test_recommend_refuses_what_it_cannot_read);
+    tcase_add_test(tc, test_recommend_model_size_messages_say_form_and_range);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("query");
+    tcase_add_loop_test(tc, test_query_parse, 0, (int)AF_ARRAY_SIZE(query_parse_cases));
+    tcase_add_test(tc, test_query_too_many_parameters);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("listen");

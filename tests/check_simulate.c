@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "accelfit/cache.h"
@@ -952,6 +953,9 @@ START_TEST(test_durations_parse)
     ck_assert_double_lt(af_sim_parse_duration("5 m"), 0);
     ck_assert_double_lt(af_sim_parse_duration("h"), 0);
     ck_assert_double_lt(af_sim_parse_duration(""), 0);
+    ck_assert_double_eq(af_sim_parse_duration("36524d"), 36524 * 86400.0);
+    ck_assert_double_lt(af_sim_parse_duration("36526d"), 0);
+    ck_assert_double_lt(af_sim_parse_duration("1e308"), 0);
 }
 END_TEST
 
@@ -981,8 +985,12 @@ static const struct {
     const char *trace;
     const char *want;   /* in the one-line error */
 } bad_traces[] = {
-    {"pods: [{name: a, duration: soon}]\n", "pods[0] (a): duration: expected seconds"},
-    {"pods: [{name: a, colour: red}]\n", "pods[0]: unknown key 'colour'"},
+    {"pods: [{name: a, duration: soon}]\n", "t.yaml:1:18: pods[0] (a): duration: expected seconds"},
+    {"pods: [{name: a, colour: red}]\n", "t.yaml:1:18: pods[0]: unknown key 'colour'"},
+    {"pods:\n  - name: a\n  - name: b\n    start: 0\n", "t.yaml:4:5: pods[1]: unknown key 'start'"},
+    {"end: 24h\npods:\n  - name: b\n    at: soon\n", "t.yaml:4:5: pods[0] (b): at: expected"},
+    {"pods: []\nend: -1\n", "t.yaml:2:1: end: expected a positive number"},
+    {"pods: [{name: a, requests: 5}]\n", "t.yaml:1:18: pods[0] (a): requests: expected a map"},
     {"pods: [{at: 5}]\n", "pods[0]: name: missing"},
     {"pods: [{name: a}, {name: a}]\n", "pod default/a appears twice"},
     {"pods: [{name: a, requests: {cpu: lots}}]\n", "pods[0] (a)"},
@@ -990,9 +998,18 @@ static const struct {
     {"pods: [{name: a, replicas: 0}]\n", "replicas: expected an integer"},
     {"pods: [{name: a, tolerations: [{operator: Maybe}]}]\n", "operator: expected Exists or Equal"},
     {"pods: {name: a}\n", "pods: expected a list"},
-    {"start: yesterday\npods: []\n", "start: expected an RFC 3339 time"},
+    {"start: yesterday\npods: []\n", "t.yaml:1:1: start: expected an RFC 3339 time"},
     {"pods: [{name: a}\n", "t.yaml:"},
     {"{\"name\":\"a\"}\n{\"name\":\n", "t.yaml"},
+    /* Times are bounded: a hundred years at most, each and together. */
+    {"pods: [{name: a, at: 1e308, duration: 1e308}]\n", "pods[0] (a): at: expected seconds or a duration like 1h30m, at most 100 years"},
+    {"{\"name\":\"a\",\"at\":1,\"duration\":1e308}\n", "line 1 (a): duration: expected seconds or a duration like 1h30m, at most 100 years"},
+    {"pods: [{name: a}, {name: b, every: 1e308, replicas: 2}]\n", "pods[1] (b): every: expected seconds"},
+    {"pods: [{name: a, duration: 36600d}]\n", "pods[0] (a): duration: expected seconds"},
+    {"end: 1e308\npods: [{name: a}]\n", "end: expected a positive number of seconds or a duration like 24h, at most 100 years"},
+    {"pods: [{name: a, at: 36000d, every: 1000d, replicas: 100}]\n", "pods[0] (a): the last replica would arrive after 100 years"},
+    /* One anchor aliased: the pods of all entries together are bounded. */
+    {"pods: [&e {name: a, replicas: 100000}, *e, *e, *e]\n", "pods[2] (a): the trace would hold more than 200000 pods"},
 };
 
 START_TEST(test_bad_trace_exits_2_with_one_line)
@@ -1029,6 +1046,86 @@ START_TEST(test_bad_trace_exits_2_with_one_line)
 }
 END_TEST
 
+/*
+ * 10,000 entries of 100,000 replicas each (1 MB of JSON Lines) would be 10^9 pods: the
+ * decoder stops at the entry that passes the trace's bound, before making its pods.
+ */
+START_TEST(test_trace_pods_are_bounded_in_total)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    struct af_sim_trace tr;
+    struct af_error err;
+    int rc;
+
+    for (int i = 0; i < 10000; i++)
+        ck_assert_int_eq(af_buf_printf(&b, "{\"name\":\"p%d\",\"replicas\":100000}\n", i), 0);
+    memset(&err, 0, sizeof(err));
+    rc = af_codec_decode_trace("t.jsonl", b.buf, b.len, &tr, &err);
+    ck_assert_int_eq(rc, AF_ETOOBIG);
+    ck_assert_msg(strstr(err.text, "line 3 (p2): the trace would hold more than 200000 pods"),
+                  "got '%s'", err.text);
+    ck_assert_uint_eq(tr.n_pods, 0);
+    af_buf_release(&b);
+}
+END_TEST
+
+/*
+ * A trace at the bounds (arrivals and durations of nearly a hundred years on priced
+ * nodes): every number of the table and of --output json is finite, and the JSON parses.
+ */
+static void assert_numbers_finite(json_t *j, const char *path)
+{
+    const char *k;
+    json_t *v;
+    size_t i;
+
+    if (json_is_real(j))
+        ck_assert_msg(isfinite(json_real_value(j)), "%s is %g", path, json_real_value(j));
+    json_object_foreach(j, k, v) assert_numbers_finite(v, k);
+    json_array_foreach(j, i, v) assert_numbers_finite(v, path);
+}
+
+START_TEST(test_a_trace_at_the_bounds_prints_finite_numbers)
+{
+    static const char trace[] =
+        "pods:\n"
+        "  - {name: a, at: 3155000000, duration: 3155000000, requests: {nvidia.com/gpu: 1}}\n"
+        "  - {name: b, at: 0, duration: 36500d, requests: {cpu: 1}}\n";
+    char *dir = af_test_temp_path("bounds");   /* kept only if the test fails */
+    char *path, *out = NULL, *err = NULL;
+    const char *argv[] = {"accelfit", "simulate", "--demo", "--empty", "--workload", NULL, NULL,
+                          NULL, NULL};
+    json_error_t jerr;
+    json_t *j;
+    FILE *f;
+
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    path = af_xasprintf("%s/t.yaml", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(trace, f);
+    fclose(f);
+    argv[5] = path;
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_msg(!strstr(out, " inf") && !strstr(out, " nan") && !strstr(out, "-nan") &&
+                      !strstr(out, ".-"),
+                  "%s", out);
+    free(out);
+    free(err);
+    argv[6] = "--output";
+    argv[7] = "json";
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    j = json_loads(out, 0, &jerr);
+    ck_assert_msg(j != NULL, "not JSON: %s: %.300s", jerr.text, out);
+    assert_numbers_finite(j, "");
+    json_decref(j);
+    free(out);
+    free(err);
+    af_free(path);
+    af_free(dir);
+}
+END_TEST
+
 START_TEST(test_demo_day_through_the_binary)
 {
     char dir[] = "/tmp/af-sim-report-XXXXXX";
@@ -1046,6 +1143,11 @@ START_TEST(test_demo_day_through_the_binary)
     ck_assert_str_eq(err, "");
     ck_assert_ptr_nonnull(strstr(out, "kube-scheduler"));
     ck_assert_ptr_nonnull(strstr(out, "rollout detector-to-t4"));
+    /* kube-scheduler placed the detector's pods on classes of neither side: the table and
+     * the page say so in the same words, not "none placed" */
+    ck_assert_ptr_nonnull(strstr(out, "  kube-scheduler: none on the target or source classes "
+                                      "(its pods went to other classes, or were not placed)"));
+    ck_assert_ptr_null(strstr(out, "none placed"));
     ck_assert_ptr_nonnull(strstr(out, "tenants (the policy's)"));
     ck_assert_ptr_nonnull(strstr(out, "team-llm: budget $60.00/h, hard"));
     ck_assert_ptr_nonnull(strstr(out, "team-vision: budget $10.00/h, soft"));
@@ -1060,6 +1162,7 @@ START_TEST(test_demo_day_through_the_binary)
         assert_well_formed(html);
         ck_assert_ptr_nonnull(strstr(html, "team-llm: budget $60.00/h, hard"));
         ck_assert_ptr_nonnull(strstr(html, "hours over budget"));
+        ck_assert_ptr_nonnull(strstr(html, "kube-scheduler: none on the target or source classes"));
         af_free(html);
     }
     free(out);
@@ -1149,6 +1252,8 @@ static Suite *af_simulate_suite(void)
     tcase_add_test(tc, test_json_lines_trace);
     tcase_add_loop_test(tc, test_bad_trace_exits_2_with_one_line, 0, (int)AF_ARRAY_SIZE(bad_traces));
     tcase_add_test(tc, test_demo_day_through_the_binary);
+    tcase_add_test(tc, test_trace_pods_are_bounded_in_total);
+    tcase_add_test(tc, test_a_trace_at_the_bounds_prints_finite_numbers);
     tcase_add_test(tc, test_usage_errors);
     tcase_add_test(tc, test_help);
     suite_add_tcase(s, tc);

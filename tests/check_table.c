@@ -5,8 +5,9 @@
  * test) against every kind of pod (GPU, MIG slice, shared GPU, Neuron device,
  * NeuronCore, AMD, CPU). The property held for every cell: a pod without
  * accelfit annotations passes filter on every node kube-scheduler alone would
- * accept, save what the policy states outright (filter.cpu_backfill for
- * CPU-only pods). Then the cases where accelfit does narrow, each for a
+ * accept, save what the policy states outright (filter.cpu_backfill: never
+ * for CPU-only pods; the default, false, binds only pods that state their
+ * workload). Then the cases where accelfit does narrow, each for a
  * reason it knows: physics (memory of the devices the pod gets), stated
  * intent (tiered fallback, a NeuronCore generation), a strict rule.
  */
@@ -207,7 +208,7 @@ static bool kube_accepts(const struct af_pod_info *p, const struct af_node_info 
     return true;
 }
 
-static void table_cell_check(bool backfill)
+static void table_cell_check(enum af_cpu_backfill backfill)
 {
     struct af_policy pol = *cfg->policy;
     struct af_node_decision out[N_NODES];
@@ -221,7 +222,8 @@ static void table_cell_check(bool backfill)
         af_filter(&pol, &plan, p, views, names, N_NODES, out, NULL);
         for (size_t i = 0; i < N_NODES; i++) {
             bool kube = kube_accepts(p, infos[i]);
-            bool policy_says_no = plan.requested == AF_ACCEL_NONE && !backfill &&
+            bool policy_says_no = plan.requested == AF_ACCEL_NONE &&
+                                  backfill == AF_CPU_BACKFILL_NEVER &&
                                   infos[i]->kind != AF_ACCEL_NONE;
             bool want = kube && !policy_says_no;
             ck_assert_msg((out[i].verdict == AF_VERDICT_PASS) == want,
@@ -240,8 +242,9 @@ static void table_cell_check(bool backfill)
 
 START_TEST(test_unannotated_pods_pass_wherever_kube_scheduler_would)
 {
-    table_cell_check(false);
-    table_cell_check(true);
+    table_cell_check(AF_CPU_BACKFILL_OFF);
+    table_cell_check(AF_CPU_BACKFILL_ON);
+    table_cell_check(AF_CPU_BACKFILL_NEVER);
 }
 END_TEST
 
@@ -258,6 +261,28 @@ START_TEST(test_prioritize_ranks_the_guessed_first_tier_first)
     af_prioritize(cfg->policy, &plan, p, views, names, N_NODES, out);
     ck_assert_int_eq(out[p5].verdict, AF_VERDICT_PASS);
     ck_assert_int_gt(out[g5].score, out[p5].score);
+    af_pod_info_unref(p);
+}
+END_TEST
+
+/* An un-annotated CPU pod passes accelerator nodes, but every CPU node ranks above them. */
+START_TEST(test_prioritize_ranks_accelerator_nodes_last_for_a_cpu_pod)
+{
+    struct af_pod_info *p = pod_from("cpu", "", NULL);
+    struct af_node_decision out[N_NODES];
+    struct af_plan plan;
+    long worst_cpu = 100, best_accel = -1;
+
+    af_plan_pod(cfg->policy, cfg->catalog, p, &plan);
+    af_prioritize(cfg->policy, &plan, p, views, names, N_NODES, out);
+    for (size_t i = 0; i < N_NODES; i++) {
+        ck_assert_msg(out[i].verdict == AF_VERDICT_PASS, "%s: %s", names[i], out[i].reason);
+        if (infos[i]->kind == AF_ACCEL_NONE && out[i].score < worst_cpu)
+            worst_cpu = out[i].score;
+        if (infos[i]->kind != AF_ACCEL_NONE && out[i].score > best_accel)
+            best_accel = out[i].score;
+    }
+    ck_assert_int_gt(worst_cpu, best_accel);
     af_pod_info_unref(p);
 }
 END_TEST
@@ -535,6 +560,7 @@ Suite *af_table_suite(void)
     tcase_add_test(tc, test_device_memory_is_the_nodes_own);
     tcase_add_test(tc, test_unannotated_pods_pass_wherever_kube_scheduler_would);
     tcase_add_test(tc, test_prioritize_ranks_the_guessed_first_tier_first);
+    tcase_add_test(tc, test_prioritize_ranks_accelerator_nodes_last_for_a_cpu_pod);
     tcase_add_loop_test(tc, test_knowledge_narrows, 0, AF_ARRAY_SIZE(narrow_cases));
     tcase_add_test(tc, test_fallback_never_brings_back_what_physics_ruled_out);
     tcase_add_test(tc, test_a_rule_with_one_gpu_class_falls_back_to_the_others);

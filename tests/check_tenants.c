@@ -114,7 +114,15 @@ static const struct bad_case {
 } bad_cases[] = {
     {"tenants:\n  - name: a\n    classes: [nvidia-a100, tpu-v5]\n", 3, 28, "unknown class 'tpu-v5'"},
     {"tenants:\n  - name: a\n    budget_usd_per_hour: -5\n", 3, 26,
-     "'budget_usd_per_hour' of tenant 'a' must be between 0"},
+     "'budget_usd_per_hour' of tenant 'a' is out of range: it must be between 0 and 1000000 "
+     "dollars per hour, not '-5'"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: 1e400\n", 3, 26,
+     "'budget_usd_per_hour' of tenant 'a' is out of range: it must be between 0 and 1000000 "
+     "dollars per hour, not '1e400'"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: 1e-400\n", 3, 26,
+     "'budget_usd_per_hour' is out of range: '1e-400' is too close to 0 to be held; write 0"},
+    {"tenants:\n  - name: a\n    budget_usd_per_hour: lots\n", 3, 26,
+     "'budget_usd_per_hour' must be a number, not 'lots'"},
     {"tenants:\n  - name: a\n    namespaces: [ml]\n  - name: b\n    namespaces: [web, ml]\n", 5,
      23, "namespace 'ml' is claimed by tenants 'a' and 'b'"},
     {"tenants:\n  - name: a\n    over_budget: hard\n", 3, 18,
@@ -1089,6 +1097,19 @@ START_TEST(test_watching_server_refuses_premium_while_over_hard_budget)
         ck_assert_msg(strstr(out, "research                  10.00  hard      10.98      -0.98     1"
                                   "  over budget\n"),
                       "%s", out);
+        af_free(out);
+        af_free(err);
+    }
+    /* and, with no source flag, finds the cluster as serve and kubectl do ($KUBECONFIG) */
+    {
+        const char *const argv[] = {"accelfit", "costs", "--policy", path, NULL};
+        char *out = NULL, *err = NULL;
+        setenv("KUBECONFIG", f.kubeconfig, 1);
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+        unsetenv("KUBECONFIG");
+        ck_assert_msg(strstr(out, "research                  10.00  hard      10.98      -0.98     1"
+                                  "  over budget\n"),
+                      "%s %s", out, err);
         af_free(out);
         af_free(err);
     }

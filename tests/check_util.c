@@ -57,6 +57,38 @@ START_TEST(test_count_parses_model_sizes)
 }
 END_TEST
 
+/* The one JSON number writer: never inf or nan (JSON has neither), never "-0". */
+static const struct {
+    double v;
+    int digits, decimals;   /* decimals < 0: af_buf_json_num with `digits` */
+    const char *want;
+} json_num_cases[] = {
+    {1.5, 6, -1, "1.5"},
+    {INFINITY, 6, -1, "null"},
+    {-INFINITY, 10, -1, "null"},
+    {NAN, 6, -1, "null"},
+    {-0.0, 6, -1, "0"},
+    {1e300, 6, -1, "1e+300"},
+    {12.345, 0, 2, "12.35"},
+    {-0.001, 0, 2, "0.00"},
+    {INFINITY, 0, 2, "null"},
+    {NAN, 0, 1, "null"},
+    {1e300, 0, 2, "1.0000000000000001e+300"},
+};
+
+START_TEST(test_json_numbers_are_always_json)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    int rc = json_num_cases[_i].decimals < 0
+                 ? af_buf_json_num(&b, json_num_cases[_i].v, json_num_cases[_i].digits)
+                 : af_buf_json_fixed(&b, json_num_cases[_i].v, json_num_cases[_i].decimals);
+
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(b.buf, json_num_cases[_i].want);
+    af_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_buf_refuses_to_pass_its_cap)
 {
     struct af_buf b = AF_BUF_INIT(8);
@@ -195,7 +227,7 @@ START_TEST(test_quantity_follows_the_kubernetes_grammar)
 END_TEST
 
 /* Model sizes: a plain decimal, an e-exponent or one k/M/B/G/T suffix; the value must fit
- * int64 after the suffix. */
+ * int64 after the suffix (ok 2: of the form, but out of range: AF_ERANGE). */
 static const struct {
     const char *in;
     double want;
@@ -203,12 +235,12 @@ static const struct {
 } strict_count_cases[] = {
     {"1.5B", 1.5e9, 1},  {"7B", 7e9, 1},        {"13e9", 13e9, 1},     {"350M", 350e6, 1},
     {"1.5k", 1500, 1},   {"2K", 2000, 1},       {"1T", 1e12, 1},       {".5B", 0.5e9, 1},
-    {"9e18", 9e18, 1},   {"0", 0, 1},           {"1e300B", 0, 0},      {"1e300", 0, 0},
-    {"1e19", 0, 0},      {"10000000T", 0, 0},   {"0x10", 0, 0},        {"0x1p3", 0, 0},
+    {"9e18", 9e18, 1},   {"0", 0, 1},           {"1e300B", 0, 0},      {"1e300", 0, 2},
+    {"1e19", 0, 2},      {"10000000T", 0, 2},   {"0x10", 0, 0},        {"0x1p3", 0, 0},
     {"inf", 0, 0},       {"infB", 0, 0},        {"nan", 0, 0},         {"NaN", 0, 0},
     {" 7B", 0, 0},       {"7B ", 0, 0},         {"7 B", 0, 0},         {"+7B", 0, 0},
     {"1e3B", 0, 0},      {"1e", 0, 0},          {".", 0, 0},           {"7Bi", 0, 0},
-    {"7Q", 0, 0},        {"1,5B", 0, 0},        {"1e400", 0, 0},       {"-0", 0, 0},
+    {"7Q", 0, 0},        {"1,5B", 0, 0},        {"1e400", 0, 2},       {"-0", 0, 0},
 };
 
 START_TEST(test_count_refuses_what_is_not_a_model_size)
@@ -216,11 +248,12 @@ START_TEST(test_count_refuses_what_is_not_a_model_size)
     double v = -1;
     int rc = af_parse_count(strict_count_cases[_i].in, &v);
 
-    if (strict_count_cases[_i].ok) {
+    if (strict_count_cases[_i].ok == 1) {
         ck_assert_msg(rc == 0, "'%s' refused", strict_count_cases[_i].in);
         ck_assert_double_eq_tol(v, strict_count_cases[_i].want, 1);
     } else {
-        ck_assert_msg(rc == AF_EINVAL, "'%s' accepted as %g", strict_count_cases[_i].in, v);
+        ck_assert_msg(rc == (strict_count_cases[_i].ok == 2 ? AF_ERANGE : AF_EINVAL),
+                      "'%s': %d (%g)", strict_count_cases[_i].in, rc, v);
         ck_assert_msg(v == -1, "'%s': *out written on failure", strict_count_cases[_i].in);
     }
 }
@@ -310,6 +343,8 @@ static Suite *af_util_suite(void)
                         AF_ARRAY_SIZE(quantity_cases));
     tcase_add_loop_test(tc, test_count_parses_model_sizes, 0, AF_ARRAY_SIZE(count_cases));
     tcase_add_test(tc, test_buf_refuses_to_pass_its_cap);
+    tcase_add_loop_test(tc, test_json_numbers_are_always_json, 0,
+                        (int)AF_ARRAY_SIZE(json_num_cases));
     tcase_add_test(tc, test_buf_json_string_escapes_control_bytes);
     tcase_add_test(tc, test_error_format_names_file_line_column);
     tcase_add_test(tc, test_class_from_accelerator_names);

@@ -219,6 +219,130 @@ START_TEST(test_bad_answers_are_refused_and_bad_series_dropped)
 }
 END_TEST
 
+/*
+ * Samples out of their metric's range or timestamped in the future are dropped and
+ * counted, not used as they are: -1e5 % and 500 % GPU utilization, an hour ahead of the
+ * reader's clock. A hair past 100 % (rate() rounding) is clamped to 1. Memory cannot be
+ * negative.
+ */
+START_TEST(test_out_of_range_and_future_samples_are_dropped_and_counted)
+{
+    struct af_util_build *b = af_util_build_new();
+    struct af_util_snapshot *s;
+    char why[300], *gpu, *fb;
+
+    gpu = af_xasprintf(
+        "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["
+        "{\"metric\":{\"Hostname\":\"neg\"},\"value\":[%.0f,\"-1e5\"]},"
+        "{\"metric\":{\"Hostname\":\"over\"},\"value\":[%.0f,\"500\"]},"
+        "{\"metric\":{\"Hostname\":\"hair\"},\"value\":[%.0f,\"100.4\"]},"
+        "{\"metric\":{\"Hostname\":\"future\"},\"value\":[%.0f,\"50\"]},"
+        "{\"metric\":{\"Hostname\":\"ok\"},\"value\":[%.0f,\"50\"]}]}}",
+        T0, T0, T0, T0 + 3600, T0);
+    fb = af_xasprintf("{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["
+                      "{\"metric\":{\"Hostname\":\"ok\",\"gpu\":\"0\"},\"value\":[%.0f,\"-3\"]}]}}",
+                      T0);
+    af_util_build_set_now(b, T0 + 1);
+    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_GPU_UTIL, gpu, strlen(gpu), why, sizeof(why)),
+                     0);
+    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_GPU_FB_USED, fb, strlen(fb), why, sizeof(why)),
+                     0);
+    s = af_util_build_finish(b, NULL, up.idle_below);
+    ck_assert_ptr_null(af_util_find(s, "neg"));
+    ck_assert_ptr_null(af_util_find(s, "over"));
+    ck_assert_ptr_null(af_util_find(s, "future"));
+    ck_assert_ptr_nonnull(af_util_find(s, "hair"));
+    ck_assert(af_util_find(s, "hair")->samples[0].value == 1.0);
+    ck_assert_int_eq(af_util_find(s, "ok")->n, 1);   /* its negative memory dropped */
+    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_RANGE], 3);
+    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_FUTURE], 1);
+    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_OVER_LIMIT], 0);
+    af_util_snapshot_unref(s);
+    af_free(gpu);
+    af_free(fb);
+}
+END_TEST
+
+/* A round keeps at most AF_UTIL_MAX_SERIES series, whatever the answer holds: the rest
+ * are counted, and the memory a round takes is bounded. */
+START_TEST(test_a_round_keeps_a_bounded_number_of_series)
+{
+    struct af_buf body = AF_BUF_INIT(0);
+    struct af_util_build *b = af_util_build_new();
+    struct af_util_snapshot *s;
+    char why[300];
+
+    ck_assert_int_eq(af_buf_puts(&body, "{\"status\":\"success\",\"data\":{\"resultType\":"
+                                        "\"vector\",\"result\":["),
+                     0);
+    for (int i = 0; i < AF_UTIL_MAX_SERIES + 5; i++)
+        ck_assert_int_eq(af_buf_printf(&body, "%s{\"metric\":{\"Hostname\":\"n%d\"},"
+                                              "\"value\":[%.0f,\"1\"]}",
+                                       i ? "," : "", i, T0),
+                         0);
+    ck_assert_int_eq(af_buf_puts(&body, "]}}"), 0);
+    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_GPU_UTIL, body.buf, body.len, why,
+                                       sizeof(why)),
+                     0);
+    s = af_util_build_finish(b, NULL, up.idle_below);
+    ck_assert_uint_eq(s->n_nodes, AF_UTIL_MAX_SERIES);
+    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_OVER_LIMIT], 5);
+    af_util_snapshot_unref(s);
+    af_buf_release(&body);
+}
+END_TEST
+
+/* What the in-place reader refuses, with a position, as a JSON parser would. */
+static const struct {
+    const char *body;
+    const char *why;
+} not_json_cases[] = {
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}", "not JSON"},
+    {"{\"status\":\"success\"} x", "not JSON: end of file expected (line 1, column 22)"},
+    {"{\"status\":\"success\",\"status\":\"success\"}", "duplicate key 'status'"},
+    {"{\"status\":\"succ\\u00", "not JSON: invalid \\u escape"},
+    {"{\"status\":\"success\",\n\"data\":[01]}", "(line 2, column 10)"},
+    {"{\"status\":\"success\",\"data\":{\"resultType\":\"scalar\",\"result\":[1,\"2\"]}}",
+     "expected data.resultType vector or matrix with a result array, got scalar"},
+};
+
+START_TEST(test_answers_that_are_not_json_are_refused_with_a_position)
+{
+    struct af_util_build *b = af_util_build_new();
+    char why[300];
+
+    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_CPU_UTIL, not_json_cases[_i].body,
+                                       strlen(not_json_cases[_i].body), why, sizeof(why)),
+                     AF_EPARSE);
+    ck_assert_msg(strstr(why, not_json_cases[_i].why), "got '%s'", why);
+    af_util_snapshot_unref(af_util_build_finish(b, NULL, 0));
+}
+END_TEST
+
+/* Shapes a parser reading in place must take as a tree reader did: keys in any order,
+ * a series whose points are not a list (dropped alone), escapes in label values. */
+START_TEST(test_answers_in_any_key_order_and_odd_series)
+{
+    static const char body[] =
+        "{\"data\":{\"result\":[{\"values\":null,\"metric\":{\"Hostname\":\"n\"}},"
+        "{\"values\":[[1795414896,\"0.5\"]],\"metric\":{\"Hostname\":\"m\\u00e9\"}},"
+        "{\"metric\":{\"Hostname\":7},\"values\":[[1795414896,\"0.5\"]]}],"
+        "\"resultType\":\"matrix\"},\"status\":\"success\"}";
+    struct af_util_build *b = af_util_build_new();
+    struct af_util_snapshot *s;
+    char why[300];
+
+    ck_assert_msg(af_util_build_add(b, &up, AF_UM_CPU_UTIL, body, strlen(body), why,
+                                    sizeof(why)) == 0,
+                  "%s", why);
+    s = af_util_build_finish(b, NULL, up.idle_below);
+    ck_assert_uint_eq(s->n_nodes, 1);
+    ck_assert_ptr_nonnull(af_util_find(s, "m\xc3\xa9"));
+    ck_assert_uint_eq(s->unmapped, 1);   /* a number is no node name */
+    af_util_snapshot_unref(s);
+}
+END_TEST
+
 static char *gpu_answer(const char *node, const char *gpu, const char *pod, double pct, double ts)
 {
     return af_xasprintf("{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["
@@ -631,6 +755,45 @@ START_TEST(test_a_silent_prometheus_times_out_into_degraded)
 }
 END_TEST
 
+/*
+ * SIGTERM while a query waits on a Prometheus that never answers (its timeout a minute
+ * away): the query ends on the stop and the server exits 0, not by the SIGALRM (142) of
+ * its 10 s shutdown bound.
+ */
+START_TEST(test_sigterm_during_a_slow_prometheus_exits_0)
+{
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char url[64], ready[200];
+    char *policy = af_test_policy_file("utilization: {interval: 1s, timeout: 60s}\n");
+    const char *args[] = {"--demo", "--policy", policy, "--prometheus", url, NULL};
+    struct af_test_server srv;
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+
+    ck_assert_int_ge(fd, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+
+    af_test_server_start(&srv, args, false, NULL, NULL);
+    /* Serving: the reader's first round began at start and waits on the silent socket. */
+    snprintf(ready, sizeof(ready), "%s/readyz", srv.base);
+    af_test_http(c, NULL, ready, NULL, 0, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    ck_assert_int_eq(af_test_server_stop(&srv), 0);
+    curl_easy_cleanup(c);
+    close(fd);
+    af_free(policy);
+}
+END_TEST
+
 Suite *af_utilization_suite(void);
 Suite *af_utilization_suite(void)
 {
@@ -650,6 +813,11 @@ Suite *af_utilization_suite(void)
     tcase_add_test(tp, test_bad_answers_are_refused_and_bad_series_dropped);
     tcase_add_test(tp, test_idle_runs_carry_over_rounds);
     tcase_add_test(tp, test_matrix_answer_gives_the_trailing_idle_run);
+    tcase_add_test(tp, test_out_of_range_and_future_samples_are_dropped_and_counted);
+    tcase_add_test(tp, test_a_round_keeps_a_bounded_number_of_series);
+    tcase_add_test(tp, test_answers_in_any_key_order_and_odd_series);
+    tcase_add_loop_test(tp, test_answers_that_are_not_json_are_refused_with_a_position, 0,
+                        (int)AF_ARRAY_SIZE(not_json_cases));
     suite_add_tcase(s, tp);
     tcase_add_checked_fixture(ts, setup, teardown);
     tcase_add_checked_fixture(ts, score_setup, score_teardown);
@@ -665,6 +833,7 @@ Suite *af_utilization_suite(void)
         tcase_add_loop_test(tf, test_bad_prometheus_flags_exit_2_with_one_line, 0,
                             (int)AF_ARRAY_SIZE(flag_cases));
         tcase_add_test(tf, test_a_silent_prometheus_times_out_into_degraded);
+        tcase_add_test(tf, test_sigterm_during_a_slow_prometheus_exits_0);
         suite_add_tcase(s, tf);
     }
     return s;

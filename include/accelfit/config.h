@@ -54,6 +54,20 @@ struct af_rule {
 
 enum af_strategy { AF_STRATEGY_BINPACK = 0, AF_STRATEGY_SPREAD };
 
+/*
+ * filter.cpu_backfill: may a CPU-only pod (one that requests no accelerator) use an
+ * accelerator node? Knowledge narrows, guesses rank: a pod that states its workload
+ * (accelfit.io/workload) is known to be CPU work; one that does not is only guessed to be,
+ * so by default it passes accelerator nodes (kube-scheduler alone would put it there) and
+ * they rank last.
+ */
+enum af_cpu_backfill {
+    AF_CPU_BACKFILL_OFF = 0,   /* false (default): stated CPU work stays off accelerator
+                                * nodes; un-annotated pods rank them last */
+    AF_CPU_BACKFILL_ON,        /* true: every CPU-only pod may use them, as a last tier */
+    AF_CPU_BACKFILL_NEVER,     /* never: no CPU-only pod on them, stated or not */
+};
+
 struct af_policy {
     char *source;              /* file name or "<embedded>" */
     struct af_rule *rules;
@@ -77,7 +91,7 @@ struct af_policy {
     double w_cost;
 
     /* Filter. */
-    bool cpu_backfill;         /* CPU-only pods may use accelerator nodes as a last tier */
+    enum af_cpu_backfill cpu_backfill;   /* filter.cpu_backfill */
 
     /* Prices. */
     double default_spot_discount_pct;        /* when the catalog has none */
@@ -178,5 +192,12 @@ void af_config_holder_set(struct af_config_holder *h, struct af_config *c);     
  */
 int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_buf *out,
                     struct af_error *err) AF_MUST_CHECK;
+/*
+ * Where `path` ("pods[3].requests", "end") is in the first document of `yaml` (YAML or
+ * JSON): the line and column (from 1) of the mapping key that names its last step, or of
+ * the element for an index. Lets a decoder that works on the JSON tree name line:column
+ * in its messages. Returns 0, AF_ENOENT (no such path), AF_EPARSE or AF_EINVAL.
+ */
+int af_yaml_locate(const char *yaml, size_t len, const char *path, int *line, int *column);
 
 #endif

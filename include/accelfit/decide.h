@@ -82,6 +82,11 @@ void af_effective_requests(const struct af_container_req *containers, size_t n_c
  * rollout's restriction to one side's classes: af_plan_restrict).
  * Guesses rank (prioritize orders): an inferred workload, the rule's tiers for it.
  */
+/* The pod annotations accelfit reads, as bits of af_plan.bad_annotations. */
+#define AF_PLAN_ANNOTATIONS 9
+/* "accelfit.io/workload" for bit 0, ...; NULL past the last. Cannot fail. */
+const char *af_plan_annotation(int i);
+
 struct af_plan {
     struct af_profile profile;
     enum af_accel_kind requested;              /* accelerator kind the requests ask for */
@@ -96,6 +101,8 @@ struct af_plan {
     double need_gib;                           /* memory the model needs; 0 when unknown */
     char notes[AF_NOTE_MAX][AF_REASON_MAX];    /* malformed annotations, inferences */
     int n_notes;
+    uint32_t bad_annotations;                  /* bit i: af_plan_annotation(i) was malformed */
+    int n_bad_notes;                           /* notes[0 .. n_bad_notes - 1] say which, how */
     struct af_selection sel;                   /* tiers usable by this pod, best first */
     int tier_of[AF_CLASS__COUNT];              /* class -> tier (for allowed families), -1 if none */
     int other_of[AF_CLASS__COUNT];             /* class -> added tier for the rest of it, -1 if none */

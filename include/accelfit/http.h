@@ -79,13 +79,56 @@ int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const cha
 /* Most candidates one request may name; beyond, filter answers Error, the others 400. */
 #define AF_SERVICE_MAX_CANDIDATES 50000
 
+/* ---- query strings ------------------------------------------------------------------------ */
+
+/*
+ * Every route reads its query string with af_query_parse: `raw` is the query as sent
+ * after '?' ("a=1&b=2", form-urlencoded: '+' is a space, %XX a byte; NULL or "" is none).
+ * Empty pieces are skipped ("a=1&&b=2", "&a=1", "?"); a bare name ("neuron-ready") has the
+ * value "" and `bare` set. `route` ("GET /explain") names the route in messages; `known`
+ * (NULL-terminated) lists the parameters it takes, '-' and '_' alike, or is NULL when the
+ * handler checks names itself. Returns 0 (release q with af_query_release), or AF_EINVAL
+ * with `err` naming what was wrong and where: a bad escape, a parameter with no name, one
+ * the route does not take (the message lists those it does), one given twice, more than
+ * AF_QUERY_MAX_PARAMS. On error q holds nothing.
+ */
+#define AF_QUERY_MAX_PARAMS 16
+struct af_query_param {
+    const char *key;     /* decoded; borrowed from the query's store */
+    const char *value;   /* decoded; "" for a bare name */
+    bool bare;
+};
+struct af_query {
+    size_t n;
+    struct af_query_param p[AF_QUERY_MAX_PARAMS];
+    char *store;
+};
+int af_query_parse(struct af_query *q, const char *raw, const char *route,
+                   const char *const *known, char *err, size_t errlen) AF_MUST_CHECK;
+/* The value of `key` ('-' and '_' alike), "" for a bare name, NULL when absent. Borrowed. */
+const char *af_query_get(const struct af_query *q, const char *key);
+void af_query_release(struct af_query *q);
+/*
+ * For routes that take no query parameters: 0 when `query` has none (empty pieces do not
+ * count), else 400 with {"error": ...} naming the parameter and `route` appended to out.
+ */
+int af_service_check_query(const char *route, const char *query, struct af_buf *out);
+/* Appends {"error": msg} to out, first cutting it back to `base`. Cannot fail. */
+void af_service_error_body(struct af_buf *out, size_t base, const char *msg);
+
 /* GET /explain?pod=NS/NAME against the current snapshot. Returns the HTTP status. */
 int af_service_explain_pod(struct af_service *svc, const char *ns, const char *name,
                            struct af_buf *out);
 /*
- * GET /recommend?workload=...&model-params=... (query) or POST /recommend with a JSON
- * object body: the selection core's answer, exactly what `accelfit recommend --output
- * json` prints. 200, or 400 with {"error": ...} naming the bad parameter.
+ * GET /explain with its query as sent (af_query_parse; `pod` is the only parameter, and
+ * it is required): af_service_explain_pod, or 400 naming what is wrong with the query.
+ */
+int af_service_explain_query(struct af_service *svc, const char *query, struct af_buf *out);
+/*
+ * GET /recommend?workload=...&model-params=... (query, as sent) or POST /recommend with a
+ * JSON object body: the selection core's answer, exactly what `accelfit recommend --output
+ * json` prints. 200, or 400 with {"error": ...} naming the bad parameter, also when a POST
+ * carries parameters both in its query and in its body.
  */
 int af_service_recommend(struct af_service *svc, const char *query, const char *body, size_t len,
                          struct af_buf *out);
@@ -101,6 +144,8 @@ int af_service_rollouts(struct af_service *svc, struct af_buf *out);
  * svc->rollouts is NULL.
  */
 int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_buf *out);
+/* POST /rollouts/ack?name=NAME with its query as sent: af_service_rollout_ack, or 400. */
+int af_service_rollout_ack_query(struct af_service *svc, const char *query, struct af_buf *out);
 /* Ready: synced and not stale. `why` gets a short reason when not. */
 bool af_service_ready(struct af_service *svc, const char **why);
 
@@ -115,6 +160,14 @@ void af_metrics_count_decision(struct af_metrics *m, const char *cls, const char
 void af_metrics_count_decisions(struct af_metrics *m, const char *cls, const char *verdict,
                                 uint64_t n);
 void af_metrics_count_fallback(struct af_metrics *m);
+/*
+ * A pod (`pod_key`: its uid, else namespace/name) whose annotations in `bad` (bits of
+ * af_plan_annotation) are malformed: true the first time it is seen, when the caller posts
+ * the Warning Event; each such annotation is then counted once in
+ * accelfit_malformed_annotations_total. False for a pod already seen (a bounded memory:
+ * thousands of pods) and when `bad` is 0. With m NULL, true whenever `bad` is not 0.
+ */
+bool af_metrics_first_bad_annotations(struct af_metrics *m, const char *pod_key, uint32_t bad);
 /* Renders the counters and histograms above, the uptime and the build info (m may be NULL). */
 int af_metrics_render(struct af_metrics *m, struct af_buf *out) AF_MUST_CHECK;
 /* Text-format helpers for modules that render their own gauges after af_metrics_render. */
@@ -162,11 +215,13 @@ struct af_http_options {
 #define AF_HTTP_MAX_FIELD 8192
 
 /*
- * "127.0.0.1:8888", "[::1]:8888", ":8888" (every interface), "localhost:8888":
- * numeric host (empty for any) and port. Returns 0 or AF_EINVAL.
+ * "127.0.0.1:8888", "[::1]:8888", ":8888" (every interface), "localhost:8888" (the one
+ * name accepted, as 127.0.0.1; no other name is looked up): numeric host (empty for any)
+ * and port. Returns 0, or AF_EINVAL with `why` (may be NULL) saying which part is wrong
+ * and how to write it.
  */
-int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port,
-                         bool *v6) AF_MUST_CHECK;
+int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6,
+                         char *why, size_t whylen) AF_MUST_CHECK;
 
 /*
  * Loads the TLS files of `opt` as the server will (certificate chain, private

@@ -80,6 +80,14 @@ enum af_class af_class_from_instance_family(const char *instance_type);
 
 /* ---- instance catalog ------------------------------------------------------ */
 
+/*
+ * The highest hourly price accelfit takes, from the catalog, a node's
+ * accelfit.io/hourly-price annotation or a tenant's budget: a million dollars an hour,
+ * far above any instance, so that every sum of prices over any cluster and any span
+ * of time it is asked about stays a finite number that prints.
+ */
+#define AF_PRICE_MAX_USD_HR 1e6
+
 struct af_instance_type {
     char *name;          /* "p4d.24xlarge" */
     char *family;        /* "p4d" */
@@ -94,7 +102,7 @@ struct af_instance_type {
     int neuron_cores;
     double network_gbps;
     bool efa;
-    double price_usd_hr;       /* on-demand; < 0 when unknown */
+    double price_usd_hr;       /* on-demand; < 0 when unknown, else <= AF_PRICE_MAX_USD_HR */
     double spot_discount_pct;  /* < 0 when unknown */
 };
 
@@ -151,8 +159,12 @@ struct af_mig_profile {
 bool af_mig_profile_parse(const char *s, struct af_mig_profile *out);
 bool af_res_fits(const struct af_resources *req, const struct af_resources *alloc,
                  const struct af_resources *used, enum af_res *first_short);
-/* Formats an amount of `r` for people: cpu in cores ("4", "1.91"), memory in
- * Gi/Mi ("16Gi", "512Mi"), other resources as integers. Cannot fail. */
+/* Formats an amount of `r` exactly, as a Kubernetes quantity (what kubectl prints, and
+ * what a manifest may say): cpu in whole cores or millicores ("4", "95710m"), memory with
+ * the largest binary suffix that divides it ("16Gi", "1150Gi", "1536Mi"), else the
+ * largest decimal one ("1500M"), else bytes; other resources as integers. Never rounded:
+ * two different amounts never print alike. Every resource amount a person reads goes
+ * through here. Cannot fail. */
 void af_res_format(enum af_res r, int64_t v, char *out, size_t n);
 /* The accelerator kind a request (or a node's allocatable) names, NONE for none. */
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req);
@@ -313,6 +325,8 @@ struct af_pod_info {
     char *tenant;              /* accelfit.io/tenant label, else NULL */
     char *owner_kind;          /* first controller ownerReference, may be NULL */
     char *owner_name;
+    char *generate_name;       /* metadata.generateName, may be NULL; a pod at admission may
+                                * have only that (its name is then "") */
     bool terminal;             /* phase Succeeded or Failed */
     bool system;               /* DaemonSet pod or mirror (static) pod: does not make a node busy */
     /* Rollouts (accelfit/rollout.h) steer only pods labelled accelfit.io/managed: "true";

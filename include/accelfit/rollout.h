@@ -134,7 +134,9 @@ struct af_pod_info;
 int af_rollout_match(const struct af_policy *pol, const struct af_pod_info *pod);
 
 /* The pod's unit: "Job/NAME" (all pods of one Job, indexed or not), "PodGroup/NAME"
- * (label scheduling.x-k8s.io/pod-group), else "Pod/NAME". Pure. */
+ * (label scheduling.x-k8s.io/pod-group), else "Pod/NAME"; a pod not named yet (at
+ * admission, with only generateName) as it will be known and by its owner:
+ * "Pod/web-5d8f-* of ReplicaSet/web-5d8f". Pure. */
 void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n);
 
 /* The target share at `now` for a rollout that began at `began_unix` (stages advance

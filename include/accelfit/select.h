@@ -43,16 +43,34 @@ struct af_dropped {
     char reason[AF_REASON_MAX];
 };
 
+/* A class outside the rule that would hold the model (when none of the rule's does). */
+struct af_outside {
+    enum af_class cls;
+    const struct af_instance_type *instance;   /* borrowed from the catalog */
+    int instances;
+    bool price_known;
+    double hourly_usd;                         /* instances x price */
+    double workload_usd;                       /* what the workload pays (its devices' share) */
+    double accel_memory_gib;
+};
+
 struct af_selection {
     const char *rule;                          /* name of the rule that matched; borrowed */
     const char *rule_reason;                   /* its reason; borrowed */
     bool strict;                               /* the rule's tiers are the only classes allowed */
     bool price_ordered;                        /* objective cost: tiers ordered by price within a kind */
+    bool reordered;                            /* ... and the rule's first tier is not rank 1 */
+    enum af_class rule_first;                  /* the rule's first tier's class (when reordered) */
     struct af_tier tiers[AF_CLASS__COUNT];
     size_t n_tiers;
     struct af_dropped dropped[AF_CLASS__COUNT];
     size_t n_dropped;
     double memory_needed_gib;
+    /* When the model is too large for every class of the rule: the catalog's classes that
+     * hold it (within memory.max_instances, Neuron classes only when the profile can use
+     * them), cheapest for the workload first. Empty otherwise. */
+    struct af_outside outside[AF_CLASS__COUNT];
+    size_t n_outside;
 };
 
 /*
@@ -78,6 +96,14 @@ void af_selection_label(struct af_selection *sel);
  * "precision" ('_' may stand for '-'). Returns 0, or AF_EINVAL with a message
  * for people in `err` (the value quoted, the accepted values listed).
  */
+/* The most parameters a model size may state (1000T); the least is 1. */
+#define AF_MODEL_PARAMS_MAX 1e15
+/*
+ * A model size as the CLI, /recommend and the accelfit.io/model-params annotation take it
+ * (af_parse_count's form), from 1 to AF_MODEL_PARAMS_MAX parameters. 0, or AF_EINVAL /
+ * AF_ERANGE with `err` saying what is wrong and the form and range allowed.
+ */
+int af_model_params_parse(const char *s, double *out, char *err, size_t n) AF_MUST_CHECK;
 int af_profile_set(struct af_profile *p, const char *key, const char *value, char *err,
                    size_t n) AF_MUST_CHECK;
 /* The profile has what a recommendation needs (a workload). 0 or AF_EINVAL + message. */

@@ -131,7 +131,19 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
 int af_codec_decode_trace(const char *name, const char *text, size_t len,
                           struct af_sim_trace *out, struct af_error *err) AF_MUST_CHECK;
 
-/* "90", "90s", "15m", "1h30m", "2d": seconds; -1 when it is not a duration. */
+/*
+ * The bounds of a trace, so that a replay's memory, time and every number it prints stay
+ * finite: every time and duration in a trace (an entry's `at`, `duration` and `every`, a
+ * replica's arrival, the trace's `end`) is at most AF_SIM_MAX_SECONDS, a hundred years;
+ * a trace holds at most AF_SIM_MAX_PODS pods, all its entries' replicas together (and so
+ * does the trace --workload-from-cluster makes). Past either, decoding fails naming the
+ * entry.
+ */
+#define AF_SIM_MAX_SECONDS (100.0 * 365.25 * 86400)
+#define AF_SIM_MAX_PODS 200000
+
+/* "90", "90s", "15m", "1h30m", "2d": seconds; -1 when it is not a duration or is longer
+ * than AF_SIM_MAX_SECONDS. */
 double af_sim_parse_duration(const char *s);
 
 /* ---- the kube-scheduler model (src/sim/kubesched.c) ---------------------------------------- */

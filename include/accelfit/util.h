@@ -35,7 +35,8 @@
 
 #define AF_ERRNO_MAP(XX)                                              \
     XX(EINVAL, "invalid argument")                                    \
-    XX(ENOENT, "no such file or object")                              \
+    XX(ERANGE, "value out of range")                                  \
+    XX(ENOENT, "no such file")                                        \
     XX(EIO, "input/output error")                                     \
     XX(EPARSE, "cannot parse input")                                  \
     XX(ETYPE, "value has the wrong type")                             \
@@ -46,7 +47,8 @@
     XX(EHTTP, "unexpected HTTP status")                               \
     XX(ECONN, "connection failed")                                    \
     XX(EUNSUPPORTED, "unsupported feature")                           \
-    XX(ECANCELED, "operation canceled")
+    XX(ECANCELED, "operation canceled")                               \
+    XX(ENOTREG, "not a regular file")
 
 enum af_errno {
     AF_OK = 0,
@@ -56,7 +58,18 @@ enum af_errno {
 #undef XX
 };
 
-/* Returns a static description of `err` (0 or a negative AF_E* code). */
+/*
+ * A system call's errno, kept: ENOENT is AF_ENOENT, any other errno `e` is AF_ESYS(e),
+ * below every code of the list above, so "permission denied", "is a directory, not a
+ * file" and "too many levels of symbolic links" reach the message instead of one
+ * "input/output error". af_errno_sys() gives the errno back (0 when `err` is not one).
+ */
+#define AF__ESYS_BASE (-1000)
+#define AF_ESYS(e) (AF__ESYS_BASE - (e))
+int af_errno_from_sys(int e);
+int af_errno_sys(int err);
+
+/* Returns a static description of `err` (0, a negative AF_E* code or an AF_ESYS). */
 const char *af_strerror(int err);
 
 /* Parser diagnostics. `line` and `column` are 1-based; 0 means unknown. */
@@ -111,9 +124,25 @@ int af_buf_puts(struct af_buf *b, const char *s) AF_MUST_CHECK;
 int af_buf_printf(struct af_buf *b, const char *fmt, ...) AF_PRINTF(2, 3) AF_MUST_CHECK;
 /* Appends `s` as a JSON string literal (with quotes). */
 int af_buf_json_str(struct af_buf *b, const char *s) AF_MUST_CHECK;
+/*
+ * The one writer of numbers into JSON, which every JSON output uses: `v` with `digits`
+ * significant digits (%.*g), or with `decimals` digits after the point (%.*f); -0 is
+ * written 0, and a value that is not finite is written null, JSON having no inf or nan.
+ * af_fmt_json_num is the same into `out` (at least AF_JSON_NUM_MAX bytes).
+ */
+#define AF_JSON_NUM_MAX 48
+int af_buf_json_num(struct af_buf *b, double v, int digits) AF_MUST_CHECK;
+int af_buf_json_fixed(struct af_buf *b, double v, int decimals) AF_MUST_CHECK;
+const char *af_fmt_json_num(char *out, double v, int digits);
 /* Caller owns the result; the buffer is left empty. */
 char *af_buf_detach(struct af_buf *b, size_t *len);
-/* Reads a whole file. Returns 0, AF_ENOENT, AF_EIO or AF_ETOOBIG. */
+/*
+ * Reads a whole regular file. It is opened without blocking and refused, with
+ * AF_ENOTREG, when it is anything else (a FIFO, a socket, a device: reading one could
+ * wait forever), and AF_ESYS(EISDIR) when it is a directory. Returns 0, AF_ENOENT (no
+ * such file), AF_ENOTREG, AF_ETOOBIG, or the AF_ESYS of what open(2) or read(2) said
+ * (AF_ESYS(EACCES), AF_ESYS(ELOOP), ...); af_strerror says which.
+ */
 int af_buf_read_file(struct af_buf *b, const char *path) AF_MUST_CHECK;
 
 /* ---- arena --------------------------------------------------------------- */
@@ -141,7 +170,8 @@ void af_arena_release(struct af_arena *a);
 
 /* A model size: a plain decimal ("7000000000", "1.5"), an exponent ("13e9") or
  * one suffix k/K, m/M (10^6), b/B, g/G (10^9), t/T ("70B", "350M", "1.5k"),
- * unsigned, below 2^63 once the suffix is applied. */
+ * unsigned, below 2^63 once the suffix is applied. AF_EINVAL when `s` is not of that
+ * form, AF_ERANGE when it is but the value is 2^63 or more ("1e400", "9e18B"). */
 int af_parse_count(const char *s, double *out) AF_MUST_CHECK;
 /* A Kubernetes resource.Quantity ("500m", "16Gi", "1", "2e3", "1Ei", "1n")
  * times `scale`, a power of ten (1000 for milli-units of cpu, 1 for bytes and

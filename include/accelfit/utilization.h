@@ -99,6 +99,28 @@ struct af_util_policy {
 void af_util_policy_defaults(struct af_util_policy *up);
 void af_util_policy_release(struct af_util_policy *up);
 
+/* ---- bounds on what an answer brings ------------------------------------------------------- */
+
+/*
+ * Samples a round drops, by reason, counted in the snapshot and in
+ * accelfit_utilization_samples_discarded_total: a value outside its metric's range (a
+ * utilization beyond [0, 1] by more than 0.05, which is clamped, or memory beyond
+ * [0, 2^60] bytes), a timestamp more than AF_UTIL_FUTURE_SKEW_S ahead of the reader's
+ * clock, and the series of a round past AF_UTIL_MAX_SERIES, which bounds the memory a
+ * round takes whatever Prometheus answers (a 64 MiB answer is about 1.1 million series).
+ */
+enum af_util_discard {
+    AF_UTIL_DISCARD_RANGE = 0,
+    AF_UTIL_DISCARD_FUTURE,
+    AF_UTIL_DISCARD_OVER_LIMIT,
+    AF_UTIL_DISCARD__COUNT
+};
+#define AF_UTIL_FUTURE_SKEW_S 60.0
+#define AF_UTIL_MAX_SERIES 200000
+
+/* "out_of_range", "future", "over_limit". Static. */
+const char *af_util_discard_name(enum af_util_discard d);
+
 /* ---- snapshot (immutable after publish) ---------------------------------------------------- */
 
 struct af_util_sample {
@@ -136,6 +158,8 @@ struct af_util_snapshot {
     double last_ok;            /* when a round last answered, 0 never */
     uint64_t rounds, failures; /* rounds tried, rounds failed */
     size_t unmapped;           /* series no node label named */
+    size_t discarded[AF_UTIL_DISCARD__COUNT];        /* samples this round dropped */
+    uint64_t discarded_total[AF_UTIL_DISCARD__COUNT];   /* the same since the start */
     size_t n_nodes;
     struct af_util_node *nodes;   /* sorted by name */
     uint64_t *index;           /* open addressing: hash << 32 | node i + 1; 0 empty */
@@ -268,14 +292,25 @@ struct af_util_snapshot *af_prom_acquire(struct af_prom *p);
  * Building a snapshot from answers (exposed for tests and fuzzing). af_util_build_add
  * parses one Prometheus HTTP API answer for metric `m`: /api/v1/query (vector), or
  * /api/v1/query_range (matrix: the last point is the value, the trailing run below
- * idle_below gives idle_since). Series no node label names are counted, not kept.
+ * idle_below gives idle_since). Series no node label names are counted, not kept, and
+ * so are samples dropped by the bounds above. The answer is read in place (never as a
+ * tree), so its memory is its bytes and AF_UTIL_MAX_SERIES kept series at most.
  * Returns 0, or AF_EPARSE with `why` filled (an error answer says its errorType and error).
  */
 struct af_util_build;
 struct af_util_build *af_util_build_new(void);
+/* The reader's clock: samples timestamped more than AF_UTIL_FUTURE_SKEW_S after `now` are
+ * dropped. Without it (a recorded file, a test) no timestamp is in the future. */
+void af_util_build_set_now(struct af_util_build *b, double now);
 int af_util_build_add(struct af_util_build *b, const struct af_util_policy *up,
                       enum af_util_metric m, const char *body, size_t len, char *why,
                       size_t whylen) AF_MUST_CHECK;
+/* Internal to the reader: a recorded file ({"queries": {"gpu_util": <answer>, ...}}),
+ * each answer added as af_util_build_add does, in place; and the "error" text of an error
+ * answer ("" when it has none), without building it either. */
+int af__util_build_add_file(struct af_util_build *b, const struct af_util_policy *up,
+                            const char *body, size_t len, char *why, size_t whylen) AF_MUST_CHECK;
+void af__util_answer_error(const char *body, size_t len, char *out, size_t n);
 /* Finishes the build (frees `b`): a new snapshot (refcnt 1), ok, with `prev`'s idle runs
  * carried over. Cannot fail. */
 struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,

@@ -3,10 +3,13 @@
  * `accelfit costs`: what a cluster's running pods cost per hour, by tenant,
  * namespace and class, and what its unrequested accelerators cost, as a table
  * for people or as the JSON of GET /costs. The cluster comes from a file
- * (--cluster, --demo) or from one full list of the API server (--kubeconfig,
- * through the same reflector `accelfit serve` runs, stopped once synced); the
- * tenants and budgets from --policy (docs/policy.md#tenants).
+ * (--cluster, --demo) or from one full list of the API server, found as `accelfit
+ * serve` and kubectl find it (af_kube_conn_resolve: --in-cluster, --kubeconfig,
+ * $KUBECONFIG, in-cluster, ~/.kube/config), through the same reflector `accelfit
+ * serve` runs, stopped once synced; the tenants and budgets from --policy
+ * (docs/policy.md#tenants).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -20,7 +23,8 @@
 #include "cli/cli.h"
 
 static const char usage[] =
-    "usage: accelfit costs (--cluster FILE | --demo | --kubeconfig FILE) [options]\n"
+    "usage: accelfit costs [--cluster FILE | --demo | --kubeconfig FILE | --in-cluster]\n"
+    "                      [options]\n"
     "\n"
     "Prints what the cluster's running pods cost per hour (each pod pays its share of\n"
     "its node's price: the largest fraction it requests of any resource), by tenant,\n"
@@ -31,7 +35,11 @@ static const char usage[] =
     "  --cluster FILE     a JSON or YAML List of Nodes and Pods (kubectl get nodes,pods -A -o yaml)\n"
     "  --demo             the embedded demo cluster (manifests/demo-cluster.yaml)\n"
     "  --kubeconfig FILE  list Nodes and Pods once from the API server of FILE\n"
-    "  --context NAME     kubeconfig context to use (default: current-context)\n"
+    "  --in-cluster       use the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
+    "                     With none of these, the API server is found as accelfit serve\n"
+    "                     and kubectl find it: $KUBECONFIG, in-cluster, ~/.kube/config.\n"
+    "  --context NAME     kubeconfig context to use (default: current-context); also\n"
+    "                     applies to $KUBECONFIG and ~/.kube/config\n"
     "  --timeout S        give up when the list takes longer than S seconds (default 60)\n"
     "  --policy FILE      policy with the tenants (default: the embedded policy: one\n"
     "                     default tenant without a budget)\n"
@@ -43,7 +51,7 @@ static const char usage[] =
 
 struct costs_opts {
     const char *cluster, *kubeconfig, *context, *policy, *catalog;
-    bool demo, json;
+    bool demo, json, in_cluster;
     int timeout_s;
 };
 
@@ -70,6 +78,11 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
         }
         if (!strcmp(a, "--demo")) {
             o->demo = true;
+            sources++;
+            continue;
+        }
+        if (!strcmp(a, "--in-cluster")) {
+            o->in_cluster = true;
             sources++;
             continue;
         }
@@ -102,10 +115,12 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
             o->timeout_s = (int)t;
         }
     }
-    if (sources != 1)
-        return bad("%s", "give one of --cluster FILE, --demo or --kubeconfig FILE");
-    if (o->context && !o->kubeconfig)
-        return bad("%s", "--context goes with --kubeconfig");
+    if (sources > 1)
+        return bad("%s", "give at most one of --cluster FILE, --demo, --kubeconfig FILE and "
+                         "--in-cluster");
+    if (o->context && (o->cluster || o->demo || o->in_cluster))
+        return bad("%s", "--context names a kubeconfig context: it goes with --kubeconfig, or "
+                         "with no source flag ($KUBECONFIG, ~/.kube/config)");
     return 0;
 }
 
@@ -133,12 +148,18 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
     struct timespec nap = {0, 50 * 1000 * 1000};
     int rc, waited_ms = 0;
 
+    struct af_kube_source src = {o->kubeconfig, o->context, o->in_cluster};
+
     memset(&err, 0, sizeof(err));
-    rc = af_kubeconfig_load(&conn, o->kubeconfig, o->context, &err);
+    rc = af_kube_conn_resolve(&conn, &src, &err);
     if (rc != 0) {
         char msg[1024];
         af_error_format(&err, msg, sizeof(msg));
-        fprintf(stderr, "accelfit costs: cannot load kubeconfig: %s\n",
+        fprintf(stderr, "accelfit costs: %s: %s\n",
+                o->in_cluster   ? "cannot configure in-cluster access"
+                : o->kubeconfig ? "cannot load kubeconfig"
+                                : "no cluster to connect to (--cluster FILE and --demo read "
+                                  "one without an API server)",
                 msg[0] ? msg : af_strerror(rc));
         return 2;
     }
@@ -186,6 +207,10 @@ static const char *slot_name(int s)
 /* Dollars with cents; never "-0.00". */
 static const char *money(char *out, size_t n, double v)
 {
+    if (!isfinite(v)) {
+        snprintf(out, n, "unknown");
+        return out;
+    }
     snprintf(out, n, "%.2f", v);
     if (!strcmp(out, "-0.00"))
         snprintf(out, n, "0.00");
@@ -305,7 +330,7 @@ int af_cmd_costs(int argc, char **argv)
                 msg[0] ? msg : af_strerror(rc));
         return 2;
     }
-    rc = o.kubeconfig ? load_kube(&o, cfg, &snap) : load_file(&o, cfg, &snap);
+    rc = o.cluster || o.demo ? load_file(&o, cfg, &snap) : load_kube(&o, cfg, &snap);
     if (!rc)
         rc = run(&o, cfg, snap);
     af_snapshot_unref(snap);

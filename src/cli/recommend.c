@@ -115,24 +115,48 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
              p->workload == AF_WORKLOAD_TRAINING ? "weights, gradients and optimizer state"
                                                  : "weights and headroom");
     put(b, "\n\n");
-    outf(b, "%4s  %-12s %-15s %5s %10s %15s\n", "RANK", "CLASS", "INSTANCE", "COUNT", "$/HOUR",
-         "MEMORY");
+    /* $/HOUR: what the instances cost; PAYS $/H: what the workload pays, its devices' share,
+     * the figure objective cost orders by */
+    outf(b, "%4s  %-12s %-15s %5s %10s %10s %15s\n", "RANK", "CLASS", "INSTANCE", "COUNT",
+         "$/HOUR", "PAYS $/H", "MEMORY");
     for (size_t i = 0; i < s->n_tiers; i++) {
         const struct af_tier *t = &s->tiers[i];
-        char price[32] = "unknown", mem[48];
-        if (t->price_known)
+        char price[32] = "unknown", pays[32] = "unknown", mem[48];
+        if (t->price_known) {
             snprintf(price, sizeof(price), t->hourly_usd < 1 ? "%.3f" : "%.2f", t->hourly_usd);
+            snprintf(pays, sizeof(pays), t->workload_usd < 1 ? "%.3f" : "%.2f", t->workload_usd);
+        }
         if (t->accel_memory_gib > 0)
             snprintf(mem, sizeof(mem), "%.0f GiB accel", t->accel_memory_gib);
         else
             snprintf(mem, sizeof(mem), "%.0f GiB host", t->instances * t->instance->memory_gib);
-        outf(b, "%4d  %-12s %-15s %5d %10s %15s\n", t->rank, af_class_name(t->cls),
-             t->instance->name, t->instances, price, mem);
+        outf(b, "%4d  %-12s %-15s %5d %10s %10s %15s\n", t->rank, af_class_name(t->cls),
+             t->instance->name, t->instances, price, pays, mem);
         for (int j = 0; j < t->n_reasons; j++)
             outf(b, "      - %s\n", t->reasons[j]);
     }
     if (!s->n_tiers)
-        put(b, "      (every class the rule names was dropped)\n");
+        put(b, "      (every class the rule names was dropped: see below)\n");
+    if (s->n_outside) {
+        outf(b, "\noutside rule %s, these classes of the catalog hold the model (the rule does "
+                "not rank them; a rule of your policy can):\n",
+             s->rule);
+        outf(b, "%4s  %-12s %-15s %5s %10s %10s %15s\n", "", "CLASS", "INSTANCE", "COUNT",
+             "$/HOUR", "PAYS $/H", "MEMORY");
+        for (size_t i = 0; i < s->n_outside; i++) {
+            const struct af_outside *o = &s->outside[i];
+            char price[32] = "unknown", pays[32] = "unknown", mem[48];
+            if (o->price_known) {
+                snprintf(price, sizeof(price), o->hourly_usd < 1 ? "%.3f" : "%.2f",
+                         o->hourly_usd);
+                snprintf(pays, sizeof(pays), o->workload_usd < 1 ? "%.3f" : "%.2f",
+                         o->workload_usd);
+            }
+            snprintf(mem, sizeof(mem), "%.0f GiB accel", o->accel_memory_gib);
+            outf(b, "%4s  %-12s %-15s %5d %10s %10s %15s\n", "", af_class_name(o->cls),
+                 o->instance->name, o->instances, price, pays, mem);
+        }
+    }
     if (s->n_dropped) {
         put(b, "\ndropped:\n");
         for (size_t i = 0; i < s->n_dropped; i++)
@@ -477,7 +501,10 @@ int af_cmd_check_policy(int argc, char **argv)
         if (pol->neuron_frameworks & (1u << f))
             outf(&b, " %s", af_framework_name(f));
     outf(&b, "\n  cpu backfill: %s; default spot discount %g%%\n",
-         pol->cpu_backfill ? "on" : "off", pol->default_spot_discount_pct);
+         pol->cpu_backfill == AF_CPU_BACKFILL_ON      ? "on"
+         : pol->cpu_backfill == AF_CPU_BACKFILL_NEVER ? "never"
+                                                      : "off for pods that state their workload",
+         pol->default_spot_discount_pct);
     if (pol->util.present) {   /* docs/utilization.md */
         static const char *const modes[] = {"off", "strategy", "prefer-idle", "trust-free"};
         outf(&b, "  live utilization: scoring %s, weight %.2f; every %gs, stale after %gs; ",

@@ -44,8 +44,9 @@ static const char usage[] =
     "  --in-cluster            use the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
     "\n"
     "options:\n"
-    "  --listen ADDR:PORT      address to listen on: 127.0.0.1:8888, [::1]:8888, :8888\n"
-    "                          (default :8888, every interface)\n"
+    "  --listen ADDR:PORT      address to listen on: 127.0.0.1:8888, localhost:8888,\n"
+    "                          [::1]:8888, :8888 (default :8888, every interface); a numeric\n"
+    "                          address or localhost, no other name is looked up\n"
     "  --health-listen ADDR:PORT  also serve /healthz, /readyz and /metrics (only those)\n"
     "                          over plain HTTP on this address, e.g. for kubelet probes\n"
     "                          and Prometheus when --client-ca-file locks --listen\n"
@@ -99,9 +100,12 @@ static const char usage[] =
     "  accelfit serve --kubeconfig ~/.kube/config --context prod --when-not-ready reject\n"
     "  accelfit serve --context prod --listen :8888     # $KUBECONFIG or ~/.kube/config\n"
     "\n"
-    "exit status: 0 after SIGINT/SIGTERM, 1 when serving fails (cannot reach the\n"
-    "cluster), 2 on bad flags, bad input or TLS files, or an address that cannot be\n"
-    "listened on (in use, not local).\n";
+    "exit status: 0 after SIGINT/SIGTERM; 2 on bad flags, bad input, TLS or kubeconfig\n"
+    "files, or an address that cannot be listened on (in use, not local); 1 when the\n"
+    "server cannot start for another reason (the cluster watch or the event loop).\n"
+    "An API server that cannot be reached is not an exit: accelfit keeps serving and\n"
+    "retrying with backoff, /readyz answers 503 and filter follows --when-not-ready\n"
+    "until the first list succeeds (and again once the watch is down --max-staleness).\n";
 
 static volatile sig_atomic_t stop_flag;
 static struct af_reload *reloader;   /* set before SIGHUP is handled */
@@ -229,20 +233,26 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         if (err || !v)
             return bad("option '%s' needs a value", flag);
         if (!strcmp(flag, "--listen")) {
-            char host[128];
+            char host[128], why[200];
             int port;
             bool v6;
-            if (af_http_parse_listen(v, host, sizeof(host), &port, &v6) != 0)
-                return bad("--listen must be ADDR:PORT with a numeric address, [IPv6]:PORT or "
-                           ":PORT: '%s'", v);
+            if (af_http_parse_listen(v, host, sizeof(host), &port, &v6, why, sizeof(why)) != 0)
+            {
+                char msg[400];
+                snprintf(msg, sizeof(msg), "--listen '%s': %s", v, why);
+                return bad("%s", msg);
+            }
             o->http.listen = v;
         } else if (!strcmp(flag, "--health-listen")) {
-            char host[128];
+            char host[128], why[200];
             int port;
             bool v6;
-            if (af_http_parse_listen(v, host, sizeof(host), &port, &v6) != 0)
-                return bad("--health-listen must be ADDR:PORT with a numeric address, "
-                           "[IPv6]:PORT or :PORT: '%s'", v);
+            if (af_http_parse_listen(v, host, sizeof(host), &port, &v6, why, sizeof(why)) != 0)
+            {
+                char msg[400];
+                snprintf(msg, sizeof(msg), "--health-listen '%s': %s", v, why);
+                return bad("%s", msg);
+            }
             o->http.health_listen = v;
         } else if (!strcmp(flag, "--url-prefix")) {
             if (*v && v[0] != '/')

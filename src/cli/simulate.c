@@ -5,6 +5,7 @@
  * Inputs are read whole before anything is printed, so bad input is one line on
  * stderr and exit status 2, never a half-printed comparison.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,8 @@ static const char usage[] =
     "  --empty                   start with no pods: the cluster's running pods are left out\n"
     "                            (with --workload-from-cluster, DaemonSet pods still run)\n"
     "  --workload TRACE          the trace: YAML or JSON with pods: [...], or JSON Lines\n"
-    "                            (docs/simulate.md; examples/traces/demo-day.yaml)\n"
+    "                            (docs/simulate.md; examples/traces/demo-day.yaml); every time\n"
+    "                            in it at most 100 years, at most 200,000 pods in all\n"
     "  --workload-from-cluster   replay the cluster file's own pods instead: each arrives at its\n"
     "                            creationTimestamp and runs as long as its status says\n"
     "  --policy FILE             policy YAML (default: the built-in policy); its rollouts and\n"
@@ -217,6 +219,7 @@ int af_cmd_simulate(int argc, char **argv)
         struct af_buf html = AF_BUF_INIT(0);
         char title[600];
         FILE *f;
+        int why;
         snprintf(title, sizeof(title), "cluster %s, %s%s%s",
                  demo ? "--demo" : cluster, workload ? "trace " : "its own pods",
                  workload ? workload : "", policy ? ", policy " : "");
@@ -224,13 +227,20 @@ int af_cmd_simulate(int argc, char **argv)
             snprintf(title + strlen(title), sizeof(title) - strlen(title), "%s", policy);
         if (af_sim_render_html(&res, title, &html))
             af_assert(!"unbounded buffer refused output");
+        errno = 0;
         f = fopen(report, "w");
+        why = f ? 0 : errno;
         if (f && fwrite(html.buf, 1, html.len, f) != html.len) {
+            why = errno ? errno : EIO;
             fclose(f);
-            f = NULL;
+        } else if (f && fclose(f)) {
+            why = errno ? errno : EIO;
         }
-        if (!f || fclose(f)) {
-            fprintf(stderr, "accelfit simulate: cannot write the report '%s'\n", report);
+        if (why) {
+            fprintf(stderr,
+                    "accelfit simulate: cannot write the report '%s': %s (give --report a file "
+                    "in a directory that exists and you may write to)\n",
+                    report, strerror(why));
             af_buf_release(&html);
             rc = 1;
             goto done;

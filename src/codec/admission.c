@@ -1238,6 +1238,12 @@ int af_codec_admission_patch(const struct af_admission *a, const struct af_mutat
             patch->len = start;
             if (patch->buf)
                 patch->buf[start] = '\0';
+            /* said, not dropped in silence: kubectl shows the warning, the log the why */
+            af_warnings_add(w, "accelfit: pod created as written, not %s for rollout %.63s: "
+                            "its patch (%zu operations) would exceed %zu KiB, the limit of a "
+                            "patch",
+                            m->variant ? "rewritten" : "annotated", m->rollout,
+                            json_array_size(b.ops), patch->cap >> 10);
             rc = AF_ETOOBIG;
         }
     }

@@ -19,6 +19,8 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
                             struct af_error *err);
 /* One item of a List: decoded by its kind (or `def_kind` when it has none) and passed to
  * `cb`; items of other kinds are ignored (0). Used by lists whole and streamed. */
+/* The kind a misspelled one was likely meant to be ("Nodee" -> "Node"), or NULL. */
+const char *af__codec_kind_hint(const char *kind);
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a

@@ -11,6 +11,7 @@
  * The functions named af__codec_* are shared with extender.c (codec/internal.h);
  * json_t never leaves src/codec.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -587,6 +588,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     ns = af__codec_get_str(meta, "namespace");
     p->ns = af_xstrdup(ns && *ns ? ns : "default");
     p->uid = dup_str(meta, "uid");
+    p->generate_name = dup_str(meta, "generateName");
     p->tenant = dup_scalar(af__codec_get(meta, "labels"), "accelfit.io/tenant");
 
     owners = af__codec_get(meta, "ownerReferences");
@@ -661,6 +663,38 @@ static struct af_error *item_err(const size_t *skipped, struct af_error *err)
     return (!skipped || *skipped == 0) ? err : &scratch;
 }
 
+/* Edit distance of a and b, capped at 3 (enough to tell a typo from another word). */
+static int near(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    int d[24][24];
+
+    if (n > 22 || m > 22)
+        return 3;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) !=
+                                         tolower((unsigned char)b[j - 1]));
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[n][m] < 3 ? d[n][m] : 3;
+}
+
+const char *af__codec_kind_hint(const char *kind)
+{
+    static const char *const kinds[] = {"Node", "Pod", "NodeList", "PodList", "List"};
+
+    for (size_t i = 0; kind && i < AF_ARRAY_SIZE(kinds); i++)
+        if (near(kind, kinds[i]) <= (strlen(kinds[i]) > 4 ? 2 : 1))
+            return kinds[i];
+    return NULL;
+}
+
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err)
 {
@@ -685,6 +719,32 @@ int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *whe
     return rc;
 }
 
+/* A cluster file's item is a Node or a Pod; any other kind (or none) is named with its
+ * place, and a misspelled one with what it likely meant, so the file's owner sees it. */
+static int file_item_kind(json_t *it, const char *where, const char *def_kind,
+                          struct af_error *err)
+{
+    const char *kind = af__codec_get_str(it, "kind");
+    const char *hint;
+
+    if (!kind)
+        kind = def_kind;
+    if (!kind)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s: no kind; write kind: Node or kind: Pod (accelfit reads only "
+                            "those)",
+                            where);
+    if (!strcmp(kind, "Node") || !strcmp(kind, "Pod"))
+        return 0;
+    hint = af__codec_kind_hint(kind);
+    if (hint)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s.kind: unknown kind '%.60s'; did you mean %s?", where, kind, hint);
+    return af_error_set(err, AF_EUNSUPPORTED, "", 0, 0,
+                        "%s.kind: a %.60s, not a Node or Pod (accelfit reads only those)", where,
+                        kind);
+}
+
 static int list_items(const struct af_config *cfg, json_t *arr, const char *where,
                       const char *def_kind, af_item_cb cb, void *ud, size_t *skipped,
                       struct af_error *err)
@@ -701,7 +761,9 @@ static int list_items(const struct af_config *cfg, json_t *arr, const char *wher
         char at[96];
         int rc;
         snprintf(at, sizeof(at), "%s[%zu]", where, i);
-        rc = af__codec_list_item(cfg, it, at, def_kind, cb, ud, item_err(skipped, err));
+        rc = file_item_kind(it, at, def_kind, item_err(skipped, err));
+        if (!rc)
+            rc = af__codec_list_item(cfg, it, at, def_kind, cb, ud, item_err(skipped, err));
         if (rc && !skipped)
             return rc;
         if (rc)
@@ -948,8 +1010,10 @@ static int cluster_shape(const char *name, json_t *root, struct af_error *err)
         strcmp(kind, "Node") && strcmp(kind, "Pod"))
         return af_error_set(err, AF_EINVAL, name, 0, 0,
                             "expected kind List, NodeList, PodList, Node or Pod, found kind "
-                            "'%.60s'",
-                            kind);
+                            "'%.60s'%s%s%s",
+                            kind, af__codec_kind_hint(kind) ? "; did you mean " : "",
+                            af__codec_kind_hint(kind) ? af__codec_kind_hint(kind) : "",
+                            af__codec_kind_hint(kind) ? "?" : "");
     return 0;
 }
 
@@ -1011,10 +1075,11 @@ int af_codec_load_cluster_file(const struct af_config *cfg, const char *path, af
     struct stat st;
     int rc;
 
-    if (stat(path, &st) != 0)
-        return af_error_set(err, errno == ENOENT ? AF_ENOENT : AF_EIO, path, 0, 0,
-                            "%s (expected " CLUSTER_EXPECTED ")",
-                            errno == ENOENT ? "no such file" : strerror(errno));
+    if (stat(path, &st) != 0) {
+        rc = af_errno_from_sys(errno);
+        return af_error_set(err, rc, path, 0, 0, "%s (expected " CLUSTER_EXPECTED ")",
+                            rc == AF_ENOENT ? "no such file" : af_strerror(rc));
+    }
     if (S_ISDIR(st.st_mode))
         return af_error_set(err, AF_EINVAL, path, 0, 0,
                             "is a directory (expected a file holding " CLUSTER_EXPECTED ")");

@@ -21,10 +21,8 @@ static void put(struct af_buf *b, const char *s)
 
 static void json_num(struct af_buf *b, double v)
 {
-    char num[40];
-
-    snprintf(num, sizeof(num), "%.10g", v);
-    put(b, num);
+    if (af_buf_json_num(b, v, 10))
+        af_assert(!"unbounded buffer refused output");
 }
 
 static void json_str(struct af_buf *b, const char *s)
@@ -125,6 +123,31 @@ void af_recommend_json(const struct af_profile *p, const struct af_config *cfg,
         json_str(b, af_class_name(s->dropped[i].cls));
         put(b, ",\"reason\":");
         json_str(b, s->dropped[i].reason);
+        put(b, "}");
+    }
+    put(b, "],\"outside_rule\":[");
+    for (size_t i = 0; i < s->n_outside; i++) {
+        const struct af_outside *o = &s->outside[i];
+        if (i)
+            put(b, ",");
+        put(b, "{\"class\":");
+        json_str(b, af_class_name(o->cls));
+        put(b, ",\"instance_type\":");
+        json_str(b, o->instance->name);
+        put(b, ",\"instances\":");
+        json_num(b, o->instances);
+        put(b, ",\"hourly_usd\":");
+        if (o->price_known)
+            json_num(b, o->hourly_usd);
+        else
+            put(b, "null");
+        put(b, ",\"workload_usd\":");
+        if (o->price_known)
+            json_num(b, o->workload_usd);
+        else
+            put(b, "null");
+        put(b, ",\"accelerator_memory_gib\":");
+        json_num(b, o->accel_memory_gib);
         put(b, "}");
     }
     put(b, "],\"catalog\":");

@@ -112,6 +112,8 @@ double af_sim_parse_duration(const char *s)
             return -1;
         }
         total += v;
+        if (!(total <= AF_SIM_MAX_SECONDS))
+            return -1;
         any = true;
         s = end;
     }
@@ -122,8 +124,9 @@ double af_sim_parse_duration(const char *s)
 static double seconds(json_t *v)
 {
     if (json_is_number(v))
-        return json_number_value(v) >= 0 && isfinite(json_number_value(v)) ? json_number_value(v)
-                                                                           : -1;
+        return json_number_value(v) >= 0 && json_number_value(v) <= AF_SIM_MAX_SECONDS
+                   ? json_number_value(v)
+                   : -1;
     return af_sim_parse_duration(af__codec_str(v));
 }
 
@@ -402,6 +405,17 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
                               out->nodes[i].info->name);
             goto done;
         }
+    if (trace && first >= 0 && last - first > AF_SIM_MAX_SECONDS) {
+        rc = af_error_set(err, AF_EINVAL, name, 0, 0,
+                          "the pods' times span more than 100 years, the limit of a trace");
+        goto done;
+    }
+    if (trace && n_pods > AF_SIM_MAX_PODS) {
+        rc = af_error_set(err, AF_ETOOBIG, name, 0, 0,
+                          "%zu pods: a trace holds at most %d, the limit", n_pods,
+                          AF_SIM_MAX_PODS);
+        goto done;
+    }
     for (i = 0; i < n_pods; i++) {
         struct cluster_pod *cp = &pods[i];
         struct af_pod_info *info = cp->pod.info;
@@ -541,17 +555,20 @@ static int trace_entry(json_t *e, const char *where, double every_default,
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: name: missing", where);
     if ((v = af__codec_get(e, "at")) != NULL && (at = seconds(v)) < 0)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "%s (%.60s): at: expected seconds or a duration like 1h30m", where,
-                            name);
+                            "%s (%.60s): at: expected seconds or a duration like 1h30m, at most "
+                            "100 years",
+                            where, name);
     if ((v = af__codec_get(e, "duration")) != NULL && !json_is_null(v) &&
         (duration = seconds(v)) < 0)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "%s (%.60s): duration: expected seconds or a duration like 1h30m",
+                            "%s (%.60s): duration: expected seconds or a duration like 1h30m, "
+                            "at most 100 years",
                             where, name);
     if ((v = af__codec_get(e, "every")) != NULL && (every = seconds(v)) < 0)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
-                            "%s (%.60s): every: expected seconds or a duration like 10m", where,
-                            name);
+                            "%s (%.60s): every: expected seconds or a duration like 10m, at most "
+                            "100 years",
+                            where, name);
     if ((v = af__codec_get(e, "replicas")) != NULL) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)
             return af_error_set(err, AF_EINVAL, "", 0, 0,
@@ -559,6 +576,16 @@ static int trace_entry(json_t *e, const char *where, double every_default,
                                 where, name);
         replicas = json_integer_value(v);
     }
+    if (at + (double)(replicas - 1) * every > AF_SIM_MAX_SECONDS)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s (%.60s): the last replica would arrive after 100 years (at + "
+                            "(replicas - 1) x every), the limit of a trace",
+                            where, name);
+    if ((size_t)replicas > AF_SIM_MAX_PODS - out->n_pods)
+        return af_error_set(err, AF_ETOOBIG, "", 0, 0,
+                            "%s (%.60s): the trace would hold more than %d pods (all entries' "
+                            "replicas together), the limit",
+                            where, name, AF_SIM_MAX_PODS);
     if (owner && (!strchr(owner, '/') || strchr(owner, '/') == owner || !strchr(owner, '/')[1]))
         return af_error_set(err, AF_EINVAL, "", 0, 0,
                             "%s (%.60s): owner: expected KIND/NAME (Job/train, ReplicaSet/web-5d8)",
@@ -662,6 +689,67 @@ static int trace_finish(const char *name, struct af_sim_trace *t, double end,
     return rc;
 }
 
+/*
+ * A trace error found on the JSON tree names its place as a path ("pods[3] (web): at: ...",
+ * "pods[0]: unknown key 'start'", "end: ..."): turn that into the line and column of the
+ * text, as the policy's errors have, with af_yaml_locate. The deepest step that exists wins.
+ */
+static void locate_error(const char *text, size_t len, struct af_error *err)
+{
+    static const char word[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    char path[256] = "";
+    const char *m = err->text;
+    size_t used = 0;
+    int line = 0, col = 0;
+
+    if (!err || err->line)
+        return;
+    if (!strncmp(m, "pods[", 5) && strchr(m, ']')) {
+        size_t n = (size_t)(strchr(m, ']') - m) + 1;
+        used = (size_t)snprintf(path, sizeof(path), "%.*s", (int)n, m);
+        m += n;
+        if (!strncmp(m, " (", 2) && strchr(m, ')'))
+            m = strchr(m, ')') + 1;
+        if (*m == ':')
+            m++;
+        while (*m == ' ')
+            m++;
+    }
+    for (;;) {
+        size_t k;
+        if (!strncmp(m, "unknown key '", 13)) {
+            m += 13;
+            k = strcspn(m, "'");
+        } else {
+            k = strspn(m, word);
+            if (!k || m[k] != ':')
+                break;
+        }
+        if (used < sizeof(path))
+            used += (size_t)snprintf(path + used, sizeof(path) - used, "%s%.*s", used ? "." : "",
+                                     (int)k, m);
+        if (m[k] != ':')
+            break;
+        m += k + 1;
+        while (*m == ' ')
+            m++;
+    }
+    while (path[0]) {
+        char *cut;
+        if (af_yaml_locate(text, len, path, &line, &col) == 0) {
+            err->line = line;
+            err->column = col;
+            return;
+        }
+        cut = strrchr(path, '.');
+        if (!cut && path[strlen(path) - 1] == ']')
+            cut = strrchr(path, '[');
+        if (!cut)
+            break;
+        *cut = '\0';
+    }
+}
+
 int af_codec_decode_trace(const char *name, const char *text, size_t len,
                           struct af_sim_trace *out, struct af_error *err)
 {
@@ -732,7 +820,8 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
     }
     if ((v = af__codec_get(root, "end")) != NULL && ((end = seconds(v)) <= 0)) {
         rc = af_error_set(err, AF_EINVAL, name, 0, 0,
-                          "end: expected a positive number of seconds or a duration like 24h");
+                          "end: expected a positive number of seconds or a duration like 24h, "
+                          "at most 100 years");
         goto finish;
     }
     arr = af__codec_get(root, "pods");
@@ -748,9 +837,14 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
         if (rc)
             break;
     }
+    if (rc)
+        goto located;
 finish:
     if (!rc)
         rc = trace_finish(name, out, end, err);
+located:
+    if (rc && root && err)
+        locate_error(text, len, err);
     if (rc) {
         if (err && !err->file[0])
             snprintf(err->file, sizeof(err->file), "%s", name);

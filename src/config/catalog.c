@@ -14,6 +14,10 @@
 #include "accelfit/config.h"
 #include "config/yamlnode.h"
 
+/* Bounds of the catalog's sizes: far above any instance, so sums of them stay finite. */
+#define MAX_GIB 1e7    /* GiB of host or device memory */
+#define MAX_GBPS 1e6   /* network bandwidth */
+
 static const char *const top_keys[] = {"apiVersion", "kind", "region", "instances", NULL};
 static const char *const type_keys[] = {"name",
                                         "family",
@@ -67,13 +71,14 @@ static int cmp_type(const void *a, const void *b)
 }
 
 /* Reads an optional number: absent or null leaves *out alone. */
-static int opt_double(struct af__ydoc *d, const yaml_node_t *map, const char *key, double *out)
+static int opt_double(struct af__ydoc *d, const yaml_node_t *map, const char *key, double min,
+                      double max, double *out)
 {
     yaml_node_t *v = af__ymap_get(d, map, key);
 
     if (!v || af__ynode_is_null(v))
         return 0;
-    return af__ynode_double(d, v, key, out);
+    return af__ynode_double(d, v, key, min, max, out);
 }
 
 static int load_accel(struct af__ydoc *d, yaml_node_t *acc, struct af_instance_type *t)
@@ -127,7 +132,7 @@ static int load_accel(struct af__ydoc *d, yaml_node_t *acc, struct af_instance_t
     if (!v || af__ynode_is_null(v))
         return af__ydoc_err(d, acc, AF_EINVAL, "accelerator of '%s' has no 'memory_gib_per_device'",
                             t->name);
-    rc = af__ynode_double(d, v, "accelerator.memory_gib_per_device",
+    rc = af__ynode_double(d, v, "accelerator.memory_gib_per_device", 0, MAX_GIB,
                           &t->accel_memory_gib_per_device);
     if (rc)
         return rc;
@@ -136,7 +141,7 @@ static int load_accel(struct af__ydoc *d, yaml_node_t *acc, struct af_instance_t
     v = af__ymap_get(d, acc, "memory_gib_total");
     if (v && !af__ynode_is_null(v)) {
         double total;
-        rc = af__ynode_double(d, v, "accelerator.memory_gib_total", &total);
+        rc = af__ynode_double(d, v, "accelerator.memory_gib_total", 0, 1024 * MAX_GIB, &total);
         if (rc)
             return rc;
         if (total - t->accel_count * t->accel_memory_gib_per_device > 0.5 ||
@@ -165,7 +170,7 @@ static int load_spot(struct af__ydoc *d, yaml_node_t *spot, struct af_instance_t
     if (!rc)
         rc = af__ymap_check_keys(d, spot, "spot", spot_keys);
     if (!rc)
-        rc = opt_double(d, spot, "discount_pct", &t->spot_discount_pct);
+        rc = opt_double(d, spot, "discount_pct", 0, 100, &t->spot_discount_pct);
     if (rc)
         return rc;
     if (t->spot_discount_pct >= 100)
@@ -221,7 +226,7 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
     v = af__ymap_get(d, n, "memory_gib");
     if (!v)
         return af__ydoc_err(d, n, AF_EINVAL, "instance type '%s' has no 'memory_gib'", t->name);
-    rc = af__ynode_double(d, v, "memory_gib", &t->memory_gib);
+    rc = af__ynode_double(d, v, "memory_gib", 0, MAX_GIB, &t->memory_gib);
     if (rc)
         return rc;
     if (t->memory_gib <= 0)
@@ -237,7 +242,7 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
         if (rc)
             return rc;
     }
-    rc = opt_double(d, n, "network_gbps_baseline", &t->network_gbps);
+    rc = opt_double(d, n, "network_gbps_baseline", 0, MAX_GBPS, &t->network_gbps);
     if (rc)
         return rc;
     v = af__ymap_get(d, n, "efa_supported");
@@ -255,11 +260,9 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
     }
     v = af__ymap_get(d, n, "price_on_demand_usd_hr");
     if (v && !af__ynode_is_null(v)) {
-        rc = af__ynode_double(d, v, "price_on_demand_usd_hr", &num);
+        rc = af__ynode_double(d, v, "price_on_demand_usd_hr", 0, AF_PRICE_MAX_USD_HR, &num);
         if (rc)
             return rc;
-        if (num < 0)
-            return af__ydoc_err(d, v, AF_EINVAL, "'price_on_demand_usd_hr' must not be negative");
         t->price_usd_hr = num;
     }
     rc = load_spot(d, af__ymap_get(d, n, "spot"), t);

@@ -17,21 +17,15 @@
 #include <yaml.h>
 
 #include "accelfit/config.h"
-
-#define MAX_DEPTH 128
+#include "config/yamlnode.h"
 
 /*
- * Aliases make YAML a compression format: nine levels of ten aliases ("billion
- * laughs") are 500 bytes that expand to 10^9 strings. `kubectl get -o yaml`
- * writes no aliases and a hand-written cluster file needs a few, so three
- * things are capped, whatever cap the caller's buffer has: the aliases followed
- * (nested ones each time their parent is expanded), the nodes written because
- * of an alias (each becomes a json_t later, some 100 bytes apiece), and the
- * JSON written. Without aliases the JSON is at most about 5 times the YAML
- * ({a, b} becomes {"a":null,"b":null}), so only aliases can reach that limit.
+ * Aliases are capped as in every YAML reader of this module (config/yamlnode.h), and
+ * so is the JSON written, whatever cap the caller's buffer has: each node written
+ * because of an alias becomes a json_t later, some 100 bytes apiece. Without aliases
+ * the JSON is at most about 5 times the YAML ({a, b} becomes {"a":null,"b":null}), so
+ * only aliases can reach that limit.
  */
-#define MAX_ALIAS_EXPANSIONS 10000
-#define MAX_ALIAS_NODES 200000
 #define MAX_OUTPUT_FLOOR ((size_t)64 << 20)   /* 64 MiB, plus: */
 #define MAX_OUTPUT_PER_INPUT_BYTE 8
 
@@ -40,11 +34,7 @@ struct conv {
     const char *name;
     struct af_error *err;
     struct af_buf *out;
-    /* For each node, the slot (a sequence item or a mapping pair's key or value) that
-     * first led to it: its definition. Reaching it through another slot is an alias. */
-    const void **home;
-    size_t aliases;            /* aliases followed */
-    size_t copies;             /* nodes written because of an alias */
+    struct af__yalias alias;
 };
 
 /* The document-wide output limit for `len` bytes of YAML, within the caller's `cap`. */
@@ -55,33 +45,6 @@ static size_t output_limit(size_t len, size_t cap)
     if (len <= (SIZE_MAX - MAX_OUTPUT_FLOOR) / MAX_OUTPUT_PER_INPUT_BYTE)
         limit = MAX_OUTPUT_FLOOR + MAX_OUTPUT_PER_INPUT_BYTE * len;
     return cap && cap < limit ? cap : limit;
-}
-
-/*
- * Accounts for writing `n`, reached through `slot`. *copy is true on entry when an
- * ancestor was reached through an alias, and is set when `n` itself is.
- */
-static int follow(struct conv *cv, const yaml_node_t *n, const void *slot, bool *copy)
-{
-    size_t i = (size_t)(n - cv->doc->nodes.start);
-    int line = (int)n->start_mark.line + 1, column = (int)n->start_mark.column + 1;
-
-    if (!cv->home[i]) {
-        cv->home[i] = slot;
-    } else if (cv->home[i] != slot) {
-        *copy = true;
-        if (++cv->aliases > MAX_ALIAS_EXPANSIONS)
-            return af_error_set(cv->err, AF_ETOOBIG, cv->name, line, column,
-                                "more than %d alias expansions, the limit (it stops "
-                                "\"billion laughs\" documents); this anchor was being expanded",
-                                MAX_ALIAS_EXPANSIONS);
-    }
-    if (*copy && ++cv->copies > MAX_ALIAS_NODES)
-        return af_error_set(cv->err, AF_ETOOBIG, cv->name, line, column,
-                            "aliases copy more than %d nodes, the limit (it stops \"billion "
-                            "laughs\" documents); this node was being copied",
-                            MAX_ALIAS_NODES);
-    return 0;
 }
 
 static bool all_digits(const char *s)
@@ -239,15 +202,12 @@ static int put_scalar(struct conv *cv, const yaml_node_t *n)
 static int put_node(struct conv *cv, const yaml_node_t *n, const void *slot, bool copy,
                     int depth)
 {
-    int rc = follow(cv, n, slot, &copy);
+    int rc = af__yalias_follow(&cv->alias, n, slot, &copy);
 
     if (rc)
         return rc;
-    if (depth > MAX_DEPTH)
-        return af_error_set(cv->err, AF_ETOOBIG, cv->name, (int)n->start_mark.line + 1,
-                            (int)n->start_mark.column + 1,
-                            "YAML nested deeper than %d levels (or an alias refers to itself)",
-                            MAX_DEPTH);
+    if (depth > AF__YAML_MAX_DEPTH)
+        return af__yalias_too_deep(&cv->alias, n);
     switch (n->type) {
     case YAML_SCALAR_NODE:
         rc = put_scalar(cv, n);
@@ -279,7 +239,7 @@ static int put_node(struct conv *cv, const yaml_node_t *n, const void *slot, boo
                                     "mapping keys must be scalars to become JSON");
             {
                 bool key_copy = copy;
-                rc = follow(cv, k, &p->key, &key_copy);
+                rc = af__yalias_follow(&cv->alias, k, &p->key, &key_copy);
             }
             if (!rc)
                 rc = put_string(cv->out, k->data.scalar.value, k->data.scalar.length);
@@ -321,7 +281,7 @@ int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_bu
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
     for (;;) {
         static const char root_slot;   /* the slot that leads to each document's root */
-        struct conv cv = {&doc, name, err, &items, NULL, 0, 0};
+        struct conv cv = {&doc, name, err, &items, {0}};
         yaml_node_t *root;
 
         if (!yaml_parser_load(&parser, &doc)) {
@@ -337,12 +297,12 @@ int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_bu
             yaml_document_delete(&doc);
             break;
         }
-        cv.home = af_xcalloc((size_t)(doc.nodes.top - doc.nodes.start), sizeof(*cv.home));
+        af__yalias_init(&cv.alias, &doc, name, err);
         if (n_docs)
             rc = af_buf_add(&items, ",", 1);
         if (!rc)
             rc = put_node(&cv, root, &root_slot, false, 0);
-        af_free(cv.home);
+        af__yalias_release(&cv.alias);
         yaml_document_delete(&doc);
         if (rc)
             goto out;
@@ -359,6 +319,69 @@ int af_yaml_to_json(const char *name, const char *yaml, size_t len, struct af_bu
         af_error_set(err, rc, name, 0, 0, "JSON output exceeds %zu bytes", out->cap);
 out:
     af_buf_release(&items);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+/* ---- locating a path in the text ---------------------------------------------------------- */
+
+int af_yaml_locate(const char *yaml, size_t len, const char *path, int *line, int *column)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_node_t *n, *at = NULL;
+    const char *p = path;
+    int rc = AF_ENOENT;
+
+    if (!yaml || !path || !yaml_parser_initialize(&parser))
+        return AF_EINVAL;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        yaml_parser_delete(&parser);
+        return AF_EPARSE;
+    }
+    n = yaml_document_get_root_node(&doc);
+    while (n && *p) {
+        if (*p == '[') {   /* [index] of a sequence */
+            char *end;
+            long i = strtol(p + 1, &end, 10);
+            if (*end != ']' || n->type != YAML_SEQUENCE_NODE || i < 0 ||
+                i >= n->data.sequence.items.top - n->data.sequence.items.start) {
+                n = NULL;
+                break;
+            }
+            n = yaml_document_get_node(&doc, n->data.sequence.items.start[i]);
+            at = n;
+            p = end + 1;
+        } else {           /* key of a mapping, up to '.', '[' or the end */
+            size_t k = strcspn(p, ".[");
+            yaml_node_pair_t *pair;
+            yaml_node_t *found = NULL;
+            if (n->type != YAML_MAPPING_NODE) {
+                n = NULL;
+                break;
+            }
+            for (pair = n->data.mapping.pairs.start; pair < n->data.mapping.pairs.top; pair++) {
+                yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
+                if (key && key->type == YAML_SCALAR_NODE && key->data.scalar.length == k &&
+                    !memcmp(key->data.scalar.value, p, k)) {
+                    at = key;   /* the key itself: where a person reads the entry */
+                    found = yaml_document_get_node(&doc, pair->value);
+                    break;
+                }
+            }
+            n = found;
+            p += k;
+        }
+        if (*p == '.')
+            p++;
+    }
+    if (n && at && !*p) {
+        *line = (int)at->start_mark.line + 1;
+        *column = (int)at->start_mark.column + 1;
+        rc = 0;
+    }
+    yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     return rc;
 }

@@ -18,6 +18,10 @@
 #include "config/utilization.h"
 #include "config/yamlnode.h"
 
+/* Bound of the policy's factors (bytes per parameter, headroom, weights): far above any
+ * sensible value, so products of them stay finite. */
+#define MAX_FACTOR 1e6
+
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
                                        "filter",     "prices", "rules",  "rollouts", "tenants",
                                        "utilization", NULL};
@@ -84,7 +88,7 @@ static void policy_defaults(struct af_policy *p)
     p->w_tier = 0.5;
     p->w_util = 0.3;
     p->w_cost = 0.2;
-    p->cpu_backfill = false;
+    p->cpu_backfill = AF_CPU_BACKFILL_OFF;
     p->default_spot_discount_pct = 60;
     af_util_policy_defaults(&p->util);
 }
@@ -115,7 +119,7 @@ static int parse_precision(struct af__ydoc *d, yaml_node_t *v, const char *what,
 
 static int positive(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
-    int rc = af__ynode_double(d, v, what, out);
+    int rc = af__ynode_double(d, v, what, 0, MAX_FACTOR, out);
 
     if (!rc && !(*out > 0))
         rc = af__ydoc_err(d, v, AF_EINVAL, "'%s' must be positive", what);
@@ -157,7 +161,8 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
         } else if (!strcmp(k, "training_precision")) {
             rc = parse_precision(d, v, "memory.training_precision", &p->training_precision);
         } else if (!strcmp(k, "inference_headroom")) {
-            rc = af__ynode_double(d, v, "memory.inference_headroom", &p->inference_headroom);
+            rc = af__ynode_double(d, v, "memory.inference_headroom", 0, MAX_FACTOR,
+                                  &p->inference_headroom);
             if (!rc && p->inference_headroom < 1)
                 rc = af__ydoc_err(d, v, AF_EINVAL,
                                   "'memory.inference_headroom' must be at least 1 (it "
@@ -536,7 +541,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
                 *ws[i].dst = 0;
                 continue;
             }
-            rc = af__ynode_double(d, w, ws[i].key, ws[i].dst);
+            rc = af__ynode_double(d, w, ws[i].key, -MAX_FACTOR, MAX_FACTOR, ws[i].dst);
             if (rc)
                 return rc;
             if (*ws[i].dst < 0)
@@ -616,9 +621,19 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
             return rc;
         b = af__ymap_get(d, v, "cpu_backfill");
         if (b) {
-            rc = af__ynode_bool(d, b, "filter.cpu_backfill", &p->cpu_backfill);
-            if (rc)
-                return rc;
+            const char *text = af__ynode_str(b);
+            bool on = false;
+            if (text && !strcmp(text, "never")) {
+                p->cpu_backfill = AF_CPU_BACKFILL_NEVER;
+            } else if (af__ynode_bool_quiet(b, &on) == 0) {
+                p->cpu_backfill = on ? AF_CPU_BACKFILL_ON : AF_CPU_BACKFILL_OFF;
+            } else {
+                return af__ydoc_err(d, b, AF_ETYPE,
+                                    "'filter.cpu_backfill' must be true, false or never, not "
+                                    "'%s' (false keeps CPU pods that state their workload off "
+                                    "accelerator nodes; never keeps every CPU-only pod off)",
+                                    text ? text : "a collection");
+            }
         }
     }
     v = af__ymap_get(d, root, "prices");
@@ -629,7 +644,7 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
             return rc;
         x = af__ymap_get(d, v, "default_spot_discount_pct");
         if (x) {
-            rc = af__ynode_double(d, x, "prices.default_spot_discount_pct",
+            rc = af__ynode_double(d, x, "prices.default_spot_discount_pct", -100, 100,
                                   &p->default_spot_discount_pct);
             if (rc)
                 return rc;

@@ -326,7 +326,7 @@ static int load_time(struct af__ydoc *d, yaml_node_t *v, const char *what, doubl
 
 static int load_share(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
-    int rc = af__ynode_double(d, v, what, out);
+    int rc = af__ynode_double(d, v, what, -100, 100, out);
 
     if (rc)
         return rc;

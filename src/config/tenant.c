@@ -18,7 +18,7 @@
 #include "config/tenant.h"
 
 /* Budgets above this are typos (a million dollars an hour). */
-#define MAX_BUDGET 1e6
+#define MAX_BUDGET AF_PRICE_MAX_USD_HR
 
 static const char *const tenant_keys[] = {"name",          "namespaces",      "budget_usd_per_hour",
                                           "over_budget",   "classes",         "premium_classes",
@@ -127,14 +127,16 @@ static int load_tenant(struct af__ydoc *d, yaml_node_t *e, struct af_policy *p, 
 
     v = af__ymap_get(d, e, "budget_usd_per_hour");
     if (v) {
-        rc = af__ynode_double(d, v, "budget_usd_per_hour", &t->budget_usd_hr);
+        rc = af__ynode_double(d, v, "budget_usd_per_hour", 0, MAX_BUDGET, &t->budget_usd_hr);
+        /* out of range: said with the tenant and the unit (a value too close to 0 for a
+         * double, 1e-400, keeps the message that says so) */
+        if (rc == AF_ERANGE && !(fabs(strtod(af__ynode_str(v), NULL)) < 1e-300))
+            return af__ydoc_err(d, v, AF_ERANGE,
+                                "'budget_usd_per_hour' of tenant '%s' is out of range: it must be "
+                                "between 0 and %.0f dollars per hour, not '%s'",
+                                t->name, MAX_BUDGET, af__ynode_str(v));
         if (rc)
             return rc;
-        if (!(t->budget_usd_hr >= 0) || !(t->budget_usd_hr <= MAX_BUDGET))
-            return af__ydoc_err(d, v, AF_EINVAL,
-                                "'budget_usd_per_hour' of tenant '%s' must be between 0 and "
-                                "%.0f dollars per hour",
-                                t->name, MAX_BUDGET);
         t->has_budget = true;
     }
     mode_node = af__ymap_get(d, e, "over_budget");

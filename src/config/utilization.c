@@ -46,7 +46,7 @@ static int duration(struct af__ydoc *d, yaml_node_t *v, const char *what, double
 static int percent(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
     double x;
-    int rc = af__ynode_double(d, v, what, &x);
+    int rc = af__ynode_double(d, v, what, -1e3, 1e3, &x);
 
     if (rc)
         return rc;
@@ -106,7 +106,7 @@ static int load_query(struct af__ydoc *d, yaml_node_t *v, const char *what, stru
             return af__ydoc_err(d, v, AF_EINVAL, "'%s' needs a 'query'", what);
         if (af__ymap_get(d, v, "scale")) {
             yaml_node_t *sv = af__ymap_get(d, v, "scale");
-            rc = af__ynode_double(d, sv, "scale", &q->scale);
+            rc = af__ynode_double(d, sv, "scale", -1e12, 1e12, &q->scale);
             if (rc)
                 return rc;
             if (!(q->scale > 0))
@@ -185,7 +185,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *map, struct af_util_pol
     }
     v = af__ymap_get(d, map, "weight");
     if (v) {
-        rc = af__ynode_double(d, v, "utilization.scoring.weight", &up->weight);
+        rc = af__ynode_double(d, v, "utilization.scoring.weight", -1e3, 1e3, &up->weight);
         if (rc)
             return rc;
         if (up->weight < 0 || up->weight > 1)

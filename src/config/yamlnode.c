@@ -18,9 +18,85 @@
 
 #include "accelfit/model.h"
 
+void af__yalias_init(struct af__yalias *a, const yaml_document_t *doc, const char *file,
+                     struct af_error *err)
+{
+    memset(a, 0, sizeof(*a));
+    a->doc = doc;
+    a->file = file;
+    a->err = err;
+    a->home = af_xcalloc((size_t)(doc->nodes.top - doc->nodes.start) + 1, sizeof(*a->home));
+}
+
+void af__yalias_release(struct af__yalias *a)
+{
+    af_free(a->home);
+    a->home = NULL;
+}
+
+int af__yalias_follow(struct af__yalias *a, const yaml_node_t *n, const void *slot, bool *copy)
+{
+    size_t i = (size_t)(n - a->doc->nodes.start);
+    int line = (int)n->start_mark.line + 1, column = (int)n->start_mark.column + 1;
+
+    if (!a->home[i]) {
+        a->home[i] = slot;
+    } else if (a->home[i] != slot) {
+        *copy = true;
+        if (++a->aliases > AF__YAML_MAX_ALIAS_EXPANSIONS)
+            return af_error_set(a->err, AF_ETOOBIG, a->file, line, column,
+                                "more than %d alias expansions, the limit (it stops "
+                                "\"billion laughs\" documents); this anchor was being expanded",
+                                AF__YAML_MAX_ALIAS_EXPANSIONS);
+    }
+    if (*copy && ++a->copies > AF__YAML_MAX_ALIAS_NODES)
+        return af_error_set(a->err, AF_ETOOBIG, a->file, line, column,
+                            "aliases copy more than %d nodes, the limit (it stops \"billion "
+                            "laughs\" documents); this node was being copied",
+                            AF__YAML_MAX_ALIAS_NODES);
+    return 0;
+}
+
+int af__yalias_too_deep(struct af__yalias *a, const yaml_node_t *n)
+{
+    return af_error_set(a->err, AF_ETOOBIG, a->file, (int)n->start_mark.line + 1,
+                        (int)n->start_mark.column + 1,
+                        "YAML nested deeper than %d levels (or an alias refers to itself)",
+                        AF__YAML_MAX_DEPTH);
+}
+
+/* Visits what a loader could walk from `n`, as af__yalias counts it. */
+static int walk(struct af__yalias *a, yaml_document_t *doc, const yaml_node_t *n,
+                const void *slot, bool copy, int depth)
+{
+    int rc = af__yalias_follow(a, n, slot, &copy);
+
+    if (!rc && depth > AF__YAML_MAX_DEPTH)
+        rc = af__yalias_too_deep(a, n);
+    if (rc)
+        return rc;
+    if (n->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start;
+             !rc && it < n->data.sequence.items.top; it++)
+            rc = walk(a, doc, yaml_document_get_node(doc, *it), it, copy, depth + 1);
+    } else if (n->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+             !rc && p < n->data.mapping.pairs.top; p++) {
+            rc = walk(a, doc, yaml_document_get_node(doc, p->key), &p->key, copy, depth + 1);
+            if (!rc)
+                rc = walk(a, doc, yaml_document_get_node(doc, p->value), &p->value, copy,
+                          depth + 1);
+        }
+    }
+    return rc;
+}
+
 int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
                   struct af_error *err)
 {
+    static const char root_slot;   /* the slot that leads to the root */
+    struct af__yalias a;
+    yaml_node_t *root;
     yaml_parser_t parser;
     int rc = 0;
 
@@ -42,6 +118,14 @@ int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t
         goto out;
     }
     d->loaded = true;
+    root = yaml_document_get_root_node(&d->doc);
+    if (root) {
+        af__yalias_init(&a, &d->doc, file, err);
+        rc = walk(&a, &d->doc, root, &root_slot, false, 0);
+        af__yalias_release(&a);
+        if (rc)
+            af__ydoc_release(d);
+    }
 out:
     yaml_parser_delete(&parser);
     return rc;
@@ -139,7 +223,8 @@ int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
     return 0;
 }
 
-int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double *out)
+int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double min,
+                     double max, double *out)
 {
     const char *s = af__ynode_str(n);
     char *end;
@@ -150,8 +235,19 @@ int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                             s && af__ynode_is_quoted(n) ? "a quoted string" : kind_name(n));
     errno = 0;
     v = strtod(s, &end);
-    if (end == s || *end || errno == ERANGE || !isfinite(v))
+    if (end == s || *end || isnan(v) || (isinf(v) && errno != ERANGE))
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be a number, not '%s'", what, s);
+    if (errno == ERANGE && isfinite(v))
+        /* a number, only closer to 0 than a double can hold (1e-400) */
+        return af__ydoc_err(d, n, AF_ERANGE,
+                            "'%s' is out of range: '%s' is too close to 0 to be held; write 0 "
+                            "or a number of at least 1e-300 in size",
+                            what, s);
+    /* outside [min, max], or too large for a double (1e400, which strtod makes inf) */
+    if (!(v >= min && v <= max))
+        return af__ydoc_err(d, n, AF_ERANGE,
+                            "'%s' is out of range: it must be between %.15g and %.15g, not '%s'",
+                            what, min, max, s);
     *out = v;
     return 0;
 }
@@ -177,7 +273,7 @@ int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, lo
     return 0;
 }
 
-int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+int af__ynode_bool_quiet(const yaml_node_t *n, bool *out)
 {
     const char *s = af__ynode_str(n);
 
@@ -191,6 +287,15 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, b
             return 0;
         }
     }
+    return AF_ETYPE;
+}
+
+int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, bool *out)
+{
+    const char *s = af__ynode_str(n);
+
+    if (af__ynode_bool_quiet(n, out) == 0)
+        return 0;
     if (s)
         return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not '%s'", what, s);
     return af__ydoc_err(d, n, AF_ETYPE, "'%s' must be true or false, not %s", what, kind_name(n));

@@ -27,8 +27,47 @@ struct af__ydoc {
 };
 
 /*
+ * Aliases make YAML a compression format: nine levels of ten aliases ("billion
+ * laughs") are 500 bytes that expand to 10^9 nodes, and 5,000 rules aliasing one
+ * list of 100,000 items are 1.3 MB that a loader walks 5 * 10^8 times. A file
+ * written by hand needs a few aliases, so every reader of a YAML document in this
+ * module counts what aliases make it visit with one struct af__yalias: the aliases
+ * followed (nested ones each time their parent is expanded) and the nodes visited
+ * because of an alias, each capped, and the depth.
+ */
+#define AF__YAML_MAX_DEPTH 128
+#define AF__YAML_MAX_ALIAS_EXPANSIONS 10000
+#define AF__YAML_MAX_ALIAS_NODES 200000
+
+struct af__yalias {
+    const yaml_document_t *doc;
+    /* For each node, the slot (a sequence item or a mapping pair's key or value) that
+     * first led to it: its definition. Reaching it through another slot is an alias. */
+    const void **home;
+    size_t aliases;   /* aliases followed */
+    size_t copies;    /* nodes visited because of an alias */
+    const char *file; /* borrowed: the name used in messages */
+    struct af_error *err;
+};
+
+void af__yalias_init(struct af__yalias *a, const yaml_document_t *doc, const char *file,
+                     struct af_error *err);
+void af__yalias_release(struct af__yalias *a);
+/*
+ * Accounts for visiting `n`, reached through `slot`. *copy is true on entry when an
+ * ancestor was reached through an alias, and is set when `n` itself is. Returns 0, or
+ * AF_ETOOBIG with the error at `n` once a cap is passed.
+ */
+int af__yalias_follow(struct af__yalias *a, const yaml_node_t *n, const void *slot,
+                      bool *copy) AF_MUST_CHECK;
+/* AF_ETOOBIG with the error at `n`: nested deeper than AF__YAML_MAX_DEPTH. */
+int af__yalias_too_deep(struct af__yalias *a, const yaml_node_t *n);
+
+/*
  * Parses the first document of `yaml`. Returns 0, or AF_EPARSE with the
- * parser's own message and position (also when the input holds no document).
+ * parser's own message and position (also when the input holds no document), or
+ * AF_ETOOBIG when its aliases expand past the caps above or it nests too deep: the
+ * loaders that walk it then never do more than a bounded amount of work.
  */
 int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
                   struct af_error *err) AF_MUST_CHECK;
@@ -54,12 +93,21 @@ const char *af__ynode_str(const yaml_node_t *n);
  * `what` names the key in the message ("vcpus"). */
 int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                      const char **out) AF_MUST_CHECK;
-int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
-                     double *out) AF_MUST_CHECK;
+/*
+ * A number within [min, max]: every number a file gives has a bound, so no sum or
+ * product of them later can overflow to inf. AF_ETYPE when it is not a number;
+ * AF_ERANGE, with "out of range" and the range in the message, when it is one outside
+ * [min, max], also when it is too large for a double (1e400), or so close to 0 that a
+ * double cannot hold it (1e-400).
+ */
+int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double min,
+                     double max, double *out) AF_MUST_CHECK;
 int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
                   int *out) AF_MUST_CHECK;
 int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,
                    bool *out) AF_MUST_CHECK;
+/* The same without a message: 0, or AF_ETYPE when `n` is not an unquoted true or false. */
+int af__ynode_bool_quiet(const yaml_node_t *n, bool *out) AF_MUST_CHECK;
 /* Checks the node kind and fails with "`what` must be a mapping/sequence". */
 int af__ynode_expect(struct af__ydoc *d, const yaml_node_t *n, yaml_node_type_t type,
                      const char *what) AF_MUST_CHECK;

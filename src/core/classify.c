@@ -86,7 +86,7 @@ static bool is_spot(const struct af_kv *labels, size_t n_labels, bool *known)
 /* A decimal price such as "32.77" or "0.5"; false when malformed, negative or absurd. */
 static bool parse_price(const char *s, double *out)
 {
-    return s && af_parse_decimal(s, 0, 1e6, out) == 0;
+    return s && af_parse_decimal(s, 0, AF_PRICE_MAX_USD_HR, out) == 0;
 }
 
 /* A label holding a whole number of MiB ("23028"); 0 when absent or malformed. */

@@ -58,10 +58,22 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
     char list[160];
 
     if (plan->requested == AF_ACCEL_NONE && kind != AF_ACCEL_NONE) {
-        snprintf(out, n,
-                 "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill is %s",
-                 af_class_name(node->cls),
-                 pol && pol->cpu_backfill ? "on but rule is strict" : "off");
+        if (pol && pol->cpu_backfill == AF_CPU_BACKFILL_NEVER)
+            snprintf(out, n,
+                     "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill "
+                     "is never",
+                     af_class_name(node->cls));
+        else if (pol && pol->cpu_backfill == AF_CPU_BACKFILL_ON)
+            snprintf(out, n,
+                     "CPU-only pod kept off accelerator node (%s): policy filter.cpu_backfill "
+                     "is on but rule %s is strict",
+                     af_class_name(node->cls), plan->sel.rule ? plan->sel.rule : "?");
+        else
+            snprintf(out, n,
+                     "CPU-only pod kept off accelerator node (%s): it states its workload "
+                     "(accelfit.io/workload: %s) and policy filter.cpu_backfill is off; set it "
+                     "to true to let CPU work use spare accelerator nodes last",
+                     af_class_name(node->cls), af_workload_name(plan->profile.workload));
         return;
     }
     if (kind != plan->requested) {
@@ -98,20 +110,33 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
  * cannot run here, whatever else happens. Unknown model size or device memory: no
  * refusal. Returns true (with the arithmetic in `out`) when it does not fit.
  */
+/* GiB with one decimal, more when that would print `a` and a different `b` alike. */
+static void gib_pair(double a, double b, char *sa, char *sb, size_t n)
+{
+    for (int prec = 1; prec <= 6; prec++) {
+        snprintf(sa, n, "%.*f", prec, a);
+        snprintf(sb, n, "%.*f", prec, b);
+        if (strcmp(sa, sb) || a == b)
+            return;
+    }
+}
+
 static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *pod,
                          const struct af_node_info *node, char *out, size_t n)
 {
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    char params[24], what[96];
+    char params[24], what[96], need[24], got[24];
     double per, units, cap;
 
     if (!(plan->need_gib > 0))
         return false;
     if (plan->requested == AF_ACCEL_NONE) {
         /* CPU inference and backfill: host memory, the node's allocatable at most. */
+        char alloc[32];
         per = (double)node->allocatable.v[AF_RES_MEMORY] / gib;
         units = 1;
-        snprintf(what, sizeof(what), "host memory (%.1f GiB allocatable)", per);
+        af_res_format(AF_RES_MEMORY, node->allocatable.v[AF_RES_MEMORY], alloc, sizeof(alloc));
+        snprintf(what, sizeof(what), "host memory (%s allocatable)", alloc);
     } else if (pod->requests.v[AF_RES_MIG] > 0 && pod->mig.gb > 0) {
         per = (double)pod->mig.gb * 1e9 / gib;
         units = (double)pod->requests.v[AF_RES_MIG];
@@ -136,17 +161,17 @@ static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *p
     if (plan->need_gib <= cap)
         return false;
     af_format_count(plan->profile.model_params, params, sizeof(params));
+    gib_pair(plan->need_gib, cap, need, got, sizeof(need));
+    /* (a reason longer than `out` is cut short; the snprintf value only says it did) */
     if (plan->instances > 1)
-        snprintf(out, n,
-                 "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, %.1f GiB, "
-                 "x %d instances = %.1f GiB",
-                 params, af_workload_name(plan->profile.workload), plan->need_gib, what,
-                 per * units, plan->instances, cap);
-    else
-        snprintf(out, n, "model does not fit: %s %s needs %.1f GiB; the pod gets %s here, "
-                         "%.1f GiB",
-                 params, af_workload_name(plan->profile.workload), plan->need_gib, what, cap);
-    return true;
+        return snprintf(out, n,
+                 "model does not fit: %s %s needs %s GiB; the pod gets %s here, %.1f GiB, "
+                 "x %d instances = %s GiB",
+                 params, af_workload_name(plan->profile.workload), need, what,
+                 per * units, plan->instances, got) >= 0;
+    return snprintf(out, n, "model does not fit: %s %s needs %s GiB; the pod gets %s here, "
+                            "%s GiB",
+                    params, af_workload_name(plan->profile.workload), need, what, got) >= 0;
 }
 
 /*
@@ -485,8 +510,9 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
                              best + 1, theirs, out[best_node].name, d->tier + 1, mine);
                 else
                     af_reasonf(r,
-                             "tier %d (%.48s) comes first and no candidate has room; this node "
-                             "is tier %d (%.48s)",
+                             "accelfit's cache shows no candidate with room, so it kept the "
+                             "best tier present, tier %d (%.48s), and left the choice among its "
+                             "nodes to kube-scheduler; this node is tier %d (%.48s)",
                              best + 1, theirs, d->tier + 1, mine);
                 worse.have[slot] = true;
             }
@@ -636,5 +662,18 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
         s = 10.0 * (wt * d->s_tier + wu * d->s_util + wc * d->s_cost) / wsum;
         score = lround(s);
         d->score = score < 0 ? 0 : score > 10 ? 10 : (int)score;
+    }
+    /* A CPU-only pod on accelerator nodes (backfill, or not stated): they rank below every
+     * other node that passes, whatever their price, so accelerators stay for accelerator
+     * work while a CPU node can take the pod. */
+    if (plan->backfill) {
+        int last = n_tiers - 1, floor_ = 11;
+        for (size_t i = 0; i < n; i++)
+            if (out[i].verdict == AF_VERDICT_PASS && out[i].tier != last && out[i].score < floor_)
+                floor_ = out[i].score;
+        for (size_t i = 0; floor_ <= 10 && i < n; i++)
+            if (out[i].verdict == AF_VERDICT_PASS && out[i].tier == last &&
+                out[i].score >= floor_)
+                out[i].score = floor_ > 0 ? floor_ - 1 : 0;
     }
 }

@@ -306,16 +306,42 @@ bool af_res_fits(const struct af_resources *req, const struct af_resources *allo
 
 void af_res_format(enum af_res r, int64_t v, char *out, size_t n)
 {
-    if (r == AF_RES_CPU && v % 1000)
-        snprintf(out, n, "%.3g", (double)v / 1000);
-    else if (r == AF_RES_CPU)
-        snprintf(out, n, "%lld", (long long)(v / 1000));
-    else if (r == AF_RES_MEMORY && (v >= (1LL << 30) || v <= -(1LL << 30)))
-        snprintf(out, n, "%.3gGi", (double)v / (double)(1LL << 30));
-    else if (r == AF_RES_MEMORY)
-        snprintf(out, n, "%.3gMi", (double)v / (double)(1LL << 20));
-    else
-        snprintf(out, n, "%lld", (long long)v);
+    static const char *const bin[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+    static const char *const dec[] = {"k", "M", "G", "T", "P", "E"};
+    const char *sign = v < 0 ? "-" : "";
+    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int b = -1, d = -1;
+
+    if (r == AF_RES_CPU) {
+        /* millicores: whole cores as "4", the rest as "95710m", as kubectl prints them */
+        if (m % 1000)
+            snprintf(out, n, "%s%llum", sign, (unsigned long long)m);
+        else
+            snprintf(out, n, "%s%llu", sign, (unsigned long long)(m / 1000));
+        return;
+    }
+    if (r != AF_RES_MEMORY || m == 0) {
+        snprintf(out, n, "%s%llu", sign, (unsigned long long)m);
+        return;
+    }
+    /* bytes: the largest binary suffix that divides exactly, else the largest decimal one,
+     * else plain bytes; never rounded */
+    while (b + 1 < 6 && m % (1ULL << (10 * (b + 2))) == 0)
+        b++;
+    if (b >= 0) {
+        snprintf(out, n, "%s%llu%s", sign, (unsigned long long)(m >> (10 * (b + 1))), bin[b]);
+        return;
+    }
+    for (uint64_t p = 1000; d + 1 < 6 && m % p == 0; p *= 1000)
+        d++;
+    if (d >= 0) {
+        uint64_t p = 1;
+        for (int i = 0; i <= d; i++)
+            p *= 1000;
+        snprintf(out, n, "%s%llu%s", sign, (unsigned long long)(m / p), dec[d]);
+        return;
+    }
+    snprintf(out, n, "%s%llu", sign, (unsigned long long)m);
 }
 
 enum af_accel_kind af_res_accel_kind(const struct af_resources *req)
@@ -535,6 +561,7 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->tenant);
     free(p->owner_kind);
     free(p->owner_name);
+    free(p->generate_name);
     free(p->ann.workload);
     free(p->ann.model_params);
     free(p->ann.objective);

@@ -57,6 +57,26 @@ static void drop(struct af_selection *sel, enum af_class cls, const char *fmt, .
 /* Bad values are quoted, cut short so a huge annotation cannot crowd the note. */
 #define BAD "annotation accelfit.io/%s='%.40s' "
 
+static const char *const annotations[AF_PLAN_ANNOTATIONS] = {
+    "accelfit.io/workload",       "accelfit.io/model-params", "accelfit.io/objective",
+    "accelfit.io/latency-slo-ms", "accelfit.io/framework",    "accelfit.io/neuron-ready",
+    "accelfit.io/precision",      "accelfit.io/neuron-core-version",
+    "accelfit.io/instances",
+};
+
+const char *af_plan_annotation(int i)
+{
+    return i >= 0 && i < AF_PLAN_ANNOTATIONS ? annotations[i] : NULL;
+}
+
+/* A malformed annotation: its bit, and the note that says why (read_intent notes first). */
+#define BAD_NOTE(key, ...)                                                                         \
+    do {                                                                                           \
+        p->bad_annotations |= 1u << (key);                                                         \
+        note(p, __VA_ARGS__);                                                                      \
+        p->n_bad_notes = p->n_notes;                                                               \
+    } while (0)
+
 static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
 {
     const struct af_pod_annotations *a = &pod->ann;
@@ -65,7 +85,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     if (a->workload) {
         int w = af_workload_parse(a->workload);
         if (w < 0)
-            note(p, BAD "is not a workload (training, inference, batch-inference, "
+            BAD_NOTE(0, BAD "is not a workload (training, inference, batch-inference, "
                         "preprocessing, classical-ml, development); ignored",
                  "workload", a->workload);
         else
@@ -73,16 +93,16 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     }
     if (a->model_params) {
         double v = 0;
-        if (af_parse_count(a->model_params, &v) || !(v > 0))
-            note(p, BAD "is not a count (e.g. 7B, 350M, 13e9); ignored", "model-params",
-                 a->model_params);
+        char why[200];
+        if (af_model_params_parse(a->model_params, &v, why, sizeof(why)) != 0)
+            BAD_NOTE(1, "annotation accelfit.io/model-params: %s; ignored", why);
         else
             pr->model_params = v;
     }
     if (a->objective) {
         int o = af_objective_parse(a->objective);
         if (o < 0)
-            note(p, BAD "is not an objective (cost, performance, balanced, latency); ignored",
+            BAD_NOTE(2, BAD "is not an objective (cost, performance, balanced, latency); ignored",
                  "objective", a->objective);
         else
             pr->objective = (enum af_objective)o;
@@ -90,7 +110,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     if (a->latency_slo_ms) {
         int64_t v;
         if (af_parse_int64(a->latency_slo_ms, 1, 86400000, &v))
-            note(p, BAD "is not a positive integer of milliseconds; ignored", "latency-slo-ms",
+            BAD_NOTE(3, BAD "is not a positive integer of milliseconds; ignored", "latency-slo-ms",
                  a->latency_slo_ms);
         else
             pr->latency_slo_ms = (int)v;
@@ -98,7 +118,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     if (a->framework) {
         int f = af_framework_parse(a->framework);
         if (f < 0)
-            note(p, BAD "is not a framework (pytorch, tensorflow, jax, other); ignored",
+            BAD_NOTE(4, BAD "is not a framework (pytorch, tensorflow, jax, other); ignored",
                  "framework", a->framework);
         else
             pr->framework = (enum af_framework)f;
@@ -109,12 +129,12 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
         else if (!strcasecmp(a->neuron_ready, "false"))
             pr->neuron_ready = false;
         else
-            note(p, BAD "is not true or false; ignored", "neuron-ready", a->neuron_ready);
+            BAD_NOTE(5, BAD "is not true or false; ignored", "neuron-ready", a->neuron_ready);
     }
     if (a->precision) {
         int v = af_precision_parse(a->precision);
         if (v < 0)
-            note(p, BAD "is not a precision (fp32, bf16, fp16, int8); ignored", "precision",
+            BAD_NOTE(6, BAD "is not a precision (fp32, bf16, fp16, int8); ignored", "precision",
                  a->precision);
         else
             pr->precision = (enum af_precision)v;
@@ -125,7 +145,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
         if ((v[0] == 'v' || v[0] == 'V') && v[1])
             v++;
         if (af_parse_int64(v, 1, 3, &g))
-            note(p, BAD "is not a NeuronCore generation (1, 2 or 3); ignored",
+            BAD_NOTE(7, BAD "is not a NeuronCore generation (1, 2 or 3); ignored",
                  "neuron-core-version", a->neuron_core_version);
         else {
             p->neuron_gen = (int)g;
@@ -135,7 +155,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     if (a->instances) {
         int64_t v;
         if (af_parse_int64(a->instances, 1, 4096, &v))
-            note(p, BAD "is not a number of instances (1-4096); ignored", "instances",
+            BAD_NOTE(8, BAD "is not a number of instances (1-4096); ignored", "instances",
                  a->instances);
         else {
             p->instances = (int)v;
@@ -315,11 +335,21 @@ static void add_other_tiers(const struct af_policy *pol, struct af_plan *out)
         }
     }
 
-    /* A CPU-only pod may take spare room on accelerator nodes last, when the policy says so. */
-    if (out->requested == AF_ACCEL_NONE && pol && pol->cpu_backfill) {
+    /* A CPU-only pod may take spare room on accelerator nodes last, when the policy says so,
+     * or when it does not state its workload (knowledge narrows, guesses rank): that it is
+     * CPU work kept off accelerators is a guess, so accelerator nodes only rank last. */
+    if (out->requested == AF_ACCEL_NONE && pol && pol->cpu_backfill == AF_CPU_BACKFILL_ON) {
         t = add_group_tier(out, "backfill onto accelerator nodes",
                            "backfill: policy filter.cpu_backfill lets CPU-only pods use spare "
                            "room on accelerator nodes when no CPU node has room");
+        map_group(out, t, accelerator);
+        out->backfill = t >= 0;
+    } else if (out->requested == AF_ACCEL_NONE && !out->stated &&
+               (!pol || pol->cpu_backfill == AF_CPU_BACKFILL_OFF)) {
+        t = add_group_tier(out, "accelerator nodes, last",
+                           "the pod requests no accelerator and does not state its workload: "
+                           "accelerator nodes rank last (keeping them for accelerator work), "
+                           "never refused; filter.cpu_backfill: never refuses them");
         map_group(out, t, accelerator);
         out->backfill = t >= 0;
     }

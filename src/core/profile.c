@@ -35,6 +35,31 @@ static bool key_is(const char *key, const char *want)
     return !*key && !*want;
 }
 
+int af_model_params_parse(const char *s, double *out, char *err, size_t n)
+{
+    double v = 0;
+    int rc = af_parse_count(s, &v);
+
+    if (rc == AF_EINVAL && s && s[0] == '-' && af_parse_count(s + 1, &v) != AF_EINVAL)
+        rc = AF_ERANGE;   /* "-5": a count, only negative */
+    if (rc == AF_EINVAL) {
+        snprintf(err, n,
+                 "cannot parse model size '%.60s': write a parameter count as 70B, 350M, 1.5T, "
+                 "13e9 or 7000000000 (from 1 to 1000T)",
+                 s ? s : "");
+        return AF_EINVAL;
+    }
+    if (rc || !(v >= 1) || !(v <= AF_MODEL_PARAMS_MAX)) {
+        snprintf(err, n,
+                 "model size '%.60s' is out of range: a model has from 1 to 1000T (1e15) "
+                 "parameters; write e.g. 70B, 350M or 13e9",
+                 s ? s : "");
+        return AF_ERANGE;
+    }
+    *out = v;
+    return 0;
+}
+
 int af_profile_set(struct af_profile *p, const char *key, const char *value, char *err, size_t n)
 {
     if (!value)
@@ -49,10 +74,9 @@ int af_profile_set(struct af_profile *p, const char *key, const char *value, cha
         p->workload = (enum af_workload)w;
     } else if (key_is(key, "model-params")) {
         double v = 0;
-        if (af_parse_count(value, &v) != 0 || !(v >= 1))
-            return bad(err, n,
-                       "cannot parse model size '%.60s' (write 70B, 350M, 13e9 or 7000000000)",
-                       value);
+        int rc = af_model_params_parse(value, &v, err, n);
+        if (rc)
+            return rc;
         p->model_params = v;
     } else if (key_is(key, "objective")) {
         int o = af_objective_parse(value);

@@ -100,8 +100,17 @@ void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n)
         snprintf(out, n, "%s", job);
     else if (job && *job)
         snprintf(out, n, "Job/%s", job);
+    else if (pod && pod->name && *pod->name)
+        snprintf(out, n, "Pod/%s", pod->name);
+    else if (pod && pod->generate_name && *pod->generate_name)
+        /* at admission, before the API server names it: as it will be known, and its owner */
+        snprintf(out, n, "Pod/%.60s*%s%.40s%s%.60s", pod->generate_name,
+                 pod->owner_kind ? " of " : "", pod->owner_kind ? pod->owner_kind : "",
+                 pod->owner_kind ? "/" : "", pod->owner_kind && pod->owner_name ? pod->owner_name : "");
+    else if (pod && pod->owner_kind && pod->owner_name)
+        snprintf(out, n, "a new Pod of %.40s/%.60s", pod->owner_kind, pod->owner_name);
     else
-        snprintf(out, n, "Pod/%s", pod && pod->name ? pod->name : "");
+        snprintf(out, n, "a Pod not named yet");
 }
 
 static double clamp_share(double s)

@@ -524,10 +524,28 @@ void af_selection_label(struct af_selection *sel)
 {
     for (size_t i = 0; i < sel->n_tiers; i++) {
         struct af_tier *t = &sel->tiers[i];
+        char pays[32];
         t->rank = (int)i + 1;
         if (t->n_reasons == 0)
             t->n_reasons = 1;
-        if (i == 0 && sel->rule_reason)
+        fmt_usd(pays, sizeof(pays), t->workload_usd);
+        /* objective cost moved the rule's first choice down: say so on both tiers, so no
+         * reason of rank 1 speaks of another class */
+        if (sel->reordered && i == 0) {
+            size_t k = 1;
+            while (k < sel->n_tiers && sel->tiers[k].cls != sel->rule_first)
+                k++;
+            snprintf(t->reasons[0], AF_REASON_MAX,
+                     "objective cost: of the tiers of rule %s, the workload pays least here "
+                     "(%s/h); the rule's first choice, %s, is rank %zu",
+                     sel->rule ? sel->rule : "none", pays, af_class_name(sel->rule_first),
+                     k + 1);
+        } else if (sel->reordered && t->cls == sel->rule_first) {
+            snprintf(t->reasons[0], AF_REASON_MAX,
+                     "the first choice of rule %s; objective cost ranks it %zu: the workload "
+                     "pays %s/h here, more than on the tiers above",
+                     sel->rule ? sel->rule : "none", i + 1, pays);
+        } else if (i == 0 && sel->rule_reason)
             snprintf(t->reasons[0], AF_REASON_MAX, "%s", sel->rule_reason);
         else if (i == 0)
             snprintf(t->reasons[0], AF_REASON_MAX, "first choice");
@@ -541,6 +559,47 @@ void af_selection_label(struct af_selection *sel)
                      "fallback %zu of rule %s: used when the tiers above have no room", i,
                      sel->rule ? sel->rule : "none");
     }
+}
+
+/*
+ * No class of the rule holds the model: which classes of the catalog would, sized the same
+ * way (size_tier), cheapest for the workload first, so the answer is never only "nothing".
+ */
+static void find_outside(const struct af_policy *pol, const struct af_catalog *cat,
+                         const struct af_profile *profile, bool neuron_requested, double needed,
+                         struct af_selection *out)
+{
+    struct af_selection *scratch = af_xmalloc(sizeof(*scratch));   /* its drops go nowhere */
+    char why[AF_REASON_MAX];
+
+    for (int c = 0; c < AF_CLASS__COUNT && out->n_outside < AF_ARRAY_SIZE(out->outside); c++) {
+        struct af_tier_spec ts = {(enum af_class)c, NULL, 0};
+        struct af_tier t;
+        struct af_outside *o;
+        if (af_class_kind((enum af_class)c) == AF_ACCEL_NONE)
+            continue;
+        if (af_class_kind((enum af_class)c) == AF_ACCEL_NEURON &&
+            neuron_block(pol, profile, neuron_requested, why, sizeof(why)))
+            continue;
+        memset(scratch, 0, sizeof(*scratch));
+        memset(&t, 0, sizeof(t));
+        if (!size_tier(pol, cat, profile, &ts, needed, scratch, &t))
+            continue;
+        o = &out->outside[out->n_outside];
+        *o = (struct af_outside){t.cls, t.instance, t.instances, t.price_known, t.hourly_usd,
+                                 t.workload_usd, t.accel_memory_gib};
+        /* cheapest for the workload first; unpriced last */
+        for (size_t k = out->n_outside; k > 0; k--) {
+            struct af_outside *a = &out->outside[k - 1], *b = &out->outside[k], tmp;
+            if (a->price_known && (!b->price_known || a->workload_usd <= b->workload_usd))
+                break;
+            tmp = *a;
+            *a = *b;
+            *b = tmp;
+        }
+        out->n_outside++;
+    }
+    af_free(scratch);
 }
 
 void af_select(const struct af_policy *pol, const struct af_catalog *cat,
@@ -586,9 +645,14 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
                        af_class_neuron_core_version(ts->cls));
         out->n_tiers++;
     }
+    if (!out->n_tiers && needed > 0)
+        find_outside(pol, cat, profile, neuron_requested, needed, out);
     if (profile->objective == AF_OBJECTIVE_COST) {
+        enum af_class before = out->n_tiers ? out->tiers[0].cls : AF_CLASS_UNKNOWN;
         order_by_price(out);
         out->price_ordered = true;
+        out->reordered = out->n_tiers && out->tiers[0].cls != before;
+        out->rule_first = before;
         compare_kinds(out, profile);
     }
     af_selection_label(out);

@@ -29,6 +29,13 @@ const char *af_util_metric_name(enum af_util_metric m)
     return (int)m >= 0 && m < AF_UM__COUNT ? metric_names[m] : NULL;
 }
 
+const char *af_util_discard_name(enum af_util_discard d)
+{
+    static const char *const names[AF_UTIL_DISCARD__COUNT] = {"out_of_range", "future",
+                                                              "over_limit"};
+    return (int)d >= 0 && d < AF_UTIL_DISCARD__COUNT ? names[d] : "unknown";
+}
+
 int af_util_metric_parse(const char *s)
 {
     for (int i = 0; s && i < AF_UM__COUNT; i++)

@@ -196,9 +196,7 @@ static int num(struct af_buf *o, double v)
 {
     double r = round(v * 10000.0) / 10000.0;
 
-    if (r == 0)
-        r = 0;   /* no "-0" */
-    return af_buf_printf(o, "%.10g", r);
+    return af_buf_json_num(o, r, 10);
 }
 
 static int key(struct af_buf *o, bool *first, const char *k)

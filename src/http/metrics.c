@@ -10,9 +10,12 @@
 #include "accelfit/http.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "accelfit/decide.h"
 
 
 /* Histogram upper bounds in seconds, 50 us to 5 s. */
@@ -37,6 +40,9 @@ static const char *verb_names[AF_VERB__COUNT] = {"filter", "prioritize", "explai
 #define N_VERDICTS 3
 static const char *verdict_names[N_VERDICTS] = {"pass", "failed", "unresolvable"};
 
+#define WARNED_SLOTS 4096
+#define WARNED_PROBES 8
+
 struct af_metrics {
     uint64_t start_ns;
     double start_wall;
@@ -47,6 +53,13 @@ struct af_metrics {
     /* class index AF_CLASS__COUNT stands for "unknown" */
     atomic_uint_least64_t decisions[AF_CLASS__COUNT + 1][N_VERDICTS];
     atomic_uint_least64_t fallbacks;
+    atomic_uint_least64_t bad_annotations[AF_PLAN_ANNOTATIONS];
+    /* Pods already warned about a malformed annotation (uid hashes, 0: empty): the Warning
+     * Event and the counter go once per pod. Open addressing; full, the oldest slot is
+     * reused. */
+    pthread_mutex_t warned_lock;
+    uint64_t warned[WARNED_SLOTS];
+    size_t warned_next;
 };
 
 struct af_metrics *af_metrics_new(void)
@@ -55,12 +68,49 @@ struct af_metrics *af_metrics_new(void)
 
     m->start_ns = af_now_ns();
     m->start_wall = af_wall_time();
+    pthread_mutex_init(&m->warned_lock, NULL);
     return m;
 }
 
 void af_metrics_free(struct af_metrics *m)
 {
+    if (m)
+        pthread_mutex_destroy(&m->warned_lock);
     af_free(m);
+}
+
+bool af_metrics_first_bad_annotations(struct af_metrics *m, const char *pod_key, uint32_t bad)
+{
+    uint64_t h = 1469598103934665603ull;
+    size_t slot, empty = SIZE_MAX;
+    bool first = true;
+
+    if (!bad)
+        return false;
+    if (!m || !pod_key)
+        return true;
+    for (const char *s = pod_key; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    h |= 1;   /* never 0, the empty slot */
+    slot = (size_t)(h % WARNED_SLOTS);
+    pthread_mutex_lock(&m->warned_lock);
+    for (size_t k = 0; k < WARNED_PROBES && first; k++) {
+        size_t at = (slot + k) % WARNED_SLOTS;
+        if (m->warned[at] == h)
+            first = false;
+        else if (!m->warned[at] && empty == SIZE_MAX)
+            empty = at;
+    }
+    if (first)   /* a full window forgets one of its pods, in turn */
+        m->warned[empty != SIZE_MAX ? empty
+                                    : (slot + m->warned_next++ % WARNED_PROBES) % WARNED_SLOTS] = h;
+    pthread_mutex_unlock(&m->warned_lock);
+    for (int i = 0; first && i < AF_PLAN_ANNOTATIONS; i++)
+        if (bad & (1u << i))
+            atomic_fetch_add_explicit(&m->bad_annotations[i], 1, memory_order_relaxed);
+    return first;
 }
 
 static size_t code_index(int status)
@@ -190,6 +240,14 @@ static int render_decisions(struct af_metrics *m, struct af_buf *o)
     if (!rc)
         rc = af_buf_printf(o, "accelfit_fallbacks_total %llu\n",
                            (unsigned long long)ld(&m->fallbacks));
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_malformed_annotations_total", "counter",
+                               "Pods with a malformed accelfit annotation (ignored, and a "
+                               "Warning Event posted on the pod), once per pod, by annotation.");
+    for (int i = 0; i < AF_PLAN_ANNOTATIONS && !rc; i++)
+        rc = af_buf_printf(o, "accelfit_malformed_annotations_total{annotation=\"%s\"} %llu\n",
+                           af_plan_annotation(i),
+                           (unsigned long long)ld(&m->bad_annotations[i]));
     return rc;
 }
 

@@ -69,7 +69,8 @@ static void count(struct af_reload *r, enum af_reload_result res)
     atomic_store(&r->last_ok, res != AF_RELOAD_ERROR);
 }
 
-static enum af_reload_result reload_locked(struct af_reload *r)
+/* `asked`: a person asked (SIGHUP), so the outcome is logged at info whatever it is. */
+static enum af_reload_result reload_locked(struct af_reload *r, bool asked)
 {
     struct af_config *cur = af_config_holder_get(r->holder), *next = NULL;
     enum af_reload_result res;
@@ -89,8 +90,14 @@ static enum af_reload_result reload_locked(struct af_reload *r)
         count(r, res);
     } else if (cur && !strcmp(next->policy_sha256, cur->policy_sha256) &&
                !strcmp(next->catalog_sha256, cur->catalog_sha256)) {
-        AF_LOG(AF_LOG_DEBUG, "policy unchanged: not swapped", "policy_hash", cur->policy_sha256,
-               NULL);
+        snprintf(gen, sizeof(gen), "%llu", (unsigned long long)cur->generation);
+        if (asked)
+            AF_LOG(AF_LOG_INFO, "policy unchanged: the files hold the running policy; nothing "
+                   "swapped", "policy", cur->policy->source, "catalog", cur->catalog->source,
+                   "generation", gen, "policy_hash", cur->policy_sha256, NULL);
+        else
+            AF_LOG(AF_LOG_DEBUG, "policy unchanged: not swapped", "policy_hash",
+                   cur->policy_sha256, NULL);
         res = AF_RELOAD_UNCHANGED;
         count(r, res);
     } else {
@@ -110,7 +117,7 @@ static enum af_reload_result reload_locked(struct af_reload *r)
     return res;
 }
 
-enum af_reload_result af_reload_now(struct af_reload *r)
+static enum af_reload_result reload(struct af_reload *r, bool asked)
 {
     enum af_reload_result res;
 
@@ -120,9 +127,14 @@ enum af_reload_result af_reload_now(struct af_reload *r)
         return AF_RELOAD_NOTHING;
     }
     pthread_mutex_lock(&r->lock);
-    res = reload_locked(r);
+    res = reload_locked(r, asked);
     pthread_mutex_unlock(&r->lock);
     return res;
+}
+
+enum af_reload_result af_reload_now(struct af_reload *r)
+{
+    return reload(r, true);
 }
 
 /* ---- watching ------------------------------------------------------------------------------- */
@@ -234,7 +246,7 @@ static void *reload_main(void *arg)
             uint64_t v;
             if (read(r->evfd, &v, sizeof(v)) == (ssize_t)sizeof(v) && !atomic_load(&r->stop)) {
                 AF_LOG(AF_LOG_INFO, "reload requested (SIGHUP)", NULL);
-                af_reload_now(r);
+                reload(r, true);
             }
         }
         if (r->inofd >= 0 && (p[1].revents & POLLIN) && drain_inotify(r))
@@ -247,7 +259,7 @@ static void *reload_main(void *arg)
             }
         if (due && af_now_ns() >= due && !atomic_load(&r->stop)) {
             due = 0;
-            af_reload_now(r);
+            reload(r, false);
         }
     }
     return NULL;

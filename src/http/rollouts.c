@@ -1155,8 +1155,12 @@ int af_rollouts_render(struct af_rollouts *rs, const struct af_config *cfg,
         put_classes(&o, r->target);
         put(&o, ",\"fallback\":");
         put_str(&o, r->fallback == AF_FALLBACK_WAIT ? "wait" : "source");
-        put_fmt(&o, ",\"share\":{\"target\":%.6g,\"achieved\":%.6g,\"stage\":",
-                finite_or_0(st.share), finite_or_0(st.achieved));
+        {
+            char a[AF_JSON_NUM_MAX], b[AF_JSON_NUM_MAX];
+            put_fmt(&o, ",\"share\":{\"target\":%s,\"achieved\":%s,\"stage\":",
+                    af_fmt_json_num(a, finite_or_0(st.share), 6),
+                    af_fmt_json_num(b, finite_or_0(st.achieved), 6));
+        }
         if (st.stage >= 0) {
             put_fmt(&o, "%d,\"stage_began\":", st.stage);
             put_time(&o, st.stage_began);

@@ -502,33 +502,96 @@ static int respond_error(struct server *s, struct lws *wsi, struct pss *p, int s
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
-/* The query string as sent ("a=1&b=2"), from lws's fragments; "" when none. */
-static void query_string(struct lws *wsi, char *out, size_t n)
+/*
+ * The query string as sent ("a=1&b=2", form-urlencoded; "" when none), rebuilt from lws's
+ * fragments: lws splits the query at '&' and decodes each piece, so each is encoded again
+ * and every route reads its query with the one parser, af_query_parse. An empty piece
+ * ("a=1&&b=2") is an empty fragment (length 0) and is left out; -1 from
+ * lws_hdr_copy_fragment means no more (a fragment is never longer than the URI). New; the caller frees it. Cannot fail: the URI is
+ * capped at AF_HTTP_MAX_URI before this is called.
+ */
+static char *query_string(struct lws *wsi)
 {
-    size_t used = 0;
+    static const char hex[] = "0123456789ABCDEF";
+    struct af_buf q = AF_BUF_INIT(0);
+    char *frag = af_xmalloc(AF_HTTP_MAX_URI + 1), e_probe[2];
+    int ok = 0;
 
-    out[0] = '\0';
-    for (int i = 0; used + 1 < n; i++) {
-        char frag[512];
-        int len = lws_hdr_copy_fragment(wsi, frag, (int)sizeof(frag), WSI_TOKEN_HTTP_URI_ARGS, i);
-        if (len <= 0)
+    for (int i = 0; !ok; i++) {
+        int len = lws_hdr_copy_fragment(wsi, frag, AF_HTTP_MAX_URI + 1, WSI_TOKEN_HTTP_URI_ARGS, i);
+        bool in_value = false;
+        if (len < 0)
             break;
-        used += (size_t)snprintf(out + used, n - used, "%s%s", used ? "&" : "", frag);
+        /* lws ends an empty last piece ("?", "?a=1&") with the '/' it puts at the end of an
+         * empty path: that "/" is an empty piece too. */
+        if (len == 0 || (len == 1 && frag[0] == '/' &&
+                         lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i + 1) <= 0 &&
+                         lws_hdr_copy_fragment(wsi, e_probe, sizeof(e_probe),
+                                               WSI_TOKEN_HTTP_URI_ARGS, i + 1) < 0))
+            continue;
+        if (q.len)
+            ok |= af_buf_add(&q, "&", 1);
+        for (int k = 0; k < len; k++) {
+            unsigned char c = (unsigned char)frag[k];
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            if (c == '=' && !in_value) {
+                in_value = true;
+                ok |= af_buf_add(&q, "=", 1);
+            } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9') || (c && strchr("-._~/:", c))) {
+                ok |= af_buf_add(&q, &frag[k], 1);
+            } else {
+                ok |= af_buf_add(&q, e, 3);
+            }
+        }
     }
+    af_free(frag);
+    if (ok || !q.len) {
+        af_buf_release(&q);
+        return af_xstrdup("");
+    }
+    return af_buf_detach(&q, NULL);
 }
 
-static int answer_get(struct server *s, struct lws *wsi, struct pss *p)
+/* "GET /explain": the route as messages about its query name it. */
+static void route_name(const struct pss *p, char *out, size_t n)
+{
+    snprintf(out, n, "%s /%s", p->method == M_POST ? "POST" : "GET",
+             p->route == R_ROLLOUT_ACK ? "rollouts/ack" : route_verb_name(p->route));
+}
+
+/* Routes that take no query parameters: 0, or the 400 already answered (a parameter). */
+static int no_query(struct server *s, struct lws *wsi, struct pss *p, const char *q, int *rc)
+{
+    char where[64];
+    int status;
+
+    route_name(p, where, sizeof(where));
+    resp_begin(s, p);
+    status = af_service_check_query(where, q, &p->resp);
+    if (status)
+        *rc = respond(s, wsi, p, status, "application/json");
+    return status;
+}
+
+static int answer_get(struct server *s, struct lws *wsi, struct pss *p, const char *q)
 {
     struct af_service *svc = s->svc;
+    int rc = 0;
 
     switch (p->route) {
     case R_HEALTHZ:
+        if (no_query(s, wsi, p, q, &rc))
+            return rc;
         resp_text(s, p, "ok\n");
         return respond(s, wsi, p, 200, "text/plain; charset=utf-8");
     case R_READYZ: {
         const char *why = NULL;
         char text[900], live[500];
-        bool ok = af_service_ready(svc, &why);
+        bool ok;
+        if (no_query(s, wsi, p, q, &rc))
+            return rc;
+        ok = af_service_ready(svc, &why);
         af_service_utilization_status(svc, live, sizeof(live));   /* detail, never 503 */
         if (ok)
             snprintf(text, sizeof(text), "ok\n%s", live);
@@ -538,36 +601,27 @@ static int answer_get(struct server *s, struct lws *wsi, struct pss *p)
         return respond(s, wsi, p, ok ? 200 : 503, "text/plain; charset=utf-8");
     }
     case R_METRICS:
+        if (no_query(s, wsi, p, q, &rc))
+            return rc;
         resp_begin(s, p);
         if (af_service_render_metrics(svc, &p->resp) != 0)
             return respond_error(s, wsi, p, 500, "metrics too large");
         return respond(s, wsi, p, 200, "text/plain; version=0.0.4; charset=utf-8");
-    case R_EXPLAIN: {
-        char arg[600];
-        const char *v = lws_get_urlarg_by_name(wsi, "pod=", arg, (int)sizeof(arg));
-        const char *slash = v ? strchr(v, '/') : NULL;
-        char ns[300];
-        int status;
-
-        if (!v || !slash || slash == v || !slash[1] || (size_t)(slash - v) >= sizeof(ns))
-            return respond_error(s, wsi, p, 400, "expected ?pod=NAMESPACE/NAME");
-        memcpy(ns, v, (size_t)(slash - v));
-        ns[slash - v] = '\0';
+    case R_EXPLAIN:
         resp_begin(s, p);
-        status = af_service_explain_pod(svc, ns, slash + 1, &p->resp);
-        return respond(s, wsi, p, status, "application/json");
-    }
-    case R_RECOMMEND: {
-        char q[2048];
-        query_string(wsi, q, sizeof(q));
+        return respond(s, wsi, p, af_service_explain_query(svc, q, &p->resp), "application/json");
+    case R_RECOMMEND:
         resp_begin(s, p);
         return respond(s, wsi, p, af_service_recommend(svc, q, NULL, 0, &p->resp),
                        "application/json");
-    }
     case R_ROLLOUTS:
+        if (no_query(s, wsi, p, q, &rc))
+            return rc;
         resp_begin(s, p);
         return respond(s, wsi, p, af_service_rollouts(svc, &p->resp), "application/json");
     case R_COSTS:
+        if (no_query(s, wsi, p, q, &rc))
+            return rc;
         resp_begin(s, p);
         return respond(s, wsi, p, af_service_costs(svc, &p->resp), "application/json");
     default:
@@ -576,19 +630,20 @@ static int answer_get(struct server *s, struct lws *wsi, struct pss *p)
     return respond_error(s, wsi, p, 404, "not found");
 }
 
-static int answer_post(struct server *s, struct lws *wsi, struct pss *p)
+static int answer_post(struct server *s, struct lws *wsi, struct pss *p, const char *q)
 {
-    int verb = route_verb(p->route), status;
+    int verb = route_verb(p->route), status, rc = 0;
     const char *body = p->body.buf ? p->body.buf : "";
 
     switch (p->route) {
     case R_RECOMMEND:
         resp_begin(s, p);
-        return respond(s, wsi, p, af_service_recommend(s->svc, NULL, body, p->body.len, &p->resp),
+        return respond(s, wsi, p, af_service_recommend(s->svc, q, body, p->body.len, &p->resp),
                        "application/json");
     case R_MUTATE: {
-        /* The API server adds ?timeout=5s; only the body matters. The handler may rewind
-         * its buffer to answer without a patch, so it gets one of its own. */
+        /* The API server adds ?timeout=5s; only the body matters, so the query is not read.
+         * The handler may rewind its buffer to answer without a patch, so it gets one of its
+         * own. */
         struct af_buf answer = AF_BUF_INIT(s->max_response);
         status = af_service_mutate(s->svc, body, p->body.len, &answer);
         resp_begin(s, p);
@@ -599,19 +654,16 @@ static int answer_post(struct server *s, struct lws *wsi, struct pss *p)
         af_buf_release(&answer);
         return respond(s, wsi, p, status, "application/json");
     }
-    case R_ROLLOUT_ACK: {
-        char name[256];
-        const char *v = lws_get_urlarg_by_name(wsi, "name=", name, (int)sizeof(name));
-        if (!v || !*v)
-            return respond_error(s, wsi, p, 400, "expected ?name=ROLLOUT");
+    case R_ROLLOUT_ACK:
         resp_begin(s, p);
-        return respond(s, wsi, p, af_service_rollout_ack(s->svc, v, &p->resp),
+        return respond(s, wsi, p, af_service_rollout_ack_query(s->svc, q, &p->resp),
                        "application/json");
-    }
     default:
         break;
     }
 
+    if (no_query(s, wsi, p, q, &rc))   /* the extender verbs take everything in the body */
+        return rc;
     resp_begin(s, p);
     status = af_service_handle_stats(s->svc, (enum af_verb)verb, p->body.buf ? p->body.buf : "",
                                      p->body.len, &p->resp, &p->st);
@@ -625,9 +677,11 @@ static int dispatch(struct server *s, struct lws *wsi, struct pss *p)
         return respond_error(s, wsi, p, 404, "not found");
     if (p->pending_status == 405)
         return respond_error(s, wsi, p, 405, "method not allowed");
-    if (p->method == M_POST)
-        return answer_post(s, wsi, p);
-    return answer_get(s, wsi, p);
+    char *q = query_string(wsi);
+    int rc = p->method == M_POST ? answer_post(s, wsi, p, q) : answer_get(s, wsi, p, q);
+
+    af_free(q);
+    return rc;
 }
 
 static int too_big(struct server *s, struct lws *wsi, struct pss *p)
@@ -1491,7 +1545,22 @@ static void check_stop(lws_sorted_usec_list_t *sul)
         lws_sul_schedule(s->ctx, 0, &s->sul, check_stop, 100 * LWS_US_PER_MS);
 }
 
-int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6)
+/* Sets `why` (when given) and returns AF_EINVAL. */
+static int listen_bad(char *why, size_t n, const char *fmt, ...) AF_PRINTF(3, 4);
+static int listen_bad(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (why && n) {
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return AF_EINVAL;
+}
+
+int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *port, bool *v6,
+                         char *why, size_t whylen)
 {
     const char *colon;
     int64_t p;
@@ -1499,31 +1568,49 @@ int af_http_parse_listen(const char *listen, char *host, size_t hostlen, int *po
     *v6 = false;
     host[0] = '\0';
     if (!listen || !*listen)
-        return AF_EINVAL;
+        return listen_bad(why, whylen, "the address is empty; write ADDR:PORT, e.g. "
+                                       "127.0.0.1:8888, or :8888 for every interface");
     if (listen[0] == '[') {
         const char *close = strchr(listen, ']');
-        if (!close || close[1] != ':' || (size_t)(close - listen - 1) >= hostlen)
-            return AF_EINVAL;
+        if (!close)
+            return listen_bad(why, whylen, "'[' is not closed; write an IPv6 address as "
+                                           "[ADDR]:PORT, e.g. [::1]:8888");
+        if (close[1] != ':')
+            return listen_bad(why, whylen, "no port after ']'; write [ADDR]:PORT, e.g. [::1]:8888");
+        if ((size_t)(close - listen - 1) >= hostlen)
+            return listen_bad(why, whylen, "the address is too long");
         memcpy(host, listen + 1, (size_t)(close - listen - 1));
         host[close - listen - 1] = '\0';
         colon = close + 1;
         *v6 = true;
     } else {
         colon = strrchr(listen, ':');
-        if (!colon || (size_t)(colon - listen) >= hostlen)
-            return AF_EINVAL;
+        if (!colon)
+            return listen_bad(why, whylen, "no port; write ADDR:PORT, e.g. %.60s:8888",
+                              listen);
+        if ((size_t)(colon - listen) >= hostlen)
+            return listen_bad(why, whylen, "the address is too long");
         memcpy(host, listen, (size_t)(colon - listen));
         host[colon - listen] = '\0';
     }
     if (af_parse_int64(colon + 1, 1, 65535, &p) != 0)
-        return AF_EINVAL;
+        return listen_bad(why, whylen, "the port '%.20s' is not a whole number from 1 to 65535",
+                          colon + 1);
     *port = (int)p;
     if (!strcmp(host, "localhost"))
         snprintf(host, hostlen, "127.0.0.1");
     if (host[0]) {
         unsigned char tmp[sizeof(struct in6_addr)];
+        if (!*v6 && strchr(host, ':'))
+            return listen_bad(why, whylen,
+                              "the IPv6 address '%.60s' needs brackets: [%.60s]:%d", host, host,
+                              *port);
         if (*v6 ? inet_pton(AF_INET6, host, tmp) != 1 : inet_pton(AF_INET, host, tmp) != 1)
-            return AF_EINVAL;
+            return listen_bad(why, whylen,
+                              "the address '%.60s' is not a numeric %s address (names other "
+                              "than localhost are not looked up; leave it empty, as in :%d, for "
+                              "every interface)",
+                              host, *v6 ? "IPv6" : "IPv4", *port);
     }
     return 0;
 }
@@ -1608,13 +1695,12 @@ static struct lws_vhost *make_vhost(struct server *s, const char *flag, const ch
     const struct af_http_options *opt = s->opt;
     struct lws_context_creation_info info;
     struct lws_vhost *vh;
-    char host[128];
+    char host[128], why[200];
     int port = 0;
     bool v6 = false;
 
-    if (af_http_parse_listen(listen, host, sizeof(host), &port, &v6) != 0) {
-        fail_msg(opt, "%s must be ADDR:PORT with a numeric address, [IPv6]:PORT or :PORT: '%s'",
-                 flag, listen ? listen : "");
+    if (af_http_parse_listen(listen, host, sizeof(host), &port, &v6, why, sizeof(why)) != 0) {
+        fail_msg(opt, "%s '%s': %s", flag, listen ? listen : "", why);
         return NULL;
     }
     memset(&info, 0, sizeof(info));

@@ -105,12 +105,8 @@ static void jw_int(struct jw *w, const char *key, long long v)
 static void jw_num(struct jw *w, const char *key, double v)
 {
     jw_key(w, key);
-    if (!w->err) {
-        if (isfinite(v))
-            w->err = af_buf_printf(w->b, "%.6g", v);
-        else
-            w->err = af_buf_puts(w->b, "null");
-    }
+    if (!w->err)
+        w->err = af_buf_json_num(w->b, v, 6);
     w->comma = true;
 }
 
@@ -297,7 +293,7 @@ static void request_error(struct af_buf *errbuf, const char *what, const struct 
 }
 
 /* An error body for 4xx/5xx answers: {"error":"..."}. */
-static void error_body(struct af_buf *out, size_t base, const char *msg)
+void af_service_error_body(struct af_buf *out, size_t base, const char *msg)
 {
     out->len = base;
     if (out->buf)
@@ -361,6 +357,36 @@ static void post_all_rejected(struct af_service *svc, const struct af_pod_info *
         snprintf(msg + used, sizeof(msg) - used, "; %zu more", others);
     af_kube_post_event(svc->kube, pod->ns, pod->name, pod->uid, "Warning",
                        "AccelfitNoSuitableNode", msg);
+}
+
+/*
+ * A pod whose accelfit annotations could not be read is placed as if they were absent; its
+ * owner learns it from a Warning Event on the pod, once per pod, and the count goes to
+ * accelfit_malformed_annotations_total (af_metrics_first_bad_annotations).
+ */
+static void warn_bad_annotations(struct af_service *svc, const struct af_pod_info *pod,
+                                 const struct af_plan *plan)
+{
+    char msg[1024], key[600];
+    size_t used = 0;
+
+    if (!pod || !pod->name || !plan->bad_annotations)
+        return;
+    snprintf(key, sizeof(key), "%s", pod->uid && *pod->uid ? pod->uid : "");
+    if (!key[0])
+        snprintf(key, sizeof(key), "%s/%s", pod->ns ? pod->ns : "", pod->name);
+    if (!af_metrics_first_bad_annotations(svc->metrics, key, plan->bad_annotations) ||
+        !svc->kube)
+        return;
+    for (int i = 0; i < plan->n_bad_notes && used < sizeof(msg); i++)
+        used += (size_t)snprintf(msg + used, sizeof(msg) - used, "%s%s", i ? "; " : "",
+                                 plan->notes[i]);
+    if (used < sizeof(msg))
+        snprintf(msg + used, sizeof(msg) - used,
+                 ". accelfit places the pod as if the annotation were absent; correct the "
+                 "value in the pod template");
+    af_kube_post_event(svc->kube, pod->ns, pod->name, pod->uid, "Warning",
+                       "AccelfitBadAnnotation", msg);
 }
 
 /* A tier's name for people: its class, or what an added tier stands for. */
@@ -476,6 +502,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
 
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        warn_bad_annotations(svc, pod, plan);
         plan->brief_reasons = true;   /* one text per cause: the scheduler's event counts them */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
@@ -527,12 +554,12 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     if (rc != 0) {
         request_error(&msg, "cannot decode ExtenderArgs", &err, rc, len);
         AF_LOG(AF_LOG_WARN, "bad prioritize request", "error", msg.buf ? msg.buf : "", NULL);
-        error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderArgs");
+        af_service_error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderArgs");
         status = 400;
         goto done;
     }
     if (af_ext_args_count(args) > AF_SERVICE_MAX_CANDIDATES) {
-        error_body(out, base, "accelfit: too many candidate nodes in one request");
+        af_service_error_body(out, base, "accelfit: too many candidate nodes in one request");
         status = 400;
         goto done;
     }
@@ -557,6 +584,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         struct af_util_snapshot *us = af_prom_acquire(svc->util);
 
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        warn_bad_annotations(svc, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
         af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
@@ -566,7 +594,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
     if (rc != 0) {
-        error_body(out, base, "accelfit: cannot encode the priorities (too large)");
+        af_service_error_body(out, base, "accelfit: cannot encode the priorities (too large)");
         status = 500;
     }
 done:
@@ -614,13 +642,13 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
     if (rc != 0) {
         request_error(&msg, "cannot decode ExtenderPreemptionArgs", &err, rc, len);
         AF_LOG(AF_LOG_WARN, "bad preempt request", "error", msg.buf ? msg.buf : "", NULL);
-        error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderPreemptionArgs");
+        af_service_error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderPreemptionArgs");
         status = 400;
         goto done;
     }
     n = af_preempt_args_count(args);
     if (n > AF_SERVICE_MAX_CANDIDATES) {
-        error_body(out, base, "accelfit: too many candidate nodes in one request");
+        af_service_error_body(out, base, "accelfit: too many candidate nodes in one request");
         status = 400;
         goto done;
     }
@@ -642,7 +670,7 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         if (svc->when_not_ready == AF_NOT_READY_ERROR) {
             char text[300];
             snprintf(text, sizeof(text), "accelfit: %s", why);
-            error_body(out, base, text);
+            af_service_error_body(out, base, text);
             status = 503;
             goto done;
         }
@@ -675,7 +703,7 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
     rc = af_codec_encode_preempt(args, keep, out);
     if (rc != 0) {
         AF_LOG(AF_LOG_ERROR, "cannot encode preemption result", "error", af_strerror(rc), NULL);
-        error_body(out, base, "accelfit: cannot encode the preemption result (too large)");
+        af_service_error_body(out, base, "accelfit: cannot encode the preemption result (too large)");
         status = 500;
     }
 done:
@@ -1091,12 +1119,12 @@ static int do_explain(struct af_service *svc, struct af_config *cfg, const char 
     rc = len ? af_codec_decode_args(cfg, body, len, &args, &err) : AF_EPARSE;
     if (rc != 0) {
         request_error(&msg, "cannot decode ExtenderArgs", &err, rc, len);
-        error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderArgs");
+        af_service_error_body(out, base, msg.buf ? msg.buf : "cannot decode ExtenderArgs");
         status = 400;
         goto done;
     }
     if (af_ext_args_count(args) > AF_SERVICE_MAX_CANDIDATES) {
-        error_body(out, base, "accelfit: too many candidate nodes in one request");
+        af_service_error_body(out, base, "accelfit: too many candidate nodes in one request");
         status = 400;
         goto done;
     }
@@ -1106,7 +1134,7 @@ static int do_explain(struct af_service *svc, struct af_config *cfg, const char 
     build_candidates(&ar, args, in.snap, &in.c);
     st->candidates = (int)in.c.n;
     if (render_explain(svc, cfg, &ar, &in, out) != 0) {
-        error_body(out, base, "accelfit: explanation too large");
+        af_service_error_body(out, base, "accelfit: explanation too large");
         status = 500;
     }
 done:
@@ -1143,7 +1171,7 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
     in.snap = af_publisher_acquire(svc->pub);
     in.ready = snapshot_ready(svc, in.snap, &in.why);
     if (!in.snap) {
-        error_body(out, base, "no cluster snapshot published yet");
+        af_service_error_body(out, base, "no cluster snapshot published yet");
         status = 503;
         goto done;
     }
@@ -1151,7 +1179,7 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
     if (!in.pod) {
         char text[600];
         snprintf(text, sizeof(text), "pod '%s/%s' is not in the cache", ns, name);
-        error_body(out, base, text);
+        af_service_error_body(out, base, text);
         status = 404;
         goto done;
     }
@@ -1175,13 +1203,52 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
         }
     }
     if (render_explain(svc, cfg, &ar, &in, out) != 0) {
-        error_body(out, base, "accelfit: explanation too large");
+        af_service_error_body(out, base, "accelfit: explanation too large");
         status = 500;
     }
 done:
     af_snapshot_unref((struct af_snapshot *)in.snap);
     af_arena_release(&ar);
     af_config_unref(cfg);
+    return status;
+}
+
+/* A 400 whose message is `err`, prefixed as every accelfit error is. */
+static int bad_query(struct af_buf *out, size_t base, const char *err)
+{
+    char text[460];
+
+    snprintf(text, sizeof(text), "accelfit: %s", err);
+    af_service_error_body(out, base, text);
+    return 400;
+}
+
+int af_service_explain_query(struct af_service *svc, const char *query, struct af_buf *out)
+{
+    static const char *const known[] = {"pod", NULL};
+    size_t base = out->len;
+    struct af_query q;
+    char err[400], ns[300];
+    const char *v, *slash;
+    int status;
+
+    if (af_query_parse(&q, query, "GET /explain", known, err, sizeof(err)) != 0)
+        return bad_query(out, base, err);
+    v = af_query_get(&q, "pod");
+    slash = v ? strchr(v, '/') : NULL;
+    if (!v || !slash || slash == v || !slash[1] || (size_t)(slash - v) >= sizeof(ns)) {
+        snprintf(err, sizeof(err),
+                 "GET /explain: %s%.80s%s; expected ?pod=NAMESPACE/NAME (or POST the "
+                 "ExtenderArgs kube-scheduler sends)",
+                 !v ? "the query has no 'pod'" : "pod='", v ? v : "",
+                 v ? "' is not NAMESPACE/NAME" : "");
+        af_query_release(&q);
+        return bad_query(out, base, err);
+    }
+    memcpy(ns, v, (size_t)(slash - v));
+    ns[slash - v] = '\0';
+    status = af_service_explain_pod(svc, ns, slash + 1, out);
+    af_query_release(&q);
     return status;
 }
 
@@ -1195,10 +1262,10 @@ int af_service_rollouts(struct af_service *svc, struct af_buf *out)
     int status = 200;
 
     if (!svc->rollouts) {
-        error_body(out, base, "accelfit: this server keeps no rollout state");
+        af_service_error_body(out, base, "accelfit: this server keeps no rollout state");
         status = 503;
     } else if (af_rollouts_render(svc->rollouts, cfg, snap, af_wall_time(), out) != 0) {
-        error_body(out, base, "accelfit: the rollouts are too large to render");
+        af_service_error_body(out, base, "accelfit: the rollouts are too large to render");
         status = 500;
     }
     af_snapshot_unref(snap);
@@ -1223,12 +1290,12 @@ int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_b
         char text[200];
         snprintf(text, sizeof(text), "accelfit: no rollout '%.100s' in the policy",
                  name ? name : "");
-        error_body(out, base, text);
+        af_service_error_body(out, base, text);
         status = 404;
         goto done;
     }
     if (!svc->rollouts) {
-        error_body(out, base, "accelfit: this server keeps no rollout state");
+        af_service_error_body(out, base, "accelfit: this server keeps no rollout state");
         status = 503;
         goto done;
     }
@@ -1245,7 +1312,7 @@ int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_b
     jw_close(&w, "}");
     jw_raw(&w, "\n");
     if (w.err) {
-        error_body(out, base, "accelfit: response too large");
+        af_service_error_body(out, base, "accelfit: response too large");
         status = 500;
     }
 done:
@@ -1284,7 +1351,7 @@ int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const cha
         status = do_preempt(svc, cfg, body, len, out, st);
         break;
     default:
-        error_body(out, out->len, "unknown verb");
+        af_service_error_body(out, out->len, "unknown verb");
         status = 404;
         break;
     }
@@ -1296,6 +1363,29 @@ int af_service_handle(struct af_service *svc, enum af_verb verb, const char *bod
                       struct af_buf *out)
 {
     return af_service_handle_stats(svc, verb, body, len, out, NULL);
+}
+
+int af_service_rollout_ack_query(struct af_service *svc, const char *query, struct af_buf *out)
+{
+    static const char *const known[] = {"name", NULL};
+    size_t base = out->len;
+    struct af_query q;
+    char err[400];
+    const char *v;
+    int status;
+
+    if (af_query_parse(&q, query, "POST /rollouts/ack", known, err, sizeof(err)) != 0)
+        return bad_query(out, base, err);
+    v = af_query_get(&q, "name");
+    if (!v || !*v) {
+        af_query_release(&q);
+        return bad_query(out, base,
+                         "POST /rollouts/ack: the query names no rollout; expected "
+                         "?name=ROLLOUT (GET /rollouts lists them)");
+    }
+    status = af_service_rollout_ack(svc, v, out);
+    af_query_release(&q);
+    return status;
 }
 
 /* ---- recommend ---------------------------------------------------------------------------------- */
@@ -1312,59 +1402,25 @@ static int recommend_param(void *ud, const char *key, const char *value)
     return af_profile_set(&in->profile, key, value, in->err, sizeof(in->err));
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* Decodes one application/x-www-form-urlencoded component in place; false on a bad '%'. */
-static bool form_decode(char *s)
-{
-    char *out = s;
-
-    for (; *s; s++) {
-        if (*s == '+') {
-            *out++ = ' ';
-        } else if (*s == '%') {
-            int hi = hexval(s[1]), lo = hi >= 0 ? hexval(s[2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-                return false;
-            *out++ = (char)(hi * 16 + lo);
-            s += 2;
-        } else {
-            *out++ = *s;
-        }
-    }
-    *out = '\0';
-    return true;
-}
-
-/* "workload=training&model-params=70B&neuron-ready": each pair through recommend_param. */
+/* The query's parameters through recommend_param; a bare name is a switch: ?neuron-ready. */
 static int recommend_query(struct recommend_in *in, const char *query)
 {
-    char *copy = af_xstrdup(query ? query : ""), *save = NULL;
-    int rc = 0;
+    struct af_query q;
+    int rc = af_query_parse(&q, query, "GET /recommend", NULL, in->err, sizeof(in->err));
 
-    for (char *pair = strtok_r(copy, "&", &save); pair && !rc; pair = strtok_r(NULL, "&", &save)) {
-        char *eq = strchr(pair, '=');
-        const char *value = "";
-        if (eq) {
-            *eq = '\0';
-            value = eq + 1;
-        }
-        if (!form_decode(pair) || (eq && !form_decode(eq + 1))) {
-            snprintf(in->err, sizeof(in->err), "query parameter '%.60s': bad %% escape", pair);
-            rc = AF_EINVAL;
-            break;
-        }
-        /* a bare name is a switch: ?neuron-ready */
-        rc = recommend_param(in, pair, eq ? value : "true");
-    }
-    af_free(copy);
+    for (size_t i = 0; !rc && i < q.n; i++)
+        rc = recommend_param(in, q.p[i].key, q.p[i].bare ? "true" : q.p[i].value);
+    af_query_release(&q);   /* nothing to release after a parse error; harmless */
     return rc;
+}
+
+/* True when `query` holds at least one parameter (empty pieces do not count). */
+static bool has_query(const char *query)
+{
+    for (; query && *query; query++)
+        if (*query != '&')
+            return true;
+    return false;
 }
 
 int af_service_recommend(struct af_service *svc, const char *query, const char *body, size_t len,
@@ -1381,7 +1437,13 @@ int af_service_recommend(struct af_service *svc, const char *query, const char *
     memset(&in, 0, sizeof(in));
     memset(&err, 0, sizeof(err));
     af_profile_init(&in.profile);
-    if (body && len) {
+    if (body && len && has_query(query)) {
+        snprintf(in.err, sizeof(in.err),
+                 "POST /recommend has parameters both in its query ('%.80s') and in its body; "
+                 "send them in one place",
+                 query);
+        rc = AF_EINVAL;
+    } else if (body && len) {
         rc = af_codec_decode_params(body, len, recommend_param, &in, &err);
         if (rc && !in.err[0])
             af_error_format(&err, in.err, sizeof(in.err));
@@ -1393,7 +1455,7 @@ int af_service_recommend(struct af_service *svc, const char *query, const char *
     if (rc) {
         char text[400];
         snprintf(text, sizeof(text), "accelfit: %s", in.err);
-        error_body(out, base, text);
+        af_service_error_body(out, base, text);
         status = 400;
         goto done;
     }
@@ -1401,7 +1463,7 @@ int af_service_recommend(struct af_service *svc, const char *query, const char *
     af_select(cfg->policy, cfg->catalog, &in.profile, false, sel);
     af_recommend_json(&in.profile, cfg, sel, &json);
     if (af_buf_add(out, json.buf, json.len)) {
-        error_body(out, base, "accelfit: the recommendation is too large");
+        af_service_error_body(out, base, "accelfit: the recommendation is too large");
         status = 500;
     }
 done:

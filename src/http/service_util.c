@@ -105,6 +105,16 @@ int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
                            "accelfit_utilization_nodes{mapped=\"true\"} %zu\n"
                            "accelfit_utilization_nodes{mapped=\"false\"} %zu\n",
                            us ? us->n_nodes : 0, us ? us->unmapped : 0);
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_utilization_samples_discarded_total", "counter",
+                               "Samples dropped, by reason: out_of_range (a utilization beyond "
+                               "[0, 1], memory beyond [0, 2^60] bytes), future (timestamped "
+                               "over a minute ahead), over_limit (series past the round's "
+                               "limit).");
+    for (int d = 0; d < AF_UTIL_DISCARD__COUNT && !rc; d++)
+        rc = af_buf_printf(o, "accelfit_utilization_samples_discarded_total{reason=\"%s\"} %llu\n",
+                           af_util_discard_name((enum af_util_discard)d),
+                           (unsigned long long)(us ? us->discarded_total[d] : 0));
     if (rc || !us || !us->ok) {
         af_util_snapshot_unref(us);
         return rc;

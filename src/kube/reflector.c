@@ -559,7 +559,10 @@ static int do_watch(struct reflector *r, int *short_watch)
     curl_slist_free_all(hdr);
     free(url);
     free(pq);
-    set_up(r, false);
+    /* A watch ended to list again (a reload) is no outage: the list that follows is a
+     * fresher read than the watch. Only a failure of that list makes the kind down. */
+    if (!atomic_load(&r->relist) || atomic_load(&k->stop))
+        set_up(r, false);
     if (!r->http_status)
         curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
     unsigned gen = c.gen;
@@ -622,6 +625,8 @@ void *af__kube_reflector_main(void *arg)
         }
         if (need_list) {
             rc = do_list(r, first_list ? "0" : "");
+            if (rc && r->up)
+                set_up(r, false);   /* a relist after a reload failed: down from now */
             if (!rc) {
                 need_list = false;
                 first_list = false;

@@ -9,14 +9,16 @@
  * A round that fails (connection refused, a timeout, an HTTP error, an answer that is
  * not the API's JSON) publishes a degraded snapshot that says why, and the next round
  * waits twice as long, up to utilization.retry_max, until one answers again. The
- * bearer token file is read every round, so a rotated token is picked up. With
+ * bearer token file is read every round, so a rotated token is picked up. Stopping does
+ * not wait for a slow Prometheus: the round checks the stop flag between queries and
+ * curl's progress callback ends a query in flight (within about a second). With
  * --metrics-file a recorded snapshot is loaded once instead, frozen: its ages are as
  * recorded, so a demo shows the same thing every time.
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -35,8 +37,10 @@ struct af_prom {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stop;                     /* protected by ->lock */
+    atomic_bool stopping;          /* set with ->stop; read by the round without the lock */
     struct af_util_snapshot *current;   /* protected by ->lock */
     uint64_t rounds, failures;     /* reader thread only */
+    uint64_t discarded[AF_UTIL_DISCARD__COUNT];   /* reader thread only */
     double last_ok;                /* reader thread only */
 };
 
@@ -90,6 +94,19 @@ static size_t body_cb(char *data, size_t size, size_t nmemb, void *ud)
     return af_buf_add(ud, data, size * nmemb) ? 0 : size * nmemb;
 }
 
+/* curl calls it at least about once a second, also while nothing arrives: a query in
+ * flight ends at once on stop. */
+static int xferinfo_cb(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult, curl_off_t uln)
+{
+    struct af_prom *p = ud;
+
+    (void)dlt;
+    (void)dln;
+    (void)ult;
+    (void)uln;
+    return atomic_load(&p->stopping) ? 1 : 0;
+}
+
 /* GET base/api/v1/query?query=EXPR into `body`. 0, or AF_EIO with `why`. */
 static int query(struct af_prom *p, CURL *h, const char *expr, double timeout_s,
                  struct af_buf *body, char *why, size_t whylen)
@@ -134,11 +151,10 @@ static int query(struct af_prom *p, CURL *h, const char *expr, double timeout_s,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
         /* The API's error answers are JSON with errorType and error: show them. */
-        json_t *j = json_loadb(body->buf ? body->buf : "", body->len, 0, NULL);
-        const char *e = json_string_value(json_object_get(j, "error"));
-        snprintf(why, whylen, "HTTP %ld from %s%s%.200s", status, p->opt.url, e ? ": " : "",
-                 e ? e : "");
-        json_decref(j);
+        char e[208];
+        af__util_answer_error(body->buf ? body->buf : "", body->len, e, sizeof(e));
+        snprintf(why, whylen, "HTTP %ld from %s%s%.200s", status, p->opt.url, e[0] ? ": " : "",
+                 e);
         rc = AF_EIO;
     }
 out:
@@ -168,8 +184,13 @@ static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
     struct af_util_snapshot *s;
     char why[300], what[300];
 
+    af_util_build_set_now(b, af_wall_time());
     why[0] = '\0';
     for (int m = 0; m < AF_UM__COUNT && !why[0]; m++) {
+        if (atomic_load(&p->stopping)) {
+            snprintf(why, sizeof(why), "stopping");
+            break;
+        }
         if (!up->q[m].expr)
             continue;
         if (query(p, h, up->q[m].expr, up->timeout_s, &body, what, sizeof(what)) == 0 &&
@@ -193,6 +214,9 @@ static void configure(struct af_prom *p, CURL *h)
     char userpwd[MAX_SECRET];
 
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, xferinfo_cb);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, p);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "accelfit/" AF_VERSION);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     if (p->opt.ca_file)
@@ -228,6 +252,12 @@ static void *reader_main(void *arg)
         bool stop;
 
         s = round_once(p, h, up, prev);
+        if (atomic_load(&p->stopping)) {
+            /* a round cut short by the stop says nothing about Prometheus */
+            af_util_snapshot_unref(s);
+            af_config_unref(cfg);
+            break;
+        }
         p->rounds++;
         if (s->ok) {
             af_util_snapshot_unref(prev);
@@ -248,6 +278,19 @@ static void *reader_main(void *arg)
                 backoff = up->retry_max_s;
             wait = backoff;
         }
+        if (s->ok) {
+            for (int d = 0; d < AF_UTIL_DISCARD__COUNT; d++) {
+                p->discarded[d] += s->discarded[d];
+                if (s->discarded[d] && d == AF_UTIL_DISCARD_OVER_LIMIT) {
+                    char lim[24], n[24];
+                    snprintf(lim, sizeof(lim), "%d", AF_UTIL_MAX_SERIES);
+                    snprintf(n, sizeof(n), "%zu", s->discarded[d]);
+                    AF_LOG(AF_LOG_WARN, "prometheus answered more series than accelfit keeps; "
+                           "the rest were dropped", "limit", lim, "dropped", n, NULL);
+                }
+            }
+        }
+        memcpy(s->discarded_total, p->discarded, sizeof(s->discarded_total));
         s->taken = af_wall_time();
         s->last_ok = p->last_ok;
         s->rounds = p->rounds;
@@ -280,7 +323,8 @@ static void *reader_main(void *arg)
 
 /*
  * {"recorded": "...", "queries": {"gpu_util": <an /api/v1/query or query_range answer>,
- * ...}}: each answer parsed as a live one would be, then frozen at its newest sample.
+ * ...}}: each answer parsed as a live one would be (in place, af_util_build_add_file),
+ * then frozen at its newest sample.
  */
 static int load_file(struct af_prom *p, const struct af_util_policy *up, char *why,
                      size_t whylen)
@@ -288,9 +332,7 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
     struct af_buf file = AF_BUF_INIT(MAX_ANSWER);
     struct af_util_build *b = NULL;
     struct af_util_snapshot *s;
-    json_error_t jerr;
-    json_t *root = NULL, *queries, *answer;
-    const char *key;
+    char what[300];
     int rc = af_buf_read_file(&file, p->opt.metrics_file);
 
     if (rc) {
@@ -298,35 +340,12 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
                  af_strerror(rc));
         goto out;
     }
-    root = json_loadb(file.buf ? file.buf : "", file.len, JSON_REJECT_DUPLICATES, &jerr);
-    queries = json_object_get(root, "queries");
-    if (!json_is_object(queries)) {
-        snprintf(why, whylen, "--metrics-file '%s': %s", p->opt.metrics_file,
-                 root ? "expected an object with \"queries\": {\"gpu_util\": <answer>, ...}"
-                      : jerr.text);
+    b = af_util_build_new();
+    rc = af__util_build_add_file(b, up, file.buf ? file.buf : "", file.len, what, sizeof(what));
+    if (rc) {
+        snprintf(why, whylen, "--metrics-file '%s': %s", p->opt.metrics_file, what);
         rc = AF_EINVAL;
         goto out;
-    }
-    b = af_util_build_new();
-    json_object_foreach(queries, key, answer) {
-        int m = af_util_metric_parse(key);
-        char *text, what[300];
-        if (m < 0) {
-            snprintf(why, whylen, "--metrics-file '%s': unknown query '%s'", p->opt.metrics_file,
-                     key);
-            rc = AF_EINVAL;
-            goto out;
-        }
-        text = json_dumps(answer, JSON_COMPACT);
-        rc = af_util_build_add(b, up, (enum af_util_metric)m, text ? text : "",
-                               text ? strlen(text) : 0, what, sizeof(what));
-        free(text);   /* jansson's allocation */
-        if (rc) {
-            snprintf(why, whylen, "--metrics-file '%s': queries.%s: %s", p->opt.metrics_file,
-                     key, what);
-            rc = AF_EINVAL;
-            goto out;
-        }
     }
     s = af_util_build_finish(b, NULL, up->idle_below);
     b = NULL;
@@ -337,12 +356,13 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
                 s->taken = s->nodes[i].samples[k].ts;
     s->last_ok = s->taken;
     s->rounds = 1;
+    for (int d = 0; d < AF_UTIL_DISCARD__COUNT; d++)
+        s->discarded_total[d] = s->discarded[d];
     snprintf(s->source, sizeof(s->source), "file %s", p->opt.metrics_file);
     publish(p, s);
 out:
     if (b)
         af_util_snapshot_unref(af_util_build_finish(b, NULL, 0));
-    json_decref(root);
     af_buf_release(&file);
     return rc;
 }
@@ -380,6 +400,7 @@ int af_prom_start(struct af_prom **out, const struct af_prom_options *o,
     why[0] = '\0';
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
+    atomic_init(&p->stopping, false);
     p->cfg = cfg;
     p->opt = *o;
     p->opt.url = dup_opt(o->url);
@@ -458,6 +479,7 @@ void af_prom_stop(struct af_prom *p)
     if (!p)
         return;
     if (p->running) {
+        atomic_store(&p->stopping, true);
         pthread_mutex_lock(&p->lock);
         p->stop = true;
         pthread_cond_signal(&p->wake);

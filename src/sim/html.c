@@ -217,12 +217,10 @@ static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t 
     putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,
          100 * ro->share);
     for (int s = 0; s < 2; s++) {
-        int t = ro->target_pods[s], n = t + ro->source_pods[s];
+        char share[160];
+        af__sim_rollout_share(ro, s, share, sizeof(share));
         putf(p, "%s%s: ", s ? "; " : "", af_sim_side_name((enum af_sim_side)s));
-        if (n)
-            putf(p, "%d of %d placed on the target", t, n);
-        else
-            put(p, "none placed on either side");
+        esc(p, share);
     }
     put(p, "</figcaption>");
     putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);

@@ -24,6 +24,9 @@ void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud);
 const char *af__sim_tenants_title(const struct af_sim_result *r);
 void af__sim_tenant_label(const struct af_sim_tenant *t, char *out, size_t n);
 void af__sim_tenant_rows(const struct af_sim_result *r, size_t i, af__sim_row_cb cb, void *ud);
+/* A rollout's placements on one side: "1 of 4 on target (25%)", or that none went to the
+ * target or source classes (the pods may have gone to other classes). Cannot fail. */
+void af__sim_rollout_share(const struct af_sim_rollout_stats *ro, int side, char *out, size_t n);
 /* Dollars per hour over the whole trace. */
 double af__sim_tenant_average(const struct af_sim_result *r, const struct af_sim_tenant *t,
                               int side);

@@ -14,14 +14,18 @@
 
 void af__sim_money(double usd, char *out, size_t n)
 {
-    char digits[64], *p = digits;
-    long long cents = llround(fabs(usd) * 100);
+    /* From the decimal text, not an integer of cents: any finite amount prints whole. */
+    char digits[400], *p = digits;
     size_t len, lead, o = 0;
 
-    snprintf(digits, sizeof(digits), "%lld", cents / 100);
-    len = strlen(digits);
+    if (!isfinite(usd)) {
+        snprintf(out, n, "unknown");
+        return;
+    }
+    snprintf(digits, sizeof(digits), "%.2f", fabs(usd));
+    len = strcspn(digits, ".");
     lead = len % 3 ? len % 3 : 3;
-    if (usd < 0 && cents > 0 && o + 1 < n)
+    if (usd < 0 && strspn(digits, "0.") != strlen(digits) && o + 1 < n)
         out[o++] = '-';
     if (o + 1 < n)
         out[o++] = '$';
@@ -30,7 +34,7 @@ void af__sim_money(double usd, char *out, size_t n)
             out[o++] = ',';
         out[o++] = *p++;
     }
-    snprintf(out + o, n > o ? n - o : 0, ".%02lld", cents % 100);
+    snprintf(out + o, n > o ? n - o : 0, "%s", digits + len);
 }
 
 void af__sim_scan_text(const struct af_sim_result *r, char *out, size_t n)
@@ -195,13 +199,14 @@ static void text_row(void *ud, const char *label, bool indent, char cell[][64])
         t->err = AF_ETOOBIG;
 }
 
-static void rollout_share(const struct af_sim_rollout_stats *ro, int side, char *out, size_t n)
+void af__sim_rollout_share(const struct af_sim_rollout_stats *ro, int side, char *out, size_t n)
 {
     int t = ro->target_pods[side], s = ro->source_pods[side];
     if (t + s)
         snprintf(out, n, "%d of %d on target (%.0f%%)", t, t + s, 100.0 * t / (t + s));
     else
-        snprintf(out, n, "none placed");
+        snprintf(out, n, "none on the target or source classes (its pods went to other "
+                         "classes, or were not placed)");
 }
 
 int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
@@ -230,10 +235,10 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     }
     for (size_t k = 0; k < r->n_rollouts; k++) {
         const struct af_sim_rollout_stats *ro = &r->rollouts[k];
-        char targets[200], a[64], ks[64];
+        char targets[200], a[160], ks[160];
         af_class_mask_names(ro->target, targets, sizeof(targets));
-        rollout_share(ro, AF_SIM_ACCELFIT, a, sizeof(a));
-        rollout_share(ro, AF_SIM_KUBE, ks, sizeof(ks));
+        af__sim_rollout_share(ro, AF_SIM_ACCELFIT, a, sizeof(a));
+        af__sim_rollout_share(ro, AF_SIM_KUBE, ks, sizeof(ks));
         err |= af_buf_printf(out,
                              "\nrollout %s (target %s, share %.0f%%)\n  accelfit: %s\n  "
                              "kube-scheduler: %s\n",
@@ -244,9 +249,16 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 
+/* ,"key": then `v` with `decimals` after the point (af_buf_json_fixed). */
+static int json_fixed(struct af_buf *b, const char *key, double v, int decimals, bool comma)
+{
+    return af_buf_printf(b, "%s\"%s\":", comma ? "," : "", key) |
+           af_buf_json_fixed(b, v, decimals);
+}
+
 static int json_money(struct af_buf *b, const char *key, double usd, bool comma)
 {
-    return af_buf_printf(b, "%s\"%s\":%.2f", comma ? "," : "", key, round(usd * 100) / 100);
+    return json_fixed(b, key, usd, 2, comma);
 }
 
 static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool bound)
@@ -272,19 +284,21 @@ static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool b
                              s->placed_by_class[c]);
         first = false;
     }
-    err |= af_buf_printf(b, "},\"placed\":%d,\"pod_hours\":%.1f", s->placed, s->pod_hours);
+    err |= af_buf_printf(b, "},\"placed\":%d", s->placed);
+    err |= json_fixed(b, "pod_hours", s->pod_hours, 1, true);
     if (!bound) {
         double nh = 0;
         for (int c = 0; c < AF_SIM_CLASSES; c++)
             nh += s->node_hours_by_class[c];
-        err |= af_buf_printf(b, ",\"node_hours\":%.1f", nh);
+        err |= json_fixed(b, "node_hours", nh, 1, true);
         err |= json_money(b, "idle_accelerator_usd", s->idle_accel_usd, true);
         err |= af_buf_printf(b,
-                             ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"waited\":%d,\"unplaced\":%d,"
-                             "\"wait_pod_hours\":%.1f,\"nodes_examined_per_pod\":%.1f,"
-                             "\"feasible_per_pod\":%.1f,\"scan_cut\":%d,\"cheapest_missed\":%d",
-                             s->first_tier, s->fallbacks, s->outside, s->waited, s->unplaced, s->wait_hours,
-                             s->nodes_examined_avg, s->feasible_avg, s->scan_cut,
+                             ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"waited\":%d,\"unplaced\":%d",
+                             s->first_tier, s->fallbacks, s->outside, s->waited, s->unplaced);
+        err |= json_fixed(b, "wait_pod_hours", s->wait_hours, 1, true);
+        err |= json_fixed(b, "nodes_examined_per_pod", s->nodes_examined_avg, 1, true);
+        err |= json_fixed(b, "feasible_per_pod", s->feasible_avg, 1, true);
+        err |= af_buf_printf(b, ",\"scan_cut\":%d,\"cheapest_missed\":%d", s->scan_cut,
                              s->cheapest_missed);
     }
     return err | af_buf_puts(b, "}");
@@ -295,12 +309,13 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
     static const char *const keys[AF_SIM__SIDES] = {"accelfit", "kube_scheduler", "lower_bound"};
     int err = 0;
 
+    err |= af_buf_printf(out, "{\"nodes\":%zu,\"pods\":%zu,\"already_running\":%zu",
+                         r->n_nodes, r->n_pods, r->n_bound);
+    err |= json_fixed(out, "hours", r->horizon / 3600.0, 2, true);
     err |= af_buf_printf(out,
-                         "{\"nodes\":%zu,\"pods\":%zu,\"already_running\":%zu,\"hours\":%.2f,"
-                         "\"scan\":{\"percentage_of_nodes_to_score\":%d,\"feasible_to_find\":%d},"
+                         ",\"scan\":{\"percentage_of_nodes_to_score\":%d,\"feasible_to_find\":%d},"
                          "\"schedulers\":{",
-                         r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0, r->percentage,
-                         r->feasible_to_find);
+                         r->percentage, r->feasible_to_find);
     for (int s = 0; s < AF_SIM__SIDES; s++) {
         err |= af_buf_printf(out, "%s\"%s\":", s ? "," : "", keys[s]);
         err |= json_side(out, &r->side[s], s == AF_SIM_BOUND);
@@ -321,8 +336,8 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
         if (t->budget_usd_hr < 0)
             err |= af_buf_puts(out, ",\"budget_usd_per_hour\":null,\"over_budget\":null");
         else
-            err |= af_buf_printf(out, ",\"budget_usd_per_hour\":%.2f,\"over_budget\":\"%s\"",
-                                 t->budget_usd_hr, t->hard ? "hard" : "soft");
+            err |= json_money(out, "budget_usd_per_hour", t->budget_usd_hr, true) |
+                   af_buf_printf(out, ",\"over_budget\":\"%s\"", t->hard ? "hard" : "soft");
         err |= af_buf_puts(out, ",\"average_usd_per_hour\":{");
         for (int s = 0; s < AF_SIM__SIDES; s++)
             err |= json_money(out, keys[s], af__sim_tenant_average(r, t, s), s > 0);
@@ -332,18 +347,20 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
         if (t->budget_usd_hr < 0)
             err |= af_buf_puts(out, "},\"hours_over_budget\":null}");
         else
-            err |= af_buf_printf(out, "},\"hours_over_budget\":{\"%s\":%.1f,\"%s\":%.1f}}",
-                                 keys[0], t->over_hours[0], keys[1], t->over_hours[1]);
+            err |= af_buf_puts(out, "},\"hours_over_budget\":{") |
+                   json_fixed(out, keys[0], t->over_hours[0], 1, false) |
+                   json_fixed(out, keys[1], t->over_hours[1], 1, true) | af_buf_puts(out, "}}");
     }
     err |= af_buf_puts(out, "],\"rollouts\":[");
     for (size_t k = 0; k < r->n_rollouts; k++) {
         const struct af_sim_rollout_stats *ro = &r->rollouts[k];
         err |= af_buf_printf(out, "%s{\"name\":", k ? "," : "");
         err |= af_buf_json_str(out, ro->name);
+        err |= json_fixed(out, "share", ro->share, 2, true);
         err |= af_buf_printf(out,
-                             ",\"share\":%.2f,\"accelfit\":{\"target\":%d,\"source\":%d},"
+                             ",\"accelfit\":{\"target\":%d,\"source\":%d},"
                              "\"kube_scheduler\":{\"target\":%d,\"source\":%d}}",
-                             ro->share, ro->target_pods[0], ro->source_pods[0], ro->target_pods[1],
+                             ro->target_pods[0], ro->source_pods[0], ro->target_pods[1],
                              ro->source_pods[1]);
     }
     err |= af_buf_puts(out, "],\"placements\":[");
@@ -361,10 +378,9 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
             }
             err |= af_buf_puts(out, "{\"node\":");
             err |= af_buf_json_str(out, pl->node);
-            err |= af_buf_printf(out,
-                                 ",\"class\":\"%s\",\"placed_h\":%.2f,\"ran_h\":%.2f",
-                                 af_sim_class_name(pl->cls), pl->placed_at / 3600.0,
-                                 pl->ran / 3600.0);
+            err |= af_buf_printf(out, ",\"class\":\"%s\"", af_sim_class_name(pl->cls));
+            err |= json_fixed(out, "placed_h", pl->placed_at / 3600.0, 2, true);
+            err |= json_fixed(out, "ran_h", pl->ran / 3600.0, 2, true);
             if (pl->tier >= 0)
                 err |= af_buf_printf(out, ",\"tier\":%d}", pl->tier + 1);
             else

@@ -6,17 +6,70 @@
 #include "accelfit/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- errors ------------------------------------------------------------ */
 
+int af_errno_from_sys(int e)
+{
+    if (e == ENOENT)
+        return AF_ENOENT;
+    return e > 0 && e < 4096 ? AF_ESYS(e) : AF_EIO;
+}
+
+int af_errno_sys(int err)
+{
+    return err <= AF_ESYS(1) && err >= AF_ESYS(4095) ? AF__ESYS_BASE - err : 0;
+}
+
+/* The causes a file read meets, in the lower case of every other message. */
+static const char *sys_text(int e)
+{
+    switch (e) {
+    case EACCES:
+        return "permission denied";
+    case EPERM:
+        return "operation not permitted";
+    case EISDIR:
+        return "is a directory, not a file";
+    case ENOTDIR:
+        return "a component of the path is not a directory";
+    case ELOOP:
+        return "too many levels of symbolic links";
+    case ENAMETOOLONG:
+        return "file name too long";
+    case EMFILE:
+    case ENFILE:
+        return "too many open files";
+    case ENXIO:
+        return "no such device or address";
+    case ENODEV:
+        return "no such device";
+    case EINVAL:
+        return "invalid argument";
+    case EIO:
+        return "input/output error";
+    case EOVERFLOW:
+        return "value too large for defined data type";
+    case ENOMEM:
+        return "out of memory";
+    default:
+        return strerror(e);
+    }
+}
+
 const char *af_strerror(int err)
 {
+    if (af_errno_sys(err))
+        return sys_text(af_errno_sys(err));
     switch (err) {
     case AF_OK:
         return "success";
@@ -258,6 +311,44 @@ int af_buf_json_str(struct af_buf *b, const char *s)
     return err;
 }
 
+const char *af_fmt_json_num(char *out, double v, int digits)
+{
+    if (!isfinite(v))
+        snprintf(out, AF_JSON_NUM_MAX, "null");
+    else
+        snprintf(out, AF_JSON_NUM_MAX, "%.*g", digits < 1 ? 1 : digits > 17 ? 17 : digits,
+                 v == 0 ? 0.0 : v);
+    return out;
+}
+
+int af_buf_json_num(struct af_buf *b, double v, int digits)
+{
+    char num[AF_JSON_NUM_MAX];
+
+    return af_buf_puts(b, af_fmt_json_num(num, v, digits));
+}
+
+int af_buf_json_fixed(struct af_buf *b, double v, int decimals)
+{
+    char num[AF_JSON_NUM_MAX];
+    double scale;
+
+    if (decimals < 0)
+        decimals = 0;
+    if (decimals > 9)
+        decimals = 9;
+    scale = pow(10, decimals);
+    /* %.*f of a huge value has hundreds of digits: past 2^53 the digits after the point
+     * say nothing, so the %g form, which reads back as the same double */
+    if (!isfinite(v) || fabs(v) >= 9007199254740992.0)
+        return af_buf_json_num(b, v, 17);
+    v = round(v * scale) / scale;
+    snprintf(num, sizeof(num), "%.*f", decimals, v == 0 ? 0.0 : v);
+    if (num[0] == '-' && strspn(num + 1, "0.") == strlen(num + 1))
+        return af_buf_puts(b, num + 1);   /* no "-0.00" */
+    return af_buf_puts(b, num);
+}
+
 char *af_buf_detach(struct af_buf *b, size_t *len)
 {
     char *p;
@@ -276,25 +367,44 @@ char *af_buf_detach(struct af_buf *b, size_t *len)
 int af_buf_read_file(struct af_buf *b, const char *path)
 {
     char chunk[65536];
-    FILE *f = fopen(path, "rb");
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     int err = 0;
 
-    if (!f)
-        return errno == ENOENT ? AF_ENOENT : AF_EIO;
+    if (fd < 0)
+        return af_errno_from_sys(errno);
+    if (fstat(fd, &st) != 0) {
+        err = af_errno_from_sys(errno);
+        goto out;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        err = AF_ESYS(EISDIR);
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = AF_ENOTREG;
+        goto out;
+    }
+    if (b->cap && (uint64_t)st.st_size > b->cap) {
+        err = AF_ETOOBIG;
+        goto out;
+    }
     for (;;) {
-        size_t n = fread(chunk, 1, sizeof(chunk), f);
-        if (n > 0) {
-            err = af_buf_add(b, chunk, n);
-            if (err)
-                break;
-        }
-        if (n < sizeof(chunk)) {
-            if (ferror(f))
-                err = AF_EIO;
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            err = af_errno_from_sys(errno);
             break;
         }
+        if (n == 0)
+            break;
+        err = af_buf_add(b, chunk, (size_t)n);
+        if (err)
+            break;
     }
-    fclose(f);
+out:
+    close(fd);
     if (!err && !b->buf)
         buf_reserve(b, 0), b->buf[0] = '\0';
     return err;
@@ -494,11 +604,11 @@ int af_parse_count(const char *s, double *out)
         mult = sfx[i].mult;
     }
     if (!checked_strtod(s, num_end, &v))
-        return AF_EINVAL;
+        return strtod(s, NULL) > 0 ? AF_ERANGE : AF_EINVAL;   /* "1e400": a number, too big */
     /* The suffix last: "1e300B" is past int64 only once the B is applied. 2^63 is exact. */
     v *= mult;
     if (!(v < 9223372036854775808.0))
-        return AF_EINVAL;
+        return AF_ERANGE;
     *out = v;
     return 0;
 }

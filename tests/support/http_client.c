@@ -285,7 +285,7 @@ int af_test_server_stop(struct af_test_server *s)
     if (s->pid <= 0)
         return -1;
     kill(s->pid, SIGTERM);
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 800; i++) {
         if (child_exited(s->pid, &status)) {
             forget_started(s->pid);
             s->pid = 0;

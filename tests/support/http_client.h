@@ -36,7 +36,9 @@ void af_test_server_start(struct af_test_server *s, const char *const *args, boo
 /* The same on a given port (0: a free one), e.g. to restart a server where its clients are. */
 void af_test_server_start_on(struct af_test_server *s, int port, const char *const *args,
                              bool tls, const char *client_cert, const char *client_key);
-/* SIGTERM, then waits. Returns the exit status (128+signal when killed). */
+/* SIGTERM, then waits (20 s, longer than the server's own 10 s bound on its shutdown, so a
+ * server that overruns it is seen ending by SIGALRM, 142). Returns the exit status
+ * (128+signal when killed). */
 int af_test_server_stop(struct af_test_server *s);
 /* The child's log so far (caller frees). */
 char *af_test_server_log(const struct af_test_server *s);
