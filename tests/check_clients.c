@@ -67,6 +67,7 @@ enum shape {
     S_UP_WS_2ND,    /* a plain request, then one with Upgrade: websocket */
     S_UP_H2C_2ND,
     S_UP_OTHER_2ND, /* (the first request is the same request without Upgrade) */
+    S_EXPECT,       /* Expect: 100-continue, the body sent once the server says continue */
     S_COUNT
 };
 
@@ -74,7 +75,7 @@ static const char *const shape_names[S_COUNT] = {
     "Connection: close", "HTTP/1.0",          "kube-probe",       "half-close",
     "pipelined",         "keep-alive reuse",  "slow writes",      "Upgrade: websocket",
     "Upgrade: h2c",      "Upgrade: foo",      "then Upgrade: websocket",
-    "then Upgrade: h2c", "then Upgrade: foo",
+    "then Upgrade: h2c", "then Upgrade: foo", "Expect: 100-continue",
 };
 
 static struct af_test_server srv;
@@ -118,6 +119,9 @@ static char *build(const struct listener *l, const struct route *r, enum shape s
     case S_UP_OTHER:
     case S_UP_OTHER_2ND:
         ck_assert_int_eq(af_buf_puts(&b, "Connection: Upgrade\r\nUpgrade: foo\r\n"), 0);
+        break;
+    case S_EXPECT:
+        ck_assert_int_eq(af_buf_puts(&b, "Expect: 100-continue\r\n"), 0);
         break;
     default:
         break;
@@ -200,6 +204,22 @@ static void exchange(const struct listener *l, const struct route *r, enum shape
         o.then_len = len2;
         want = 2;
         break;
+    case S_EXPECT:
+        req = build(l, r, sh, &len);
+        first = strstr(req, "\r\n\r\n");
+        if (!strcmp(r->method, "POST")) {
+            /* the head alone; the body once "100 Continue" has come */
+            size_t head = (size_t)(first - req) + 4;
+            o.then = req + head;
+            o.then_len = len - head;
+            first = af_xmalloc(head);
+            memcpy(first, req, head);
+            len = head;
+            want = 2;
+        } else {
+            first = NULL;
+        }
+        break;
     default:
         req = build(l, r, sh, &len);
         break;
@@ -207,7 +227,7 @@ static void exchange(const struct listener *l, const struct route *r, enum shape
     af_test_raw_exchange_opt(l->port, first ? first : req, len, &o, want, 15000, &a);
     ck_assert_msg(!a.timed_out || a.count > 0, "%s: no answer and no close", what);
     for (int i = 0; i < a.count; i++)
-        ck_assert_msg(a.status[i] >= 200 && a.status[i] < 600 && a.status[i] != 500,
+        ck_assert_msg(a.status[i] >= 100 && a.status[i] < 600 && a.status[i] != 500,
                       "%s: answer %d is %d", what, i + 1, a.status[i]);
     switch (sh) {
     case S_CLOSE:
@@ -221,6 +241,12 @@ static void exchange(const struct listener *l, const struct route *r, enum shape
         break;
     case S_KEEPALIVE:
         ck_assert_msg(a.count == 2, "%s: %d answers on a reused connection", what, a.count);
+        break;
+    case S_EXPECT:
+        /* the body is asked for at once (curl would wait a second), then answered */
+        ck_assert_msg(a.count == want, "%s: %d answers", what, a.count);
+        if (want == 2)
+            ck_assert_msg(a.status[0] == 100, "%s: first answer %d", what, a.status[0]);
         break;
     case S_UP_WS:
     case S_UP_H2C:

@@ -75,6 +75,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -823,6 +824,25 @@ static void empty_body_due(lws_sorted_usec_list_t *sul)
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
+/*
+ * A client that sent "Expect: 100-continue" waits for leave to send its body (curl does
+ * for bodies over 1 MiB, and for a second before it gives up waiting); lws does not answer
+ * it, so accelfit does, before reading the body. Any other expectation is ignored, as
+ * RFC 9110 allows for a server that never sends 417.
+ */
+static int send_continue(struct lws *wsi)
+{
+    static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    unsigned char out[LWS_PRE + sizeof(line)];
+    char expect[32];
+
+    if (lws_hdr_copy(wsi, expect, (int)sizeof(expect), WSI_TOKEN_HTTP_EXPECT) <= 0 ||
+        strcasecmp(expect, "100-continue"))
+        return 0;
+    memcpy(out + LWS_PRE, line, sizeof(line) - 1);
+    return lws_write(wsi, out + LWS_PRE, sizeof(line) - 1, LWS_WRITE_HTTP) < 0 ? -1 : 0;
+}
+
 static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const char *path)
 {
     char clbuf[32];
@@ -937,7 +957,7 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
         af_buf_init(&p->body, s->max_body);
     p->deadline = p->t0 + s->read_timeout_ns;
     lws_set_timeout(wsi, TIMEOUT_BODY, (int)(s->read_timeout_ns / 1000000000ull));
-    return 0;
+    return p->h2 ? 0 : send_continue(wsi);
 }
 
 static int on_body(struct server *s, struct lws *wsi, struct pss *p, const void *in, size_t len)

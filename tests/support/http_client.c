@@ -348,6 +348,15 @@ static bool raw_parse(struct af_buf *b, struct af_test_raw *r, bool head)
         /* lws answers a request whose version it never parsed as HTTP/1.0 */
         if (sscanf(b->buf, "HTTP/1.%d %d ", &minor, &status) != 2)
             return false;
+        if (status >= 100 && status < 200) {
+            /* an interim answer (100 Continue): headers only, counted as an answer */
+            r->status[r->count] = status;
+            r->body[r->count] = af_xstrdup("");
+            r->count++;
+            memmove(b->buf, b->buf + hlen, b->len - hlen + 1);
+            b->len -= hlen;
+            continue;
+        }
         for (line = strstr(b->buf, "\r\n"); line && line < end; line = strstr(line + 2, "\r\n")) {
             const char *h = line + 2;
             if (!strncasecmp(h, "content-length:", 15)) {
