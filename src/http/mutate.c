@@ -125,6 +125,11 @@ static void prefer(struct af_service *svc, struct af_config *cfg, const struct a
                pod_label(a, pod), "why", w->n ? w->text[w->n - 1] : "", NULL);
         goto out;
     }
+    if (!prefs->n_terms && !prefs->n_not_in) {
+        AF_LOG(AF_LOG_DEBUG, "pod given no node preferences", "namespace", pod->ns, "pod",
+               pod_label(a, pod), "why", prefs->why, NULL);
+        goto out;
+    }
     if (prefs->n_terms)
         snprintf(first, sizeof(first), "%s (%zu values, weight %d)",
                  af_class_name(prefs->terms[0].cls), prefs->terms[0].n_values,
