@@ -20,9 +20,12 @@
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
+#include "accelfit/decide.h"
 #include "accelfit/http.h"
+#include "accelfit/prefer.h"
 #include "accelfit/rollout.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/tenant_budget.h"
 #include "accelfit/util.h"
 #include "support/apiserver_rules.h"
 #include "support/policy.h"
@@ -80,10 +83,20 @@ static const char cluster_yaml[] =
  * NULL for none), loaded from a file as `accelfit serve --policy` does, over the cluster
  * above; `synced` marks the snapshot, `state` gives it rollout state.
  */
+static void service_with_policy(const char *extra, bool synced, bool state);
+
 static void service_with(const char *rollouts, bool synced, bool state)
 {
     char *section = rollouts ? af_xasprintf("\nrollouts:\n%s", rollouts) : NULL;
-    char *path = af_test_policy_file(section ? section : "");
+
+    service_with_policy(section, synced, state);
+    af_free(section);
+}
+
+/* The same with `extra` (any sections, or NULL) appended to the default policy. */
+static void service_with_policy(const char *extra, bool synced, bool state)
+{
+    char *path = af_test_policy_file(extra ? extra : "");
     struct af_config *cfg = NULL;
     struct af_cache *cache;
     struct af_error err;
@@ -92,7 +105,6 @@ static void service_with(const char *rollouts, bool synced, bool state)
     ck_assert_msg(af_config_load(&cfg, NULL, path, &err) == 0, "policy: %d:%d: %s", err.line,
                   err.column, err.text);
     af_free(path);
-    af_free(section);
     af_config_holder_init(&holder, cfg);
     af_publisher_init(&pub);
     memset(&svc, 0, sizeof(svc));
@@ -932,14 +944,22 @@ static const struct af_variant *variant(void)
     return &test_variant;
 }
 
+static char *review_in(const char *ns, const char *pod);
+
 static char *review(const char *pod)
+{
+    return review_in("ml", pod);
+}
+
+/* The same in namespace `ns`. */
+static char *review_in(const char *ns, const char *pod)
 {
     return af_xasprintf("{\"kind\":\"AdmissionReview\",\"apiVersion\":\"admission.k8s.io/v1\","
                         "\"request\":{\"uid\":\"u-1\",\"kind\":{\"group\":\"\",\"version\":\"v1\","
                         "\"kind\":\"Pod\"},\"resource\":{\"group\":\"\",\"version\":\"v1\","
-                        "\"resource\":\"pods\"},\"namespace\":\"ml\",\"operation\":\"CREATE\","
+                        "\"resource\":\"pods\"},\"namespace\":\"%s\",\"operation\":\"CREATE\","
                         "\"object\":%s,\"oldObject\":null,\"dryRun\":false}}\n",
-                        pod);
+                        ns, pod);
 }
 
 /*
@@ -1337,6 +1357,444 @@ START_TEST(test_small_output_buffer)
 }
 END_TEST
 
+/* ---- preferences: node affinity from the plan (accelfit/prefer.h) ------------------------------- */
+
+/* A managed pod of namespace `ns` asking for `gpus` NVIDIA GPUs, with `annotations` (JSON
+ * object text or "{}") and `affinity` (JSON text, or NULL for none). New string. */
+static char *gpu_pod(const char *ns, int gpus, const char *annotations, const char *affinity,
+                     bool managed)
+{
+    return af_xasprintf(
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":"
+        "\"%s\",\"labels\":{%s},\"annotations\":%s},\"spec\":{%s%s%s\"containers\":[{\"name\":"
+        "\"c\",\"image\":\"x\",\"resources\":{\"requests\":{\"nvidia.com/gpu\":\"%d\"},"
+        "\"limits\":{\"nvidia.com/gpu\":\"%d\"}}}]}}",
+        ns, managed ? "\"accelfit.io/managed\":\"true\"" : "", annotations,
+        affinity ? "\"affinity\":" : "", affinity ? affinity : "", affinity ? "," : "", gpus,
+        gpus);
+}
+
+static struct af_config *prefer_cfg;
+
+/* The config of the default policy with `extra` appended (prefer_cfg, freed by teardown). */
+static void prefer_config(const char *extra)
+{
+    char *path = af_test_policy_file(extra);
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_config_load(&prefer_cfg, NULL, path, &err) == 0, "policy: %d:%d: %s",
+                  err.line, err.column, err.text);
+    af_free(path);
+}
+
+static void prefer_teardown(void)
+{
+    af_config_unref(prefer_cfg);
+    prefer_cfg = NULL;
+    teardown();
+}
+
+/* The preferences of `pod` (JSON text) under prefer_cfg, planned as filter plans it (the
+ * tenant's restrictions too), with `room` as af_prefer_room's answer. */
+static void prefs_of(const char *ns, const char *pod, const char *room,
+                     struct af_preferences *out)
+{
+    char *body = review_in(ns, pod);
+    struct af_admission *adm = NULL;
+    struct af_error err;
+    struct af_plan *plan = af_xmalloc(sizeof(*plan));
+    struct af_tenant_decision td;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_codec_decode_admission(body, strlen(body), &adm, &err) == 0, "%s", err.text);
+    af_plan_pod(prefer_cfg->policy, prefer_cfg->catalog, af_admission_pod(adm), plan);
+    af_tenant_steer(prefer_cfg->policy, af_admission_pod(adm), 0, true, plan, &td);
+    af_prefer_build(prefer_cfg->policy, prefer_cfg->catalog, plan, af_admission_pod(adm), room,
+                    out);
+    af_free(plan);
+    af_admission_free(adm);
+    af_free(body);
+}
+
+static bool term_has(const struct af_prefer_term *t, const char *v)
+{
+    for (size_t i = 0; i < t->n_values; i++)
+        if (!strcmp(t->values[i], v))
+            return true;
+    return false;
+}
+
+static bool not_in_has(const struct af_preferences *p, const char *v)
+{
+    for (size_t i = 0; i < p->n_not_in; i++)
+        if (!strcmp(p->not_in[i], v))
+            return true;
+    return false;
+}
+
+/* What filter knows narrows, what the rule ranks is preferred: a 13B model on one GPU. */
+START_TEST(test_prefer_terms_follow_the_plan)
+{
+    struct af_preferences p;
+    char *pod = gpu_pod("ml", 1, "{\"accelfit.io/workload\":\"inference\",\"accelfit.io/"
+                        "model-params\":\"13B\",\"accelfit.io/objective\":\"performance\"}",
+                        NULL, true);
+
+    prefer_config("\npreferences: {enabled: true, required: true}\n");
+    prefs_of("ml", pod, NULL, &p);
+    ck_assert_str_eq(p.key, "karpenter.k8s.aws/instance-family");
+    ck_assert(!p.spot);
+    /* inference-performance: L40S, A10G, A100, H100, L4; 13B at fp16 needs 29 GiB, which
+     * one A10G or L4 (24 GiB) cannot hold: those tiers are not preferred */
+    ck_assert_uint_eq(p.n_terms, 3);
+    ck_assert_int_eq(p.terms[0].cls, AF_CLASS_NVIDIA_L40S);
+    ck_assert_int_eq(p.terms[0].weight, 100);
+    ck_assert(term_has(&p.terms[0], "g6e"));
+    ck_assert_int_eq(p.terms[1].cls, AF_CLASS_NVIDIA_A100);
+    ck_assert_int_eq(p.terms[1].weight, 90);
+    ck_assert(term_has(&p.terms[1], "p4d") && term_has(&p.terms[1], "p4de"));
+    ck_assert_int_eq(p.terms[2].cls, AF_CLASS_NVIDIA_H100);
+    ck_assert_int_eq(p.terms[2].weight, 80);
+    for (size_t i = 0; i < p.n_terms; i++)
+        ck_assert(!term_has(&p.terms[i], "g5") && !term_has(&p.terms[i], "g6"));
+    /* required: the families whose devices cannot hold the model, and only those */
+    ck_assert(not_in_has(&p, "g5") && not_in_has(&p, "g6") && not_in_has(&p, "g4dn"));
+    ck_assert(!not_in_has(&p, "g6e") && !not_in_has(&p, "p4d") && !not_in_has(&p, "p5"));
+    ck_assert(!not_in_has(&p, "inf2") && !not_in_has(&p, "c6i"));   /* other kinds: requests */
+
+    /* a node with room in a tier filter accepts: no preference, the knowledge stays */
+    prefs_of("ml", pod, "g6e-a", &p);
+    ck_assert_uint_eq(p.n_terms, 0);
+    ck_assert_ptr_nonnull(strstr(p.why, "g6e-a"));
+    ck_assert(not_in_has(&p, "g5"));
+    af_free(pod);
+}
+END_TEST
+
+/* An unannotated pod: the rule is a guess, so it ranks and nothing is required. */
+START_TEST(test_prefer_guesses_rank_and_never_require)
+{
+    struct af_preferences p;
+    char *pod = gpu_pod("ml", 1, "{}", NULL, true);
+
+    prefer_config("\npreferences: {enabled: true, required: true, when: always}\n");
+    prefs_of("ml", pod, "g5-a", &p);   /* when: always: room does not matter */
+    ck_assert_uint_ge(p.n_terms, 3);
+    ck_assert_int_eq(p.terms[0].cls, AF_CLASS_NVIDIA_A10G);   /* inference-default */
+    ck_assert(term_has(&p.terms[0], "g5"));
+    for (size_t i = 1; i < p.n_terms; i++)
+        ck_assert_int_lt(p.terms[i].weight, p.terms[i - 1].weight);
+    ck_assert_uint_eq(p.n_not_in, 0);
+    af_free(pod);
+}
+END_TEST
+
+/* The tenant's explicit policy: its classes bound the terms, spot capacity joins each. */
+START_TEST(test_prefer_tenant_classes_and_spot)
+{
+    struct af_preferences p;
+    char *pod = gpu_pod("batch", 1, "{\"accelfit.io/workload\":\"inference\"}", NULL, true);
+
+    prefer_config("\ntenants:\n  - name: batch\n    namespaces: [batch]\n    capacity: spot\n"
+                  "    classes: [nvidia-l4, nvidia-t4, cpu]\n"
+                  "preferences: {enabled: true, required: true, key: instance-type, "
+                  "tenants: [batch]}\n");
+    prefs_of("batch", pod, NULL, &p);
+    ck_assert_str_eq(p.key, "node.kubernetes.io/instance-type");
+    ck_assert(p.spot);
+    ck_assert_uint_eq(p.n_terms, 2);
+    ck_assert_int_eq(p.terms[0].cls, AF_CLASS_NVIDIA_L4);
+    ck_assert(term_has(&p.terms[0], "g6.xlarge"));
+    ck_assert_int_eq(p.terms[1].cls, AF_CLASS_NVIDIA_T4);
+    ck_assert(term_has(&p.terms[1], "g4dn.xlarge"));
+    /* the classes the tenant may not use are known: required away */
+    ck_assert(not_in_has(&p, "g5.xlarge") && not_in_has(&p, "p4d.24xlarge"));
+    ck_assert(!not_in_has(&p, "g6.xlarge"));
+    af_free(pod);
+}
+END_TEST
+
+/* Which pods: enabled, managed, and in a listed namespace or tenant. */
+START_TEST(test_prefer_selects_managed_pods_of_its_lists)
+{
+    static const struct {
+        const char *policy, *ns;
+        bool managed, want;
+    } cases[] = {
+        {"", "ml", true, false},   /* off by default */
+        {"\npreferences: {enabled: true}\n", "ml", true, true},
+        {"\npreferences: {enabled: true}\n", "ml", false, false},
+        {"\npreferences: {enabled: true, namespaces: [serving]}\n", "ml", true, false},
+        {"\npreferences: {enabled: true, namespaces: [serving]}\n", "serving", true, true},
+        {"\ntenants: [{name: research, namespaces: [ml]}]\n"
+         "preferences: {enabled: true, tenants: [research]}\n", "ml", true, true},
+        {"\ntenants: [{name: research, namespaces: [ml]}]\n"
+         "preferences: {enabled: true, tenants: [research]}\n", "web", true, false},
+    };
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        char *pod = gpu_pod(cases[i].ns, 1, "{}", NULL, cases[i].managed);
+        char *body = review_in(cases[i].ns, pod);
+        struct af_admission *adm = NULL;
+        struct af_error err;
+
+        memset(&err, 0, sizeof(err));
+        prefer_config(cases[i].policy);
+        ck_assert_int_eq(af_codec_decode_admission(body, strlen(body), &adm, &err), 0);
+        ck_assert_msg(af_prefer_selects(prefer_cfg->policy, af_admission_pod(adm)) ==
+                          cases[i].want, "case %zu", i);
+        af_admission_free(adm);
+        af_config_unref(prefer_cfg);
+        prefer_cfg = NULL;
+        af_free(body);
+        af_free(pod);
+    }
+}
+END_TEST
+
+START_TEST(test_prefer_policy_errors_name_the_line)
+{
+    static const char *const wrong[] = {
+        "\npreferences: {enabled: yes please}\n",
+        "\npreferences: {when: sometimes}\n",
+        "\npreferences: {key: zone}\n",
+        "\npreferences: {tenants: [nobody]}\n",
+        "\npreferences: {namespaces: [Not_A_Name]}\n",
+        "\npreferences: {enable: true}\n",
+    };
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(wrong); i++) {
+        struct af_policy *p = NULL;
+        struct af_error err;
+        memset(&err, 0, sizeof(err));
+        ck_assert_msg(af_test_policy_load_with(wrong[i], &p, &err) != 0, "%s loaded", wrong[i]);
+        ck_assert_int_eq(err.line, af_test_policy_lines() + 2);
+        ck_assert_ptr_nonnull(strstr(err.text, "preferences"));
+    }
+}
+END_TEST
+
+/* Two tiers and a NotIn, as af_prefer_build would give them. */
+static const struct af_preferences *sample_prefs(bool required)
+{
+    static struct af_preferences p;
+
+    memset(&p, 0, sizeof(p));
+    p.key = AF_PREFER_LABEL_FAMILY;
+    p.terms[0] = (struct af_prefer_term){100, 0, AF_CLASS_NVIDIA_A10G, {"g5"}, 1};
+    p.terms[1] = (struct af_prefer_term){90, 1, AF_CLASS_NVIDIA_L4, {"g6", "gr6"}, 2};
+    p.n_terms = 2;
+    if (required) {
+        p.not_in[0] = "g4dn";
+        p.not_in[1] = "p3";
+        p.n_not_in = 2;
+    }
+    return &p;
+}
+
+/* Whatever affinity the pod has, it keeps it all and gains ours. */
+static const struct {
+    const char *affinity;              /* the pod's spec.affinity, or NULL */
+    int pod_preferred, pod_terms;      /* the pod's own preferred and required terms */
+    bool refused, skipped;             /* refused: pod as written; skipped: required not added */
+} merges[] = {
+    {NULL, 0, 0, false, false},
+    {"null", 0, 0, false, false},
+    {"{}", 0, 0, false, false},
+    {"{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,"
+     "\"podAffinityTerm\":{\"topologyKey\":\"kubernetes.io/hostname\"}}]}}", 0, 0, false, false},
+    {"{\"nodeAffinity\":null}", 0, 0, false, false},
+    {"{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":100,"
+     "\"preference\":{\"matchExpressions\":[{\"key\":\"topology.kubernetes.io/zone\","
+     "\"operator\":\"In\",\"values\":[\"us-west-2a\"]}]}}]}}", 1, 0, false, false},
+    {"{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+     "[{\"matchExpressions\":[{\"key\":\"kubernetes.io/arch\",\"operator\":\"In\",\"values\":"
+     "[\"amd64\"]}]},{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":"
+     "[\"n1\"]}]}]}}}", 0, 2, false, false},
+    {"{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+     "[]},\"preferredDuringSchedulingIgnoredDuringExecution\":[]}}", 0, 0, false, true},
+    {"[]", 0, 0, true, false},
+    {"{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":{}}}", 0, 0, true,
+     false},
+};
+
+static const char *const pk = "preferredDuringSchedulingIgnoredDuringExecution";
+static const char *const rk = "requiredDuringSchedulingIgnoredDuringExecution";
+
+START_TEST(test_affinity_merges_with_what_the_pod_has)
+{
+    const struct af_preferences *p = sample_prefs(true);
+    char *pod = gpu_pod("ml", 1, "{}", merges[_i].affinity, true);
+    char *body = review(pod), why[300] = "";
+    struct af_admission *adm = NULL;
+    struct af_error err;
+    struct af_buf patch = AF_BUF_INIT(1u << 20);
+    struct af_warnings w;
+    json_t *obj = json_loads(pod, 0, NULL), *ops, *out, *na, *pref, *terms, *t;
+    size_t i;
+    int rc;
+
+    memset(&w, 0, sizeof(w));
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_codec_decode_admission(body, strlen(body), &adm, &err), 0);
+    rc = af_codec_admission_affinity(adm, p, &patch, &w);
+    if (merges[_i].refused) {
+        ck_assert_int_eq(rc, AF_EINVAL);
+        ck_assert_uint_eq(patch.len, 0);
+        ck_assert_uint_eq(w.n, 1);
+        ck_assert_ptr_nonnull(strstr(w.text[0], "without node preferences"));
+        goto done;
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_uint_eq(w.n, merges[_i].skipped ? 1 : 0);
+    ops = json_loadb(patch.buf, patch.len, 0, NULL);
+    out = af_test_jsonpatch_apply(obj, ops, why, sizeof(why));
+    ck_assert_msg(out != NULL, "%s: %s", why, patch.buf);
+    assert_pod_valid(out);
+    na = json_object_get(json_object_get(json_object_get(out, "spec"), "affinity"),
+                         "nodeAffinity");
+    /* preferred: the pod's first, with their weights, then ours heaviest first */
+    pref = json_object_get(na, pk);
+    ck_assert_uint_eq(json_array_size(pref), (size_t)merges[_i].pod_preferred + 2);
+    t = json_array_get(pref, (size_t)merges[_i].pod_preferred);
+    ck_assert_int_eq(json_integer_value(json_object_get(t, "weight")), 100);
+    t = json_array_get(json_object_get(json_object_get(t, "preference"), "matchExpressions"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "key")),
+                     "karpenter.k8s.aws/instance-family");
+    ck_assert_str_eq(json_string_value(json_object_get(t, "operator")), "In");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(t, "values"), 0)), "g5");
+    t = json_array_get(pref, (size_t)merges[_i].pod_preferred + 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(t, "weight")), 90);
+    if (merges[_i].pod_preferred)
+        ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(pref, 0), "weight")),
+                         100);
+    /* required: every term of the pod ANDs our NotIn; none added or lost */
+    terms = json_object_get(json_object_get(na, rk), "nodeSelectorTerms");
+    if (merges[_i].skipped) {
+        ck_assert_uint_eq(json_array_size(terms), 0);
+    } else {
+        ck_assert_uint_eq(json_array_size(terms),
+                          merges[_i].pod_terms ? (size_t)merges[_i].pod_terms : 1);
+        json_array_foreach(terms, i, t) {
+            json_t *me = json_object_get(t, "matchExpressions");
+            json_t *last = json_array_get(me, json_array_size(me) - 1);
+            ck_assert_str_eq(json_string_value(json_object_get(last, "operator")), "NotIn");
+            ck_assert_uint_eq(json_array_size(json_object_get(last, "values")), 2);
+        }
+        if (merges[_i].pod_terms) {
+            t = json_array_get(terms, 0);
+            ck_assert_uint_eq(json_array_size(json_object_get(t, "matchExpressions")), 2);
+            ck_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(
+                                 t, "matchExpressions"), 0), "key")), "kubernetes.io/arch");
+            ck_assert_ptr_nonnull(json_object_get(json_array_get(terms, 1), "matchFields"));
+        }
+    }
+    json_decref(ops);
+    json_decref(out);
+done:
+    json_decref(obj);
+    af_buf_release(&patch);
+    af_admission_free(adm);
+    af_free(body);
+    af_free(pod);
+}
+END_TEST
+
+START_TEST(test_affinity_refuses_a_bound_pod_and_sends_nothing_empty)
+{
+    struct af_preferences none;
+    const char *bound = "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},"
+                        "\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c\"}]}}";
+    char *body = review(bound);
+    struct af_admission *adm = NULL;
+    struct af_error err;
+    struct af_buf patch = AF_BUF_INIT(1u << 20);
+    struct af_warnings w;
+
+    memset(&w, 0, sizeof(w));
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_codec_decode_admission(body, strlen(body), &adm, &err), 0);
+    ck_assert_int_eq(af_codec_admission_affinity(adm, sample_prefs(false), &patch, &w), AF_EINVAL);
+    ck_assert_uint_eq(patch.len, 0);
+    ck_assert_ptr_nonnull(strstr(w.text[0], "spec.nodeName"));
+    memset(&none, 0, sizeof(none));
+    none.key = AF_PREFER_LABEL_FAMILY;
+    memset(&w, 0, sizeof(w));
+    ck_assert_int_eq(af_codec_admission_affinity(adm, &none, &patch, &w), 0);
+    ck_assert_uint_eq(patch.len, 0);
+    ck_assert_uint_eq(w.n, 0);
+    af_buf_release(&patch);
+    af_admission_free(adm);
+    af_free(body);
+}
+END_TEST
+
+/* Through POST /mutate: a pod larger than any node of the cluster waits for a new node, so
+ * it is told which; a pod that fits an existing node is not; nor is a pod not selected. */
+START_TEST(test_mutate_prefers_only_when_no_node_has_room)
+{
+    static const char *const ann = "{\"accelfit.io/workload\":\"inference\"}";
+    char *big = gpu_pod("ml", 8, ann, NULL, true), *small = gpu_pod("ml", 1, ann, NULL, true);
+    char *plain = gpu_pod("ml", 8, ann, NULL, false);
+    char *body;
+    struct answer a;
+    json_t *obj, *out, *pref;
+    char why[300] = "";
+
+    service_with_policy("\npreferences: {enabled: true}\n", true, true);
+    /* g5-a and g6-a hold 4 GPUs each: 8 fit no node of the cluster */
+    body = review(big);
+    a = post(body, strlen(body), "u-1");
+    ck_assert_ptr_nonnull(a.patch);
+    obj = json_loads(big, 0, NULL);
+    out = af_test_jsonpatch_apply(obj, a.patch, why, sizeof(why));
+    ck_assert_msg(out != NULL, "%s", why);
+    assert_pod_valid(out);
+    pref = json_object_get(json_object_get(json_object_get(json_object_get(out, "spec"),
+                                                           "affinity"), "nodeAffinity"), pk);
+    ck_assert_uint_ge(json_array_size(pref), 2);
+    /* inference-default's first tier, A10G: g5 has an 8-GPU size (g5.48xlarge) */
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(json_array_get(
+                         json_object_get(json_object_get(json_array_get(pref, 0), "preference"),
+                                         "matchExpressions"), 0), "values"), 0)), "g5");
+    json_decref(out);
+    json_decref(obj);
+    answer_clear(&a);
+    af_free(body);
+
+    body = review(small);   /* room on g5-a */
+    a = post(body, strlen(body), "u-1");
+    ck_assert_ptr_null(a.patch);
+    ck_assert_ptr_null(a.warnings);
+    answer_clear(&a);
+    af_free(body);
+
+    body = review(plain);   /* not labelled accelfit.io/managed */
+    a = post(body, strlen(body), "u-1");
+    ck_assert_ptr_null(a.patch);
+    answer_clear(&a);
+    af_free(body);
+    af_free(big), af_free(small), af_free(plain);
+}
+END_TEST
+
+/* Preferences are off by default: a managed pod in no rollout is created as written. */
+START_TEST(test_mutate_without_preferences_changes_nothing)
+{
+    char *pod = gpu_pod("ml", 8, "{}", NULL, true), *body = review(pod);
+    struct answer a;
+
+    service_with_policy(NULL, true, true);
+    a = post(body, strlen(body), "u-1");
+    ck_assert_ptr_null(a.patch);
+    ck_assert_ptr_null(a.warnings);
+    answer_clear(&a);
+    af_free(body);
+    af_free(pod);
+}
+END_TEST
+
 static Suite *af_admission_suite(void)
 {
     Suite *s = suite_create("admission");
@@ -1376,6 +1834,20 @@ static Suite *af_admission_suite(void)
     tcase_add_test(tc, test_pod_with_a_node_name_is_refused);
     tcase_add_test(tc, test_node_selector_kept_is_warned);
     tcase_add_test(tc, test_nothing_to_change_sends_no_patch);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("preferences");
+    tcase_add_checked_fixture(tc, NULL, prefer_teardown);
+    tcase_add_test(tc, test_prefer_terms_follow_the_plan);
+    tcase_add_test(tc, test_prefer_guesses_rank_and_never_require);
+    tcase_add_test(tc, test_prefer_tenant_classes_and_spot);
+    tcase_add_test(tc, test_prefer_selects_managed_pods_of_its_lists);
+    tcase_add_test(tc, test_prefer_policy_errors_name_the_line);
+    tcase_add_loop_test(tc, test_affinity_merges_with_what_the_pod_has, 0,
+                        (int)AF_ARRAY_SIZE(merges));
+    tcase_add_test(tc, test_affinity_refuses_a_bound_pod_and_sends_nothing_empty);
+    tcase_add_test(tc, test_mutate_prefers_only_when_no_node_has_room);
+    tcase_add_test(tc, test_mutate_without_preferences_changes_nothing);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("bad-input");

@@ -270,6 +270,23 @@ int af_codec_admission_patch(const struct af_admission *a, const struct af_mutat
                              struct af_buf *patch, struct af_resources *requests,
                              struct af_warnings *w) AF_MUST_CHECK;
 
+struct af_preferences;
+
+/*
+ * Builds the JSONPatch that adds preferences (accelfit/prefer.h) to the pod's node affinity,
+ * merged with whatever affinity the pod has: its preferred terms stay, with their weights,
+ * and the preferred terms are appended after them; the required NotIn expression (when
+ * there is one) is ANDed into every term of the pod's required node affinity (terms are
+ * ORed), or becomes its only term. Nothing the pod states is removed or loosened. Missing
+ * parents are created with one `add`; the patch is applied to a copy of the pod and checked.
+ * Returns 0 with the patch appended (nothing when there is nothing to add); AF_EINVAL when
+ * the pod cannot take it safely (affinity of the wrong type, spec.nodeName set): nothing
+ * appended and one warning in `w`; AF_ETOOBIG when `patch` is full (nothing appended). A pod
+ * whose required node affinity has no terms keeps it unchanged, with a warning.
+ */
+int af_codec_admission_affinity(const struct af_admission *a, const struct af_preferences *p,
+                                struct af_buf *patch, struct af_warnings *w) AF_MUST_CHECK;
+
 /*
  * Appends the AdmissionReview response: apiVersion admission.k8s.io/v1, kind
  * AdmissionReview, response.uid = `uid`, allowed true, and when `patch_len` > 0 patchType

@@ -54,6 +54,22 @@ struct af_rule {
 
 enum af_strategy { AF_STRATEGY_BINPACK = 0, AF_STRATEGY_SPREAD };
 
+/* Preferences on admission (accelfit/prefer.h, docs/policy.md#preferences): node affinity
+ * the webhook writes so that an autoscaler launches the hardware accelfit would choose. */
+enum af_prefer_when { AF_PREFER_WHEN_NO_ROOM = 0, AF_PREFER_WHEN_ALWAYS };
+enum af_prefer_key { AF_PREFER_KEY_FAMILY = 0, AF_PREFER_KEY_TYPE };
+
+struct af_prefer_policy {
+    bool enabled;              /* off by default */
+    enum af_prefer_when when;  /* no-room: only when no node filter accepts has room */
+    enum af_prefer_key key;    /* the label the terms name: instance family or type */
+    bool required;             /* what is known also as required affinity (NotIn) */
+    char **namespaces;         /* only pods of these namespaces or tenants; none: every pod */
+    size_t n_namespaces;
+    char **tenants;
+    size_t n_tenants;
+};
+
 /*
  * filter.cpu_backfill: may a CPU-only pod (one that requests no accelerator) use an
  * accelerator node? Knowledge narrows, guesses rank: a pod that states its workload
@@ -108,6 +124,8 @@ struct af_policy {
     size_t n_tenant_ns;
     /* Live utilization from Prometheus (accelfit/utilization.h, docs/utilization.md). */
     struct af_util_policy util;
+    /* Preferences on admission (accelfit/prefer.h). */
+    struct af_prefer_policy prefer;
 };
 
 /* ---- loading ------------------------------------------------------------------ */

@@ -177,6 +177,16 @@ void af_plan_require_spot(struct af_plan *plan, const char *why);
  */
 double af_pod_share_usd(const struct af_resources *requests, const struct af_node_info *node);
 
+/*
+ * Physics, as filter judges it: whether the model fits in what the pod gets on `node` (the
+ * devices it requests x the memory of one of the node's devices, x the instances the job
+ * may span; host memory for a CPU pod). True when the model's size or the node's device
+ * memory is unknown. Filter refuses a node where it is false; the admission preferences
+ * (accelfit/prefer.h) leave out the instance types where it is false. Cannot fail.
+ */
+bool af_plan_model_fits(const struct af_plan *plan, const struct af_pod_info *pod,
+                        const struct af_node_info *node);
+
 /* The tier of `node` for this plan (index into plan->sel.tiers), -1 when none. */
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node);
 

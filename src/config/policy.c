@@ -24,7 +24,7 @@
 
 static const char *const top_keys[] = {"apiVersion", "kind",   "memory", "neuron",   "scoring",
                                        "filter",     "prices", "rules",  "rollouts", "tenants",
-                                       "utilization", NULL};
+                                       "utilization", "preferences", NULL};
 static const char *const memory_keys[] = {"bytes_per_param",
                                           "inference_precision",
                                           "training_precision",
@@ -37,6 +37,8 @@ static const char *const scoring_keys[] = {"strategy", "weights", NULL};
 static const char *const weight_keys[] = {"tier", "utilization", "cost", NULL};
 static const char *const filter_keys[] = {"cpu_backfill", NULL};
 static const char *const prices_keys[] = {"default_spot_discount_pct", NULL};
+static const char *const prefer_keys[] = {"enabled",    "when",    "key", "required",
+                                          "namespaces", "tenants", NULL};
 static const char *const rule_keys[] = {"name", "match", "tiers", "strict", "reason", NULL};
 static const char *const match_keys[] = {"workload",           "objective",  "framework",
                                          "neuron_ready",       "min_params", "max_params",
@@ -65,6 +67,12 @@ void af_policy_free(struct af_policy *p)
     af__rollouts_free(p->rollouts, p->n_rollouts);
     af__tenants_free(p);
     af_util_policy_release(&p->util);
+    for (size_t i = 0; i < p->prefer.n_namespaces; i++)
+        af_free(p->prefer.namespaces[i]);
+    af_free(p->prefer.namespaces);
+    for (size_t i = 0; i < p->prefer.n_tenants; i++)
+        af_free(p->prefer.tenants[i]);
+    af_free(p->prefer.tenants);
     af_free(p->source);
     af_free(p);
 }
@@ -556,6 +564,101 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
     return 0;
 }
 
+/* A list of names (namespaces or tenants) of the preferences section. */
+static int load_names(struct af__ydoc *d, yaml_node_t *v, const char *what, char ***out,
+                      size_t *n_out)
+{
+    size_t n;
+    int rc = af__ynode_expect(d, v, YAML_SEQUENCE_NODE, what);
+
+    if (rc)
+        return rc;
+    n = af__yseq_len(v);
+    *out = af_xcalloc(n + 1, sizeof(**out));
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *e = af__ydoc_node(d, v->data.sequence.items.start[i]);
+        const char *s;
+        rc = af__ynode_string(d, e, what, &s);
+        if (rc)
+            return rc;
+        if (!af__dns_label(s, strlen(s)))
+            return af__ydoc_err(d, e, AF_EINVAL,
+                                "'%s' in %s is not a name (lowercase letters, digits and '-', at "
+                                "most 63 characters)",
+                                s, what);
+        (*out)[(*n_out)++] = af_xstrdup(s);
+    }
+    return 0;
+}
+
+/* preferences: (accelfit/prefer.h, docs/policy.md#preferences). After the tenants. */
+static int load_prefer(struct af__ydoc *d, yaml_node_t *v, struct af_policy *p)
+{
+    struct af_prefer_policy *pr = &p->prefer;
+    yaml_node_t *x;
+    const char *s;
+    int rc = af__ymap_expect(d, v, "preferences", prefer_keys);
+
+    if (rc)
+        return rc;
+    x = af__ymap_get(d, v, "enabled");
+    rc = x ? af__ynode_bool(d, x, "preferences.enabled", &pr->enabled) : 0;
+    if (rc)
+        return rc;
+    x = af__ymap_get(d, v, "required");
+    rc = x ? af__ynode_bool(d, x, "preferences.required", &pr->required) : 0;
+    if (rc)
+        return rc;
+    x = af__ymap_get(d, v, "when");
+    if (x) {
+        rc = af__ynode_string(d, x, "preferences.when", &s);
+        if (rc)
+            return rc;
+        if (!strcmp(s, "no-room"))
+            pr->when = AF_PREFER_WHEN_NO_ROOM;
+        else if (!strcmp(s, "always"))
+            pr->when = AF_PREFER_WHEN_ALWAYS;
+        else
+            return af__ydoc_err(d, x, AF_EINVAL,
+                                "unknown preferences.when '%s' (known: no-room, always)", s);
+    }
+    x = af__ymap_get(d, v, "key");
+    if (x) {
+        rc = af__ynode_string(d, x, "preferences.key", &s);
+        if (rc)
+            return rc;
+        if (!strcmp(s, "instance-family"))
+            pr->key = AF_PREFER_KEY_FAMILY;
+        else if (!strcmp(s, "instance-type"))
+            pr->key = AF_PREFER_KEY_TYPE;
+        else
+            return af__ydoc_err(d, x, AF_EINVAL,
+                                "unknown preferences.key '%s' (known: instance-family, "
+                                "instance-type)",
+                                s);
+    }
+    x = af__ymap_get(d, v, "namespaces");
+    rc = x ? load_names(d, x, "preferences.namespaces", &pr->namespaces, &pr->n_namespaces) : 0;
+    if (rc)
+        return rc;
+    x = af__ymap_get(d, v, "tenants");
+    if (x) {
+        rc = load_names(d, x, "preferences.tenants", &pr->tenants, &pr->n_tenants);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < pr->n_tenants; i++) {
+            bool known = false;
+            for (size_t t = 0; t < p->n_tenants && !known; t++)
+                known = !strcmp(p->tenants[t].name, pr->tenants[i]);
+            if (!known)
+                return af__ydoc_err(d, af__ydoc_node(d, x->data.sequence.items.start[i]),
+                                    AF_EINVAL, "preferences.tenants names '%s', which is not a "
+                                    "tenant of the policy", pr->tenants[i]);
+        }
+    }
+    return 0;
+}
+
 static int load_policy(struct af__ydoc *d, struct af_policy *p)
 {
     yaml_node_t *root = af__ydoc_root(d), *v;
@@ -672,6 +775,12 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
     v = af__ymap_get(d, root, "utilization");   /* src/config/utilization.c, docs/utilization.md */
     if (v) {
         rc = af__utilization_load(d, v, p);
+        if (rc)
+            return rc;
+    }
+    v = af__ymap_get(d, root, "preferences");   /* after the tenants it may name */
+    if (v) {
+        rc = load_prefer(d, v, p);
         if (rc)
             return rc;
     }

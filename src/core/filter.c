@@ -174,6 +174,14 @@ static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *p
                     params, af_workload_name(plan->profile.workload), need, what, got) >= 0;
 }
 
+bool af_plan_model_fits(const struct af_plan *plan, const struct af_pod_info *pod,
+                        const struct af_node_info *node)
+{
+    char why[AF_REASON_MAX];
+
+    return !does_not_fit(plan, pod, node, why, sizeof(why));
+}
+
 /*
  * Explicit limits the caller set on the plan (af_plan_require_spot, af_plan_limit_cost):
  * an on-demand node when only spot may be used; a priced node of a limited class where

@@ -15,13 +15,21 @@
  * rollouts get only the two annotations that let the cache count the unit. A
  * dry run is decided and patched like a create, without anything remembered
  * (AF_ROLLOUTS_PEEK).
+ *
+ * A pod in no rollout that the policy's preferences select (accelfit/prefer.h) gets
+ * node affinity from its plan, planned as filter plans it (af_plan_pod, then its
+ * tenant's restrictions), so the node an autoscaler launches for the preference is
+ * one filter accepts first. Under `when: no-room` the whole cluster is filtered for
+ * the pod first, and a node with room means no preference.
  */
 #include "accelfit/http.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/budget.h"
 #include "accelfit/codec.h"
+#include "accelfit/prefer.h"
 #include "accelfit/rollout.h"
 #include "accelfit/rollout_state.h"
 
@@ -76,6 +84,68 @@ static const char *pod_label(const struct af_admission *a, const struct af_pod_i
 }
 
 /*
+ * Preferences for a pod in no rollout (accelfit/prefer.h): its plan, the tenant's
+ * restrictions, the cluster's room, the affinity patch into `patch`. Anything that goes
+ * wrong leaves the pod as written, with a warning when a person should know.
+ */
+static void prefer(struct af_service *svc, struct af_config *cfg, const struct af_admission *a,
+                   const struct af_pod_info *pod, struct af_buf *patch, struct af_warnings *w)
+{
+    const struct af_policy *pol = cfg->policy;
+    struct af_snapshot *snap = NULL;
+    struct af_plan *plan = NULL;
+    struct af_node_decision *scratch = NULL;
+    struct af_preferences *prefs = NULL;
+    struct af_tenant_decision td;
+    const char *why = NULL, *room = NULL;
+    char first[AF_REASON_MAX] = "";
+    long at = -1;
+
+    if (!af_prefer_selects(pol, pod))
+        return;
+    if (!af_service_ready(svc, &why) || !(snap = af_publisher_acquire(svc->pub))) {
+        af_warnings_add(w, "accelfit: node preferences not written: %.80s; pod created as "
+                           "written",
+                        why ? why : "no cluster snapshot");
+        goto out;
+    }
+    plan = af_xmalloc(sizeof(*plan));
+    prefs = af_xmalloc(sizeof(*prefs));
+    af_plan_pod(pol, cfg->catalog, pod, plan);
+    af_budget_steer(svc, cfg, snap, pod, 0, plan, &td);   /* as filter does (service.c) */
+    if (pol->prefer.when == AF_PREFER_WHEN_NO_ROOM) {
+        scratch = af_xmalloc((snap->n_nodes + 1) * sizeof(*scratch));
+        at = af_prefer_room(pol, plan, pod, snap->nodes, snap->n_nodes, scratch);
+        room = at >= 0 ? snap->nodes[at].info->name : NULL;
+    }
+    af_prefer_build(pol, cfg->catalog, plan, pod, room, prefs);
+    if (af_codec_admission_affinity(a, prefs, patch, w)) {
+        af_buf_reset(patch);
+        AF_LOG(AF_LOG_WARN, "pod not given node preferences", "namespace", pod->ns, "pod",
+               pod_label(a, pod), "why", w->n ? w->text[w->n - 1] : "", NULL);
+        goto out;
+    }
+    if (!prefs->n_terms && !prefs->n_not_in) {
+        AF_LOG(AF_LOG_DEBUG, "pod given no node preferences", "namespace", pod->ns, "pod",
+               pod_label(a, pod), "why", prefs->why, NULL);
+        goto out;
+    }
+    if (prefs->n_terms)
+        snprintf(first, sizeof(first), "%s (%zu values, weight %d)",
+                 af_class_name(prefs->terms[0].cls), prefs->terms[0].n_values,
+                 prefs->terms[0].weight);
+    AF_LOG(AF_LOG_INFO, "pod given node preferences", "namespace", pod->ns, "pod",
+           pod_label(a, pod), "rule", plan->sel.rule ? plan->sel.rule : "none", "first",
+           first, "terms", prefs->n_terms ? "yes" : "no", "required",
+           prefs->n_not_in ? "yes" : "no", "why", prefs->why, NULL);
+out:
+    af_free(scratch);
+    af_free(prefs);
+    af_free(plan);
+    af_snapshot_unref(snap);
+}
+
+/*
  * Decides the pod's side and builds the patch into `patch` (left empty: no change).
  * Everything that goes wrong ends as allowed-unchanged, with a warning when a person
  * should know.
@@ -98,11 +168,13 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
 
     memset(&tw, 0, sizeof(tw));
     memset(&target_req, 0, sizeof(target_req));
-    if (!pod || !pol || pol->n_rollouts == 0)
-        goto out;                       /* no rollouts: nothing to do, nothing to say */
-    k = af_rollout_match(pol, pod);
-    if (k < 0)
-        goto out;                       /* in no rollout: created as written */
+    if (!pod || !pol)
+        goto out;
+    k = pol->n_rollouts ? af_rollout_match(pol, pod) : -1;
+    if (k < 0) {
+        prefer(svc, cfg, a, pod, patch, w);   /* in no rollout: preferences, if any */
+        goto out;
+    }
     r = &pol->rollouts[k];
     if (!svc->rollouts) {
         af_warnings_add(w, "accelfit: rollout %.63s not applied: this accelfit keeps no "

@@ -1097,6 +1097,123 @@ START_TEST(test_a_jobs_pods_are_one_unit)
 }
 END_TEST
 
+/*
+ * Preferences on admission through the real API server: a managed pod created through the
+ * rendered webhook is stored with node affinity from its plan, merged into its own. A 13B
+ * model on one GPU (inference-performance: L40S, A10G, A100, H100, L4): A10G and L4 cannot
+ * hold it, so with `required: true` their families are required away; while the p4d (A100)
+ * has room nothing is preferred (when: no-room); with the p4d cordoned no node filter
+ * accepts has room, and the pod is stored with the tiers that hold the model preferred,
+ * heaviest first, after its own preferred term, and the NotIn ANDed into its own required
+ * term: what Karpenter would read.
+ */
+START_TEST(test_preferences_through_the_real_webhook)
+{
+    static const char prefer_policy[] =
+        "\npreferences:\n  enabled: true\n  namespaces: [e2e-pref]\n  when: no-room\n"
+        "  required: true\n";
+    static const char own_affinity[] =
+        "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+        "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"kubernetes.io/os\","
+        "\"operator\":\"In\",\"values\":[\"linux\"]}]}]},"
+        "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":5,\"preference\":{"
+        "\"matchExpressions\":[{\"key\":\"topology.kubernetes.io/zone\",\"operator\":\"In\","
+        "\"values\":[\"us-west-2a\"]}]}}]}}";
+    static const char *const pk = "preferredDuringSchedulingIgnoredDuringExecution";
+    static const char *const names[] = {"roomy", "waiting"};
+    char *policy = configmap_key("accelfit-policy", "policy.yaml");
+    char *path = in_container("/etc/accelfit/policy/policy.yaml");
+    char *text = af_xasprintf("%s%s", policy, prefer_policy);
+    char *dry = af_xasprintf("%s/dry-run-pod.json", work), *out = NULL, *pod_text;
+    double gen = metric("accelfit_policy_generation");
+    struct podspec p = {
+        .device = "nvidia.com/gpu",
+        .annotations = "{\"accelfit.io/workload\":\"inference\",\"accelfit.io/model-params\":"
+                       "\"13B\",\"accelfit.io/objective\":\"performance\"}",
+        .labels = "{\"accelfit.io/managed\":\"true\"}",
+    };
+    json_t *pods[2];
+
+    write_file(path, text, strlen(text));
+    ck_assert_msg(WAIT_FOR(30, metric("accelfit_policy_generation") > gen),
+                  "the policy with preferences was not reloaded (log: %s)", acc.log_path);
+    make_namespace("e2e-pref");
+    for (int i = 0; i < 2; i++) {
+        json_t *pod;
+        p.name = names[i];
+        pod = pod_json("e2e-pref", &p);
+        json_object_set_new(json_object_get(pod, "spec"), "affinity",
+                            json_loads(own_affinity, 0, NULL));
+        if (i == 1) {
+            /* no room anywhere that filter accepts: the p4d cordoned, seen by the cache
+             * once a dry run through the webhook shows the preferences */
+            must(kubectl(NULL, "cordon " NODE_P4D " >/dev/null"), "cordon");
+            pod_text = json_dumps(pod, JSON_COMPACT);
+            write_file(dry, pod_text, strlen(pod_text));
+            free(pod_text);
+            ck_assert_msg(WAIT_FOR(30, (af_free(out), out = NULL,
+                                        kubectl(&out, "create --dry-run=server -o json -f '%s'",
+                                                dry) == 0 && strstr(out, "\"weight\": 100"))),
+                          "no preferences in a dry run with the p4d cordoned: %s", out);
+        }
+        must(kubectl_create(pod), names[i]);
+        pods[i] = kubectl_json("-n e2e-pref get pod %s", names[i]);
+    }
+    must(kubectl(NULL, "uncordon " NODE_P4D " >/dev/null"), "uncordon");
+
+    for (int i = 0; i < 2; i++) {
+        json_t *na = json_object_get(json_object_get(json_object_get(pods[i], "spec"),
+                                                     "affinity"), "nodeAffinity");
+        json_t *pref = json_object_get(na, pk);
+        json_t *terms = json_object_get(json_object_get(na, "requiredDuringSchedulingIgnoredDuring"
+                                                            "Execution"), "nodeSelectorTerms");
+        json_t *me = json_object_get(json_array_get(terms, 0), "matchExpressions");
+        json_t *notin = json_array_get(me, 1), *v;
+        bool g5 = false, p4d = false;
+        size_t k;
+
+        /* the pod's own terms are kept, first */
+        ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(pref, 0), "weight")), 5);
+        ck_assert_uint_eq(json_array_size(terms), 1);
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(me, 0), "key")),
+                         "kubernetes.io/os");
+        /* knowledge: the families that cannot hold 13B on one device, required away */
+        ck_assert_uint_eq(json_array_size(me), 2);
+        ck_assert_str_eq(json_string_value(json_object_get(notin, "key")),
+                         "karpenter.k8s.aws/instance-family");
+        ck_assert_str_eq(json_string_value(json_object_get(notin, "operator")), "NotIn");
+        json_array_foreach(json_object_get(notin, "values"), k, v) {
+            g5 = g5 || !strcmp(json_string_value(v), "g5");
+            p4d = p4d || !strcmp(json_string_value(v), "p4d");
+        }
+        ck_assert_msg(g5 && !p4d, "NotIn should hold g5 and not p4d");
+        if (i == 0) {
+            ck_assert_uint_eq(json_array_size(pref), 1);   /* room on the p4d: no preference */
+        } else {
+            json_t *t1 = json_array_get(pref, 1), *t2 = json_array_get(pref, 2);
+            json_t *e1 = json_array_get(json_object_get(json_object_get(t1, "preference"),
+                                                        "matchExpressions"), 0);
+            json_t *e2 = json_array_get(json_object_get(json_object_get(t2, "preference"),
+                                                        "matchExpressions"), 0);
+            ck_assert_uint_ge(json_array_size(pref), 3);
+            ck_assert_int_eq(json_integer_value(json_object_get(t1, "weight")), 100);
+            ck_assert_int_eq(json_integer_value(json_object_get(t2, "weight")), 90);
+            ck_assert_str_eq(json_string_value(json_object_get(e1, "key")),
+                             "karpenter.k8s.aws/instance-family");
+            ck_assert_str_eq(json_string_value(json_array_get(json_object_get(e1, "values"), 0)),
+                             "g6e");   /* L40S, tier 1 */
+            p4d = false;
+            json_array_foreach(json_object_get(e2, "values"), k, v)
+                p4d = p4d || !strcmp(json_string_value(v), "p4d");
+            ck_assert_msg(p4d, "tier 2 (A100) should prefer p4d");
+        }
+        json_decref(pods[i]);
+    }
+    delete_pods("e2e-pref");
+    af_free(policy), af_free(path), af_free(text), af_free(dry), af_free(out);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------------------ */
 
 static Suite *e2e_suite(void)
@@ -1115,6 +1232,7 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_probes_as_kubelet_sends_them);
     tcase_add_test(tc, test_variant_rollout_through_the_real_webhook);
     tcase_add_test(tc, test_a_jobs_pods_are_one_unit);
+    tcase_add_test(tc, test_preferences_through_the_real_webhook);
     suite_add_tcase(s, tc);
     return s;
 }
