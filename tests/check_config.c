@@ -4,6 +4,7 @@
  * its class, errors that point at file:line:column, strict keys, the embedded
  * defaults), the refcounted holder, and YAML to JSON conversion.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,13 @@
 
 #include "accelfit/config.h"
 #include "accelfit/select.h"
+#include "config/yamlnode.h"
 #include "support/support.h"
 
-/* The 69 instance types of the shipped catalog (the shared EC2 catalog's 55
- * and the 14 that scripts/catalog-additions.yaml adds) with the class each
- * must load as, its on-demand price (-1 when the source has none) and its
- * total accelerator memory in GiB. */
+/* The 69 instance types the shared EC2 catalog (55) and scripts/catalog-additions.yaml
+ * (14) give, with the class each must load as, its on-demand price (-1 when the source
+ * has none) and its total accelerator memory in GiB. The shipped catalog also has every
+ * other type of tests/fixtures/ec2-instance-types.yaml: see "sources" below. */
 static const struct {
     const char *name;
     enum af_class cls;
@@ -96,6 +98,12 @@ static const struct {
     {"trn2u.48xlarge", AF_CLASS_TRAINIUM2, -1, 1536},
 };
 
+/* Types in the shipped catalog: the 1,363 of tests/fixtures/ec2-instance-types.yaml and
+ * the five only the shared catalog or the additions give (p3.2xlarge, p3.8xlarge,
+ * p3.16xlarge, trn2.3xlarge, trn2u.48xlarge). */
+#define N_SOURCE_TYPES 1363
+#define N_SHIPPED_TYPES (N_SOURCE_TYPES + 5)
+
 /* Invariants every loaded catalog keeps. */
 static void assert_sane_catalog(const struct af_catalog *c)
 {
@@ -105,9 +113,11 @@ static void assert_sane_catalog(const struct af_catalog *c)
         const struct af_instance_type *t = &c->types[i];
         ck_assert_ptr_nonnull(t->name);
         ck_assert_ptr_nonnull(t->family);
-        ck_assert_int_ge(t->cls, 0);
         ck_assert_int_lt(t->cls, AF_CLASS__COUNT);
-        ck_assert(af_class_kind(t->cls) == t->accel_kind);
+        if (t->cls == AF_CLASS_UNKNOWN)   /* `class: unclassified`: always an accelerator */
+            ck_assert_ptr_nonnull(t->accel_name);
+        else
+            ck_assert(af_class_kind(t->cls) == t->accel_kind);
         if (i)
             ck_assert_int_lt(strcmp(c->types[i - 1].name, t->name), 0);
         ck_assert_ptr_eq(af_catalog_find(c, t->name), t);
@@ -148,8 +158,7 @@ START_TEST(test_catalog_has_exactly_the_shared_types)
 {
     struct af_catalog *c = embedded_catalog();
 
-    ck_assert_uint_eq(c->n_types, AF_ARRAY_SIZE(types));
-    ck_assert_uint_eq(c->n_types, 69);
+    ck_assert_uint_eq(c->n_types, N_SHIPPED_TYPES);
     ck_assert_str_eq(c->source, "<embedded>");
     af_catalog_free(c);
 }
@@ -160,7 +169,8 @@ END_TEST
  * accelerator names) must load and agree with the shipped one type by type.
  * The source catalog is kept as tests/fixtures/ec2-catalog.yaml; the shipped
  * one also has the 14 types scripts/catalog-additions.yaml adds (its two
- * overrides there only append notes, so every shared type's values match).
+ * overrides there only append notes, so every shared type's values match) and
+ * every other type of tests/fixtures/ec2-instance-types.yaml.
  */
 START_TEST(test_shared_catalog_agrees_with_shipped_catalog)
 {
@@ -172,7 +182,8 @@ START_TEST(test_shared_catalog_agrees_with_shipped_catalog)
     ck_assert_msg(af_catalog_load_file(&shared, path, &err) == 0, "%s:%d:%d: %s", err.file,
                   err.line, err.column, err.text);
     assert_sane_catalog(shared);
-    ck_assert_uint_eq(c->n_types, shared->n_types + 14);
+    ck_assert_uint_eq(c->n_types, N_SHIPPED_TYPES);
+    ck_assert_uint_eq(shared->n_types, 55);
     for (size_t i = 0; i < shared->n_types; i++) {
         const struct af_instance_type *b = &shared->types[i], *a = af_catalog_find(c, b->name);
         ck_assert_msg(a != NULL, "%s missing from the shipped catalog", b->name);
@@ -284,6 +295,196 @@ START_TEST(test_catalog_missing_file_is_an_error)
 }
 END_TEST
 
+/* ---- the catalog against its source files -------------------------------------- */
+
+/*
+ * The class each GPU or accelerator name of tests/fixtures/ec2-instance-types.yaml (the
+ * values of Karpenter's instance-gpu-name and instance-accelerator-name labels) must load
+ * as; AF_CLASS_UNKNOWN for `class: unclassified`, an accelerator accelfit has no class
+ * for. Written from the vendors' product names, independently of scripts/gen-catalog.py.
+ */
+static const struct {
+    const char *name;
+    enum af_class cls;
+} source_accels[] = {
+    {"t4", AF_CLASS_NVIDIA_T4},           {"t4g", AF_CLASS_NVIDIA_T4},
+    {"a10g", AF_CLASS_NVIDIA_A10G},       {"l4", AF_CLASS_NVIDIA_L4},
+    {"l40s", AF_CLASS_NVIDIA_L40S},       {"v100", AF_CLASS_NVIDIA_V100},
+    {"a100", AF_CLASS_NVIDIA_A100},       {"h100", AF_CLASS_NVIDIA_H100},
+    {"h200", AF_CLASS_NVIDIA_H200},       {"b200", AF_CLASS_NVIDIA_B200},
+    {"radeon-pro-v520", AF_CLASS_AMD_GPU}, {"inferentia", AF_CLASS_INFERENTIA1},
+    {"inferentia2", AF_CLASS_INFERENTIA2}, {"trainium", AF_CLASS_TRAINIUM1},
+    {"trainium2", AF_CLASS_TRAINIUM2},    {"b300", AF_CLASS_UNKNOWN},
+    {"rtx-pro-4500", AF_CLASS_UNKNOWN},   {"rtx-pro-server-6000", AF_CLASS_UNKNOWN},
+    {"qualcomm-ai100", AF_CLASS_UNKNOWN},
+};
+
+/* The types the shipped catalog has from the shared catalog or the additions alone. */
+static const char *const not_in_source[] = {"p3.16xlarge", "p3.2xlarge", "p3.8xlarge",
+                                            "trn2.3xlarge", "trn2u.48xlarge"};
+
+struct source_file {
+    struct af__ydoc d;
+    char *text;
+    struct af_error err;
+};
+
+/* Loads a source file of tests/fixtures and returns its top-level mapping `key`. */
+static yaml_node_t *source_load(struct source_file *f, const char *relpath, const char *key)
+{
+    size_t len = 0;
+    yaml_node_t *v;
+
+    memset(f, 0, sizeof(*f));
+    f->text = af_test_read(relpath, &len);
+    ck_assert_ptr_nonnull(f->text);
+    ck_assert_msg(af__ydoc_load(&f->d, relpath, f->text, len, &f->err) == 0, "%s:%d: %s", relpath,
+                  f->err.line, f->err.text);
+    v = af__ymap_get(&f->d, af__ydoc_root(&f->d), key);
+    ck_assert_msg(v && v->type == YAML_MAPPING_NODE, "%s: no '%s' mapping", relpath, key);
+    return v;
+}
+
+static void source_release(struct source_file *f)
+{
+    af__ydoc_release(&f->d);
+    free(f->text);
+}
+
+/* The number under `key` of a source mapping; `dflt` when absent. */
+static double source_num(struct source_file *f, const yaml_node_t *map, const char *key,
+                         double dflt)
+{
+    const char *s = map ? af__ynode_str(af__ymap_get(&f->d, map, key)) : NULL;
+    char *end;
+    double v;
+
+    if (!s)
+        return dflt;
+    v = strtod(s, &end);
+    ck_assert_msg(end != s && !*end, "'%s' of a source type is not a number: '%s'", key, s);
+    return v;
+}
+
+static bool in_list(const char *const *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i], name))
+            return true;
+    return false;
+}
+
+/*
+ * Every type of tests/fixtures/ec2-instance-types.yaml is in the shipped catalog with its
+ * vCPUs, memory, arch, accelerator count (and device memory), baseline network and EFA,
+ * in the class its GPU or accelerator names (cpu without one); a fraction of a GPU
+ * (count 0) and an accelerator accelfit has no class for load unclassified. Each carries
+ * the us-east-1 price of tests/fixtures/ec2-prices.yaml, or none when that table has
+ * none. Only the five types above come from elsewhere, and the priced types left out
+ * are exactly those the facts file lacks.
+ */
+START_TEST(test_catalog_has_every_source_type_with_its_facts_and_price)
+{
+    struct source_file tf, pf;
+    yaml_node_t *facts = source_load(&tf, "tests/fixtures/ec2-instance-types.yaml", "types");
+    yaml_node_t *regions = source_load(&pf, "tests/fixtures/ec2-prices.yaml", "regions");
+    yaml_node_t *prices = af__ymap_get(&pf.d, regions, "us-east-1");
+    struct af_catalog *c = embedded_catalog();
+    size_t n = 0, n_arm = 0, n_cpu = 0, n_unclassified = 0, n_priced = 0, n_unfacted = 0;
+
+    ck_assert_ptr_nonnull(prices);
+    for (yaml_node_pair_t *p = facts->data.mapping.pairs.start; p < facts->data.mapping.pairs.top;
+         p++) {
+        const char *name = af__ynode_str(af__ydoc_node(&tf.d, p->key));
+        yaml_node_t *f = af__ydoc_node(&tf.d, p->value);
+        yaml_node_t *gpu = af__ymap_get(&tf.d, f, "gpu");
+        yaml_node_t *acc = gpu ? gpu : af__ymap_get(&tf.d, f, "accelerator");
+        yaml_node_t *alloc = af__ymap_get(&tf.d, f, "allocatable");
+        yaml_node_t *price = af__ymap_get(&pf.d, prices, name);
+        const struct af_instance_type *t = af_catalog_find(c, name);
+        const char *arch = af__ynode_str(af__ymap_get(&tf.d, f, "arch"));
+        enum af_class want = AF_CLASS_CPU;
+        double count = source_num(&tf, acc, "count", 0);
+
+        n++;
+        ck_assert_msg(t != NULL, "%s of the facts file is missing from the catalog", name);
+        ck_assert_int_eq(t->vcpus, (int)source_num(&tf, f, "vcpu", -1));
+        ck_assert_msg(t->memory_gib == source_num(&tf, f, "memory_mib", -1) / 1024,
+                      "%s: memory %g GiB", name, t->memory_gib);
+        ck_assert_msg(t->arch == (!strcmp(arch, "arm64") ? AF_ARCH_ARM64 : AF_ARCH_AMD64),
+                      "%s: arch", name);
+        n_arm += t->arch == AF_ARCH_ARM64;
+        if (acc) {
+            const char *an = af__ynode_str(af__ymap_get(&tf.d, acc, "name"));
+            size_t i = 0;
+            while (i < AF_ARRAY_SIZE(source_accels) && strcmp(source_accels[i].name, an))
+                i++;
+            ck_assert_msg(i < AF_ARRAY_SIZE(source_accels), "%s: accelerator '%s' not in the test",
+                          name, an);
+            want = count > 0 ? source_accels[i].cls : AF_CLASS_UNKNOWN;
+            ck_assert_ptr_nonnull(t->accel_name);
+            if (gpu && count > 0)   /* per GPU, as the facts file gives it, within rounding */
+                ck_assert_msg(fabs(t->accel_memory_gib_per_device -
+                                   source_num(&tf, gpu, "memory_mib", 0) / 1024) < 0.5,
+                              "%s: %g GiB per GPU", name, t->accel_memory_gib_per_device);
+        } else {
+            ck_assert_ptr_null(t->accel_name);
+        }
+        ck_assert_msg(t->cls == want, "%s loads as %s, want %s", name, af_class_name(t->cls),
+                      af_class_name(want));
+        n_cpu += want == AF_CLASS_CPU;
+        n_unclassified += want == AF_CLASS_UNKNOWN;
+        ck_assert_int_eq(t->accel_count, (int)count);
+        ck_assert_msg(fabs(t->network_gbps - source_num(&tf, f, "network_bandwidth_mbps", 0) /
+                                                 1000) < 1e-9,
+                      "%s: network %g Gbps", name, t->network_gbps);
+        ck_assert_msg(t->efa == (af__ymap_get(&tf.d, alloc, "vpc.amazonaws.com/efa") != NULL),
+                      "%s: efa", name);
+        if (price) {
+            ck_assert_msg(t->price_usd_hr == source_num(&pf, prices, name, -1), "%s: $%g/h", name,
+                          t->price_usd_hr);
+            n_priced++;
+        } else {
+            ck_assert_msg(t->price_usd_hr < 0, "%s: priced at $%g/h, the table has none", name,
+                          t->price_usd_hr);
+        }
+    }
+    ck_assert_uint_eq(n, N_SOURCE_TYPES);
+    /* dl2q.24xlarge, g6f x4 and gr6f.4xlarge (fractions of an L4), g7 x6, g7e x6, p6-b300 */
+    ck_assert_uint_eq(n_unclassified, 19);
+    ck_assert_uint_gt(n_cpu, 1200);
+    ck_assert_uint_gt(n_arm, 300);
+
+    /* The catalog has nothing else but the five facts named above. */
+    for (size_t i = 0; i < c->n_types; i++) {
+        const char *name = c->types[i].name;
+        if (!af__ymap_get(&tf.d, facts, name))
+            ck_assert_msg(in_list(not_in_source, AF_ARRAY_SIZE(not_in_source), name),
+                          "%s is in the catalog but not in the facts file", name);
+    }
+    ck_assert_uint_eq(c->n_types, N_SOURCE_TYPES + AF_ARRAY_SIZE(not_in_source));
+
+    /* A priced type is left out only when the facts file has nothing to size it with. */
+    for (yaml_node_pair_t *p = prices->data.mapping.pairs.start;
+         p < prices->data.mapping.pairs.top; p++) {
+        const char *name = af__ynode_str(af__ydoc_node(&pf.d, p->key));
+        const struct af_instance_type *t = af_catalog_find(c, name);
+        if (!t) {
+            ck_assert_ptr_null(af__ymap_get(&tf.d, facts, name));
+            n_unfacted++;
+        } else if (!af__ymap_get(&tf.d, facts, name)) {
+            ck_assert_msg(t->price_usd_hr == source_num(&pf, prices, name, -1), "%s: $%g/h", name,
+                          t->price_usd_hr);
+        }
+    }
+    ck_assert_uint_eq(n_unfacted, 19);   /* the catalog's header lists them */
+    ck_assert_uint_gt(n_priced, 1300);
+    af_catalog_free(c);
+    source_release(&tf);
+    source_release(&pf);
+}
+END_TEST
+
 /* ---- policy ------------------------------------------------------------------- */
 
 static struct af_policy *embedded_policy(void)
@@ -310,7 +511,7 @@ START_TEST(test_embedded_default_config_loads)
     p = cfg->policy;
     ck_assert_str_eq(p->source, "<embedded>");
     ck_assert_str_eq(cfg->catalog->source, "<embedded>");
-    ck_assert_uint_eq(cfg->catalog->n_types, 69);
+    ck_assert_uint_eq(cfg->catalog->n_types, N_SHIPPED_TYPES);
     ck_assert_uint_ge(p->n_rules, 20);
     ck_assert_double_eq_tol(p->w_tier + p->w_util + p->w_cost, 1.0, 1e-12);
     ck_assert_double_eq_tol(p->w_tier, 0.5, 1e-12);
@@ -554,7 +755,7 @@ START_TEST(test_holder_swaps_while_readers_keep_the_old_config)
     af_config_holder_set(&h, b);
     ck_assert_int_eq(atomic_load(&a->refcnt), 1);
     /* The reader's copy is still whole. */
-    ck_assert_uint_eq(held->catalog->n_types, 69);
+    ck_assert_uint_eq(held->catalog->n_types, N_SHIPPED_TYPES);
     now = af_config_holder_get(&h);
     ck_assert_ptr_eq(now, b);
     af_config_unref(now);
@@ -1024,6 +1225,7 @@ static Suite *af_config_suite(void)
     tcase_add_loop_test(tc, test_catalog_errors_name_line_and_column, 0,
                         (int)AF_ARRAY_SIZE(bad_catalogs));
     tcase_add_test(tc, test_catalog_missing_file_is_an_error);
+    tcase_add_test(tc, test_catalog_has_every_source_type_with_its_facts_and_price);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("policy");

@@ -173,6 +173,63 @@ START_TEST(test_classify_spot_and_price)
 }
 END_TEST
 
+/*
+ * Nodes of the usual Karpenter CPU mix (c6i, m7i, Graviton m7g and c7g) and of the types
+ * accelfit has no class for are priced from the catalog; an unclassified type says so
+ * instead of being classed by its family, and a type without a price says it has none.
+ */
+static const struct {
+    struct af_kv labels[MAX_KV];
+    int64_t gpu;
+    enum af_class want;
+    const char *source;
+    double price; /* < 0: unknown */
+    const char *price_source;
+} priced_cases[] = {
+    {{{"node.kubernetes.io/instance-type", "c6i.8xlarge"}}, 0, AF_CLASS_CPU,
+     "node.kubernetes.io/instance-type", 1.36, "catalog"},
+    {{{"node.kubernetes.io/instance-type", "m7i.2xlarge"}}, 0, AF_CLASS_CPU,
+     "node.kubernetes.io/instance-type", 0.4032, "catalog"},
+    {{{"karpenter.k8s.aws/instance-family", "m7g"}, {"karpenter.k8s.aws/instance-size", "large"}},
+     0, AF_CLASS_CPU, "karpenter.k8s.aws/instance-family and instance-size", 0.0816, "catalog"},
+    {{{"node.kubernetes.io/instance-type", "c7g.xlarge"}}, 0, AF_CLASS_CPU,
+     "node.kubernetes.io/instance-type", 0.145, "catalog"},
+    /* Spot: the policy's default discount (60%) when the catalog has none for the type. */
+    {{{"node.kubernetes.io/instance-type", "c7g.xlarge"}, {"karpenter.sh/capacity-type", "spot"}},
+     0, AF_CLASS_CPU, "node.kubernetes.io/instance-type", 0.145 * 0.4, "policy"},
+    {{{"node.kubernetes.io/instance-type", "g5g.xlarge"}}, 1, AF_CLASS_NVIDIA_T4,
+     "node.kubernetes.io/instance-type", 0.42, "catalog"},
+    {{{"node.kubernetes.io/instance-type", "g7e.2xlarge"}}, 1, AF_CLASS_UNKNOWN,
+     "allocatable nvidia.com/gpu (model unknown)", 3.36312, "catalog"},
+    {{{"node.kubernetes.io/instance-type", "g6f.large"}}, 0, AF_CLASS_CPU,
+     "catalog: unclassified accelerator (no accelfit class) and no accelerator resource", 0.202,
+     "catalog"},
+    {{{"node.kubernetes.io/instance-type", "dl2q.24xlarge"}}, 0, AF_CLASS_CPU,
+     "catalog: unclassified accelerator (no accelfit class) and no accelerator resource", -1,
+     "unknown"},
+};
+
+START_TEST(test_classify_prices_every_catalog_type)
+{
+    struct af_node_info *n = af_node_info_new();
+
+    n->allocatable.v[AF_RES_GPU] = priced_cases[_i].gpu;
+    af_node_classify(cfg->catalog, cfg->policy, priced_cases[_i].labels,
+                     n_kv(priced_cases[_i].labels), NULL, 0, n);
+    ck_assert_msg(n->cls == priced_cases[_i].want, "got %s, want %s", af_class_name(n->cls),
+                  af_class_name(priced_cases[_i].want));
+    ck_assert_str_eq(n->class_source, priced_cases[_i].source);
+    ck_assert_str_eq(n->price_source, priced_cases[_i].price_source);
+    if (priced_cases[_i].price < 0) {
+        ck_assert(!n->price_known);
+    } else {
+        ck_assert(n->price_known);
+        ck_assert_double_eq_tol(n->hourly_usd, priced_cases[_i].price, 1e-9);
+    }
+    af_node_info_unref(n);
+}
+END_TEST
+
 START_TEST(test_classify_catalog_spot_discount_wins_over_policy)
 {
     struct af_instance_type types[] = {
@@ -992,6 +1049,8 @@ Suite *af_decide_suite(void)
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_classify_label_schemes, 0, AF_ARRAY_SIZE(class_cases));
     tcase_add_loop_test(tc, test_classify_spot_and_price, 0, AF_ARRAY_SIZE(price_cases));
+    tcase_add_loop_test(tc, test_classify_prices_every_catalog_type, 0,
+                        (int)AF_ARRAY_SIZE(priced_cases));
     tcase_add_test(tc, test_classify_catalog_spot_discount_wins_over_policy);
     tcase_add_loop_test(tc, test_effective_requests, 0, AF_ARRAY_SIZE(req_cases));
     tcase_add_loop_test(tc, test_plan_cases, 0, AF_ARRAY_SIZE(plan_cases));

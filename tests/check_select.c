@@ -484,7 +484,7 @@ START_TEST(test_cpu_workloads_size_host_memory)
                false);
     ck_assert_uint_eq(s.n_tiers, 1);
     ck_assert_int_eq(s.tiers[0].cls, AF_CLASS_CPU);
-    ck_assert_str_eq(s.tiers[0].instance->name, "m5.large");
+    ck_assert_str_eq(s.tiers[0].instance->name, "c5.large");
     ck_assert_double_eq(s.tiers[0].accel_memory_gib, 0);
     /* A memory-bound job (30B x 2 bytes x 1.2 = 67 GiB) moves to r5. */
     select_for(&s, AF_WORKLOAD_PREPROCESSING, 30e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
@@ -492,11 +492,11 @@ START_TEST(test_cpu_workloads_size_host_memory)
     ck_assert_str_eq(s.tiers[0].instance->name, "r5.4xlarge");
     ck_assert(any_reason_has(&s.tiers[0], "host memory"));
     /* Beyond the largest allowed family the class is dropped with the arithmetic. */
-    select_for(&s, AF_WORKLOAD_PREPROCESSING, 100e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
+    select_for(&s, AF_WORKLOAD_PREPROCESSING, 400e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
                false, false);
     ck_assert_uint_eq(s.n_tiers, 0);
     ck_assert_ptr_nonnull(find_dropped(&s, AF_CLASS_CPU));
-    ck_assert_ptr_nonnull(strstr(find_dropped(&s, AF_CLASS_CPU)->reason, "r5.4xlarge"));
+    ck_assert_ptr_nonnull(strstr(find_dropped(&s, AF_CLASS_CPU)->reason, "r5.24xlarge"));
 }
 END_TEST
 

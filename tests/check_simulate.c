@@ -1085,6 +1085,40 @@ static void assert_numbers_finite(json_t *j, const char *path)
     json_array_foreach(j, i, v) assert_numbers_finite(v, path);
 }
 
+/* A CPU-only cluster of the usual Karpenter mix (c6i.8xlarge, m7i.2xlarge, Graviton m7g on
+ * spot and c7g): every node has its catalog price, so every side of the replay costs
+ * something, and accelfit packs the four pods on the c6i.8xlarge for the hour: $1.36. */
+START_TEST(test_cpu_and_graviton_nodes_are_priced)
+{
+    const char *argv[] = {"accelfit",
+                          "simulate",
+                          "--cluster",
+                          af_test_path("docs/examples/cpu-mix-cluster.yaml"),
+                          "--workload-from-cluster",
+                          "--output",
+                          "json",
+                          NULL};
+    char *out = NULL, *err = NULL;
+    json_error_t jerr;
+    json_t *j, *s;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    j = json_loads(out, 0, &jerr);
+    ck_assert_msg(j != NULL, "not JSON: %s: %.300s", jerr.text, out);
+    s = json_object_get(j, "schedulers");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "nodes")), 4);
+    ck_assert_double_eq_tol(
+        json_real_value(json_object_get(json_object_get(s, "accelfit"), "cost_usd")), 1.36, 1e-9);
+    ck_assert_double_gt(
+        json_number_value(json_object_get(json_object_get(s, "kube_scheduler"), "cost_usd")), 1.36);
+    ck_assert_double_gt(
+        json_number_value(json_object_get(json_object_get(s, "lower_bound"), "cost_usd")), 0);
+    json_decref(j);
+    free(out);
+    free(err);
+}
+END_TEST
+
 START_TEST(test_a_trace_at_the_bounds_prints_finite_numbers)
 {
     static const char trace[] =
@@ -1254,6 +1288,7 @@ static Suite *af_simulate_suite(void)
     tcase_add_test(tc, test_demo_day_through_the_binary);
     tcase_add_test(tc, test_trace_pods_are_bounded_in_total);
     tcase_add_test(tc, test_a_trace_at_the_bounds_prints_finite_numbers);
+    tcase_add_test(tc, test_cpu_and_graviton_nodes_are_priced);
     tcase_add_test(tc, test_usage_errors);
     tcase_add_test(tc, test_help);
     suite_add_tcase(s, tc);

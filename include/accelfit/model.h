@@ -88,17 +88,27 @@ enum af_class af_class_from_instance_family(const char *instance_type);
  */
 #define AF_PRICE_MAX_USD_HR 1e6
 
+/* The CPU architecture of an instance type; UNKNOWN when its catalog entry does not say. */
+enum af_arch { AF_ARCH_UNKNOWN = 0, AF_ARCH_AMD64, AF_ARCH_ARM64 };
+
+/*
+ * One instance type. `cls` is AF_CLASS_UNKNOWN only for a type whose catalog entry says
+ * `class: unclassified`: an accelerator accelfit has no class for (Qualcomm AI100, B300,
+ * RTX PRO) or a fraction of a GPU (g6f; accel_count 0). Such a type is priced but never
+ * sized: no tier's class matches it.
+ */
 struct af_instance_type {
     char *name;          /* "p4d.24xlarge" */
     char *family;        /* "p4d" */
     enum af_class cls;
+    enum af_arch arch;
     int vcpus;
     double memory_gib;
     enum af_accel_kind accel_kind;
     char *accel_maker;   /* NULL when no accelerator */
     char *accel_name;
-    int accel_count;
-    double accel_memory_gib_per_device;
+    int accel_count;                     /* 0 for a fraction of a GPU */
+    double accel_memory_gib_per_device;  /* 0 when the source gives none */
     int neuron_cores;
     double network_gbps;
     bool efa;

@@ -6,7 +6,9 @@
  * core prints, so the loader is strict about types and keys: a misspelt
  * `price_on_demand_usd_hr` must fail loudly rather than make a type look free
  * or unpriced. Informational keys (notes, sources, spot quotes) are accepted
- * and not stored.
+ * and not stored. `class: unclassified` marks a type whose accelerator accelfit
+ * has no class for (or a fraction of a GPU): it loads with AF_CLASS_UNKNOWN and
+ * is priced, never sized.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@ static const char *const top_keys[] = {"apiVersion", "kind", "region", "instance
 static const char *const type_keys[] = {"name",
                                         "family",
                                         "class",
+                                        "arch",
                                         "vcpus",
                                         "memory_gib",
                                         "accelerator",
@@ -104,9 +107,11 @@ static int load_accel(struct af__ydoc *d, yaml_node_t *acc, struct af_instance_t
             t->accel_kind = AF_ACCEL_GPU;
         else if (!strcmp(s, "neuron"))
             t->accel_kind = AF_ACCEL_NEURON;
+        else if (!strcmp(s, "amd"))
+            t->accel_kind = AF_ACCEL_AMD;
         else
             return af__ydoc_err(d, v, AF_EINVAL,
-                                "unknown accelerator kind '%s' (known: gpu, neuron)", s);
+                                "unknown accelerator kind '%s' (known: gpu, neuron, amd)", s);
     }
     v = af__ymap_get(d, acc, "maker");
     if (v && !af__ynode_is_null(v)) {
@@ -125,19 +130,20 @@ static int load_accel(struct af__ydoc *d, yaml_node_t *acc, struct af_instance_t
     v = af__ymap_get(d, acc, "count");
     if (!v)
         return af__ydoc_err(d, acc, AF_EINVAL, "accelerator of '%s' has no 'count'", t->name);
-    rc = af__ynode_int(d, v, "accelerator.count", 1, 1024, &t->accel_count);
+    rc = af__ynode_int(d, v, "accelerator.count", 0, 1024, &t->accel_count);
     if (rc)
         return rc;
+    /* Required of a classified type (load_type checks); a fraction of a GPU or an
+     * accelerator accelfit has no class for may come without it. */
     v = af__ymap_get(d, acc, "memory_gib_per_device");
-    if (!v || af__ynode_is_null(v))
-        return af__ydoc_err(d, acc, AF_EINVAL, "accelerator of '%s' has no 'memory_gib_per_device'",
-                            t->name);
-    rc = af__ynode_double(d, v, "accelerator.memory_gib_per_device", 0, MAX_GIB,
-                          &t->accel_memory_gib_per_device);
-    if (rc)
-        return rc;
-    if (t->accel_memory_gib_per_device <= 0)
-        return af__ydoc_err(d, v, AF_EINVAL, "'memory_gib_per_device' must be positive");
+    if (v && !af__ynode_is_null(v)) {
+        rc = af__ynode_double(d, v, "accelerator.memory_gib_per_device", 0, MAX_GIB,
+                              &t->accel_memory_gib_per_device);
+        if (rc)
+            return rc;
+        if (t->accel_memory_gib_per_device <= 0)
+            return af__ydoc_err(d, v, AF_EINVAL, "'memory_gib_per_device' must be positive");
+    }
     v = af__ymap_get(d, acc, "memory_gib_total");
     if (v && !af__ynode_is_null(v)) {
         double total;
@@ -217,6 +223,19 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
         t->family = dot ? af_xstrndup(t->name, (size_t)(dot - t->name)) : af_xstrdup(t->name);
     }
 
+    v = af__ymap_get(d, n, "arch");
+    if (v && !af__ynode_is_null(v)) {
+        rc = af__ynode_string(d, v, "arch", &s);
+        if (rc)
+            return rc;
+        if (!strcmp(s, "amd64"))
+            t->arch = AF_ARCH_AMD64;
+        else if (!strcmp(s, "arm64"))
+            t->arch = AF_ARCH_ARM64;
+        else
+            return af__ydoc_err(d, v, AF_EINVAL, "unknown arch '%s' (known: amd64, arm64)", s);
+    }
+
     v = af__ymap_get(d, n, "vcpus");
     if (!v)
         return af__ydoc_err(d, n, AF_EINVAL, "instance type '%s' has no 'vcpus'", t->name);
@@ -278,6 +297,14 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
         rc = af__ynode_string(d, cls_node, "class", &s);
         if (rc)
             return rc;
+        if (!strcmp(s, "unclassified")) {
+            if (!t->accel_name)
+                return af__ydoc_err(d, cls_node, AF_EINVAL,
+                                    "'%s' is unclassified but has no accelerator (a type "
+                                    "without one is class cpu)",
+                                    t->name);
+            return 0;   /* priced, never sized: no class, whatever its accelerator */
+        }
         t->cls = af_class_parse(s);
         if (t->cls == AF_CLASS_UNKNOWN)
             return af__ydoc_err(d, cls_node, AF_EINVAL,
@@ -293,6 +320,15 @@ static int load_type(struct af__ydoc *d, yaml_node_t *n, struct af_instance_type
     } else {
         t->cls = AF_CLASS_CPU;
     }
+
+    if (t->accel_name && t->accel_count == 0)
+        return af__ydoc_err(d, af__ymap_get(d, n, "accelerator"), AF_EINVAL,
+                            "accelerator of '%s' has count 0 (a fraction of a device): only "
+                            "an unclassified type may",
+                            t->name);
+    if (t->accel_name && !(t->accel_memory_gib_per_device > 0))
+        return af__ydoc_err(d, af__ymap_get(d, n, "accelerator"), AF_EINVAL,
+                            "accelerator of '%s' has no 'memory_gib_per_device'", t->name);
 
     /* The accelerator kind follows the class when the file does not say. */
     if (t->accel_name && t->accel_kind == AF_ACCEL_NONE)

@@ -13,31 +13,45 @@
 
 #include "accelfit/config.h"
 #include "config/rollout.h"
+#include "config/yamlnode.h"
 
 /* Every family a tier names must exist in the catalog with the tier's class;
- * otherwise the tier could never be sized and the typo would go unnoticed. */
+ * otherwise the tier could never be sized and the typo would go unnoticed. The
+ * catalog's families and the classes each holds are gathered once (a hash set of
+ * family names), so the check is linear in the catalog plus the policy. */
 static int check_families(const struct af_policy *p, const struct af_catalog *c,
                           struct af_error *err)
 {
-    for (size_t r = 0; r < p->n_rules; r++) {
+    struct af__strset fams;
+    uint32_t *classes = af_xcalloc(c->n_types ? c->n_types : 1, sizeof(*classes));
+    size_t n_fams = 0, k;
+    int rc = 0;
+
+    af__strset_init(&fams, c->n_types);
+    for (size_t i = 0; i < c->n_types; i++) {
+        const struct af_instance_type *t = &c->types[i];
+        if (af__strset_add(&fams, t->family, n_fams, &k))
+            k = n_fams++;
+        if (t->cls > AF_CLASS_UNKNOWN && t->cls < AF_CLASS__COUNT)
+            classes[k] |= 1u << t->cls;
+    }
+    for (size_t r = 0; r < p->n_rules && !rc; r++) {
         const struct af_rule *rule = &p->rules[r];
-        for (size_t t = 0; t < rule->n_tiers; t++) {
+        for (size_t t = 0; t < rule->n_tiers && !rc; t++) {
             const struct af_tier_spec *ts = &rule->tiers[t];
-            for (size_t f = 0; f < ts->n_families; f++) {
-                bool found = false;
-                for (size_t i = 0; i < c->n_types && !found; i++)
-                    found =
-                        c->types[i].cls == ts->cls && !strcmp(c->types[i].family, ts->families[f]);
-                if (!found)
-                    return af_error_set(err, AF_EINVAL, p->source, rule->line, 0,
-                                        "rule '%s': the catalog (%s) has no %s instance type "
-                                        "of family '%s'",
-                                        rule->name, c->source, af_class_name(ts->cls),
-                                        ts->families[f]);
+            for (size_t f = 0; f < ts->n_families && !rc; f++) {
+                if (af__strset_find(&fams, ts->families[f], &k) && (classes[k] & (1u << ts->cls)))
+                    continue;
+                rc = af_error_set(err, AF_EINVAL, p->source, rule->line, 0,
+                                  "rule '%s': the catalog (%s) has no %s instance type "
+                                  "of family '%s'",
+                                  rule->name, c->source, af_class_name(ts->cls), ts->families[f]);
             }
         }
     }
-    return 0;
+    af__strset_release(&fams);
+    af_free(classes);
+    return rc;
 }
 
 int af_config_load_mem(struct af_config **out, const char *catalog_name, const char *catalog_yaml,

@@ -1252,6 +1252,20 @@ static const char *resource_unit(const char *res)
 int af__rollouts_check_catalog(const struct af_policy *p, const struct af_catalog *c,
                                struct af_error *err)
 {
+    /* The largest instance of each class, by devices and by NeuronCores: one pass over
+     * the catalog, whatever the number of rollouts. */
+    const struct af_instance_type *largest[AF_CLASS__COUNT][2];
+
+    memset(largest, 0, sizeof(largest));
+    for (size_t t = 0; p->n_rollouts && t < c->n_types; t++) {
+        const struct af_instance_type *it = &c->types[t];
+        if (it->cls <= AF_CLASS_UNKNOWN || it->cls >= AF_CLASS__COUNT)
+            continue;
+        for (int cores = 0; cores < 2; cores++)
+            if (!largest[it->cls][cores] ||
+                instance_capacity(it, cores) > instance_capacity(largest[it->cls][cores], cores))
+                largest[it->cls][cores] = it;
+    }
     for (size_t i = 0; i < p->n_rollouts; i++) {
         const struct af_rollout *r = &p->rollouts[i];
         const struct af_variant *vt = r->variant;
@@ -1268,14 +1282,9 @@ int af__rollouts_check_catalog(const struct af_policy *p, const struct af_catalo
                 continue;   /* the loader refused it already */
             why[0] = '\0';
             for (int cls = 0; cls < AF_CLASS__COUNT && !fits; cls++) {
-                const struct af_instance_type *best = NULL;
+                const struct af_instance_type *best = largest[cls][cores];
                 if (!(r->target & (1u << cls)))
                     continue;
-                for (size_t t = 0; t < c->n_types; t++)
-                    if (c->types[t].cls == (enum af_class)cls &&
-                        (!best || instance_capacity(&c->types[t], cores) >
-                                      instance_capacity(best, cores)))
-                        best = &c->types[t];
                 if (best && amount <= instance_capacity(best, cores))
                     fits = true;
                 else if (used < sizeof(why) && best)

@@ -380,6 +380,16 @@ bool af__strset_add(struct af__strset *s, const char *key, size_t val, size_t *p
     return true;
 }
 
+bool af__strset_find(const struct af__strset *s, const char *key, size_t *val)
+{
+    size_t i = strset_slot(s, key);
+
+    if (!s->keys[i])
+        return false;
+    *val = s->vals[i];
+    return true;
+}
+
 /* Mappings this small are checked pair by pair, without a table. */
 #define DUPS_SMALL 8
 

@@ -164,5 +164,7 @@ void af__strset_release(struct af__strset *s);
  * leaves the set alone, stores the value it was added with in *prev (may be
  * NULL) and returns false. Cannot fail. */
 bool af__strset_add(struct af__strset *s, const char *key, size_t val, size_t *prev);
+/* True, with the value `key` was added with in *val, when `key` is in the set. Cannot fail. */
+bool af__strset_find(const struct af__strset *s, const char *key, size_t *val);
 
 #endif

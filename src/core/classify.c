@@ -259,8 +259,9 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
     }
 
     /* 3. The instance family, for a type the catalog does not have yet (g6e.2xlarge is
-     *    an L40S whatever its size). */
-    if (out->cls == AF_CLASS_UNKNOWN && out->family) {
+     *    an L40S whatever its size). A type the catalog has unclassified (g6f, a fraction
+     *    of an L4) is not classed by its family. */
+    if (out->cls == AF_CLASS_UNKNOWN && out->family && !t) {
         char probe[64];
         snprintf(probe, sizeof(probe), "%s.x", out->family);
         out->cls = af_class_from_instance_family(probe);
@@ -290,7 +291,11 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
             break;
         default:
             out->cls = AF_CLASS_CPU;
-            out->class_source = "no accelerator label or resource";
+            out->class_source =
+                t && t->accel_name
+                    ? "catalog: unclassified accelerator (no accelfit class) and no "
+                      "accelerator resource"
+                    : "no accelerator label or resource";
             break;
         }
     }

@@ -117,12 +117,18 @@ static const char *neuron_block(const struct af_policy *pol, const struct af_pro
     return NULL;
 }
 
-static bool family_allowed(const struct af_tier_spec *ts, const char *family)
+/*
+ * Whether a tier may size on an instance type: one of its families when it lists
+ * families; otherwise any type of its class except arm64 ones (Graviton hosts such as
+ * g5g's T4G), which need images built for arm64 and so are used only where a rule
+ * names their family.
+ */
+static bool family_allowed(const struct af_tier_spec *ts, const struct af_instance_type *t)
 {
     if (!ts->n_families)
-        return true;
+        return t->arch != AF_ARCH_ARM64;
     for (size_t i = 0; i < ts->n_families; i++)
-        if (!strcmp(ts->families[i], family))
+        if (!strcmp(ts->families[i], t->family))
             return true;
     return false;
 }
@@ -361,7 +367,7 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
         double cap = capacity_gib(t), pays;
         int n = 1;
 
-        if (t->cls != ts->cls || !family_allowed(ts, t->family))
+        if (t->cls != ts->cls || !family_allowed(ts, t))
             continue;
         candidates++;
         if (!largest || cap > capacity_gib(largest))
