@@ -158,4 +158,31 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
                        unsigned flags, struct af_plan *plan, struct af_rollout_decision *rd);
 
+/* ---- the state replicas share (src/kube/state.c keeps it in the API server) ------------- */
+
+/* The ConfigMap, in accelfit's namespace, that holds it. */
+#define AF_ROLLOUT_STATE_OBJECT "accelfit-rollouts"
+
+/*
+ * Calls `fn(ud)` (NULL: nobody) on every change of what replicas share: a rollout begun or
+ * begun again, halted, acknowledged, pods forgiven. It is called with the state's lock held,
+ * from request threads: it must only wake someone (af_kube_state_notify), never block.
+ */
+void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void *ud);
+
+/*
+ * Every rollout of cfg->policy (begun now when not seen before), as records at `now`: a new
+ * array in *out (af_free), its length returned. Cannot fail.
+ */
+size_t af_rollouts_export(struct af_rollouts *rs, const struct af_config *cfg, double now,
+                          struct af_rollout_record **out);
+
+/*
+ * What the API server holds (every record, `v` borrowed): kept, and merged into each
+ * rollout of the same generation (af_rollout_record_merge): the earliest begin, the latest
+ * halt and acknowledgement, the forgiven pods; an acknowledgement made elsewhere forgives
+ * the pods failing here. A rollout seen later starts from its record. Cannot fail.
+ */
+void af_rollouts_absorb(struct af_rollouts *rs, const struct af_rollout_record *v, size_t n);
+
 #endif
