@@ -23,9 +23,12 @@
  *
  * A rollout begins when this process first sees it; a change to its fields in
  * the policy (a hash of them) begins it again: stages from the first, the brake
- * released and the target pods failing at that moment forgiven. Nothing of this
- * is persisted: a restarted accelfit begins every rollout again (the safe
- * direction: a stage's `after` is a minimum; `start` times are absolute).
+ * released and the target pods failing at that moment forgiven. When the state is
+ * shared (af_rollouts_set_observer, src/kube/state.c), a rollout's begin, halt,
+ * acknowledgement and forgiven pods are records every replica merges into its own
+ * (af_rollouts_absorb): a restarted replica resumes the stage and the halt, and no
+ * halt is made here before the shared state was read once. Without it (--demo,
+ * --cluster) nothing is persisted: a restart begins every rollout again.
  */
 #ifndef AF_ROLLOUT_STATE_H
 #define AF_ROLLOUT_STATE_H
@@ -105,8 +108,9 @@ void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
  * Acknowledges the brake of rollout `name`: new units may go to the target again. The
  * target pods that were failing when the brake was last evaluated are forgiven (they
  * halt the rollout again only if they restart `brake_restarts` more times); a pod that
- * starts failing later halts it again. Acknowledgments live in memory: a restarted
- * accelfit halts again on pods that are still failing. Returns 0 (also when the rollout
+ * starts failing later halts it again. Shared (af_rollouts_set_observer), the acknowledgement
+ * and the forgiven pods reach the other replicas and survive a restart; in memory only, a
+ * restarted accelfit halts again on pods that are still failing. Returns 0 (also when the rollout
  * is not halted), or AF_ENOENT when no decision or render has seen a rollout of that name.
  */
 int af_rollouts_ack(struct af_rollouts *rs, const char *name) AF_MUST_CHECK;

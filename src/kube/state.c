@@ -173,8 +173,9 @@ static struct af_rollout_record *object_records(json_t *obj, size_t *n)
     return out;
 }
 
-/* Takes what the API server says the object is (obj NULL: it does not exist). */
-static void learn(struct af_kube_state *s, json_t *obj)
+/* Takes what the API server says the object is (obj NULL: it does not exist); `wake`: the
+ * writer compares it with this replica's state (a version it did not write itself). */
+static void learn(struct af_kube_state *s, json_t *obj, bool wake)
 {
     size_t n = 0;
     struct af_rollout_record *recs = obj ? object_records(obj, &n) : NULL;
@@ -191,8 +192,10 @@ static void learn(struct af_kube_state *s, json_t *obj)
     s->rv = rv ? af_xstrdup(rv) : NULL;
     s->exists = obj != NULL;
     s->known = true;
-    s->dirty = true;   /* the writer compares */
-    pthread_cond_broadcast(&s->cond);
+    if (wake) {
+        s->dirty = true;
+        pthread_cond_broadcast(&s->cond);
+    }
     pthread_mutex_unlock(&s->lock);
     s->ops.absorb(s->ops.ud, recs, n);   /* also none: the state was read */
     af_free(recs);
@@ -328,7 +331,7 @@ static int write_round(struct af_kube_state *s)
             json_decref(ans);
             return AF_EHTTP;
         }
-        learn(s, status == 200 ? ans : NULL);
+        learn(s, status == 200 ? ans : NULL, false);
         json_decref(ans);
         ans = NULL;
     }
@@ -366,10 +369,7 @@ static int write_round(struct af_kube_state *s)
     if (rc)
         goto out;
     if (status == 200 || status == 201) {
-        learn(s, ans);
-        pthread_mutex_lock(&s->lock);
-        s->dirty = false;   /* what we learned is what we wrote */
-        pthread_mutex_unlock(&s->lock);
+        learn(s, ans, false);   /* what we wrote */
     } else if (status == 409 || status == 404) {
         /* someone wrote first (or it was deleted, or created): read it again, merge again */
         pthread_mutex_lock(&s->lock);
@@ -401,7 +401,8 @@ static void *writer_main(void *arg)
         int rc = 0;
 
         pthread_mutex_lock(&s->lock);
-        if (!s->dirty) {
+        /* stop is checked under the lock af__kube_state_stop broadcasts with */
+        if (!s->dirty && !atomic_load(&k->stop)) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += (time_t)STATE_TICK_S;
@@ -445,9 +446,9 @@ static void watch_line(struct af_kube_state *s, const char *p, size_t n)
         s->watch_expired = true;   /* 410 or another: watch again from now */
     } else {
         if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED"))
-            learn(s, obj);
+            learn(s, obj, true);
         else if (!strcmp(type, "DELETED"))
-            learn(s, NULL);
+            learn(s, NULL, true);
         if (rv && *rv) {
             af_free(s->watch_rv);
             s->watch_rv = af_xstrdup(rv);
