@@ -1423,6 +1423,17 @@ static bool stored_halted(const struct af_test_fake_api *f, bool want)
     return ok;
 }
 
+/* When the stored record says rollout "web" began (unix seconds; -1: no record). */
+static double stored_began(const struct af_test_fake_api *f)
+{
+    json_t *rec = stored_record(f, "web");
+    double began = rec ? json_number_value(json_object_get(json_object_get(rec, "unix"), "began"))
+                       : -1;
+
+    json_decref(rec);
+    return began;
+}
+
 /*
  * Two replicas and restarts, on the fake API server: the rollout's begin, a halt made on
  * one and its acknowledgement made on the other are the same on both, and survive a restart:
@@ -1448,7 +1459,7 @@ START_TEST(test_state_is_shared_and_survives_restarts)
     r->n_stages = 2;
     r->stages[0].share = 0.5;
     r->stages[1].share = 1.0;
-    r->stages[1].min_duration_s = 1000;   /* stage 2 from t0 + 1000 */
+    r->stages[0].min_duration_s = 1000;   /* stage 2 from t0 + 1000 */
     cluster(4, 4, 8);
     bind_pod(bad, "l4-00");
     publish();
@@ -1459,6 +1470,7 @@ START_TEST(test_state_is_shared_and_survives_restarts)
     replica_start(&a, &f, svc.rollouts);
     replica_start(&b, &f, af_rollouts_new());
     ck_assert_msg(POLL(status_at(b.rs, t0 + 300).began == t0), "B never learned the begin");
+    ck_assert_int_eq(status_at(b.rs, t0 + 300).stage, 0);
     ck_assert_int_eq(status_at(b.rs, t0 + 1300).stage, 1);
 
     /* the brake halts on A (not Ready for 700 s); the state object says so, and why */
@@ -1501,9 +1513,79 @@ START_TEST(test_state_is_shared_and_survives_restarts)
     ck_assert_msg(!d.halted, "%s", d.reason);
     ck_assert_int_eq(status_at(svc.rollouts, t0 + 1300).stage, 1);
 
+    /* the policy changes the rollout (a new generation): it begins again, the same on both */
+    r->stages[0].min_duration_s = 2000;
+    publish();   /* a census of the changed policy, as after a reload */
+    st = status_at(svc.rollouts, t0 + 5000);
+    /* begun again: at this call, or at the writer's clock if it saw the change first */
+    ck_assert_msg(st.began >= t0 + 5000 && st.stage == 0, "began t0%+.3f, stage %d", st.began - t0, st.stage);
+    ck_assert_msg(POLL(status_at(b.rs, st.began + 100).began == st.began &&
+                       stored_began(&f) == st.began),
+                  "the replicas and the API server do not agree on the new begin");
+    ck_assert_int_eq(status_at(b.rs, st.began + 100).stage, 0);
+
     replica_stop(&a);
     replica_stop(&b);
     af_rollouts_free(b.rs);
+    af_test_fake_api_stop(&f);
+}
+END_TEST
+
+/*
+ * Another client writes the object while this replica's watch is silent: its write, from the
+ * resourceVersion it last saw, gets 409 Conflict; it reads the object again, merges and
+ * writes, keeping the other client's key.
+ */
+START_TEST(test_state_write_conflict_reads_again_and_merges)
+{
+    const double t0 = floor(af_wall_time()) - 100000;
+    struct af_test_fake_api f = {0};
+    struct replica a;
+    struct af_rollout_decision d;
+    struct podspec bad = {.name = "web-t1", .labels = "\"app\":\"web\"", .not_ready = true,
+                          .started = t0};
+    json_t *cm, *stats, *rec;
+    char *other, *body;
+
+    if (!af_test_fake_api_start(&f))
+        return;   /* no python3 or openssl here */
+    rollout(0, "web", "ml", "web", A10G, L4, 0.5);
+    cluster(4, 4, 8);
+    bind_pod(bad, "l4-00");
+    publish();
+    (void)status_at(svc.rollouts, t0);
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(POLL(stored_halted(&f, false)), "the rollout never reached the API server");
+    ck_assert(status_at(svc.rollouts, t0 + 100).began == t0);
+
+    /* the watch goes silent; another client adds a key */
+    af_test_fake_api_do(&f, "stall", "{\"seconds\": 20}");
+    cm = af_test_fake_api_admin(&f, "configmap",
+                                "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollouts\"}");
+    rec = stored_record(&f, "web");
+    json_object_set_new(rec, "rollout", json_string("other"));
+    other = json_dumps(rec, JSON_INDENT(2));
+    json_object_set_new(json_object_get(cm, "data"), "other", json_string(other));
+    cm = json_pack("{s:o}", "object", cm);
+    body = json_dumps(cm, JSON_COMPACT);
+    json_decref(cm);
+    af_test_fake_api_do(&f, "put_configmap", body);
+
+    /* a halt here: written from the stale resourceVersion, then merged */
+    decide_at(svc.rollouts, "new-1", t0 + 700, &d);
+    ck_assert(d.halted);
+    ck_assert_msg(POLL(stored_halted(&f, true)), "the halt never reached the API server");
+    json_decref(rec);
+    rec = stored_record(&f, "other");
+    ck_assert_msg(rec != NULL, "the other client's key was lost");
+    stats = af_test_fake_api_admin(&f, "stats", NULL);
+    ck_assert_int_ge(json_integer_value(json_object_get(stats, "conflicts")), 1);
+
+    json_decref(stats);
+    json_decref(rec);
+    free(other);
+    free(body);
+    replica_stop(&a);
     af_test_fake_api_stop(&f);
 }
 END_TEST
@@ -1551,6 +1633,7 @@ Suite *af_rollouts_suite(void)
     tcase_add_test(tc, test_two_replicas_stay_within_the_window);
     tcase_add_test(tc, test_records_merge_the_same_either_way);
     tcase_add_test(tc, test_state_is_shared_and_survives_restarts);
+    tcase_add_test(tc, test_state_write_conflict_reads_again_and_merges);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("service");

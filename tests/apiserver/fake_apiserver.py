@@ -38,7 +38,8 @@ JSON body:
   restart                            drop all watches, jump the RV, forget history
   compact                            forget history (older RVs get 410) without dropping
   dump                               {rv, nodes:[...], pods:[...], used:{node:{res:n}}}
-  configmap {ns, name}               the stored ConfigMap, or null
+  configmap {ns, name}               the stored ConfigMap, or {} when there is none
+  put_configmap {object}             stored as another client's write (a new resourceVersion)
   delete_configmap {ns, name}        deleted (watches see DELETED)
   events                             the Events POSTed so far
   stats                              request counters
@@ -812,8 +813,13 @@ class AdminHandler(BaseHTTPRequestHandler):
                 self.reply(s.dump())
                 return
             elif cmd == "configmap":
-                self.reply(s.objs["configmaps"].get(a.get("ns", "default") + "/" + a["name"]))
+                self.reply(s.objs["configmaps"].get(a.get("ns", "default") + "/" + a["name"]) or {})
                 return
+            elif cmd == "put_configmap":
+                md = a["object"]["metadata"]
+                md.pop("resourceVersion", None)
+                create = md.get("namespace", "default") + "/" + md["name"] not in s.objs["configmaps"]
+                s.cm_put(md.get("namespace", "default"), md["name"], a["object"], create)
             elif cmd == "delete_configmap":
                 key = a.get("ns", "default") + "/" + a["name"]
                 if key in s.objs["configmaps"]:
