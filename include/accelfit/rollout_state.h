@@ -27,7 +27,8 @@
  * shared (af_rollouts_set_observer, src/kube/state.c), a rollout's begin, halt,
  * acknowledgement and forgiven pods are records every replica merges into its own
  * (af_rollouts_absorb): a restarted replica resumes the stage and the halt, and no
- * halt is made here before the shared state was read once. Without it (--demo,
+ * halt is made here before the shared state was read once (for at most
+ * AF_ROLLOUT_STATE_READ_GRACE_S). Without it (--demo,
  * --cluster) nothing is persisted: a restart begins every rollout again.
  */
 #ifndef AF_ROLLOUT_STATE_H
@@ -166,6 +167,9 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
 
 /* The ConfigMap, in accelfit's namespace, that holds it. */
 #define AF_ROLLOUT_STATE_OBJECT "accelfit-rollouts"
+/* Shared, the brake halts nothing until the shared state was read once (a halt could undo an
+ * acknowledgement made elsewhere), or this long after sharing began (it cannot be read). */
+#define AF_ROLLOUT_STATE_READ_GRACE_S 30.0
 
 /*
  * Calls `fn(ud)` (NULL: nobody) on every change of what replicas share: a rollout begun or

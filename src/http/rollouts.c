@@ -18,7 +18,7 @@
  * at most once per published snapshot.
  *
  * What replicas must agree on (when each rollout began, its halt, its
- * acknowledgement, the pods that forgave) is also a record per rollout
+ * acknowledgement, the pods acknowledgements forgave) is also a record per rollout
  * (af_rollout_record) that the API server keeps (src/kube/state.c): every change
  * here calls the observer, which only wakes the thread that writes it, and every
  * version the API server sends is merged in (af_rollouts_absorb), so an ack on one
@@ -219,6 +219,7 @@ struct af_rollouts {
     struct af_rollout_record *remote;
     size_t n_remote;
     bool absorbed;                      /* the API server's state was read once */
+    double shared_since;                /* wall clock when the observer was set */
 };
 
 static void changed(struct af_rollouts *rs)
@@ -741,8 +742,10 @@ static void brake(struct af_rollouts *rs, size_t i, double now)
     if (!n || t->halted)
         return;
     /* Shared, and the API server not read yet (a replica starting): the acknowledgements
-     * and forgiven pods are not known here, so a halt now could undo one. */
-    if (rs->on_change && !rs->absorbed)
+     * and forgiven pods are not known here, so a halt now could undo one. Not for long:
+     * a replica that cannot read it (no RBAC, no API server) still brakes on its own. */
+    if (rs->on_change && !rs->absorbed &&
+        af_wall_time() - rs->shared_since < AF_ROLLOUT_STATE_READ_GRACE_S)
         return;
     t->halted = true;
     /* after the last acknowledgement, whatever the clocks of the replicas that made it */
@@ -1114,6 +1117,7 @@ void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void
     pthread_mutex_lock(&rs->lock);
     rs->on_change = fn;
     rs->change_ud = ud;
+    rs->shared_since = af_wall_time();
     pthread_mutex_unlock(&rs->lock);
 }
 

@@ -325,11 +325,11 @@ static int write_round(struct af_kube_state *s)
     if (!known) {
         rc = request(s, s->rh, "GET", s->obj_path, NULL, &status, &ans);
         if (rc)
-            return rc;
+            goto out;
         if (status != 200 && status != 404) {
             log_status("cannot read the rollout state object", status);
-            json_decref(ans);
-            return AF_EHTTP;
+            rc = AF_EHTTP;
+            goto out;
         }
         learn(s, status == 200 ? ans : NULL, false);
         json_decref(ans);
