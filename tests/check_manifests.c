@@ -1804,6 +1804,9 @@ static void check_monitoring(struct deploy *d)
     json_decref(objs);
 }
 
+static char *read_abs(const char *path);
+static void cm_swap(const char *file, const char *text);
+
 /* ---- RBAC: what accelfit asked the API server for, against its ClusterRole ------------------- */
 
 /* "resource verb" of one API request ("GET /api/v1/nodes?watch=true" -> "nodes watch"). */
@@ -1849,8 +1852,12 @@ static json_t *granted(struct deploy *d)
     size_t i, j, k, l;
 
     json_array_foreach(d->objs, i, o) {
-        const char *role = NULL;
-        if (strcmp(or_empty(str_at(o, "kind")), "ClusterRoleBinding"))
+        const char *role = NULL, *bkind = or_empty(str_at(o, "kind"));
+        bool ns_role = !strcmp(bkind, "RoleBinding");
+        if (strcmp(bkind, "ClusterRoleBinding") && !ns_role)
+            continue;
+        /* a RoleBinding grants in its namespace only: accelfit's */
+        if (ns_role && strcmp(or_empty(str_at(o, "metadata.namespace")), NS))
             continue;
         json_array_foreach(obj_at(o, "subjects"), j, s) {
             if (!strcmp(or_empty(str_at(s, "name")), sa) &&
@@ -1859,14 +1866,32 @@ static json_t *granted(struct deploy *d)
         }
         if (!role)
             continue;
-        json_t *cr = find_obj(d->objs, "ClusterRole", role);
-        ck_assert_msg(cr != NULL, "ClusterRole %s is not in the manifests", role);
+        ck_assert_str_eq(or_empty(str_at(o, "roleRef.kind")), ns_role ? "Role" : "ClusterRole");
+        json_t *cr = find_obj(d->objs, ns_role ? "Role" : "ClusterRole", role);
+        ck_assert_msg(cr != NULL, "%s %s is not in the manifests", ns_role ? "Role" : "ClusterRole",
+                      role);
         json_array_foreach(obj_at(cr, "rules"), j, rule) {
             const char *group;
+            json_t *names = obj_at(rule, "resourceNames");
             ck_assert_msg(json_array_size(obj_at(rule, "apiGroups")) == 1,
                           "ClusterRole %s: give each rule one API group", role);
             group = or_empty(json_string_value(json_array_get(obj_at(rule, "apiGroups"), 0)));
-            ck_assert_msg(!obj_at(rule, "resourceNames"), "resourceNames: accelfit lists");
+            /* Cluster-wide, accelfit lists; in its namespace it names the one object it owns,
+             * except to create it (create cannot be restricted by name). */
+            ck_assert_msg(!names || ns_role, "resourceNames: accelfit lists");
+            if (ns_role) {
+                json_t *verb0;
+                size_t m;
+                bool create = false;
+                json_array_foreach(obj_at(rule, "verbs"), m, verb0)
+                    create |= !strcmp(or_empty(json_string_value(verb0)), "create");
+                ck_assert_msg(create ? !names : (json_array_size(names) == 1 &&
+                                                 !strcmp(or_empty(json_string_value(
+                                                     json_array_get(names, 0))),
+                                                         "accelfit-rollouts")),
+                              "Role %s: create without resourceNames, every other verb on "
+                              "accelfit-rollouts only", role);
+            }
             json_array_foreach(obj_at(rule, "resources"), k, res) {
                 json_array_foreach(obj_at(rule, "verbs"), l, verb) {
                     char *g = af_xasprintf("%s%s%s %s", group, *group ? ":" : "",
@@ -1955,9 +1980,43 @@ static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, jso
     }
     ck_assert_msg(json_array_size(events) > 0, "accelfit posted no Event; see %s", d->log);
 
+    /* The rollouts' state object: read and created at start, watched, and updated when a
+     * rollout appears (a reload adds one). */
+    {
+        char *text = read_abs(d->policy), *edited;
+        json_t *cm = NULL;
+
+        edited = af_xasprintf("%s%s%s  - name: rbac-check\n    selector: {namespace: rbac-check}\n"
+                              "    source: [nvidia-a10g]\n    target: [nvidia-l4]\n"
+                              "    share: 0.5\n", text,
+                              text[0] && text[strlen(text) - 1] != '\n' ? "\n" : "",
+                              strstr(text, "\nrollouts:\n") ? "" : "rollouts:\n");
+        cm_swap(d->policy, edited);
+        for (int t = 0; t < 300; t++) {
+            json_decref(cm);
+            cm = af_test_fake_api_admin(api, "configmap",
+                                        "{\"ns\":\"" NS "\",\"name\":\"accelfit-rollouts\"}");
+            if (json_object_get(json_object_get(cm, "data"), "rbac-check"))
+                break;
+            sleep_ms(100);
+        }
+        ck_assert_msg(json_object_get(json_object_get(cm, "data"), "rbac-check"),
+                      "the rollout state object never held the new rollout; see %s", d->log);
+        json_decref(cm);
+        af_free(edited);
+        af_free(text);
+    }
+
     reqs = af_test_fake_api_admin(api, "requests", NULL);
     json_array_foreach(reqs, i, v) {
         char *g = rbac_of(str_at(v, "method"), str_at(v, "path"));
+        /* ConfigMaps: the state object by name (or its field selector), or its creation */
+        if (!strncmp(g, "configmaps ", 11))
+            ck_assert_msg(!strcmp(str_at(v, "method"), "POST") ||
+                              strstr(str_at(v, "path"), "/configmaps/accelfit-rollouts") ||
+                              strstr(str_at(v, "path"), "metadata.name%3Daccelfit-rollouts"),
+                          "a ConfigMap request not about accelfit-rollouts: %s %s",
+                          str_at(v, "method"), str_at(v, "path"));
         add_unique(used, g);
         add_unique(methods_seen, str_at(v, "method"));
         af_free(g);
@@ -2542,6 +2601,7 @@ START_TEST(test_manifests_run_as_rendered)
     af_test_make_cert(tmpdir, "api", "IP:127.0.0.1");
     ck_assert_int_eq(mkdir(tpath("sa"), 0700), 0);
     write_file(tpath("sa/token"), "sa-token\n");
+    write_file(tpath("sa/namespace"), NS);
     {
         char cmd[700];
         snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", tpath("ca.crt"), tpath("sa/ca.crt"));

@@ -19,9 +19,11 @@
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
 #include "accelfit/http.h"
+#include "accelfit/kube.h"
 #include "accelfit/rollout.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
+#include "support/fake_api.h"
 #include "support/support.h"
 
 #define A10G (1u << AF_CLASS_NVIDIA_A10G)
@@ -1288,6 +1290,306 @@ START_TEST(test_pending_decisions_expire)
 }
 END_TEST
 
+/* ---- the shared state: records, and the API server holding them ---------------------------- */
+
+/* Merging is the same whichever replica merges, in whichever order. */
+START_TEST(test_records_merge_the_same_either_way)
+{
+    struct af_rollout_record a, b, ab, ba;
+
+    memset(&a, 0, sizeof(a));
+    snprintf(a.name, sizeof(a.name), "web");
+    a.generation = 7;
+    a.began = 1000;
+    a.halted_at = 1500;
+    snprintf(a.halt_reason, sizeof(a.halt_reason), "target pod ml/w1 ended Failed");
+    snprintf(a.halt_pod, sizeof(a.halt_pod), "ml/w1");
+    b = a;
+    b.began = 1200;            /* a replica that saw it later */
+    b.halted_at = 0;
+    b.halt_reason[0] = b.halt_pod[0] = '\0';
+    b.acked_at = 1600;         /* and acknowledged the halt */
+    b.n_forgiven = 1;
+    snprintf(b.forgiven[0].pod, sizeof(b.forgiven[0].pod), "ml/w1");
+    b.forgiven[0].restarts = 2;
+
+    af_rollout_record_merge(&a, &b, &ab);
+    af_rollout_record_merge(&b, &a, &ba);
+    ck_assert(ab.began == 1000 && ba.began == 1000);
+    ck_assert(ab.halted_at == 1500 && ba.halted_at == 1500);
+    ck_assert(ab.acked_at == 1600 && ba.acked_at == 1600);   /* acknowledged: not halted */
+    ck_assert_str_eq(ab.halt_pod, "ml/w1");
+    ck_assert_str_eq(ba.halt_pod, "ml/w1");
+    ck_assert_uint_eq(ab.n_forgiven, 1);
+    ck_assert_uint_eq(ba.n_forgiven, 1);
+    ck_assert(!af_rollout_record_differs(&ab, &ba));
+    ck_assert(af_rollout_record_differs(&a, &b));
+    ck_assert(!af_rollout_record_differs(&ab, &a) && !af_rollout_record_differs(&ab, &b));
+
+    /* a new generation (the policy changed the rollout): the one that began later wins whole */
+    b.generation = 8;
+    b.began = 5000;
+    af_rollout_record_merge(&a, &b, &ab);
+    af_rollout_record_merge(&b, &a, &ba);
+    ck_assert(ab.generation == 8 && ba.generation == 8 && ab.began == 5000 && ba.began == 5000);
+    ck_assert(ab.halted_at == 0 && ba.halted_at == 0);
+}
+END_TEST
+
+/* One accelfit: its rollouts' state and the API server's copy (src/kube/state.c). */
+struct replica {
+    struct af_rollouts *rs;
+    struct af_kube *kube;
+    struct af_publisher pub;   /* the fake API server's cluster, not the test's */
+};
+
+static size_t replica_export(void *ud, double now, struct af_rollout_record **out)
+{
+    return af_rollouts_export(ud, cfg, now, out);
+}
+
+static void replica_absorb(void *ud, const struct af_rollout_record *v, size_t n)
+{
+    af_rollouts_absorb(ud, v, n);
+}
+
+static void replica_changed(void *ud)
+{
+    af_kube_state_notify(ud);
+}
+
+static void replica_start(struct replica *r, const struct af_test_fake_api *f,
+                          struct af_rollouts *rs)
+{
+    struct af_kube_conn *conn = NULL;
+    struct af_error err;
+    struct af_kube_state_ops ops = {rs, replica_export, replica_absorb};
+
+    memset(&err, 0, sizeof(err));
+    r->rs = rs;
+    af_publisher_init(&r->pub);
+    ck_assert_int_eq(af_kubeconfig_load(&conn, f->kubeconfig, NULL, &err), 0);
+    ck_assert_int_eq(af_kube_start(&r->kube, conn, NULL, &holder, &r->pub, NULL), 0);
+    ck_assert_int_eq(af_kube_state_start(r->kube, "accelfit", AF_ROLLOUT_STATE_OBJECT, &ops), 0);
+    af_rollouts_set_observer(rs, replica_changed, r->kube);
+}
+
+/* Stops its API server client; its rollouts' state is the caller's. */
+static void replica_stop(struct replica *r)
+{
+    af_rollouts_set_observer(r->rs, NULL, NULL);
+    af_kube_stop(r->kube);
+    af_publisher_destroy(&r->pub);
+}
+
+static struct af_rollout_status status_at(struct af_rollouts *rs, double now)
+{
+    struct af_snapshot *snap = af_publisher_acquire(&pub);
+    struct af_rollout_status st;
+
+    af_rollouts_status(rs, cfg, snap, now, 0, &st);
+    af_snapshot_unref(snap);
+    return st;
+}
+
+/* The rollout's key of the state object, as the API server holds it (new; NULL: none). */
+static json_t *stored_record(const struct af_test_fake_api *f, const char *name)
+{
+    json_t *cm = af_test_fake_api_admin(f, "configmap",
+                                        "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollouts\"}");
+    const char *text = json_string_value(json_object_get(json_object_get(cm, "data"), name));
+    json_t *rec = text ? json_loads(text, 0, NULL) : NULL;
+
+    json_decref(cm);
+    return rec;
+}
+
+/* Polls `cond` for up to a minute. */
+#define POLL(cond)                                                                          \
+    ({                                                                                      \
+        bool ok_ = false;                                                                   \
+        for (int i_ = 0; i_ < 600 && !(ok_ = (cond)); i_++)                                 \
+            nanosleep(&(struct timespec){0, 100000000L}, NULL);                             \
+        ok_;                                                                                \
+    })
+
+static bool stored_halted(const struct af_test_fake_api *f, bool want)
+{
+    json_t *rec = stored_record(f, "web");
+    bool ok = rec && json_is_boolean(json_object_get(rec, "halted")) &&
+              json_is_true(json_object_get(rec, "halted")) == want;
+
+    json_decref(rec);
+    return ok;
+}
+
+/* When the stored record says rollout "web" began (unix seconds; -1: no record). */
+static double stored_began(const struct af_test_fake_api *f)
+{
+    json_t *rec = stored_record(f, "web");
+    double began = rec ? json_number_value(json_object_get(json_object_get(rec, "unix"), "began"))
+                       : -1;
+
+    json_decref(rec);
+    return began;
+}
+
+/*
+ * Two replicas and restarts, on the fake API server: the rollout's begin, a halt made on
+ * one and its acknowledgement made on the other are the same on both, and survive a restart:
+ * the stage the rollout is in follows from when it first began, not from the restart.
+ */
+START_TEST(test_state_is_shared_and_survives_restarts)
+{
+    /* in the past: the ack is stamped with the wall clock, after every halt here */
+    const double t0 = floor(af_wall_time()) - 100000;
+    struct af_test_fake_api f = {0};
+    struct replica a, b;
+    struct af_rollout *r;
+    struct af_rollout_decision d;
+    struct af_rollout_status st;
+    struct podspec bad = {.name = "web-t1", .labels = "\"app\":\"web\"", .not_ready = true,
+                          .started = t0};
+    json_t *rec;
+
+    if (!af_test_fake_api_start(&f))
+        return;   /* no python3 or openssl here */
+    r = rollout(0, "web", "ml", "web", A10G, L4, 0);
+    r->stages = af_xcalloc(2, sizeof(*r->stages));
+    r->n_stages = 2;
+    r->stages[0].share = 0.5;
+    r->stages[1].share = 1.0;
+    r->stages[0].min_duration_s = 1000;   /* stage 2 from t0 + 1000 */
+    cluster(4, 4, 8);
+    bind_pod(bad, "l4-00");
+    publish();
+
+    /* replica A saw the rollout begin at t0; B starts later and learns it */
+    st = status_at(svc.rollouts, t0);
+    ck_assert(st.began == t0);
+    replica_start(&a, &f, svc.rollouts);
+    replica_start(&b, &f, af_rollouts_new());
+    ck_assert_msg(POLL(status_at(b.rs, t0 + 300).began == t0), "B never learned the begin");
+    ck_assert_int_eq(status_at(b.rs, t0 + 300).stage, 0);
+    ck_assert_int_eq(status_at(b.rs, t0 + 1300).stage, 1);
+
+    /* the brake halts on A (not Ready for 700 s); the state object says so, and why */
+    decide_at(svc.rollouts, "new-1", t0 + 700, &d);
+    ck_assert(d.halted);
+    ck_assert_msg(POLL(stored_halted(&f, true)), "the halt never reached the API server");
+    rec = stored_record(&f, "web");
+    ck_assert_str_eq(json_string_value(json_object_get(rec, "haltPod")), "ml/web-t1");
+    ck_assert_int_eq(json_integer_value(json_object_get(rec, "stage")), 2);
+    json_decref(rec);
+    /* B, whose own brake would not halt yet (300 s), is halted by A's record */
+    ck_assert_msg(POLL(status_at(b.rs, t0 + 300).halted), "B never saw the halt");
+
+    /* A restarts: the halt and the begin are read back */
+    replica_stop(&a);
+    af_rollouts_free(svc.rollouts);
+    svc.rollouts = af_rollouts_new();
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(POLL(status_at(svc.rollouts, t0 + 300).began == t0), "the begin was lost");
+    ck_assert_msg(status_at(svc.rollouts, t0 + 300).halted, "the halt did not survive");
+    st = status_at(svc.rollouts, t0 + 1300);
+    ck_assert_int_eq(st.stage, 1);
+
+    /* acknowledged on B, where the pod fails: A resumes, and does not halt again on it */
+    ck_assert(status_at(b.rs, t0 + 710).halted);
+    ck_assert(status_at(svc.rollouts, t0 + 710).halted);
+    ck_assert_int_eq(af_rollouts_ack(b.rs, "web"), 0);
+    ck_assert_msg(POLL(!status_at(svc.rollouts, t0 + 720).halted), "A never saw the ack");
+    decide_at(svc.rollouts, "new-2", t0 + 800, &d);
+    ck_assert(!d.halted);
+    ck_assert_msg(POLL(stored_halted(&f, false)), "the ack never reached the API server");
+
+    /* ... nor after a restart */
+    replica_stop(&a);
+    af_rollouts_free(svc.rollouts);
+    svc.rollouts = af_rollouts_new();
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(POLL(status_at(svc.rollouts, t0 + 300).began == t0), "the begin was lost");
+    decide_at(svc.rollouts, "new-3", t0 + 900, &d);
+    ck_assert_msg(!d.halted, "%s", d.reason);
+    ck_assert_int_eq(status_at(svc.rollouts, t0 + 1300).stage, 1);
+
+    /* the policy changes the rollout (a new generation): it begins again, the same on both */
+    r->stages[0].min_duration_s = 2000;
+    publish();   /* a census of the changed policy, as after a reload */
+    st = status_at(svc.rollouts, t0 + 5000);
+    /* begun again: at this call, or at the writer's clock if it saw the change first */
+    ck_assert_msg(st.began >= t0 + 5000 && st.stage == 0, "began t0%+.3f, stage %d", st.began - t0, st.stage);
+    ck_assert_msg(POLL(status_at(b.rs, st.began + 100).began == st.began &&
+                       stored_began(&f) == st.began),
+                  "the replicas and the API server do not agree on the new begin");
+    ck_assert_int_eq(status_at(b.rs, st.began + 100).stage, 0);
+
+    replica_stop(&a);
+    replica_stop(&b);
+    af_rollouts_free(b.rs);
+    af_test_fake_api_stop(&f);
+}
+END_TEST
+
+/*
+ * Another client writes the object while this replica's watch is silent: its write, from the
+ * resourceVersion it last saw, gets 409 Conflict; it reads the object again, merges and
+ * writes, keeping the other client's key.
+ */
+START_TEST(test_state_write_conflict_reads_again_and_merges)
+{
+    const double t0 = floor(af_wall_time()) - 100000;
+    struct af_test_fake_api f = {0};
+    struct replica a;
+    struct af_rollout_decision d;
+    struct podspec bad = {.name = "web-t1", .labels = "\"app\":\"web\"", .not_ready = true,
+                          .started = t0};
+    json_t *cm, *stats, *rec;
+    char *other, *body;
+
+    if (!af_test_fake_api_start(&f))
+        return;   /* no python3 or openssl here */
+    rollout(0, "web", "ml", "web", A10G, L4, 0.5);
+    cluster(4, 4, 8);
+    bind_pod(bad, "l4-00");
+    publish();
+    (void)status_at(svc.rollouts, t0);
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(POLL(stored_halted(&f, false)), "the rollout never reached the API server");
+    ck_assert(status_at(svc.rollouts, t0 + 100).began == t0);
+
+    /* the watch goes silent; another client adds a key */
+    af_test_fake_api_do(&f, "stall", "{\"seconds\": 20}");
+    cm = af_test_fake_api_admin(&f, "configmap",
+                                "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollouts\"}");
+    rec = stored_record(&f, "web");
+    json_object_set_new(rec, "rollout", json_string("other"));
+    other = json_dumps(rec, JSON_INDENT(2));
+    json_object_set_new(json_object_get(cm, "data"), "other", json_string(other));
+    cm = json_pack("{s:o}", "object", cm);
+    body = json_dumps(cm, JSON_COMPACT);
+    json_decref(cm);
+    af_test_fake_api_do(&f, "put_configmap", body);
+
+    /* a halt here: written from the stale resourceVersion, then merged */
+    decide_at(svc.rollouts, "new-1", t0 + 700, &d);
+    ck_assert(d.halted);
+    ck_assert_msg(POLL(stored_halted(&f, true)), "the halt never reached the API server");
+    json_decref(rec);
+    rec = stored_record(&f, "other");
+    ck_assert_msg(rec != NULL, "the other client's key was lost");
+    stats = af_test_fake_api_admin(&f, "stats", NULL);
+    ck_assert_int_ge(json_integer_value(json_object_get(stats, "conflicts")), 1);
+
+    json_decref(stats);
+    json_decref(rec);
+    free(other);
+    free(body);
+    replica_stop(&a);
+    af_test_fake_api_stop(&f);
+}
+END_TEST
+
 Suite *af_rollouts_suite(void);
 Suite *af_rollouts_suite(void)
 {
@@ -1329,6 +1631,9 @@ Suite *af_rollouts_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_two_replicas_stay_within_the_window);
+    tcase_add_test(tc, test_records_merge_the_same_either_way);
+    tcase_add_test(tc, test_state_is_shared_and_survives_restarts);
+    tcase_add_test(tc, test_state_write_conflict_reads_again_and_merges);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("service");

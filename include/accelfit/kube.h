@@ -42,6 +42,8 @@ struct af_kube_conn {
     char *context;             /* the context name used, for messages */
     char *origin;              /* where it came from, for messages: "in-cluster", "KUBECONFIG=a:b",
                                 * "--kubeconfig FILE", "~/.kube/config (PATH)"; may be NULL */
+    char *ns;                  /* in-cluster: the pod's namespace (the service account's
+                                * namespace file); NULL otherwise */
 };
 
 /* At most this many files of a KUBECONFIG list are read (the rest are ignored). */
@@ -117,6 +119,33 @@ void af_kube_stop(struct af_kube *k);               /* joins the threads, frees;
  * Thread-safe; NULL is fine.
  */
 void af_kube_reclassify_nodes(struct af_kube *k);
+
+/*
+ * The rollouts' shared state (docs/rollouts.md): one ConfigMap of namespace `ns` named
+ * `name`, one key per rollout holding its record (af_rollout_record) as indented JSON with
+ * readable fields (stage, share, next stage, halt, acknowledgement) beside the exact ones.
+ * Two threads of this af_kube keep it: one WATCHes the object (fieldSelector metadata.name)
+ * and hands every version to ops.absorb; the other, woken by af_kube_state_notify or every
+ * 30 s, merges ops.export's records into the object's (af_rollout_record_merge) and writes
+ * the result when it changes anything: PUT with the resourceVersion it merged into (a 409
+ * Conflict reads it again and merges again) or POST when it does not exist. Neither ever
+ * runs on a caller's thread. The requests: get, watch and update of that one object, and
+ * create of a ConfigMap in `ns` (manifests/base/accelfit-rbac.yaml). Stopped by
+ * af_kube_stop. Returns 0, or AF_EINVAL (bad arguments, or started already).
+ */
+struct af_rollout_record;
+struct af_kube_state_ops {
+    void *ud;
+    /* This replica's records, at `now`: a new array in *out (af_free), its length returned. */
+    size_t (*export)(void *ud, double now, struct af_rollout_record **out);
+    /* Every record of the object as the API server holds it (borrowed for the call). */
+    void (*absorb)(void *ud, const struct af_rollout_record *v, size_t n);
+};
+int af_kube_state_start(struct af_kube *k, const char *ns, const char *name,
+                        const struct af_kube_state_ops *ops) AF_MUST_CHECK;
+/* Something to write: wakes the writer. Never blocks on the network. Thread-safe; NULL and
+ * an af_kube without state are fine. */
+void af_kube_state_notify(struct af_kube *k);
 
 /*
  * Queues an Event on a pod (type "Normal" or "Warning"). Never blocks; drops

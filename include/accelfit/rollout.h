@@ -162,4 +162,53 @@ struct af_rollout_count {
  */
 enum af_rollout_side af_rollout_choose(double share, const struct af_rollout_count *c);
 
+/* ---- a rollout's state, as replicas share it (src/kube/state.c keeps it in the API server) -- */
+
+#define AF_ROLLOUT_FORGIVEN_MAX 32
+#define AF_ROLLOUT_TEXT_MAX 240
+
+/* A target pod an acknowledgement forgave, with its container restarts then. */
+struct af_rollout_forgiven {
+    char pod[256];                      /* "namespace/name" */
+    int restarts;
+};
+
+/*
+ * What every replica must agree on about one rollout: the policy generation it belongs to
+ * (a hash of the rollout's fields), when it began (each stage's start follows from it), its
+ * last halt and last acknowledgement (halted while halted_at > acked_at) and the pods the
+ * acknowledgements forgave. The stage fields are derived at `now` for people reading the
+ * state object; af_rollout_record_merge ignores them.
+ */
+struct af_rollout_record {
+    char name[64];
+    uint64_t generation;
+    double began;                       /* unix seconds */
+    double halted_at;                   /* 0: never halted */
+    double acked_at;                    /* 0: never acknowledged */
+    char halt_reason[AF_ROLLOUT_TEXT_MAX];
+    char halt_pod[256];
+    size_t n_forgiven;
+    struct af_rollout_forgiven forgiven[AF_ROLLOUT_FORGIVEN_MAX];
+    /* derived, written for people and never read back */
+    int stage;                          /* -1 without stages */
+    double share, stage_began, next_stage;   /* next_stage 0: none */
+};
+
+/*
+ * Merges two records of one rollout into `out` (which may be `a` or `b`), the same whichever
+ * replica merges them in whichever order. Of two generations, the record that began later
+ * wins whole (the newer policy; ties: the larger generation). Of one generation: the earliest
+ * began, the latest halt (with its reason and pod), the latest acknowledgement, and the
+ * union of the forgiven pods (the most restarts; at most AF_ROLLOUT_FORGIVEN_MAX, `a`'s
+ * first). The derived fields are the winner's (`b`'s within one generation). Pure; cannot
+ * fail.
+ */
+void af_rollout_record_merge(const struct af_rollout_record *a, const struct af_rollout_record *b,
+                             struct af_rollout_record *out);
+
+/* Whether merging `b` into `a` would change `a`'s shared fields (not the derived ones). Pure. */
+bool af_rollout_record_differs(const struct af_rollout_record *a,
+                               const struct af_rollout_record *b);
+
 #endif

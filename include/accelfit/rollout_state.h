@@ -23,9 +23,13 @@
  *
  * A rollout begins when this process first sees it; a change to its fields in
  * the policy (a hash of them) begins it again: stages from the first, the brake
- * released and the target pods failing at that moment forgiven. Nothing of this
- * is persisted: a restarted accelfit begins every rollout again (the safe
- * direction: a stage's `after` is a minimum; `start` times are absolute).
+ * released and the target pods failing at that moment forgiven. When the state is
+ * shared (af_rollouts_set_observer, src/kube/state.c), a rollout's begin, halt,
+ * acknowledgement and forgiven pods are records every replica merges into its own
+ * (af_rollouts_absorb): a restarted replica resumes the stage and the halt, and no
+ * halt is made here before the shared state was read once (for at most
+ * AF_ROLLOUT_STATE_READ_GRACE_S). Without it (--demo,
+ * --cluster) nothing is persisted: a restart begins every rollout again.
  */
 #ifndef AF_ROLLOUT_STATE_H
 #define AF_ROLLOUT_STATE_H
@@ -105,8 +109,9 @@ void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
  * Acknowledges the brake of rollout `name`: new units may go to the target again. The
  * target pods that were failing when the brake was last evaluated are forgiven (they
  * halt the rollout again only if they restart `brake_restarts` more times); a pod that
- * starts failing later halts it again. Acknowledgments live in memory: a restarted
- * accelfit halts again on pods that are still failing. Returns 0 (also when the rollout
+ * starts failing later halts it again. Shared (af_rollouts_set_observer), the acknowledgement
+ * and the forgiven pods reach the other replicas and survive a restart; in memory only, a
+ * restarted accelfit halts again on pods that are still failing. Returns 0 (also when the rollout
  * is not halted), or AF_ENOENT when no decision or render has seen a rollout of that name.
  */
 int af_rollouts_ack(struct af_rollouts *rs, const char *name) AF_MUST_CHECK;
@@ -157,5 +162,35 @@ struct af_plan;
 void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
                        unsigned flags, struct af_plan *plan, struct af_rollout_decision *rd);
+
+/* ---- the state replicas share (src/kube/state.c keeps it in the API server) ------------- */
+
+/* The ConfigMap, in accelfit's namespace, that holds it. */
+#define AF_ROLLOUT_STATE_OBJECT "accelfit-rollouts"
+/* Shared, the brake halts nothing until the shared state was read once (a halt could undo an
+ * acknowledgement made elsewhere), or this long after sharing began (it cannot be read). */
+#define AF_ROLLOUT_STATE_READ_GRACE_S 30.0
+
+/*
+ * Calls `fn(ud)` (NULL: nobody) on every change of what replicas share: a rollout begun or
+ * begun again, halted, acknowledged, pods forgiven. It is called with the state's lock held,
+ * from request threads: it must only wake someone (af_kube_state_notify), never block.
+ */
+void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void *ud);
+
+/*
+ * Every rollout of cfg->policy (begun now when not seen before), as records at `now`: a new
+ * array in *out (af_free), its length returned. Cannot fail.
+ */
+size_t af_rollouts_export(struct af_rollouts *rs, const struct af_config *cfg, double now,
+                          struct af_rollout_record **out);
+
+/*
+ * What the API server holds (every record, `v` borrowed): kept, and merged into each
+ * rollout of the same generation (af_rollout_record_merge): the earliest begin, the latest
+ * halt and acknowledgement, the forgiven pods; an acknowledgement made elsewhere forgives
+ * the pods failing here. A rollout seen later starts from its record. Cannot fail.
+ */
+void af_rollouts_absorb(struct af_rollouts *rs, const struct af_rollout_record *v, size_t n);
 
 #endif

@@ -42,6 +42,11 @@ static const char usage[] =
     "  --context NAME          kubeconfig context to use (default: current-context); also\n"
     "                          applies to $KUBECONFIG and ~/.kube/config\n"
     "  --in-cluster            use the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
+    "  --state-namespace NS    keep the rollouts' state (stage, halt, acknowledgement) in\n"
+    "                          ConfigMap accelfit-rollouts of NS, shared by every replica\n"
+    "                          and kept across restarts (default in-cluster: the pod's\n"
+    "                          namespace; from a kubeconfig without it, and with --cluster\n"
+    "                          or --demo, the state lives in memory; docs/rollouts.md)\n"
     "\n"
     "options:\n"
     "  --listen ADDR:PORT      address to listen on: 127.0.0.1:8888, localhost:8888,\n"
@@ -138,6 +143,7 @@ struct serve_opts {
     const char *kubeconfig;
     const char *context;
     bool in_cluster;
+    const char *state_namespace;
     bool no_watch_policy;
     enum af_not_ready_mode when_not_ready;
     int64_t max_staleness_s;
@@ -199,6 +205,7 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         "--log-format",
         "--prometheus",     "--prometheus-bearer-token-file", "--prometheus-basic-auth-file",
         "--prometheus-ca-file", "--prometheus-interval", "--metrics-file",
+        "--state-namespace",
     };
     int sources = 0;
 
@@ -270,6 +277,12 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
             sources++;
         } else if (!strcmp(flag, "--context")) {
             o->context = v;
+        } else if (!strcmp(flag, "--state-namespace")) {
+            if (!*v || strlen(v) > 63 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+                                             strlen(v) || v[0] == '-' || v[strlen(v) - 1] == '-')
+                return bad("--state-namespace must be a namespace name (lower-case letters, "
+                           "digits and '-', at most 63): '%s'", v);
+            o->state_namespace = v;
         } else if (!strcmp(flag, "--max-body")) {
             int64_t n;
             if (af_parse_quantity(v, 1, &n) != 0 || n < 1024 || n > ((int64_t)1 << 30))
@@ -329,6 +342,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
     }
     if (sources > 1)
         return bad("%s", "--cluster, --demo, --kubeconfig and --in-cluster exclude each other");
+    if (o->state_namespace && (o->cluster || o->demo))
+        return bad("%s", "--state-namespace needs an API server: --cluster and --demo keep the "
+                         "rollouts' state in memory");
     if (o->context && (o->in_cluster || o->cluster || o->demo))
         return bad("%s", "--context names a kubeconfig context: it goes with --kubeconfig, "
                          "$KUBECONFIG or ~/.kube/config");
@@ -412,10 +428,35 @@ static void reload_live(void *ud, struct af_config *cfg)
 {
     (void)cfg;
     af_kube_reclassify_nodes(ud);
+    af_kube_state_notify(ud);   /* a rollout added or changed: its record, written now */
+}
+
+/* The rollouts' shared state (src/kube/state.c) and the service's rollouts, joined. */
+static size_t state_export(void *ud, double now, struct af_rollout_record **out)
+{
+    struct af_service *svc = ud;
+    struct af_config *c = af_config_holder_get(svc->config);
+    size_t n = af_rollouts_export(svc->rollouts, c, now, out);
+
+    af_config_unref(c);
+    return n;
+}
+
+static void state_absorb(void *ud, const struct af_rollout_record *v, size_t n)
+{
+    struct af_service *svc = ud;
+
+    af_rollouts_absorb(svc->rollouts, v, n);
+}
+
+static void state_changed(void *ud)
+{
+    af_kube_state_notify(ud);
 }
 
 static int start_kube(const struct serve_opts *o, struct af_config_holder *holder,
-                      struct af_publisher *pub, struct af_cache_status *st, struct af_kube **kube)
+                      struct af_publisher *pub, struct af_cache_status *st, struct af_kube **kube,
+                      char **state_ns)
 {
     struct af_kube_conn *conn = NULL;
     struct af_kube_options kopt;
@@ -440,6 +481,9 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
     AF_LOG(AF_LOG_INFO, "cluster connection", "from", conn->origin ? conn->origin : "",
            "context", conn->context ? conn->context : "", "server", conn->server, NULL);
     af_kube_options_default(&kopt);
+    *state_ns = o->state_namespace ? af_xstrdup(o->state_namespace)
+                : conn->ns         ? af_xstrdup(conn->ns)
+                                   : NULL;
     rc = af_kube_start(kube, conn, &kopt, holder, pub, st);
     if (rc != 0) {
         fprintf(stderr, "accelfit serve: cannot start the cluster watch: %s\n", af_strerror(rc));
@@ -462,6 +506,7 @@ int af_cmd_serve(int argc, char **argv)
     struct af_error err;
     struct sigaction sa;
     char why[600];
+    char *state_ns = NULL;
     int rc;
 
     memset(&o, 0, sizeof(o));
@@ -530,8 +575,18 @@ int af_cmd_serve(int argc, char **argv)
         af_config_unref(c);
     } else {
         svc.status = &status;
-        rc = start_kube(&o, &holder, &pub, &status, &kube);
+        rc = start_kube(&o, &holder, &pub, &status, &kube, &state_ns);
         svc.kube = kube;
+        if (rc == 0 && state_ns) {
+            struct af_kube_state_ops ops = {&svc, state_export, state_absorb};
+            rc = af_kube_state_start(kube, state_ns, AF_ROLLOUT_STATE_OBJECT, &ops);
+            if (rc == 0)
+                af_rollouts_set_observer(svc.rollouts, state_changed, kube);
+            rc = rc ? 1 : 0;
+        } else if (rc == 0) {
+            AF_LOG(AF_LOG_INFO, "rollout state kept in memory only (no --state-namespace, not "
+                   "in a cluster): a restart begins every rollout again", NULL);
+        }
     }
     if (rc != 0)
         goto out;
@@ -582,6 +637,7 @@ out:
     af_prom_stop(svc.util);
     af_kube_stop(kube);
     af_rollouts_free(svc.rollouts);
+    af_free(state_ns);
     af_costs_memo_free(svc.costs);
     af_metrics_free(svc.metrics);
     af_publisher_destroy(&pub);

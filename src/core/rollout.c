@@ -166,3 +166,61 @@ enum af_rollout_side af_rollout_choose(double share, const struct af_rollout_cou
      */
     return clamp_share(share) * (total + 1) > t + 0.5 + 1e-9 ? AF_SIDE_TARGET : AF_SIDE_SOURCE;
 }
+
+/* ---- records shared between replicas ------------------------------------------------------- */
+
+static void forgiven_union(struct af_rollout_record *out, const struct af_rollout_record *x)
+{
+    for (size_t i = 0; i < x->n_forgiven; i++) {
+        size_t j;
+        for (j = 0; j < out->n_forgiven; j++)
+            if (!strcmp(out->forgiven[j].pod, x->forgiven[i].pod))
+                break;
+        if (j < out->n_forgiven) {
+            if (x->forgiven[i].restarts > out->forgiven[j].restarts)
+                out->forgiven[j].restarts = x->forgiven[i].restarts;
+        } else if (out->n_forgiven < AF_ROLLOUT_FORGIVEN_MAX) {
+            out->forgiven[out->n_forgiven++] = x->forgiven[i];
+        }
+    }
+}
+
+void af_rollout_record_merge(const struct af_rollout_record *a, const struct af_rollout_record *b,
+                             struct af_rollout_record *out)
+{
+    struct af_rollout_record m;
+
+    if (a->generation != b->generation) {
+        bool b_newer = b->began > a->began || (b->began == a->began && b->generation > a->generation);
+        *out = b_newer ? *b : *a;
+        return;
+    }
+    m = *b;
+    m.began = a->began < b->began ? a->began : b->began;
+    if (a->halted_at > b->halted_at) {
+        m.halted_at = a->halted_at;
+        memcpy(m.halt_reason, a->halt_reason, sizeof(m.halt_reason));
+        memcpy(m.halt_pod, a->halt_pod, sizeof(m.halt_pod));
+    }
+    m.acked_at = a->acked_at > b->acked_at ? a->acked_at : b->acked_at;
+    m.n_forgiven = 0;
+    forgiven_union(&m, a);
+    forgiven_union(&m, b);
+    *out = m;
+}
+
+bool af_rollout_record_differs(const struct af_rollout_record *a,
+                               const struct af_rollout_record *b)
+{
+    struct af_rollout_record m;
+
+    af_rollout_record_merge(a, b, &m);
+    if (m.generation != a->generation || m.began != a->began || m.halted_at != a->halted_at ||
+        m.acked_at != a->acked_at || m.n_forgiven != a->n_forgiven)
+        return true;
+    for (size_t i = 0; i < m.n_forgiven; i++)
+        if (strcmp(m.forgiven[i].pod, a->forgiven[i].pod) ||
+            m.forgiven[i].restarts != a->forgiven[i].restarts)
+            return true;
+    return false;
+}

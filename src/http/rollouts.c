@@ -16,6 +16,13 @@
  *
  * One mutex guards everything: decisions are short, and the census is rebuilt
  * at most once per published snapshot.
+ *
+ * What replicas must agree on (when each rollout began, its halt, its
+ * acknowledgement, the pods acknowledgements forgave) is also a record per rollout
+ * (af_rollout_record) that the API server keeps (src/kube/state.c): every change
+ * here calls the observer, which only wakes the thread that writes it, and every
+ * version the API server sends is merged in (af_rollouts_absorb), so an ack on one
+ * replica releases the brake on the others and a restart resumes the stage.
  */
 #include "accelfit/rollout_state.h"
 
@@ -138,8 +145,10 @@ struct track {
     char *name;
     uint64_t hash;                      /* of the policy's fields */
     double began;
-    bool halted;
+    bool halted;                        /* halted_at > acked_at */
     char halt_reason[AF_REASON_MAX];
+    char halt_pod[256];                 /* "namespace/name" of the first culprit */
+    double halted_at, acked_at;         /* 0: never */
     uint64_t fallbacks;
     bool forgive_next;                  /* the policy changed: who fails now is forgiven */
     struct culprits culprits;           /* target pods failing at the last evaluation */
@@ -204,7 +213,20 @@ struct af_rollouts {
     size_t n_pending, cap_pending;
     struct readiness *ready;
     size_t n_ready;
+    /* the shared state: who to tell of a change, what the API server last said */
+    void (*on_change)(void *ud);
+    void *change_ud;
+    struct af_rollout_record *remote;
+    size_t n_remote;
+    bool absorbed;                      /* the API server's state was read once */
+    double shared_since;                /* wall clock when the observer was set */
 };
+
+static void changed(struct af_rollouts *rs)
+{
+    if (rs->on_change)
+        rs->on_change(rs->change_ud);
+}
 
 static void culprits_clear(struct culprits *c)
 {
@@ -291,6 +313,7 @@ void af_rollouts_free(struct af_rollouts *rs)
         pending_remove(rs, rs->n_pending - 1);
     af_free(rs->pending);
     readiness_free(rs->ready, rs->n_ready);
+    af_free(rs->remote);
     pthread_mutex_destroy(&rs->lock);
     af_free(rs);
 }
@@ -303,7 +326,20 @@ static struct track *track_find(struct af_rollouts *rs, const char *name)
     return NULL;
 }
 
-/* The track of rollout `r`, created when first seen and begun again when it changed. */
+static void apply_record(struct af_rollouts *rs, struct track *t,
+                         const struct af_rollout_record *rec);
+
+/* The record the API server last gave for rollout `name`, or NULL. */
+static const struct af_rollout_record *remote_find(const struct af_rollouts *rs, const char *name)
+{
+    for (size_t i = 0; i < rs->n_remote; i++)
+        if (!strcmp(rs->remote[i].name, name))
+            return &rs->remote[i];
+    return NULL;
+}
+
+/* The track of rollout `r`, created when first seen (from the shared record when it is of
+ * this generation) and begun again when it changed. */
 static struct track *track_sync(struct af_rollouts *rs, const struct af_rollout *r, double now)
 {
     uint64_t h = rollout_hash(r);
@@ -316,6 +352,8 @@ static struct track *track_sync(struct af_rollouts *rs, const struct af_rollout 
         t->began = now;
         AF_GROW(rs->tracks, rs->cap_tracks, rs->n_tracks + 1);
         rs->tracks[rs->n_tracks++] = t;
+        apply_record(rs, t, remote_find(rs, r->name));
+        changed(rs);
     } else if (t->hash != h) {
         AF_LOG(AF_LOG_INFO, "rollout changed in the policy: it begins again", "rollout", r->name,
                NULL);
@@ -323,9 +361,12 @@ static struct track *track_sync(struct af_rollouts *rs, const struct af_rollout 
         t->began = now;
         t->halted = false;
         t->halt_reason[0] = '\0';
+        t->halt_pod[0] = '\0';
+        t->halted_at = t->acked_at = 0;
         t->forgive_next = true;
         culprits_clear(&t->culprits);
         culprits_clear(&t->forgiven);
+        changed(rs);
     }
     return t;
 }
@@ -692,13 +733,25 @@ static void brake(struct af_rollouts *rs, size_t i, double now)
         /* the policy changed: what fails now is what the change answered */
         for (size_t j = 0; j < t->culprits.n; j++)
             culprits_add(&t->forgiven, t->culprits.v[j].key, t->culprits.v[j].restarts);
+        if (t->culprits.n)
+            changed(rs);
         culprits_clear(&t->culprits);
         t->forgive_next = false;
         return;
     }
     if (!n || t->halted)
         return;
+    /* Shared, and the API server not read yet (a replica starting): the acknowledgements
+     * and forgiven pods are not known here, so a halt now could undo one. Not for long:
+     * a replica that cannot read it (no RBAC, no API server) still brakes on its own. */
+    if (rs->on_change && !rs->absorbed &&
+        af_wall_time() - rs->shared_since < AF_ROLLOUT_STATE_READ_GRACE_S)
+        return;
     t->halted = true;
+    /* after the last acknowledgement, whatever the clocks of the replicas that made it */
+    t->halted_at = now > t->acked_at ? now : t->acked_at + 0.001;
+    snprintf(t->halt_pod, sizeof(t->halt_pod), "%s", t->culprits.v[0].key);
+    changed(rs);
     if (n > 1)
         snprintf(t->halt_reason, sizeof(t->halt_reason), "%.190s; and %zu more", first, n - 1);
     else
@@ -987,11 +1040,128 @@ int af_rollouts_ack(struct af_rollouts *rs, const char *name)
         culprits_clear(&t->culprits);
         t->halted = false;
         t->halt_reason[0] = '\0';
+        t->acked_at = af_wall_time();
+        if (t->acked_at < t->halted_at)
+            t->acked_at = t->halted_at;   /* halted iff halted_at > acked_at */
+        changed(rs);
         AF_LOG(AF_LOG_INFO, "rollout brake acknowledged: new units may go to the target",
                "rollout", name, NULL);
     }
     pthread_mutex_unlock(&rs->lock);
     return rc;
+}
+
+/* ---- the shared state ----------------------------------------------------------------------- */
+
+static void track_record(const struct track *t, struct af_rollout_record *rec)
+{
+    memset(rec, 0, sizeof(*rec));
+    snprintf(rec->name, sizeof(rec->name), "%s", t->name);
+    rec->generation = t->hash;
+    rec->began = t->began;
+    rec->halted_at = t->halted_at;
+    rec->acked_at = t->acked_at;
+    snprintf(rec->halt_reason, sizeof(rec->halt_reason), "%s",
+             t->halted_at > 0 ? t->halt_reason : "");
+    snprintf(rec->halt_pod, sizeof(rec->halt_pod), "%s", t->halt_pod);
+    for (size_t i = 0; i < t->forgiven.n && rec->n_forgiven < AF_ROLLOUT_FORGIVEN_MAX; i++) {
+        snprintf(rec->forgiven[rec->n_forgiven].pod, sizeof(rec->forgiven[0].pod), "%s",
+                 t->forgiven.v[i].key);
+        rec->forgiven[rec->n_forgiven++].restarts = t->forgiven.v[i].restarts;
+    }
+    rec->stage = -1;
+}
+
+/*
+ * Merges the shared record `rec` (NULL: none) into track `t` when it is of the track's
+ * generation: the earliest began, the latest halt and acknowledgement, the forgiven pods.
+ * An acknowledgement made elsewhere forgives the pods failing here, as one made here does.
+ */
+static void apply_record(struct af_rollouts *rs, struct track *t,
+                         const struct af_rollout_record *rec)
+{
+    struct af_rollout_record mine, m;
+    bool was = t->halted;
+
+    (void)rs;
+    if (!rec || rec->generation != t->hash)
+        return;
+    track_record(t, &mine);
+    af_rollout_record_merge(&mine, rec, &m);
+    t->began = m.began;
+    if (m.halted_at > t->halted_at) {
+        t->halted_at = m.halted_at;
+        snprintf(t->halt_reason, sizeof(t->halt_reason), "%s", m.halt_reason);
+        snprintf(t->halt_pod, sizeof(t->halt_pod), "%s", m.halt_pod);
+    }
+    t->acked_at = m.acked_at;
+    for (size_t i = 0; i < m.n_forgiven; i++)
+        if (!culprits_find(&t->forgiven, m.forgiven[i].pod))
+            culprits_add(&t->forgiven, m.forgiven[i].pod, m.forgiven[i].restarts);
+    t->halted = t->halted_at > t->acked_at;
+    if (was && !t->halted) {
+        for (size_t j = 0; j < t->culprits.n; j++)
+            culprits_add(&t->forgiven, t->culprits.v[j].key, t->culprits.v[j].restarts);
+        culprits_clear(&t->culprits);
+        t->halt_reason[0] = '\0';
+        AF_LOG(AF_LOG_INFO, "rollout brake acknowledged (by another replica)", "rollout",
+               t->name, NULL);
+    } else if (!was && t->halted) {
+        AF_LOG(AF_LOG_WARN, "rollout halted (by another replica): no new units go to the target "
+               "until acknowledged", "rollout", t->name, "reason", t->halt_reason, NULL);
+    }
+}
+
+void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&rs->lock);
+    rs->on_change = fn;
+    rs->change_ud = ud;
+    rs->shared_since = af_wall_time();
+    pthread_mutex_unlock(&rs->lock);
+}
+
+size_t af_rollouts_export(struct af_rollouts *rs, const struct af_config *cfg, double now,
+                          struct af_rollout_record **out)
+{
+    const struct af_policy *pol = cfg ? cfg->policy : NULL;
+    size_t n = 0;
+
+    pthread_mutex_lock(&rs->lock);
+    /* every rollout of the policy has its record, asked about or not */
+    for (size_t i = 0; pol && i < pol->n_rollouts; i++)
+        (void)track_sync(rs, &pol->rollouts[i], now);
+    *out = af_xcalloc(rs->n_tracks + 1, sizeof(**out));
+    for (size_t i = 0; i < rs->n_tracks; i++) {
+        const struct track *t = rs->tracks[i];
+        struct af_rollout_record *rec = &(*out)[n++];
+        track_record(t, rec);
+        for (size_t j = 0; pol && j < pol->n_rollouts; j++) {
+            const struct af_rollout *r = &pol->rollouts[j];
+            if (strcmp(r->name, t->name) || rollout_hash(r) != t->hash)
+                continue;
+            rec->share = af_rollout_share(r, t->began, now, &rec->stage);
+            rec->stage_began = af_rollout_stage_start(r, t->began, rec->stage);
+            if (r->n_stages && rec->stage + 1 < (int)r->n_stages)
+                rec->next_stage = af_rollout_stage_start(r, t->began, rec->stage + 1);
+        }
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return n;
+}
+
+void af_rollouts_absorb(struct af_rollouts *rs, const struct af_rollout_record *v, size_t n)
+{
+    pthread_mutex_lock(&rs->lock);
+    af_free(rs->remote);
+    rs->remote = af_xcalloc(n + 1, sizeof(*rs->remote));
+    if (n)
+        memcpy(rs->remote, v, n * sizeof(*v));
+    rs->n_remote = n;
+    rs->absorbed = true;
+    for (size_t i = 0; i < rs->n_tracks; i++)
+        apply_record(rs, rs->tracks[i], remote_find(rs, rs->tracks[i]->name));
+    pthread_mutex_unlock(&rs->lock);
 }
 
 /* ---- status and rendering ------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
  *   reflector.c  LIST + WATCH of one kind into the shared cache (410, bookmarks,
  *                backoff) and the publisher thread that snapshots it
  *   events.c     the Event queue (dedup, budget) and its posting thread
+ *   state.c      the rollouts' shared state: one ConfigMap, watched and written
  */
 #ifndef AF_KUBE_INTERNAL_H
 #define AF_KUBE_INTERNAL_H
@@ -99,6 +100,8 @@ struct af_kube {
     pthread_t publisher;
 
     /* events, protected by ->ev_lock */
+    struct af_kube_state *state;   /* state.c; NULL until af_kube_state_start */
+
     pthread_t ev_thread;
     pthread_mutex_t ev_lock;
     pthread_cond_t ev_cond;
@@ -130,6 +133,21 @@ struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *p
 /* reflector.c: thread bodies (arg: struct reflector *, struct af_kube *) */
 void *af__kube_reflector_main(void *arg);
 void *af__kube_publisher_main(void *arg);
+
+/* reflector.c: the backoff of every loop that talks to the API server: full jitter,
+ * doubling from backoff_initial_s to backoff_max_s, back to the start after two minutes
+ * without trouble. */
+struct af_kube_backoff {
+    double next;
+    uint64_t last_trouble;
+};
+void af__kube_backoff_init(struct af_kube_backoff *b, struct af_kube *k);
+/* Sleeps the next backoff (waking on stop); false when stop was requested. */
+bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k);
+double af__kube_rand01(void);   /* uniform in [0, 1), per thread */
+
+/* state.c: stops and frees the state threads (after ->stop is set). */
+void af__kube_state_stop(struct af_kube *k);
 
 /* events.c */
 void *af__kube_events_main(void *arg);   /* arg: struct af_kube * */

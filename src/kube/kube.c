@@ -11,6 +11,8 @@
  *   publisher      coalesces "dirty" signals for publish_interval_s, builds a
  *                  snapshot under ->cache_lock and swaps it into the publisher
  *   events         drains the Event queue, POSTs core/v1 Events
+ *   state x2       (af_kube_state_start) the rollouts' shared state: its watch and its
+ *                  writer (state.c)
  *
  * The cache is written only while holding ->cache_lock; the lock is never
  * held across network I/O or JSON decoding.
@@ -192,6 +194,7 @@ void af_kube_stop(struct af_kube *k)
     pthread_mutex_unlock(&k->ev_lock);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_join(k->refl[i].thread, NULL);
+    af__kube_state_stop(k);
     pthread_join(k->publisher, NULL);
     pthread_join(k->ev_thread, NULL);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++) {

@@ -155,6 +155,7 @@ void af_kube_conn_free(struct af_kube_conn *c)
     exec_free(c->exec);
     free(c->context);
     free(c->origin);
+    free(c->ns);
     free(c);
 }
 
@@ -508,6 +509,17 @@ int af_kube_incluster(struct af_kube_conn **out, struct af_error *err)
     c->context = af_xstrdup("in-cluster");
     c->origin = af_xstrdup("in-cluster");
     struct af_buf b = AF_BUF_INIT(1 << 20);
+    {
+        /* the pod's namespace, where accelfit keeps the state it shares (kube.h) */
+        char *nsfile = af_xasprintf("%s/namespace", dir);
+        if (af_buf_read_file(&b, nsfile) == 0 && b.len && b.len < 254) {
+            size_t n = strcspn(b.buf, " \t\r\n");
+            if (n)
+                c->ns = af_xstrndup(b.buf, n);
+        }
+        af_buf_reset(&b);
+        free(nsfile);
+    }
     int rc = af_buf_read_file(&b, c->token_file);
     af_buf_release(&b);
     if (rc) {

@@ -22,7 +22,7 @@
 
 #include "kube/internal.h"
 
-static double rand01(void)
+double af__kube_rand01(void)
 {
     static _Thread_local unsigned seed;
     if (!seed)
@@ -45,6 +45,27 @@ static bool sleep_stop(struct af_kube *k, double s)
     }
     pthread_mutex_unlock(&k->lock);
     return !atomic_load(&k->stop);
+}
+
+void af__kube_backoff_init(struct af_kube_backoff *b, struct af_kube *k)
+{
+    b->next = k->opt.backoff_initial_s;
+    b->last_trouble = af_now_ns();
+}
+
+bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k)
+{
+    uint64_t now = af_now_ns();
+    double d;
+
+    if (now - b->last_trouble > 120ull * 1000000000ull)
+        b->next = k->opt.backoff_initial_s;
+    b->last_trouble = now;
+    d = b->next * af__kube_rand01();
+    b->next *= 2;
+    if (b->next > k->opt.backoff_max_s)
+        b->next = k->opt.backoff_max_s;
+    return sleep_stop(k, d);
 }
 
 static void mark_dirty(struct af_kube *k)
@@ -533,7 +554,7 @@ static int do_watch(struct reflector *r, int *short_watch)
 {
     struct af_kube *k = r->k;
     int tmin = k->opt.watch_timeout_min_s > 0 ? k->opt.watch_timeout_min_s : 300;
-    int timeout = tmin + (int)(rand01() * tmin);
+    int timeout = tmin + (int)(af__kube_rand01() * tmin);
     char *pq = af_xasprintf("%s?%swatch=true&resourceVersion=%s&allowWatchBookmarks=true"
                             "&timeoutSeconds=%d",
                             kind_path(r->kind), refl_selectors(r), r->rv ? r->rv : "", timeout);
@@ -604,13 +625,13 @@ void *af__kube_reflector_main(void *arg)
 {
     struct reflector *r = arg;
     struct af_kube *k = r->k;
-    double backoff = k->opt.backoff_initial_s;
-    uint64_t last_trouble = af_now_ns();
+    struct af_kube_backoff bo;
     bool need_list = true;
     bool first_list = true;
     bool watched = false;
     int unauth_retries = 0;
 
+    af__kube_backoff_init(&bo, k);
     while (!atomic_load(&k->stop)) {
         int rc, short_watch = 0;
         if (atomic_exchange(&r->relist, false)) {
@@ -652,16 +673,8 @@ void *af__kube_reflector_main(void *arg)
             continue;
         }
         /* back off: full jitter, doubling, reset after 2 min without trouble */
-        uint64_t now = af_now_ns();
-        if (now - last_trouble > 120ull * 1000000000ull)
-            backoff = k->opt.backoff_initial_s;
-        last_trouble = now;
-        double d = backoff * rand01();
-        backoff *= 2;
-        if (backoff > k->opt.backoff_max_s)
-            backoff = k->opt.backoff_max_s;
         unauth_retries = 0;
-        if (!sleep_stop(k, d))
+        if (!af__kube_backoff_sleep(&bo, k))
             break;
     }
     return NULL;

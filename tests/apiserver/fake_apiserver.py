@@ -7,6 +7,11 @@ Serves, over HTTPS with bearer-token auth:
                                             status.phase, resourceVersion) and watches
                                             (?watch=true&resourceVersion=..&allowWatchBookmarks)
   POST /api/v1/namespaces/{ns}/events       recorded
+  ConfigMaps, as the API server serves them: GET /api/v1/namespaces/{ns}/configmaps/{name},
+  POST .../configmaps (409 AlreadyExists), PUT .../configmaps/{name} (409 Conflict when
+  metadata.resourceVersion is not the stored one, 404 when absent), and
+  GET .../configmaps?watch=true (fieldSelector metadata.name=; without a resourceVersion, or
+  with "0", the objects as they are come first as ADDED)
 Objects are built from the recorded fixtures (tests/fixtures/apiserver/*.json); the
 initial state is nodes-list.json + pods-list.json. resourceVersion is a global counter
 (like the etcd revision); watches replay history after the given RV, or answer 200 with
@@ -33,6 +38,9 @@ JSON body:
   restart                            drop all watches, jump the RV, forget history
   compact                            forget history (older RVs get 410) without dropping
   dump                               {rv, nodes:[...], pods:[...], used:{node:{res:n}}}
+  configmap {ns, name}               the stored ConfigMap, or {} when there is none
+  put_configmap {object}             stored as another client's write (a new resourceVersion)
+  delete_configmap {ns, name}        deleted (watches see DELETED)
   events                             the Events POSTed so far
   stats                              request counters
   requests                           every API request so far: [{method, path}] (path with
@@ -119,7 +127,7 @@ class State:
         self.rv = 1000
         self.history_start = self.rv    # watches from an RV below this get 410
         self.history = []               # (rv, kind, type, obj, old)
-        self.objs = {"nodes": {}, "pods": {}}
+        self.objs = {"nodes": {}, "pods": {}, "configmaps": {}}
         self.fail_status = 0
         self.fail_count = 0
         self.expire_continue = 0        # next N lists with a continue token get HTTP 410
@@ -131,7 +139,7 @@ class State:
         self.events = []
         self.requests = []
         self.stats = {"prefixed": 0, "unprefixed": 0, "list": 0, "watch": 0, "unauthorized": 0,
-                      "failed": 0, "events": 0, "continue_expired": 0}
+                      "failed": 0, "events": 0, "continue_expired": 0, "conflicts": 0}
         with open(os.path.join(FIXTURES, "nodes-list.json")) as f:
             nodes = json.load(f)["items"]
         with open(os.path.join(FIXTURES, "pods-list.json")) as f:
@@ -191,6 +199,32 @@ class State:
     def key(kind, obj):
         m = obj["metadata"]
         return m["name"] if kind == "nodes" else m.get("namespace", "default") + "/" + m["name"]
+
+    def cm_put(self, ns, name, obj, create):
+        """A ConfigMap written as the API server writes it: (code, reason, object or message)."""
+        key = ns + "/" + name
+        old = self.objs["configmaps"].get(key)
+        md = obj.setdefault("metadata", {})
+        if md.get("name", name) != name or md.get("namespace", ns) != ns:
+            return 400, "BadRequest", "the name or namespace of the object does not match the request"
+        if create:
+            if old is not None:
+                return 409, "AlreadyExists", 'configmaps "%s" already exists' % name
+            md["uid"] = str(uuid.uuid4())
+            md["creationTimestamp"] = now_rfc3339()
+        else:
+            if old is None:
+                return 404, "NotFound", 'configmaps "%s" not found' % name
+            if md.get("resourceVersion") and md["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                self.stats["conflicts"] += 1
+                return 409, "Conflict", ('Operation cannot be fulfilled on configmaps "%s": the object has '
+                                         'been modified; please apply your changes to the latest version '
+                                         'and try again' % name)
+            md["uid"] = old["metadata"]["uid"]
+            md["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        md["name"], md["namespace"] = name, ns
+        obj["apiVersion"], obj["kind"] = "v1", "ConfigMap"
+        return (201 if create else 200), "Created" if create else "OK", self._put("configmaps", obj)
 
     def _put(self, kind, obj, record=True, delete=False):
         self.rv += 1
@@ -323,6 +357,11 @@ def selector_ok(kind, sel, obj, labelsel=""):
         return True
     if labelsel and not labels_ok(labelsel, obj):
         return False
+    if kind == "configmaps":
+        for term in filter(None, sel.split(",")):
+            if term.startswith("metadata.name=") and obj["metadata"]["name"] != term[len("metadata.name="):]:
+                return False
+        return True
     if kind != "pods" or not sel:
         return True
     phase = obj.get("status", {}).get("phase", "")
@@ -365,7 +404,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_status(self, code, reason, message):
         body = (json.dumps(status_body(code, reason, message), separators=(",", ":")) + "\n").encode()
-        self.start(code, {401: "Unauthorized", 404: "Not Found", 410: "Gone", 429:
+        self.start(code, {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 409: "Conflict",
+                          410: "Gone", 429:
                           "Too Many Requests", 500: "Internal Server Error",
                           503: "Service Unavailable"}.get(code, "Error"), chunked=False,
                    length=len(body))
@@ -396,12 +436,48 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def send_obj(self, code, reason, obj):
+        out = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        self.start(code, reason, chunked=False, length=len(out))
+        self.wfile.write(out)
+        self.wfile.flush()
+
+    def write_configmap(self, ns, name, body, create):
+        try:
+            obj = json.loads(body)
+            assert isinstance(obj, dict)
+        except (ValueError, AssertionError):
+            self.send_status(400, "BadRequest", "bad json")
+            return
+        if create:
+            name = (obj.get("metadata") or {}).get("name", "")
+        with STATE.cond:
+            code, reason, res = STATE.cm_put(ns, name, obj, create)
+        if code >= 400:
+            self.send_status(code, reason, res)
+        else:
+            self.send_obj(code, reason, res)
+
+    def do_PUT(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if not self.gate():
+            return
+        parts = urlparse(strip_proxy_prefix(self.path)).path.strip("/").split("/")
+        if len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
+            self.write_configmap(parts[3], parts[5], body, False)
+            return
+        self.send_status(404, "NotFound", "the server could not find the requested resource")
+
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         if not self.gate():
             return
         parts = urlparse(strip_proxy_prefix(self.path)).path.strip("/").split("/")
+        if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
+            self.write_configmap(parts[3], None, body, True)
+            return
         if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
             try:
                 ev = json.loads(body)
@@ -426,7 +502,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.gate():
             self.send_status(404, "NotFound", "the server could not find the requested resource")
 
-    do_PUT = do_PATCH = do_DELETE = do_other
+    do_PATCH = do_DELETE = do_other
 
     def do_GET(self):
         u = urlparse(strip_proxy_prefix(self.path))
@@ -434,6 +510,20 @@ class Handler(BaseHTTPRequestHandler):
         kind = {"/api/v1/nodes": "nodes", "/api/v1/pods": "pods"}.get(u.path)
         if not self.gate():
             return
+        parts = u.path.strip("/").split("/")
+        if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
+            if len(parts) == 6:
+                with STATE.cond:
+                    obj = copy.deepcopy(STATE.objs["configmaps"].get(parts[3] + "/" + parts[5]))
+                if obj is None:
+                    self.send_status(404, "NotFound", 'configmaps "%s" not found' % parts[5])
+                else:
+                    self.send_obj(200, "OK", obj)
+                return
+            if q.get("watch") in ("true", "1"):
+                self.watch("configmaps", q, ns=parts[3])
+                return
+            kind = None
         if not kind:
             self.send_status(404, "NotFound", "the server could not find the requested resource")
             return
@@ -545,7 +635,7 @@ class Handler(BaseHTTPRequestHandler):
     def event_line(self, typ, obj):
         return (json.dumps({"type": typ, "object": obj}, separators=(",", ":")) + "\n").encode()
 
-    def watch(self, kind, q):
+    def watch(self, kind, q, ns=None):
         sel = q.get("fieldSelector", "")
         labelsel = q.get("labelSelector", "")
         timeout = float(q.get("timeoutSeconds") or 1800)
@@ -558,7 +648,14 @@ class Handler(BaseHTTPRequestHandler):
             epoch, close_mid, expire = STATE.epoch, STATE.close_mid, STATE.expire
             too_old = rv < STATE.history_start
             oldest = STATE.history_start
+            initial = []
+            if kind == "configmaps" and rvs in ("", "0"):
+                # as the API server does without a resourceVersion: the objects as they are
+                initial = [o for k, o in sorted(STATE.objs[kind].items())
+                           if k.startswith(ns + "/") and selector_ok(kind, sel, o, labelsel)]
         self.start(200, "OK")
+        for obj in initial:
+            self.chunk(self.event_line("ADDED", obj))
         if too_old:
             self.chunk(self.event_line("ERROR", status_body(
                 410, "Expired", "too old resource version: %d (%d)" % (rv, oldest))))
@@ -594,6 +691,8 @@ class Handler(BaseHTTPRequestHandler):
                                 break
                             if hrv <= rv or hkind != kind:
                                 continue
+                            if ns is not None and obj["metadata"].get("namespace") != ns:
+                                continue
                             was = selector_ok(kind, sel, old, labelsel)
                             now = selector_ok(kind, sel, obj, labelsel)
                             if typ == "DELETED":
@@ -617,6 +716,10 @@ class Handler(BaseHTTPRequestHandler):
                                   "apiVersion": "v1",
                                   "metadata": {"resourceVersion": str(STATE.rv), "creationTimestamp": None},
                                   "spec": {} if kind == "nodes" else {"containers": None}, "status": {}}
+                            if kind == "configmaps":
+                                bm = {"kind": "ConfigMap", "apiVersion": "v1",
+                                      "metadata": {"resourceVersion": str(STATE.rv),
+                                                   "creationTimestamp": None}}
                             rv = max(rv, STATE.rv)
                             out.append(("BOOKMARK", bm))
                             last_bookmark = time.time()
@@ -709,6 +812,18 @@ class AdminHandler(BaseHTTPRequestHandler):
             elif cmd == "dump":
                 self.reply(s.dump())
                 return
+            elif cmd == "configmap":
+                self.reply(s.objs["configmaps"].get(a.get("ns", "default") + "/" + a["name"]) or {})
+                return
+            elif cmd == "put_configmap":
+                md = a["object"]["metadata"]
+                md.pop("resourceVersion", None)
+                create = md.get("namespace", "default") + "/" + md["name"] not in s.objs["configmaps"]
+                s.cm_put(md.get("namespace", "default"), md["name"], a["object"], create)
+            elif cmd == "delete_configmap":
+                key = a.get("ns", "default") + "/" + a["name"]
+                if key in s.objs["configmaps"]:
+                    s._put("configmaps", s.objs["configmaps"][key], delete=True)
             elif cmd == "events":
                 self.reply(s.events)
                 return

@@ -1214,6 +1214,95 @@ START_TEST(test_preferences_through_the_real_webhook)
 }
 END_TEST
 
+/* The rollout's state object, as kubectl reads it: the record of `name` (new; NULL: none). */
+static json_t *state_record(const char *name)
+{
+    char *out = NULL;
+    json_t *cm, *rec = NULL;
+    const char *text;
+
+    if (kubectl(&out, "-n accelfit get configmap accelfit-rollouts -o json") == 0 &&
+        (cm = json_loads(out, 0, NULL)) != NULL) {
+        text = json_string_value(json_object_get(json_object_get(cm, "data"), name));
+        rec = text ? json_loads(text, 0, NULL) : NULL;
+        json_decref(cm);
+    }
+    af_free(out);
+    return rec;
+}
+
+static bool state_halted(const char *name, bool want)
+{
+    json_t *rec = state_record(name);
+    bool ok = rec && json_is_boolean(json_object_get(rec, "halted")) &&
+              json_is_true(json_object_get(rec, "halted")) == want;
+
+    json_decref(rec);
+    return ok;
+}
+
+/* /rollouts' "began" of rollout `name` (caller frees; "" when not there). */
+static char *rollout_began(const char *name)
+{
+    char *body = NULL, *began = NULL;
+    json_t *j, *r;
+    size_t i;
+
+    if (acc_get(true, "/rollouts", &body) == 200 && (j = json_loads(body, 0, NULL)) != NULL) {
+        json_array_foreach(json_object_get(j, "rollouts"), i, r)
+            if (!strcmp(json_string_value(json_object_get(r, "name")) ?: "", name))
+                began = af_xstrdup(json_string_value(json_object_get(r, "began")) ?: "");
+        json_decref(j);
+    }
+    af_free(body);
+    return began ? began : af_xstrdup("");
+}
+
+/*
+ * The halt of the variant rollout (its failed pod deleted since, so nothing here could halt
+ * it again) and its begin are in the ConfigMap accelfit keeps with its ServiceAccount's
+ * RBAC, readable with kubectl; both survive a restart of accelfit, and an ack reaches it.
+ */
+START_TEST(test_rollout_state_survives_a_restart)
+{
+    char *yaml = NULL, *began, *after = NULL;
+    CURL *c;
+    struct af_test_resp r;
+    char *url;
+
+    ck_assert_msg(WAIT_FOR(30, state_halted("llm-to-inf2", true)),
+                  "the halt never reached ConfigMap accelfit-rollouts (log: %s)", acc.log_path);
+    must(kubectl(&yaml, "-n accelfit get configmap accelfit-rollouts -o yaml"), "get -o yaml");
+    ck_assert_msg(strstr(yaml, "llm-to-inf2") && strstr(yaml, "\"halted\": true") &&
+                      strstr(yaml, "\"haltReason\": ") && strstr(yaml, "\"stage\": 1"),
+                  "kubectl get -o yaml does not tell the stage and the halt:\n%s", yaml);
+    began = rollout_began("llm-to-inf2");
+    ck_assert(began[0]);
+    sleep_ms(1100);   /* a restart that began it again would show another second */
+
+    af_test_server_stop(&acc);
+    start_accelfit(acc.port);
+    ck_assert_msg(WAIT_FOR(30, halted("llm-to-inf2")), "the halt did not survive the restart");
+    ck_assert_msg(WAIT_FOR(30, (af_free(after), after = rollout_began("llm-to-inf2"),
+                                !strcmp(after, began))),
+                  "began %s before the restart, %s after", began, after);
+
+    /* acknowledged: the state object says so, for every replica */
+    c = curl_easy_init();
+    url = af_xasprintf("%s/rollouts/ack?name=llm-to-inf2", acc.base);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    af_test_http(c, "POST", url, "", 0, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    ck_assert_msg(WAIT_FOR(30, state_halted("llm-to-inf2", false)),
+                  "the ack never reached ConfigMap accelfit-rollouts");
+    ck_assert(!halted("llm-to-inf2"));
+    af_free(url), af_free(yaml), af_free(began), af_free(after);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------------------ */
 
 static Suite *e2e_suite(void)
@@ -1232,6 +1321,7 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_probes_as_kubelet_sends_them);
     tcase_add_test(tc, test_variant_rollout_through_the_real_webhook);
     tcase_add_test(tc, test_a_jobs_pods_are_one_unit);
+    tcase_add_test(tc, test_rollout_state_survives_a_restart);
     tcase_add_test(tc, test_preferences_through_the_real_webhook);
     suite_add_tcase(s, tc);
     return s;
