@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * simulate --autoscale: the provisioner against cases written from Karpenter's documented
+ * behaviour (the cheapest instance type of the allowed ones that satisfies the pod; the
+ * heaviest NodePool first; taints and tolerations; preferences required first and relaxed;
+ * empty nodes removed after consolidateAfter; a pod nothing can hold stays pending), the
+ * NodePools loader, and one run of the binary on the shipped NodePools.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accelfit/config.h"
+#include "accelfit/prefer.h"
+#include "accelfit/simulate.h"
+#include "support/support.h"
+
+static struct af_config *cfg;
+
+static void setup(void)
+{
+    struct af_error err;
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+}
+
+static void teardown(void)
+{
+    af_config_unref(cfg);
+    cfg = NULL;
+}
+
+#define POOL(name, weight, reqs, taints)                                                       \
+    "---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: " name "}\nspec:\n" \
+    "  weight: " weight "\n  template:\n    spec:\n      requirements:\n" reqs taints
+#define REQ(key, op, values) "        - {key: " key ", operator: " op ", values: " values "}\n"
+#define GPU_TAINTS "      taints: [{key: nvidia.com/gpu, value: \"true\", effect: NoSchedule}]\n"
+#define FAMILY "karpenter.k8s.aws/instance-family"
+#define CAPACITY "karpenter.sh/capacity-type"
+
+static const char trace_text[] =
+    "end: 10h\n"
+    "pods:\n"
+    "  - {name: one-gpu, namespace: a, requests: {cpu: 2, memory: 8Gi, nvidia.com/gpu: 1},\n"
+    "     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}\n"
+    "  - {name: four-gpu, namespace: a, requests: {cpu: 8, memory: 32Gi, nvidia.com/gpu: 4},\n"
+    "     tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}\n"
+    "  - {name: untolerated, namespace: a, requests: {cpu: 2, memory: 8Gi, nvidia.com/gpu: 1}}\n"
+    "  - {name: huge, namespace: a, requests: {cpu: 2, memory: 8Gi, nvidia.com/gpu: 64},\n"
+    "     tolerations: [{operator: Exists}]}\n"
+    "  - {name: cpu, namespace: a, requests: {cpu: 2, memory: 4Gi}}\n";
+
+struct fixture {
+    struct af_sim_nodepools np;
+    struct af_sim_offerings of;
+    struct af_sim_trace tr;
+};
+
+static void load(struct fixture *f, const char *pools)
+{
+    struct af_error err;
+
+    memset(f, 0, sizeof(*f));
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_sim_nodepools_load("pools.yaml", pools, strlen(pools), &f->np, &err) == 0,
+                  "%s", err.text);
+    af_sim_offerings_build(cfg, &f->np, &f->of);
+    ck_assert_msg(af_codec_decode_trace("t.yaml", trace_text, strlen(trace_text), &f->tr, &err) ==
+                      0,
+                  "%s", err.text);
+}
+
+static void release(struct fixture *f)
+{
+    af_sim_offerings_release(&f->of);
+    af_sim_nodepools_release(&f->np);
+    af_sim_trace_release(&f->tr);
+}
+
+static const struct af_sim_pod *pod(struct fixture *f, const char *name)
+{
+    for (size_t i = 0; i < f->tr.n_pods; i++)
+        if (!strcmp(f->tr.pods[i].info->name, name))
+            return &f->tr.pods[i];
+    ck_abort_msg("no pod %s", name);
+    return NULL;
+}
+
+static const char *launch(struct fixture *f, const char *name, const struct af_preferences *p,
+                          int *relaxed)
+{
+    long o = af_sim_provision(&f->of, pod(f, name), p, relaxed);
+    return o < 0 ? NULL : f->of.v[o].type->name;
+}
+
+/* The cheapest on-demand catalog type of `families` with at least `gpus` GPUs. */
+static const char *cheapest(const char *const *families, int gpus)
+{
+    const struct af_instance_type *best = NULL;
+
+    for (size_t i = 0; i < cfg->catalog->n_types; i++) {
+        const struct af_instance_type *t = &cfg->catalog->types[i];
+        bool in = false;
+        for (const char *const *f = families; *f; f++)
+            in |= t->family && !strcmp(t->family, *f);
+        if (in && t->accel_count >= gpus && t->price_usd_hr >= 0 &&
+            (!best || t->price_usd_hr < best->price_usd_hr))
+            best = t;
+    }
+    ck_assert_ptr_nonnull(best);
+    return best->name;
+}
+
+/* Karpenter: "launches the cheapest instance type that satisfies the pod's requirements". */
+START_TEST(test_cheapest_type_that_satisfies_the_requests)
+{
+    static const char *const families[] = {"g5", "g4dn", "p4d", NULL};
+    struct fixture f;
+
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g5, g4dn, p4d]") REQ(CAPACITY, "In",
+                                                                        "[on-demand]"),
+                  GPU_TAINTS));
+    ck_assert_str_eq(launch(&f, "one-gpu", NULL, NULL), cheapest(families, 1));
+    ck_assert_str_eq(launch(&f, "one-gpu", NULL, NULL), "g4dn.xlarge");
+    ck_assert_str_eq(launch(&f, "four-gpu", NULL, NULL), cheapest(families, 4));
+    /* The pool allows no CPU family: a CPU pod gets nothing here. */
+    ck_assert_ptr_null(launch(&f, "cpu", NULL, NULL));
+    release(&f);
+}
+END_TEST
+
+/* Spot, where the pool allows it, priced as a spot node of the cluster is (the catalog's spot
+ * estimate, else the policy's default discount): cheaper, so chosen. */
+START_TEST(test_spot_offering_priced_at_the_catalog_estimate)
+{
+    struct fixture f;
+    long o;
+
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn]") REQ(CAPACITY, "In", "[spot, on-demand]"),
+                  GPU_TAINTS));
+    o = af_sim_provision(&f.of, pod(&f, "one-gpu"), NULL, NULL);
+    ck_assert_int_ge(o, 0);
+    ck_assert(f.of.v[o].spot);
+    /* The catalog's spot discount for the type, else the policy's default one. */
+    ck_assert_msg(!strcmp(f.of.v[o].node.info->price_source, "catalog-spot") ||
+                      !strcmp(f.of.v[o].node.info->price_source, "policy"),
+                  "%s", f.of.v[o].node.info->price_source);
+    ck_assert(f.of.v[o].node.info->hourly_usd < f.of.v[o].type->price_usd_hr);
+    release(&f);
+}
+END_TEST
+
+/* Karpenter: NodePools are tried by weight, the heaviest first, even when a lighter one
+ * has a cheaper type; a pool whose taints the pod does not tolerate is passed over. */
+START_TEST(test_pool_weight_orders_and_taints_must_be_tolerated)
+{
+    struct fixture f;
+
+    load(&f, POOL("cheap", "1", REQ(FAMILY, "In", "[g4dn]"), GPU_TAINTS)
+                 POOL("heavy", "60", REQ(FAMILY, "In", "[g5]"), GPU_TAINTS)
+                     POOL("heaviest-tainted", "90", REQ(FAMILY, "In", "[g6]"),
+                          "      taints: [{key: dedicated, value: x, effect: NoSchedule}]\n"));
+    ck_assert_str_eq(f.np.pools[0].name, "heaviest-tainted");
+    ck_assert_str_eq(launch(&f, "one-gpu", NULL, NULL), "g5.xlarge");
+    /* No toleration for nvidia.com/gpu: neither GPU pool can take it. */
+    ck_assert_ptr_null(launch(&f, "untolerated", NULL, NULL));
+    release(&f);
+}
+END_TEST
+
+/* Karpenter's scheduling docs, "Preferences": preferred terms are treated as required, and
+ * relaxed one at a time when nothing satisfies them. The heaviest term is required first
+ * (Karpenter's requirements: "Select heaviest preference and treat as a requirement"); a
+ * term no pool can meet is dropped and the next one becomes the requirement; then none. */
+START_TEST(test_preferences_required_first_then_relaxed)
+{
+    struct fixture f;
+    struct af_preferences p;
+    int relaxed = -1;
+
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn, g5, g6]") REQ(CAPACITY, "In",
+                                                                       "[on-demand]"),
+                  GPU_TAINTS));
+    memset(&p, 0, sizeof(p));
+    p.key = AF_PREFER_LABEL_FAMILY;
+    p.n_terms = 3;
+    p.terms[0].weight = 100;   /* p5: no pool allows it */
+    p.terms[0].values[0] = "p5";
+    p.terms[0].n_values = 1;
+    p.terms[1].weight = 90;
+    p.terms[1].values[0] = "g5";
+    p.terms[1].n_values = 1;
+    p.terms[2].weight = 80;
+    p.terms[2].values[0] = "g6";
+    p.terms[2].n_values = 1;
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g5.xlarge");
+    ck_assert_int_eq(relaxed, 1);
+    /* Only unmeetable terms: all relaxed, the pod as written (the cheapest, a T4). */
+    p.n_terms = 1;
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g4dn.xlarge");
+    ck_assert_int_eq(relaxed, 1);
+    /* A required NotIn is never relaxed. */
+    p.n_terms = 0;
+    p.not_in[0] = "g4dn";
+    p.n_not_in = 1;
+    ck_assert_str_ne(launch(&f, "one-gpu", &p, NULL), "g4dn.xlarge");
+    /* Spot asked with the term: only a spot offering meets it; none here, so relaxed. */
+    p.n_not_in = 0;
+    p.n_terms = 1;
+    p.terms[0] = p.terms[1];
+    p.spot = true;
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g4dn.xlarge");
+    ck_assert_int_eq(relaxed, 1);
+    release(&f);
+}
+END_TEST
+
+START_TEST(test_a_pod_nothing_can_hold_stays_pending)
+{
+    struct fixture f;
+    struct af_sim_cluster cl;
+    struct af_sim_result res;
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn, g5, p4d]"), GPU_TAINTS));
+    ck_assert_ptr_null(launch(&f, "huge", NULL, NULL));
+    memset(&cl, 0, sizeof(cl));
+    opt.autoscale = &f.of;
+    af_sim_run(cfg, &cl, &f.tr, &opt, &res);
+    for (int s = 0; s < 2; s++) {
+        /* one-gpu and four-gpu get a node each; untolerated, huge and cpu wait. */
+        ck_assert_int_eq(res.side[s].launched, 2);
+        ck_assert_int_eq(res.side[s].placed, 2);
+        ck_assert_int_eq(res.side[s].unplaced, 3);
+    }
+    af_sim_result_release(&res);
+    release(&f);
+}
+END_TEST
+
+/*
+ * Karpenter's consolidateAfter: a node empty that long is removed, and is paid until then.
+ * One CPU pool; a pod 0h-1h, a second 1h00m20s-2h (the node still there: reused), a third
+ * at 5h for 1h (a new node). Node 1: 0 to 2h00m30s; node 2: 5h to 6h00m30s.
+ */
+START_TEST(test_empty_node_removed_after_the_delay)
+{
+    static const char t[] = "end: 10h\npods:\n"
+                            "  - {name: a, namespace: x, at: 0, duration: 1h, requests: {cpu: 1}}\n"
+                            "  - {name: b, namespace: x, at: 3620, duration: 3580, requests: {cpu: 1}}\n"
+                            "  - {name: c, namespace: x, at: 5h, duration: 1h, requests: {cpu: 1}}\n";
+    struct af_sim_nodepools np;
+    struct af_sim_offerings of;
+    struct af_sim_trace tr;
+    struct af_sim_cluster cl;
+    struct af_sim_result res;
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+    struct af_error err;
+    const char *pools = POOL("cpu", "1", REQ(FAMILY, "In", "[m5]") REQ(CAPACITY, "In", "[on-demand]"), "");
+    double price;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_sim_nodepools_load("p", pools, strlen(pools), &np, &err), 0);
+    af_sim_offerings_build(cfg, &np, &of);
+    ck_assert_str_eq(of.v[0].type->name, "m5.large");
+    price = of.v[0].node.info->hourly_usd;
+    ck_assert_int_eq(af_codec_decode_trace("t", t, strlen(t), &tr, &err), 0);
+    memset(&cl, 0, sizeof(cl));
+    opt.autoscale = &of;
+    ck_assert(opt.consolidate_after == 30);
+    af_sim_run(cfg, &cl, &tr, &opt, &res);
+    for (int s = 0; s < 2; s++) {
+        ck_assert_int_eq(res.side[s].launched, 2);
+        ck_assert_int_eq(res.side[s].consolidated, 2);
+        ck_assert_str_eq(res.placements[s][0].node, res.placements[s][1].node);
+        ck_assert_str_ne(res.placements[s][0].node, res.placements[s][2].node);
+        ck_assert_msg(fabs(res.side[s].cost_usd - price * (2 + 30.0 / 3600 + 1 + 30.0 / 3600)) <
+                          1e-6,
+                      "%f", res.side[s].cost_usd);
+    }
+    af_sim_result_release(&res);
+    /* A longer delay keeps the node through the gap: one launch, paid 0h to 6h00m30s. */
+    opt.consolidate_after = 4 * 3600;
+    af_sim_run(cfg, &cl, &tr, &opt, &res);
+    ck_assert_int_eq(res.side[0].launched, 1);
+    ck_assert_int_eq(res.side[0].consolidated, 0);   /* still empty at the end: kept to 10h */
+    ck_assert(fabs(res.side[0].cost_usd - price * 10) < 1e-6);
+    af_sim_result_release(&res);
+    af_sim_trace_release(&tr);
+    af_sim_offerings_release(&of);
+    af_sim_nodepools_release(&np);
+}
+END_TEST
+
+START_TEST(test_shipped_nodepools_load_in_weight_order)
+{
+    static const char *const order[] = {"gpu-inference", "gpu-training", "gpu-inference-spot",
+                                         "cpu", "inferentia", "trainium"};
+    struct af_sim_nodepools np;
+    struct af_error err;
+    size_t len;
+    char *text = af_test_read("examples/karpenter-nodepools.yaml", &len);
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_sim_nodepools_load("np", text, len, &np, &err) == 0, "%s", err.text);
+    ck_assert_uint_eq(np.n, AF_ARRAY_SIZE(order));
+    for (size_t i = 0; i < np.n; i++)
+        ck_assert_str_eq(np.pools[i].name, order[i]);
+    ck_assert_uint_eq(np.pools[0].n_taints, 1);
+    af_sim_nodepools_release(&np);
+    free(text);
+}
+END_TEST
+
+static const struct {
+    const char *yaml;
+    const char *want;
+} bad_pools[] = {
+    {POOL("p", "1", REQ("example.com/rack", "In", "[a]"), ""),
+     "pools.yaml:10:17: requirement key 'example.com/rack' is not modelled"},
+    {POOL("p", "1", "        - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ['4']}\n", ""),
+     "pools.yaml:10:66: operator 'Gt' is not modelled"},
+    {POOL("p", "101", REQ(FAMILY, "In", "[g5]"), ""), "pools.yaml:6:11: "},
+    {"---\napiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: p}\n",
+     "pools.yaml:2:13: NodePool apiVersion 'karpenter.sh/v1beta1'"},
+    {"apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\n", "no NodePool"},
+    {POOL("p", "1", REQ(FAMILY, "In", "[g5]"), "      taints: [{key: a, effect: Sometimes}]\n"),
+     "pools.yaml:11:33: taint effect 'Sometimes'"},
+};
+
+START_TEST(test_bad_nodepools_name_line_and_column)
+{
+    struct af_sim_nodepools np;
+    struct af_error err;
+    char msg[1024];
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_ne(af_sim_nodepools_load("pools.yaml", bad_pools[_i].yaml,
+                                           strlen(bad_pools[_i].yaml), &np, &err),
+                     0);
+    af_error_format(&err, msg, sizeof(msg));
+    ck_assert_msg(strstr(msg, bad_pools[_i].want), "got '%s', want '%s'", msg, bad_pools[_i].want);
+}
+END_TEST
+
+/* The shipped NodePools and the autoscaled demo day, through the binary (docs/simulate.md). */
+START_TEST(test_autoscaled_day_through_the_binary)
+{
+    const char *argv[] = {"accelfit", "simulate", "--demo", "--no-nodes", "--workload",
+                          af_test_path("examples/traces/autoscale-day.yaml"), "--policy",
+                          af_test_path("examples/traces/demo-policy.yaml"), "--autoscale",
+                          af_test_path("examples/karpenter-nodepools.yaml"), "--output", "json",
+                          NULL};
+    char *out = NULL, *err = NULL;
+    json_t *j, *a, *k;
+    json_error_t je;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    j = json_loads(out, 0, &je);
+    ck_assert_msg(j, "%s", je.text);
+    a = json_object_get(json_object_get(j, "schedulers"), "accelfit");
+    k = json_object_get(json_object_get(j, "schedulers"), "kube_scheduler");
+    /* The 13B model: accelfit's tiers name classes that hold it, and the preference makes
+     * Karpenter launch one (an L40S); Karpenter alone launches the cheapest GPU (a T4). */
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(a, "launched_by_class"), "nvidia-l40s")),
+                     2);
+    ck_assert_ptr_null(json_object_get(json_object_get(k, "launched_by_class"), "nvidia-l40s"));
+    ck_assert_int_gt(json_integer_value(json_object_get(a, "launched_for_a_preference")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(k, "launched_for_a_preference")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "unplaced")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(j, "autoscale"), "consolidate_after_s")),
+                     30);
+    json_decref(j);
+    free(out);
+    free(err);
+}
+END_TEST
+
+START_TEST(test_usage)
+{
+    const char *argv[] = {"accelfit", "simulate", "--demo", "--no-nodes", "--workload-from-cluster",
+                          NULL};
+    const char *argv2[] = {"accelfit", "simulate", "--demo", "--workload", "x", "--autoscale", "x",
+                           "--consolidate-after", "soon", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--no-nodes needs --autoscale"));
+    free(out);
+    free(err);
+    ck_assert_int_eq(af_test_exec(argv2, NULL, &out, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--consolidate-after: expected a duration"));
+    free(out);
+    free(err);
+}
+END_TEST
+
+static Suite *af_autoscale_suite(void)
+{
+    Suite *s = suite_create("autoscale");
+    TCase *tc = tcase_create("provisioner");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_cheapest_type_that_satisfies_the_requests);
+    tcase_add_test(tc, test_spot_offering_priced_at_the_catalog_estimate);
+    tcase_add_test(tc, test_pool_weight_orders_and_taints_must_be_tolerated);
+    tcase_add_test(tc, test_preferences_required_first_then_relaxed);
+    tcase_add_test(tc, test_a_pod_nothing_can_hold_stays_pending);
+    tcase_add_test(tc, test_empty_node_removed_after_the_delay);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("inputs");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_shipped_nodepools_load_in_weight_order);
+    tcase_add_loop_test(tc, test_bad_nodepools_name_line_and_column, 0,
+                        (int)AF_ARRAY_SIZE(bad_pools));
+    tcase_add_test(tc, test_autoscaled_day_through_the_binary);
+    tcase_add_test(tc, test_usage);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return af_test_run(af_autoscale_suite());
+}
