@@ -234,7 +234,12 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     af__sim_scan_text(r, line, sizeof(line));
     err |= af_buf_printf(out, "%zu nodes, %zu pods in the trace, %zu already running; %.1f hours\n",
                          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
-    err |= af_buf_printf(out, "%s\n\n", line);
+    err |= af_buf_printf(out, "%s\n", line);
+    if (r->autoscale)
+        err |= af_buf_printf(out, "autoscaling: a pod that fits no node launches one (no launch "
+                                  "latency); launched nodes removed after %.0fs empty\n",
+                             r->consolidate_after);
+    err |= af_buf_puts(out, "\n");
     err |= af_buf_printf(out, "%-28s %16s %16s %14s\n", "", "accelfit", "kube-scheduler",
                          "lower bound");
     af__sim_rows(r, text_row, &t);
