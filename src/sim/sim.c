@@ -391,7 +391,7 @@ static bool decide(struct run *r, size_t p)
     struct af_snapshot *snap = r->side == AF_SIM_ACCELFIT ? af_cache_snapshot(r->cache) : NULL;
     const struct af_node_view *nv = snap ? snap->nodes : r->own;
     int want = af_ks_feasible_to_find(r->opt->percentage_of_nodes_to_score, (int)r->n_live);
-    size_t n = 0, examined = 0, best = SIZE_MAX, pass = 0;
+    size_t n = 0, examined = 0, steps = 0, best = SIZE_MAX, pass = 0;
     struct af_plan plan, open_plan;
     int tier;
     bool placed = false;
@@ -408,14 +408,15 @@ static bool decide(struct run *r, size_t p)
     /* The scan: round robin from where the last cycle stopped, until `want` fit. */
     for (size_t j = 0; j < r->n_nodes && (int)n < want; j++) {
         size_t i = (r->next_start + j) % r->n_nodes;
+        steps++;
         if (r->gone[i])
-            continue;
+            continue;   /* removed by the autoscaler: not in the node list */
         examined++;
         if (af_ks_filter(pod, &r->ks[i]) == AF_KS_FIT)
             r->cand[n++] = i;
     }
     if (r->n_nodes)
-        r->next_start = (r->next_start + examined + (r->n_nodes - r->n_live)) % r->n_nodes;
+        r->next_start = (r->next_start + steps) % r->n_nodes;
     r->decisions++;
     r->examined += (double)examined;
     r->feasible += (double)n;
