@@ -372,6 +372,19 @@ START_TEST(test_autoscaled_day_through_the_binary)
     ck_assert_int_gt(json_integer_value(json_object_get(a, "launched_for_a_preference")), 0);
     ck_assert_int_eq(json_integer_value(json_object_get(k, "launched_for_a_preference")), 0);
     ck_assert_int_eq(json_integer_value(json_object_get(a, "unplaced")), 0);
+    /* team-batch may use spot only: its preference names spot, which only the spot pool
+     * meets; Karpenter alone takes the heavier on-demand pool. */
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "placements")); i++) {
+        json_t *p = json_array_get(json_object_get(j, "placements"), i);
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *an = json_string_value(json_object_get(json_object_get(p, "accelfit"), "node"));
+        const char *kn =
+            json_string_value(json_object_get(json_object_get(p, "kube_scheduler"), "node"));
+        if (strncmp(name, "embed-batch-", 12))
+            continue;
+        ck_assert_msg(!strncmp(an, "gpu-inference-spot-", 19), "%s on %s", name, an);
+        ck_assert_msg(strncmp(kn, "gpu-inference-spot-", 19), "%s on %s", name, kn);
+    }
     ck_assert_int_eq(json_integer_value(json_object_get(
                          json_object_get(j, "autoscale"), "consolidate_after_s")),
                      30);
