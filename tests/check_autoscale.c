@@ -92,7 +92,7 @@ static const struct af_sim_pod *pod(struct fixture *f, const char *name)
 static const char *launch(struct fixture *f, const char *name, const struct af_preferences *p,
                           int *relaxed)
 {
-    long o = af_sim_provision(&f->of, pod(f, name), p, relaxed);
+    long o = af_sim_provision(&f->of, pod(f, name), p, NULL, relaxed);
     return o < 0 ? NULL : f->of.v[o].type->name;
 }
 
@@ -141,7 +141,7 @@ START_TEST(test_spot_offering_priced_at_the_catalog_estimate)
 
     load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn]") REQ(CAPACITY, "In", "[spot, on-demand]"),
                   GPU_TAINTS));
-    o = af_sim_provision(&f.of, pod(&f, "one-gpu"), NULL, NULL);
+    o = af_sim_provision(&f.of, pod(&f, "one-gpu"), NULL, NULL, NULL);
     ck_assert_int_ge(o, 0);
     ck_assert(f.of.v[o].spot);
     /* The catalog's spot discount for the type, else the policy's default one. */
@@ -214,6 +214,29 @@ START_TEST(test_preferences_required_first_then_relaxed)
     p.spot = true;
     ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g4dn.xlarge");
     ck_assert_int_eq(relaxed, 1);
+    release(&f);
+}
+END_TEST
+
+/* Karpenter's spec.limits: a pool whose nodes would pass a limit launches nothing more;
+ * what a removed node allocated is free again. */
+START_TEST(test_pool_limits_stop_launches)
+{
+    struct fixture f;
+    struct af_resources used[2];
+
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn]") REQ(CAPACITY, "In", "[on-demand]"),
+                  GPU_TAINTS "  limits: {nvidia.com/gpu: \"2\", cpu: 1000}\n"));
+    ck_assert_int_eq(f.np.pools[0].limits.v[AF_RES_GPU], 2);
+    ck_assert_int_eq(f.np.pools[0].limits.v[AF_RES_CPU], 1000 * 1000);
+    memset(used, 0, sizeof(used));
+    ck_assert_int_ge(af_sim_provision(&f.of, pod(&f, "one-gpu"), NULL, used, NULL), 0);
+    /* Four GPUs in one node would pass the limit of two. */
+    ck_assert_int_lt(af_sim_provision(&f.of, pod(&f, "four-gpu"), NULL, used, NULL), 0);
+    used[0].v[AF_RES_GPU] = 2;
+    ck_assert_int_lt(af_sim_provision(&f.of, pod(&f, "one-gpu"), NULL, used, NULL), 0);
+    used[0].v[AF_RES_GPU] = 1;
+    ck_assert_int_ge(af_sim_provision(&f.of, pod(&f, "one-gpu"), NULL, used, NULL), 0);
     release(&f);
 }
 END_TEST
@@ -327,6 +350,10 @@ static const struct {
     {"---\napiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: p}\n",
      "pools.yaml:2:13: NodePool apiVersion 'karpenter.sh/v1beta1'"},
     {"apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\n", "no NodePool"},
+    {POOL("p", "1", REQ(FAMILY, "In", "[g5]"), "  limits: {ephemeral-storage: 1Ti}\n"),
+     "pools.yaml:11:12: limit 'ephemeral-storage' is not modelled"},
+    {POOL("p", "1", REQ(FAMILY, "In", "[g5]"), "  limits: {cpu: lots}\n"),
+     "pools.yaml:11:17: limit cpu: 'lots' is not a quantity"},
     {POOL("p", "1", REQ(FAMILY, "In", "[g5]"), "      taints: [{key: a, effect: Sometimes}]\n"),
      "pools.yaml:11:33: taint effect 'Sometimes'"},
 };
@@ -423,6 +450,7 @@ static Suite *af_autoscale_suite(void)
     tcase_add_test(tc, test_spot_offering_priced_at_the_catalog_estimate);
     tcase_add_test(tc, test_pool_weight_orders_and_taints_must_be_tolerated);
     tcase_add_test(tc, test_preferences_required_first_then_relaxed);
+    tcase_add_test(tc, test_pool_limits_stop_launches);
     tcase_add_test(tc, test_a_pod_nothing_can_hold_stays_pending);
     tcase_add_test(tc, test_empty_node_removed_after_the_delay);
     suite_add_tcase(s, tc);

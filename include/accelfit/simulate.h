@@ -184,6 +184,8 @@ struct af_sim_nodepool {
     size_t n_taints;
     struct af_pair *labels;            /* spec.template.metadata.labels */
     size_t n_labels;
+    struct af_resources limits;        /* spec.limits */
+    uint32_t limited;                  /* resources with a limit: bit 1u << enum af_res */
 };
 
 struct af_sim_nodepools {
@@ -226,7 +228,9 @@ struct af_node_info *af_sim_offering_node(const struct af_config *cfg,
 struct af_preferences;
 
 /*
- * Karpenter's choice for a pending pod: the preferences' terms are tried as required one at
+ * Karpenter's choice for a pending pod (`pool_used`: per NodePool, what its launched nodes
+ * that are still there allocate, or NULL for none; an offering that would take a pool past
+ * its spec.limits is left out, as Karpenter filters by the remaining resources): the preferences' terms are tried as required one at
  * a time, heaviest first (each relaxation drops the heaviest unmet term), then none; at each
  * step the NodePools in weight order, and in the first pool with an offering that satisfies
  * the pod (af_ks_filter on an empty node of it: requests, nodeSelector, taints vs
@@ -235,7 +239,8 @@ struct af_preferences;
  * relaxed to find it. `prefs` may be NULL (the pod as written). Pure.
  */
 long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod *pod,
-                      const struct af_preferences *prefs, int *relaxed);
+                      const struct af_preferences *prefs, const struct af_resources *pool_used,
+                      int *relaxed);
 
 /* ---- the kube-scheduler model (src/sim/kubesched.c) ---------------------------------------- */
 

@@ -141,6 +141,38 @@ static int taint(struct af__ydoc *d, const yaml_node_t *n, struct af_sim_taint *
     return 0;
 }
 
+/* spec.limits: resource names accelfit counts (cpu, memory, nvidia.com/gpu, the Neuron
+ * resources), each a Kubernetes quantity. */
+static int limits(struct af__ydoc *d, const yaml_node_t *map, struct af_sim_nodepool *p)
+{
+    int rc;
+
+    if ((rc = af__ynode_expect(d, map, YAML_MAPPING_NODE, "limits")))
+        return rc;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = af__ydoc_node(d, pr->key), *v = af__ydoc_node(d, pr->value);
+        const char *name, *q;
+        int r;
+        int64_t x;
+        if ((rc = af__ynode_string(d, k, "a limit", &name)))
+            return rc;
+        r = af_res_parse(name);
+        if (r < 0 || r == AF_RES_MIG)
+            return af__ydoc_err(d, k, AF_EINVAL,
+                                "limit '%s' is not modelled (cpu, memory, pods, nvidia.com/gpu, "
+                                "aws.amazon.com/neuron, neurondevice, neuroncore)",
+                                name);
+        if ((rc = af__ynode_string(d, v, name, &q)))
+            return rc;
+        if (af_parse_quantity(q, r == AF_RES_CPU ? 1000 : 1, &x) || x < 0)
+            return af__ydoc_err(d, v, AF_EINVAL, "limit %s: '%s' is not a quantity", name, q);
+        p->limits.v[r] = x;
+        p->limited |= 1u << r;
+    }
+    return 0;
+}
+
 static int pool(struct af__ydoc *d, const yaml_node_t *root, struct af_sim_nodepool *p)
 {
     yaml_node_t *meta = af__ymap_get(d, root, "metadata"), *spec = af__ymap_get(d, root, "spec");
@@ -167,6 +199,8 @@ static int pool(struct af__ydoc *d, const yaml_node_t *root, struct af_sim_nodep
         return rc;
     if ((w = af__ymap_get(d, spec, "weight")) &&
         (rc = af__ynode_int(d, w, "weight", 1, 100, &p->weight)))
+        return rc;
+    if ((w = af__ymap_get(d, spec, "limits")) && (rc = limits(d, w, p)))
         return rc;
     tmpl = af__ymap_get(d, spec, "template");
     if (!tmpl)

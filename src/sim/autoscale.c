@@ -219,8 +219,22 @@ static bool meets(const struct af_sim_node *n, const struct af_preferences *pref
     return true;
 }
 
+/* Whether launching `of` keeps its pool within spec.limits. */
+static bool within_limits(const struct af_sim_offerings *o, const struct af_sim_offering *of,
+                          const struct af_resources *pool_used)
+{
+    const struct af_sim_nodepool *p = &o->pools->pools[of->pool];
+
+    for (int r = 0; r < AF_RES__COUNT && pool_used; r++)
+        if ((p->limited & (1u << r)) &&
+            pool_used[of->pool].v[r] + of->node.info->allocatable.v[r] > p->limits.v[r])
+            return false;
+    return true;
+}
+
 long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod *pod,
-                      const struct af_preferences *prefs, int *relaxed)
+                      const struct af_preferences *prefs, const struct af_resources *pool_used,
+                      int *relaxed)
 {
     size_t n_terms = prefs ? prefs->n_terms : 0;
 
@@ -234,7 +248,8 @@ long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod 
             struct af_ks_node ks = {&of->node, &empty, 0, 0};
             memset(&empty, 0, sizeof(empty));
             empty.info = of->node.info;
-            if (!meets(&of->node, prefs, term) || af_ks_filter(pod, &ks) != AF_KS_FIT)
+            if (!meets(&of->node, prefs, term) || af_ks_filter(pod, &ks) != AF_KS_FIT ||
+                !within_limits(o, of, pool_used))
                 continue;
             /* Offerings are by pool, then price: the first hit is the heaviest pool's
              * cheapest. */

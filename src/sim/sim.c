@@ -76,6 +76,8 @@ struct run {
     size_t *order;                     /* live nodes by name (the snapshot's order) */
     int n_launches;
     bool *provisioned;                 /* per pod: a node was launched for it */
+    size_t *pool_of;                   /* per launched node: its NodePool */
+    struct af_resources *pool_used;    /* per NodePool: what its nodes still there allocate */
     struct af_preferences *prefs;      /* scratch for the webhook's preferences */
     /* per node */
     int64_t *nz_cpu, *nz_mem;
@@ -627,6 +629,7 @@ static void grow_nodes(struct run *r)
     GROW_TO(r->empty_since, n);
     GROW_TO(r->pos, n);
     GROW_TO(r->order, n);
+    GROW_TO(r->pool_of, n);
     GROW_TO(r->nz_cpu, n);
     GROW_TO(r->nz_mem, n);
     GROW_TO(r->workload, n);
@@ -665,6 +668,9 @@ static size_t launch(struct run *r, const struct af_sim_offering *o)
     r->nodes[i] = o->node;   /* labels and taints borrowed from the offering */
     r->nodes[i].info = af_sim_offering_node(r->cfg, o, name);
     r->launched[i] = true;
+    r->pool_of[i] = o->pool;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->pool_used[o->pool].v[k] += r->nodes[i].info->allocatable.v[k];
     r->gone[i] = false;
     r->empty_since[i] = r->t;
     r->nz_cpu[i] = r->nz_mem[i] = 0;
@@ -685,6 +691,8 @@ static void consolidate(struct run *r, size_t i)
     node_rates(r, i, -1);
     r->gone[i] = true;
     r->empty_since[i] = -1;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->pool_used[r->pool_of[i]].v[k] -= r->nodes[i].info->allocatable.v[k];
     af_cache_delete_node(r->cache, r->nodes[i].info->name);
     reindex(r);
     r->st->consolidated++;
@@ -735,7 +743,7 @@ static bool provision(struct run *r, size_t p)
         af_snapshot_unref(snap);
         prefs = r->prefs;
     }
-    o = af_sim_provision(of, pod, prefs, &relaxed);
+    o = af_sim_provision(of, pod, prefs, r->pool_used, &relaxed);
     if (o < 0)
         return false;
     launch(r, &of->v[o]);
@@ -962,6 +970,9 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->empty_since = af_xmalloc((n + 1) * sizeof(*r->empty_since));
     r->pos = af_xmalloc((n + 1) * sizeof(*r->pos));
     r->order = af_xmalloc((n + 1) * sizeof(*r->order));
+    r->pool_of = af_xcalloc(n + 1, sizeof(*r->pool_of));
+    r->pool_used = af_xcalloc((opt->autoscale ? opt->autoscale->pools->n : 0) + 1,
+                              sizeof(*r->pool_used));
     for (size_t i = 0; i < n; i++) {
         r->empty_since[i] = -1;
         r->pos[i] = r->order[i] = i;   /* the cluster's nodes are sorted by name */
@@ -1041,6 +1052,8 @@ static void run_release(struct run *r)
     af_free(r->empty_since);
     af_free(r->pos);
     af_free(r->order);
+    af_free(r->pool_of);
+    af_free(r->pool_used);
     af_free(r->provisioned);
     af_free(r->prefs);
     af_free(r->nz_cpu);
