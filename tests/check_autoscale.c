@@ -259,6 +259,20 @@ START_TEST(test_a_pod_nothing_can_hold_stays_pending)
         ck_assert_int_eq(res.side[s].placed, 2);
         ck_assert_int_eq(res.side[s].unplaced, 3);
     }
+    {
+        /* The table, JSON and HTML report carry the autoscaler's rows. */
+        struct af_buf b = AF_BUF_INIT(0);
+        ck_assert_int_eq(af_sim_render_html(&res, "t", &b), 0);
+        ck_assert_ptr_nonnull(strstr(b.buf, "nodes launched"));
+        ck_assert_ptr_nonnull(strstr(b.buf, "launched nodes removed after 30s empty"));
+        af_buf_reset(&b);
+        ck_assert_int_eq(af_sim_render_text(&res, &b), 0);
+        ck_assert_ptr_nonnull(strstr(b.buf, "removed empty"));
+        af_buf_reset(&b);
+        ck_assert_int_eq(af_sim_render_json(&res, &b), 0);
+        ck_assert_ptr_nonnull(strstr(b.buf, "\"launched\":2,"));
+        af_buf_release(&b);
+    }
     af_sim_result_release(&res);
     release(&f);
 }

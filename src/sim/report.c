@@ -225,6 +225,14 @@ void af__sim_rollout_share(const struct af_sim_rollout_stats *ro, int side, char
                          "classes, or were not placed)");
 }
 
+void af__sim_autoscale_text(const struct af_sim_result *r, char *out, size_t n)
+{
+    snprintf(out, n,
+             "autoscaling: a pod that fits no node launches one (no launch latency); launched "
+             "nodes removed after %.0fs empty",
+             r->consolidate_after);
+}
+
 int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
 {
     struct text_ctx t = {out, 0};
@@ -235,10 +243,10 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     err |= af_buf_printf(out, "%zu nodes, %zu pods in the trace, %zu already running; %.1f hours\n",
                          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
     err |= af_buf_printf(out, "%s\n", line);
-    if (r->autoscale)
-        err |= af_buf_printf(out, "autoscaling: a pod that fits no node launches one (no launch "
-                                  "latency); launched nodes removed after %.0fs empty\n",
-                             r->consolidate_after);
+    if (r->autoscale) {
+        af__sim_autoscale_text(r, line, sizeof(line));
+        err |= af_buf_printf(out, "%s\n", line);
+    }
     err |= af_buf_puts(out, "\n");
     err |= af_buf_printf(out, "%-28s %16s %16s %14s\n", "", "accelfit", "kube-scheduler",
                          "lower bound");
