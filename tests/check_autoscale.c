@@ -332,6 +332,92 @@ START_TEST(test_empty_node_removed_after_the_delay)
 }
 END_TEST
 
+/*
+ * Random days on the shipped NodePools with the demo policy (preferences, tenants with
+ * budgets, a spot-only tenant), from no nodes and from the demo cluster: the lower bound
+ * stays below both schedulers, the series add up, and every tenant's spend the books keep
+ * equals af_costs_compute over the cache, launched and removed nodes included.
+ */
+START_TEST(test_random_days_keep_the_books)
+{
+    static const char *const ns[] = {"serving", "vision", "batch", "ml-data"};
+    static const char *const kinds[] = {"inference", "training", "batch-inference"};
+    static const char *const params[] = {"1B", "7B", "13B", "70B"};
+    unsigned seed = 77u + (unsigned)_i;
+    struct af_buf tb = AF_BUF_INIT(0);
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_sim_result r;
+    struct af_sim_nodepools np;
+    struct af_sim_offerings of;
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+    struct af_config *pcfg = NULL;
+    struct af_error err;
+    size_t clen, plen;
+    char *ctext = af_test_read("manifests/demo-cluster.yaml", &clen);
+    char *ptext = af_test_read("examples/karpenter-nodepools.yaml", &plen);
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_msg(af_config_load(&pcfg, NULL, af_test_path("examples/traces/demo-policy.yaml"),
+                                 &err) == 0,
+                  "%s", err.text);
+    ck_assert_int_eq(af_sim_nodepools_load("np", ptext, plen, &np, &err), 0);
+    af_sim_offerings_build(pcfg, &np, &of);
+    ck_assert_int_eq(af_buf_puts(&tb, "end: 12h\npods:\n"), 0);
+    for (int i = 0; i < 40; i++) {
+        int gpus = rand_r(&seed) % 4 == 0 ? 0 : 1 + rand_r(&seed) % 4;
+        char gpu[40] = "";
+        if (gpus)
+            snprintf(gpu, sizeof(gpu), ", nvidia.com/gpu: %d", gpus);
+        ck_assert_int_eq(
+            af_buf_printf(&tb,
+                          "  - {name: p%d, namespace: %s, labels: {accelfit.io/managed: \"true\"}, "
+                          "at: %d, duration: %d, annotations: {accelfit.io/workload: %s, "
+                          "accelfit.io/model-params: %s}, requests: {cpu: %d, memory: %dGi%s}, "
+                          "tolerations: [{operator: Exists}]}\n",
+                          i, ns[rand_r(&seed) % 4], rand_r(&seed) % 30000,
+                          rand_r(&seed) % 5 ? 60 + rand_r(&seed) % 9000 : 30,
+                          gpus ? kinds[rand_r(&seed) % 3] : "preprocessing",
+                          params[rand_r(&seed) % 4], 1 + rand_r(&seed) % 8,
+                          1 + rand_r(&seed) % 32, gpu),
+            0);
+    }
+    ck_assert_msg(af_codec_decode_sim_cluster(pcfg, "c", ctext, clen, &cl, NULL, &err) == 0, "%s",
+                  err.text);
+    af_sim_cluster_drop_pods(&cl);
+    if (_i % 2)
+        af_sim_cluster_release(&cl);   /* from no nodes */
+    ck_assert_msg(af_codec_decode_trace("t", tb.buf, tb.len, &tr, &err) == 0, "%s", err.text);
+    opt.autoscale = &of;
+    opt.check_spend = true;
+    opt.consolidate_after = _i < 2 ? 30 : 600;
+    af_sim_run(pcfg, &cl, &tr, &opt, &r);
+    if (_i % 2)   /* from no nodes, every pod placed ran on a launched node */
+        ck_assert_int_gt(r.side[AF_SIM_KUBE].launched, 0);
+    ck_assert_int_gt(r.spend_checks, 0);
+    ck_assert_int_eq(r.spend_mismatches, 0);
+    ck_assert_double_le(r.side[AF_SIM_BOUND].cost_usd, r.side[AF_SIM_ACCELFIT].cost_usd + 1e-9);
+    ck_assert_double_le(r.side[AF_SIM_BOUND].cost_usd, r.side[AF_SIM_KUBE].cost_usd + 1e-9);
+    for (int s = 0; s < AF_SIM__SIDES; s++) {
+        double sum = 0;
+        for (int i = 0; i < r.buckets * AF_SIM_CLASSES; i++)
+            sum += r.side[s].cost_series[i];
+        ck_assert_double_eq_tol(sum, r.side[s].cost_usd, 1e-6);
+        if (s < 2)
+            ck_assert_int_le(r.side[s].consolidated, r.side[s].launched);
+    }
+    af_sim_result_release(&r);
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+    af_sim_offerings_release(&of);
+    af_sim_nodepools_release(&np);
+    af_config_unref(pcfg);
+    af_buf_release(&tb);
+    free(ctext);
+    free(ptext);
+}
+END_TEST
+
 START_TEST(test_shipped_nodepools_load_in_weight_order)
 {
     static const char *const order[] = {"gpu-inference", "gpu-training", "gpu-inference-spot",
@@ -467,6 +553,7 @@ static Suite *af_autoscale_suite(void)
     tcase_add_test(tc, test_pool_limits_stop_launches);
     tcase_add_test(tc, test_a_pod_nothing_can_hold_stays_pending);
     tcase_add_test(tc, test_empty_node_removed_after_the_delay);
+    tcase_add_loop_test(tc, test_random_days_keep_the_books, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inputs");
