@@ -171,11 +171,22 @@ START_TEST(test_pool_weight_orders_and_taints_must_be_tolerated)
 }
 END_TEST
 
-/* Karpenter's scheduling docs, "Preferences": preferred terms are treated as required, and
- * relaxed one at a time when nothing satisfies them. The heaviest term is required first
- * (Karpenter's requirements: "Select heaviest preference and treat as a requirement"); a
- * term no pool can meet is dropped and the next one becomes the requirement; then none. */
-START_TEST(test_preferences_required_first_then_relaxed)
+static void term(struct af_preferences *p, size_t k, int weight, const char *a, const char *b)
+{
+    memset(&p->terms[k], 0, sizeof(p->terms[k]));
+    p->terms[k].weight = weight;
+    p->terms[k].values[p->terms[k].n_values++] = a;
+    if (b)
+        p->terms[k].values[p->terms[k].n_values++] = b;
+}
+
+/*
+ * Karpenter's scheduling docs, "Preferences": "Karpenter starts by treating preferred
+ * affinities as required affinities when constructing requirements for a pod. When these
+ * requirements cannot be met, the pod's preferences are relaxed one-at-a-time by ascending
+ * weight (lowest weight is relaxed first), and the remaining requirements are tried again."
+ */
+START_TEST(test_preferences_required_then_relaxed_lightest_first)
 {
     struct fixture f;
     struct af_preferences p;
@@ -184,35 +195,63 @@ START_TEST(test_preferences_required_first_then_relaxed)
     load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn, g5, g6]") REQ(CAPACITY, "In",
                                                                        "[on-demand]"),
                   GPU_TAINTS));
+    ck_assert_int_eq(f.of.relax, AF_SIM_RELAX_LIGHTEST_FIRST);
     memset(&p, 0, sizeof(p));
     p.key = AF_PREFER_LABEL_FAMILY;
-    p.n_terms = 3;
-    p.terms[0].weight = 100;   /* p5: no pool allows it */
-    p.terms[0].values[0] = "p5";
-    p.terms[0].n_values = 1;
-    p.terms[1].weight = 90;
-    p.terms[1].values[0] = "g5";
-    p.terms[1].n_values = 1;
-    p.terms[2].weight = 80;
-    p.terms[2].values[0] = "g6";
-    p.terms[2].n_values = 1;
+    /* Both required: only g5 is in both, though g6 is cheaper and in the heavier one. */
+    term(&p, 0, 100, "g5", "g6");
+    term(&p, 1, 50, "g5", "g4dn");
+    p.n_terms = 2;
     ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g5.xlarge");
+    ck_assert_int_eq(relaxed, 0);
+    /* Nothing meets both: the lightest goes first, the heavier one stays required. */
+    term(&p, 1, 50, "g4dn", NULL);
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g6.xlarge");
     ck_assert_int_eq(relaxed, 1);
-    /* Only unmeetable terms: all relaxed, the pod as written (the cheapest, a T4). */
-    p.n_terms = 1;
+    /* The heaviest names a family no pool allows: all relaxed, the pod as written (a T4). */
+    term(&p, 0, 100, "p5", NULL);
+    term(&p, 1, 50, "p5", "g5");
     ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g4dn.xlarge");
-    ck_assert_int_eq(relaxed, 1);
+    ck_assert_int_eq(relaxed, 2);
     /* A required NotIn is never relaxed. */
     p.n_terms = 0;
     p.not_in[0] = "g4dn";
     p.n_not_in = 1;
-    ck_assert_str_ne(launch(&f, "one-gpu", &p, NULL), "g4dn.xlarge");
-    /* Spot asked with the term: only a spot offering meets it; none here, so relaxed. */
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, NULL), "g6.xlarge");
+    /* Spot asked with the terms: only a spot offering meets them; none here, so relaxed. */
     p.n_not_in = 0;
+    term(&p, 0, 100, "g5", NULL);
     p.n_terms = 1;
-    p.terms[0] = p.terms[1];
     p.spot = true;
     ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g4dn.xlarge");
+    ck_assert_int_eq(relaxed, 1);
+    release(&f);
+}
+END_TEST
+
+/* Karpenter's code (requirements.go: "Select heaviest preference and treat as a requirement.
+ * An outer loop will iteratively unconstrain them if unsatisfiable"): one term at a time,
+ * the heaviest; dropped when nothing meets it (--relax-preferences heaviest-first). */
+START_TEST(test_preferences_heaviest_first_as_the_code_does)
+{
+    struct fixture f;
+    struct af_preferences p;
+    int relaxed = -1;
+
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn, g5, g6]"), GPU_TAINTS));
+    f.of.relax = AF_SIM_RELAX_HEAVIEST_FIRST;
+    memset(&p, 0, sizeof(p));
+    p.key = AF_PREFER_LABEL_FAMILY;
+    term(&p, 0, 100, "g5", "g6");
+    term(&p, 1, 50, "g5", "g4dn");
+    p.n_terms = 2;
+    /* Only the heaviest is required: its cheapest, g6 (the docs' rule gives g5). */
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g6.xlarge");
+    ck_assert_int_eq(relaxed, 0);
+    /* The heaviest unmeetable: the next heaviest alone (the docs' rule gives none). */
+    term(&p, 0, 100, "p5", NULL);
+    term(&p, 1, 50, "g5", NULL);
+    ck_assert_str_eq(launch(&f, "one-gpu", &p, &relaxed), "g5.xlarge");
     ck_assert_int_eq(relaxed, 1);
     release(&f);
 }
@@ -527,6 +566,8 @@ START_TEST(test_usage)
                           NULL};
     const char *argv2[] = {"accelfit", "simulate", "--demo", "--workload", "x", "--autoscale", "x",
                            "--consolidate-after", "soon", NULL};
+    const char *argv3[] = {"accelfit", "simulate", "--demo", "--workload", "x", "--autoscale", "x",
+                           "--relax-preferences", "random", NULL};
     char *out = NULL, *err = NULL;
 
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
@@ -535,6 +576,10 @@ START_TEST(test_usage)
     free(err);
     ck_assert_int_eq(af_test_exec(argv2, NULL, &out, &err), 2);
     ck_assert_ptr_nonnull(strstr(err, "--consolidate-after: expected a duration"));
+    free(out);
+    free(err);
+    ck_assert_int_eq(af_test_exec(argv3, NULL, &out, &err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--relax-preferences: expected lightest-first"));
     free(out);
     free(err);
 }
@@ -549,7 +594,8 @@ static Suite *af_autoscale_suite(void)
     tcase_add_test(tc, test_cheapest_type_that_satisfies_the_requests);
     tcase_add_test(tc, test_spot_offering_priced_at_the_catalog_estimate);
     tcase_add_test(tc, test_pool_weight_orders_and_taints_must_be_tolerated);
-    tcase_add_test(tc, test_preferences_required_first_then_relaxed);
+    tcase_add_test(tc, test_preferences_required_then_relaxed_lightest_first);
+    tcase_add_test(tc, test_preferences_heaviest_first_as_the_code_does);
     tcase_add_test(tc, test_pool_limits_stop_launches);
     tcase_add_test(tc, test_a_pod_nothing_can_hold_stays_pending);
     tcase_add_test(tc, test_empty_node_removed_after_the_delay);

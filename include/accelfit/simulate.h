@@ -212,10 +212,24 @@ struct af_sim_offering {
     bool spot;
 };
 
+/*
+ * How preferred terms are relaxed. Karpenter's scheduling docs ("Preferences"): all preferred
+ * terms are treated as required, and relaxed one at a time by ascending weight, the lightest
+ * first. Karpenter's code (pkg/scheduling/requirements.go, scheduling/preferences.go) instead
+ * requires only the heaviest term and, when nothing meets it, drops it and requires the next
+ * heaviest; aws/karpenter-provider-aws#9048 reports the difference. The docs' rule is the
+ * default; the code's is a choice (--relax-preferences heaviest-first).
+ */
+enum af_sim_relax {
+    AF_SIM_RELAX_LIGHTEST_FIRST = 0,   /* every term required at once; the lightest dropped first */
+    AF_SIM_RELAX_HEAVIEST_FIRST,       /* one term required, the heaviest; dropped first */
+};
+
 struct af_sim_offerings {
     struct af_sim_offering *v;
     size_t n;
     const struct af_sim_nodepools *pools;   /* borrowed */
+    enum af_sim_relax relax;           /* AF_SIM_RELAX_LIGHTEST_FIRST after building */
 };
 
 void af_sim_offerings_build(const struct af_config *cfg, const struct af_sim_nodepools *np,
@@ -228,15 +242,16 @@ struct af_node_info *af_sim_offering_node(const struct af_config *cfg,
 struct af_preferences;
 
 /*
- * Karpenter's choice for a pending pod (`pool_used`: per NodePool, what its launched nodes
- * that are still there allocate, or NULL for none; an offering that would take a pool past
- * its spec.limits is left out, as Karpenter filters by the remaining resources): the preferences' terms are tried as required one at
- * a time, heaviest first (each relaxation drops the heaviest unmet term), then none; at each
- * step the NodePools in weight order, and in the first pool with an offering that satisfies
- * the pod (af_ks_filter on an empty node of it: requests, nodeSelector, taints vs
- * tolerations), the term and the preferences' required NotIn, the cheapest such offering.
- * Returns its index, or -1 when no offering can hold the pod; *relaxed (may be NULL): terms
- * relaxed to find it. `prefs` may be NULL (the pod as written). Pure.
+ * Karpenter's choice for a pending pod: the preferences' terms are required, then relaxed one
+ * at a time as o->relax says, then none; at each step the NodePools in weight order, and in
+ * the first pool with an offering that satisfies the pod (af_ks_filter on an empty node of
+ * it: requests, nodeSelector, taints vs tolerations), the terms required at that step and the
+ * preferences' required NotIn (never relaxed), the cheapest such offering. `pool_used`: per
+ * NodePool, what its launched nodes still there allocate (NULL: nothing); an offering that
+ * would take its pool past spec.limits is left out, as Karpenter filters instance types by
+ * the pool's remaining resources. Returns the offering's index, or -1 when none can hold the
+ * pod; *relaxed (may be NULL): terms relaxed to find it. `prefs` may be NULL (the pod as
+ * written). Pure.
  */
 long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod *pod,
                       const struct af_preferences *prefs, const struct af_resources *pool_used,

@@ -58,6 +58,10 @@ static const char usage[] =
     "  --consolidate-after DURATION\n"
     "                            how long a launched node stays empty before it is removed\n"
     "                            (default 30s)\n"
+    "  --relax-preferences ORDER lightest-first (default: every preferred term required, the\n"
+    "                            lightest relaxed first, as Karpenter's docs say) or\n"
+    "                            heaviest-first (the heaviest term alone required, dropped first,\n"
+    "                            as Karpenter's code does)\n"
     "  --no-nodes                with --autoscale: start with no nodes at all (the cluster\n"
     "                            still names the input, its nodes are left out)\n"
     "\n"
@@ -119,6 +123,7 @@ int af_cmd_simulate(int argc, char **argv)
 {
     const char *cluster = NULL, *workload = NULL, *policy = NULL, *catalog = NULL;
     const char *output = "table", *report = NULL, *v = NULL, *autoscale = NULL;
+    const char *relax = "lightest-first";
     struct af_sim_nodepools pools;
     struct af_sim_offerings offers;
     bool demo = false, from_cluster = false, empty = false, no_nodes = false;
@@ -175,6 +180,8 @@ int af_cmd_simulate(int argc, char **argv)
             report = v;
         else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--autoscale", &v)) == 1)
             autoscale = v;
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--relax-preferences", &v)) == 1)
+            relax = v;
         else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--consolidate-after", &v)) == 1) {
             opt.consolidate_after = af_sim_parse_duration(v);
             if (opt.consolidate_after < 0)
@@ -205,6 +212,10 @@ int af_cmd_simulate(int argc, char **argv)
     if (no_nodes && (!autoscale || from_cluster))
         return af_cli_fail(cmd, "--no-nodes needs --autoscale and --workload (it starts with no "
                                 "nodes at all)");
+    if (strcmp(relax, "lightest-first") && strcmp(relax, "heaviest-first"))
+        return af_cli_fail(cmd, "--relax-preferences: expected lightest-first or heaviest-first, "
+                                "got '%s'",
+                           relax);
     if (strcmp(output, "table") && strcmp(output, "json"))
         return af_cli_fail(cmd, "--output: expected table or json, got '%s'", output);
 
@@ -260,6 +271,8 @@ int af_cmd_simulate(int argc, char **argv)
         if (rc)
             goto done;
         af_sim_offerings_build(cfg, &pools, &offers);
+        if (!strcmp(relax, "heaviest-first"))
+            offers.relax = AF_SIM_RELAX_HEAVIEST_FIRST;
         opt.autoscale = &offers;
     }
     af_sim_run(cfg, &cl, &tr, &opt, &res);

@@ -6,7 +6,8 @@
  * pool, by weight, with an offering the pod fits on an empty node of it (the
  * kube-scheduler model's own filter, af_ks_filter: requests, nodeSelector, taints
  * and tolerations), the cheapest such, with the pod's preferred terms required first
- * and relaxed one at a time.
+ * and relaxed one at a time (the lightest first, as Karpenter's docs say; or as its
+ * code does, enum af_sim_relax).
  */
 #include "accelfit/simulate.h"
 
@@ -196,27 +197,25 @@ static bool in_values(const char *const *v, size_t n, const char *s)
     return false;
 }
 
-/* The preferences' required NotIn and, with `term` not NULL, that term (In its values, and
- * capacity type spot when the preferences ask for it), on the node's labels. */
-static bool meets(const struct af_sim_node *n, const struct af_preferences *prefs,
-                  const struct af_prefer_term *term)
+/* The preferences' required NotIn and terms [from, to) (each: In its values, and capacity
+ * type spot when the preferences ask for it), on the node's labels. */
+static bool meets(const struct af_sim_node *n, const struct af_preferences *prefs, size_t from,
+                  size_t to)
 {
-    const char *v;
+    const char *v, *c;
 
     if (!prefs)
         return true;
     v = node_label(n, prefs->key);
     if (v && in_values(prefs->not_in, prefs->n_not_in, v))
         return false;
-    if (!term)
+    if (from >= to)
         return true;
-    if (!in_values(term->values, term->n_values, v))
-        return false;
-    if (prefs->spot) {
-        const char *c = node_label(n, AF_PREFER_LABEL_CAPACITY);
-        return c && !strcmp(c, "spot");
-    }
-    return true;
+    for (size_t k = from; k < to; k++)
+        if (!in_values(prefs->terms[k].values, prefs->terms[k].n_values, v))
+            return false;
+    c = node_label(n, AF_PREFER_LABEL_CAPACITY);
+    return !prefs->spot || (c && !strcmp(c, "spot"));
 }
 
 /* Whether launching `of` keeps its pool within spec.limits. */
@@ -239,16 +238,20 @@ long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod 
     size_t n_terms = prefs ? prefs->n_terms : 0;
 
     for (size_t k = 0; k <= n_terms; k++) {
-        /* Terms are heaviest first (af_prefer_build): term k is the requirement now; the
-         * k heavier ones have been relaxed. */
-        const struct af_prefer_term *term = k < n_terms ? &prefs->terms[k] : NULL;
+        /* Terms are heaviest first (af_prefer_build). k terms relaxed: the k lightest (the
+         * docs), or the k heaviest with the next one the only requirement (the code). */
+        size_t from = 0, to = n_terms - k;
+        if (o->relax == AF_SIM_RELAX_HEAVIEST_FIRST) {
+            from = k;
+            to = k < n_terms ? k + 1 : k;
+        }
         for (size_t i = 0; i < o->n; i++) {
             const struct af_sim_offering *of = &o->v[i];
             struct af_node_view empty;
             struct af_ks_node ks = {&of->node, &empty, 0, 0};
             memset(&empty, 0, sizeof(empty));
             empty.info = of->node.info;
-            if (!meets(&of->node, prefs, term) || af_ks_filter(pod, &ks) != AF_KS_FIT ||
+            if (!meets(&of->node, prefs, from, to) || af_ks_filter(pod, &ks) != AF_KS_FIT ||
                 !within_limits(o, of, pool_used))
                 continue;
             /* Offerings are by pool, then price: the first hit is the heaviest pool's
