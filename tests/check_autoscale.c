@@ -280,6 +280,47 @@ START_TEST(test_pool_limits_stop_launches)
 }
 END_TEST
 
+/*
+ * Limits free up when a node is removed, and Karpenter then launches for the pods they held
+ * back. A CPU pool limited to 4 vCPUs: a (2 cpu, 0-1h) gets an m5.large (2 vCPUs); b (3 cpu,
+ * from 10m) needs an m5.xlarge (4), which would pass the limit, so it waits; a leaves at 1h,
+ * b does not fit the m5.large, which is removed at 1h00m30s: b's m5.xlarge then.
+ */
+START_TEST(test_limits_freed_by_a_removal_launch_again)
+{
+    static const char t[] = "end: 4h\npods:\n"
+                            "  - {name: a, namespace: x, at: 0, duration: 1h, requests: {cpu: 2}}\n"
+                            "  - {name: b, namespace: x, at: 10m, duration: 1h, requests: {cpu: 3}}\n";
+    const char *pools = POOL("cpu", "1", REQ(FAMILY, "In", "[m5]") REQ(CAPACITY, "In", "[on-demand]"),
+                             "  limits: {cpu: \"4\"}\n");
+    struct af_sim_nodepools np;
+    struct af_sim_offerings of;
+    struct af_sim_trace tr;
+    struct af_sim_cluster cl;
+    struct af_sim_result res;
+    struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
+    struct af_error err;
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_sim_nodepools_load("p", pools, strlen(pools), &np, &err), 0);
+    af_sim_offerings_build(cfg, &np, &of);
+    ck_assert_int_eq(af_codec_decode_trace("t", t, strlen(t), &tr, &err), 0);
+    memset(&cl, 0, sizeof(cl));
+    opt.autoscale = &of;
+    af_sim_run(cfg, &cl, &tr, &opt, &res);
+    for (int s = 0; s < 2; s++) {
+        ck_assert_int_eq(res.side[s].launched, 2);
+        ck_assert_int_eq(res.side[s].unplaced, 0);
+        ck_assert_double_eq_tol(res.placements[s][1].placed_at, 3630, 1e-6);
+        ck_assert_str_ne(res.placements[s][0].node, res.placements[s][1].node);
+    }
+    af_sim_result_release(&res);
+    af_sim_trace_release(&tr);
+    af_sim_offerings_release(&of);
+    af_sim_nodepools_release(&np);
+}
+END_TEST
+
 START_TEST(test_a_pod_nothing_can_hold_stays_pending)
 {
     struct fixture f;
@@ -597,6 +638,7 @@ static Suite *af_autoscale_suite(void)
     tcase_add_test(tc, test_preferences_required_then_relaxed_lightest_first);
     tcase_add_test(tc, test_preferences_heaviest_first_as_the_code_does);
     tcase_add_test(tc, test_pool_limits_stop_launches);
+    tcase_add_test(tc, test_limits_freed_by_a_removal_launch_again);
     tcase_add_test(tc, test_a_pod_nothing_can_hold_stays_pending);
     tcase_add_test(tc, test_empty_node_removed_after_the_delay);
     tcase_add_loop_test(tc, test_random_days_keep_the_books, 0, 4);

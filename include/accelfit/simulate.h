@@ -253,6 +253,11 @@ struct af_preferences;
  * pod; *relaxed (may be NULL): terms relaxed to find it. `prefs` may be NULL (the pod as
  * written). Pure.
  */
+/* Whether offering i could hold the pod now: af_ks_filter on an empty node of it, and its
+ * pool's limits (pool_used as for af_sim_provision, NULL: none). Preferences aside. Pure. */
+bool af_sim_offering_holds(const struct af_sim_offerings *o, size_t i,
+                           const struct af_sim_pod *pod, const struct af_resources *pool_used);
+
 long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod *pod,
                       const struct af_preferences *prefs, const struct af_resources *pool_used,
                       int *relaxed);

@@ -231,6 +231,20 @@ static bool within_limits(const struct af_sim_offerings *o, const struct af_sim_
     return true;
 }
 
+bool af_sim_offering_holds(const struct af_sim_offerings *o, size_t i,
+                           const struct af_sim_pod *pod, const struct af_resources *pool_used)
+{
+    const struct af_sim_offering *of = &o->v[i];
+    struct af_node_view empty;
+    struct af_ks_node ks = {&of->node, &empty, 0, 0};
+
+    if (!within_limits(o, of, pool_used))   /* the cheap test first */
+        return false;
+    memset(&empty, 0, sizeof(empty));
+    empty.info = of->node.info;
+    return af_ks_filter(pod, &ks) == AF_KS_FIT;
+}
+
 long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod *pod,
                       const struct af_preferences *prefs, const struct af_resources *pool_used,
                       int *relaxed)
@@ -246,13 +260,8 @@ long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod 
             to = k < n_terms ? k + 1 : k;
         }
         for (size_t i = 0; i < o->n; i++) {
-            const struct af_sim_offering *of = &o->v[i];
-            struct af_node_view empty;
-            struct af_ks_node ks = {&of->node, &empty, 0, 0};
-            memset(&empty, 0, sizeof(empty));
-            empty.info = of->node.info;
-            if (!meets(&of->node, prefs, from, to) || af_ks_filter(pod, &ks) != AF_KS_FIT ||
-                !within_limits(o, of, pool_used))
+            if (!meets(&o->v[i].node, prefs, from, to) ||
+                !af_sim_offering_holds(o, i, pod, pool_used))
                 continue;
             /* Offerings are by pool, then price: the first hit is the heaviest pool's
              * cheapest. */

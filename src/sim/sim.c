@@ -76,6 +76,7 @@ struct run {
     size_t *order;                     /* live nodes by name (the snapshot's order) */
     int n_launches;
     bool *provisioned;                 /* per pod: a node was launched for it */
+    bool *limit_blocked;               /* per pod: only NodePool limits kept a launch from it */
     size_t *pool_of;                   /* per launched node: its NodePool */
     struct af_resources *pool_used;    /* per NodePool: what its nodes still there allocate */
     struct af_preferences *prefs;      /* scratch for the webhook's preferences */
@@ -717,7 +718,8 @@ static double next_consolidation(const struct run *r, size_t *which)
  * accelfit's side, the preferences the webhook would write for it now (af_prefer_for on
  * the plan filter would use: af_plan_pod, then the tenant's classes and budget; pods in a
  * rollout get none, as the webhook gives them none), and the scheduler then places it.
- * A pod gets one launch. Returns true when it was placed.
+ * A pod gets one launch; one that only NodePool limits kept from a launch is tried again
+ * when a removal frees room under them (retry_limited). Returns true when it was placed.
  */
 static bool provision(struct run *r, size_t p)
 {
@@ -729,7 +731,6 @@ static bool provision(struct run *r, size_t p)
 
     if (!of || r->provisioned[p])
         return false;
-    r->provisioned[p] = true;
     if (r->side == AF_SIM_ACCELFIT && r->rollout_of[p] < 0 &&
         af_prefer_selects(r->cfg->policy, pod->info)) {
         struct af_snapshot *snap = af_cache_snapshot(r->cache);
@@ -744,12 +745,48 @@ static bool provision(struct run *r, size_t p)
         prefs = r->prefs;
     }
     o = af_sim_provision(of, pod, prefs, r->pool_used, &relaxed);
-    if (o < 0)
+    if (o < 0) {
+        r->limit_blocked[p] = af_sim_provision(of, pod, prefs, NULL, NULL) >= 0;
         return false;
+    }
+    r->provisioned[p] = true;
+    r->limit_blocked[p] = false;
     launch(r, &of->v[o]);
     if (prefs && (size_t)relaxed < prefs->n_terms)
         r->st->launched_preferred++;
     return decide(r, p);
+}
+
+/* Whether some offering of `pool` could hold pod p now, within the pool's limits. */
+static bool pool_could_hold(const struct run *r, size_t pool, size_t p)
+{
+    const struct af_sim_offerings *of = r->opt->autoscale;
+
+    for (size_t i = 0; i < of->n; i++)
+        if (of->v[i].pool == pool && af_sim_offering_holds(of, i, r->all[p], r->pool_used))
+            return true;
+    return false;
+}
+
+/* A removal freed room under the limits of `pool`: waiting pods that only limits kept from
+ * a launch, and that an offering of that pool could now hold, are provisioned again, in
+ * arrival order. */
+static void retry_limited(struct run *r, size_t pool)
+{
+    size_t keep = 0;
+
+    for (size_t w = 0; w < r->n_waiting; w++) {
+        size_t p = r->waiting[w];
+        if (r->limit_blocked[p] && pool_could_hold(r, pool, p) && provision(r, p)) {
+            r->st->wait_hours += (r->t - r->wait_since[w]) / 3600.0;
+            continue;
+        }
+        r->waiting[keep] = p;
+        r->wait_since[keep] = r->wait_since[w];
+        r->cut[keep] = r->cut[w];
+        keep++;
+    }
+    r->n_waiting = keep;
 }
 
 static void run_side(struct run *r, struct af_sim_trace *tr)
@@ -789,6 +826,8 @@ static void run_side(struct run *r, struct af_sim_trace *tr)
         advance(r, t);
         if (t == t_cons && t < t_arr && t < t_dep) {
             consolidate(r, empty);
+            if (r->opt->autoscale->pools->pools[r->pool_of[empty]].limited)
+                retry_limited(r, r->pool_of[empty]);
         } else if (t_dep <= t_arr) {
             struct departure d = heap_pop(r);
             size_t node = (size_t)r->node_of[d.pod];
@@ -994,6 +1033,7 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->tier_of = af_xmalloc((r->n_all + 1) * sizeof(*r->tier_of));
     r->rollout_of = af_xmalloc((r->n_all + 1) * sizeof(*r->rollout_of));
     r->provisioned = af_xcalloc(r->n_all + 1, sizeof(*r->provisioned));
+    r->limit_blocked = af_xcalloc(r->n_all + 1, sizeof(*r->limit_blocked));
     for (size_t p = 0; p < r->n_all; p++) {
         r->node_of[p] = r->last_node[p] = r->tier_of[p] = -1;
         r->rollout_of[p] = cfg->policy ? af_rollout_match(cfg->policy, r->all[p]->info) : -1;
@@ -1055,6 +1095,7 @@ static void run_release(struct run *r)
     af_free(r->pool_of);
     af_free(r->pool_used);
     af_free(r->provisioned);
+    af_free(r->limit_blocked);
     af_free(r->prefs);
     af_free(r->nz_cpu);
     af_free(r->nz_mem);
