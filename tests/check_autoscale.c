@@ -150,6 +150,11 @@ START_TEST(test_spot_offering_priced_at_the_catalog_estimate)
                   "%s", f.of.v[o].node.info->price_source);
     ck_assert(f.of.v[o].node.info->hourly_usd < f.of.v[o].type->price_usd_hr);
     release(&f);
+    /* No capacity-type requirement: Karpenter's default, on-demand only. */
+    load(&f, POOL("gpu", "10", REQ(FAMILY, "In", "[g4dn]"), GPU_TAINTS));
+    for (size_t i = 0; i < f.of.n; i++)
+        ck_assert(!f.of.v[i].spot);
+    release(&f);
 }
 END_TEST
 

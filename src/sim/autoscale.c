@@ -53,8 +53,14 @@ static bool allows(const struct af_sim_nodepool *p, const struct af_instance_typ
                    const char *cap)
 {
     char cat[16], gen[16];
+    bool capacity = false;
 
     split_family(t->family ? t->family : "", cat, sizeof(cat), gen, sizeof(gen));
+    for (size_t i = 0; i < p->n_reqs; i++)
+        capacity |= p->reqs[i].key == AF_SIM_REQ_CAPACITY;
+    /* Without a capacity-type requirement Karpenter launches on-demand only. */
+    if (!capacity && strcmp(cap, "on-demand"))
+        return false;
     for (size_t i = 0; i < p->n_reqs; i++) {
         const struct af_sim_requirement *r = &p->reqs[i];
         const char *v;
