@@ -34,6 +34,12 @@
  * that tenant's spend kept as pods bind and leave; kube-scheduler's side and the lower
  * bound know no budgets. Otherwise pods are grouped by the trace's tenant field.
  *
+ * Autoscaling (af_sim_options.autoscale, docs/simulate.md "Autoscaling"): a pod that fits
+ * no node makes a provisioner modelled on Karpenter launch one (af_sim_provision), on
+ * accelfit's side with the preferred node affinity the webhook would write for it
+ * (af_prefer_for); a launched node is paid from launch until it has been empty for
+ * consolidate_after seconds and is removed. No launch latency, no batching.
+ *
  * The lower bound: for each pod, the cheapest rate any node of the cluster could
  * run it at if pods packed perfectly — the node's price times the pod's fraction of
  * what the node is for (the mean of its fractions of the node's accelerator
