@@ -85,4 +85,19 @@ void af_prefer_build(const struct af_policy *pol, const struct af_catalog *cat,
                      const struct af_plan *plan, const struct af_pod_info *pod, const char *room,
                      struct af_preferences *out);
 
+/*
+ * What the webhook does for a selected pod, in one call: under `when: no-room`,
+ * af_prefer_room over `nodes` (the cluster as the cache shows it), then af_prefer_build
+ * with the node found. Returns that node's index, -1 when none (or not looked for).
+ * `scratch` holds n decisions. Cannot fail. The simulator's autoscaler calls the same.
+ */
+long af_prefer_for(const struct af_policy *pol, const struct af_catalog *cat,
+                   const struct af_plan *plan, const struct af_pod_info *pod,
+                   const struct af_node_view *nodes, size_t n, struct af_node_decision *scratch,
+                   struct af_preferences *out);
+
+/* What a node of catalog type `t` allocates as the model counts it: its vCPUs, memory and
+ * devices (NeuronCores for Neuron), nothing reserved. Cannot fail. */
+void af_prefer_type_allocatable(const struct af_instance_type *t, struct af_resources *out);
+
 #endif

@@ -34,6 +34,12 @@
  * that tenant's spend kept as pods bind and leave; kube-scheduler's side and the lower
  * bound know no budgets. Otherwise pods are grouped by the trace's tenant field.
  *
+ * Autoscaling (af_sim_options.autoscale, docs/simulate.md "Autoscaling"): a pod that fits
+ * no node makes a provisioner modelled on Karpenter launch one (af_sim_provision), on
+ * accelfit's side with the preferred node affinity the webhook would write for it
+ * (af_prefer_for); a launched node is paid from launch until it has been empty for
+ * consolidate_after seconds and is removed. No launch latency, no batching.
+ *
  * The lower bound: for each pod, the cheapest rate any node of the cluster could
  * run it at if pods packed perfectly — the node's price times the pod's fraction of
  * what the node is for (the mean of its fractions of the node's accelerator
@@ -100,6 +106,7 @@ struct af_sim_trace {
 };
 
 void af_sim_cluster_release(struct af_sim_cluster *c);   /* zeroes it; cannot fail */
+void af_sim_node_release(struct af_sim_node *n);         /* zeroes it; cannot fail */
 /* Forgets the cluster's bound pods (--empty): the trace starts on idle nodes. */
 void af_sim_cluster_drop_pods(struct af_sim_cluster *c);
 void af_sim_trace_release(struct af_sim_trace *t);       /* zeroes it; cannot fail */
@@ -145,6 +152,121 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
 /* "90", "90s", "15m", "1h30m", "2d": seconds; -1 when it is not a duration or is longer
  * than AF_SIM_MAX_SECONDS. */
 double af_sim_parse_duration(const char *s);
+
+/* ---- the autoscaler (src/config/nodepools.c, src/sim/autoscale.c) --------------------------------- */
+
+/*
+ * Karpenter v1 NodePools (kind NodePool, apiVersion karpenter.sh/v1), as much of them as
+ * the provisioner models (docs/simulate.md, "Autoscaling"): spec.weight, the template's
+ * requirements on the keys below with In or NotIn, its taints and labels. Other documents of
+ * the file (an EC2NodeClass) are skipped; a NodePool field the model would have to read and
+ * cannot (another requirement key or operator, a malformed value) fails with file:line:column.
+ */
+enum af_sim_req_key {
+    AF_SIM_REQ_FAMILY = 0,             /* karpenter.k8s.aws/instance-family */
+    AF_SIM_REQ_TYPE,                   /* node.kubernetes.io/instance-type */
+    AF_SIM_REQ_CAPACITY,               /* karpenter.sh/capacity-type */
+    AF_SIM_REQ_CATEGORY,               /* karpenter.k8s.aws/instance-category: "g" of g5 */
+    AF_SIM_REQ_GENERATION,             /* karpenter.k8s.aws/instance-generation: "5" of g5 */
+    AF_SIM_REQ_ARCH,                   /* kubernetes.io/arch: every catalog type is amd64 */
+    AF_SIM_REQ_OS,                     /* kubernetes.io/os: every node is linux */
+    AF_SIM_REQ_ZONE,                   /* topology.kubernetes.io/zone: zones are not modelled,
+                                        * every offering is in every zone */
+};
+
+struct af_sim_requirement {
+    enum af_sim_req_key key;
+    bool not_in;                       /* NotIn, else In */
+    char **values;
+    size_t n_values;
+};
+
+struct af_sim_nodepool {
+    char *name;
+    int weight;                        /* spec.weight, 0 when absent */
+    struct af_sim_requirement *reqs;
+    size_t n_reqs;
+    struct af_sim_taint *taints;
+    size_t n_taints;
+    struct af_pair *labels;            /* spec.template.metadata.labels */
+    size_t n_labels;
+    struct af_resources limits;        /* spec.limits */
+    uint32_t limited;                  /* resources with a limit: bit 1u << enum af_res */
+};
+
+struct af_sim_nodepools {
+    struct af_sim_nodepool *pools;     /* by weight, heaviest first; equal weights by name */
+    size_t n;
+};
+
+int af_sim_nodepools_load(const char *name, const char *text, size_t len,
+                          struct af_sim_nodepools *out, struct af_error *err) AF_MUST_CHECK;
+void af_sim_nodepools_release(struct af_sim_nodepools *np);   /* zeroes it */
+
+/*
+ * What the provisioner can launch: one offering per NodePool, catalog instance type with a
+ * known price and capacity type (on-demand, spot) the pool's requirements allow, as the node
+ * Karpenter would create: labels instance-type, instance-family, capacity-type, nodepool and
+ * the template's; the pool's taints; allocatable the type's vCPUs, memory and devices
+ * (nothing reserved), 110 pods; priced by af_node_classify as any catalog node (spot at the
+ * catalog's spot estimate). Ordered by pool (heaviest first), then price, then type name.
+ */
+struct af_sim_offering {
+    struct af_sim_node node;           /* owned */
+    size_t pool;                       /* index into the NodePools */
+    const struct af_instance_type *type;
+    bool spot;
+};
+
+/*
+ * How preferred terms are relaxed. Karpenter's scheduling docs ("Preferences"): all preferred
+ * terms are treated as required, and relaxed one at a time by ascending weight, the lightest
+ * first. Karpenter's code (pkg/scheduling/requirements.go, scheduling/preferences.go) instead
+ * requires only the heaviest term and, when nothing meets it, drops it and requires the next
+ * heaviest; aws/karpenter-provider-aws#9048 reports the difference. The docs' rule is the
+ * default; the code's is a choice (--relax-preferences heaviest-first).
+ */
+enum af_sim_relax {
+    AF_SIM_RELAX_LIGHTEST_FIRST = 0,   /* every term required at once; the lightest dropped first */
+    AF_SIM_RELAX_HEAVIEST_FIRST,       /* one term required, the heaviest; dropped first */
+};
+
+struct af_sim_offerings {
+    struct af_sim_offering *v;
+    size_t n;
+    const struct af_sim_nodepools *pools;   /* borrowed */
+    enum af_sim_relax relax;           /* AF_SIM_RELAX_LIGHTEST_FIRST after building */
+};
+
+void af_sim_offerings_build(const struct af_config *cfg, const struct af_sim_nodepools *np,
+                            struct af_sim_offerings *out);
+void af_sim_offerings_release(struct af_sim_offerings *o);   /* zeroes it */
+/* A node record of offering `o` named `name` (a launched node): one reference. */
+struct af_node_info *af_sim_offering_node(const struct af_config *cfg,
+                                          const struct af_sim_offering *o, const char *name);
+
+struct af_preferences;
+
+/*
+ * Karpenter's choice for a pending pod: the preferences' terms are required, then relaxed one
+ * at a time as o->relax says, then none; at each step the NodePools in weight order, and in
+ * the first pool with an offering that satisfies the pod (af_ks_filter on an empty node of
+ * it: requests, nodeSelector, taints vs tolerations), the terms required at that step and the
+ * preferences' required NotIn (never relaxed), the cheapest such offering. `pool_used`: per
+ * NodePool, what its launched nodes still there allocate (NULL: nothing); an offering that
+ * would take its pool past spec.limits is left out, as Karpenter filters instance types by
+ * the pool's remaining resources. Returns the offering's index, or -1 when none can hold the
+ * pod; *relaxed (may be NULL): terms relaxed to find it. `prefs` may be NULL (the pod as
+ * written). Pure.
+ */
+/* Whether offering i could hold the pod now: af_ks_filter on an empty node of it, and its
+ * pool's limits (pool_used as for af_sim_provision, NULL: none). Preferences aside. Pure. */
+bool af_sim_offering_holds(const struct af_sim_offerings *o, size_t i,
+                           const struct af_sim_pod *pod, const struct af_resources *pool_used);
+
+long af_sim_provision(const struct af_sim_offerings *o, const struct af_sim_pod *pod,
+                      const struct af_preferences *prefs, const struct af_resources *pool_used,
+                      int *relaxed);
 
 /* ---- the kube-scheduler model (src/sim/kubesched.c) ---------------------------------------- */
 
@@ -202,9 +324,16 @@ struct af_sim_options {
      * over a snapshot of their cache and compare it with the books (af_sim_result's
      * spend_checks and spend_mismatches). O(pods) per decision. */
     bool check_spend;
+    /* Autoscaling (docs/simulate.md): NULL for a fixed cluster. Else a pod that fits no node
+     * makes the provisioner launch one (af_sim_provision; on accelfit's side with the
+     * preferences the webhook would write), and a launched node empty for
+     * `consolidate_after` seconds is removed. */
+    const struct af_sim_offerings *autoscale;
+    double consolidate_after;
 };
 
-#define AF_SIM_OPTIONS_INIT {0, 5, 96, false}
+#define AF_SIM_CONSOLIDATE_AFTER 30.0
+#define AF_SIM_OPTIONS_INIT {0, 5, 96, false, NULL, AF_SIM_CONSOLIDATE_AFTER}
 
 /* The sides of a comparison. */
 enum af_sim_side { AF_SIM_ACCELFIT = 0, AF_SIM_KUBE, AF_SIM_BOUND, AF_SIM__SIDES };
@@ -256,6 +385,11 @@ struct af_sim_side_stats {
     int cheapest_missed;               /* accelfit: placements costing more than its pick
                                         * over every node would have */
     double *cost_series;               /* [bucket * AF_SIM_CLASSES + class], dollars */
+    /* Autoscaling: nodes launched (per class), removed empty, launches for a preference. */
+    int launched;
+    int launched_by_class[AF_SIM_CLASSES];
+    int consolidated;
+    int launched_preferred;            /* a launch that met a preference term */
 };
 
 /* Where one trace pod went under one scheduler. Names are borrowed from the trace and
@@ -290,6 +424,10 @@ struct af_sim_result {
     struct af_sim_rollout_stats *rollouts;   /* the policy's rollouts, in its order */
     size_t n_rollouts;
     struct af_sim_placement *placements[2];   /* per trace pod, in trace order; accelfit, kube */
+    bool autoscale;                    /* af_sim_options.autoscale was given */
+    double consolidate_after;
+    char **launched_names;             /* names of launched nodes placements point to (owned) */
+    size_t n_launched_names;
 };
 
 /*

@@ -48,6 +48,23 @@ static const char usage[] =
     "                            tenants steer accelfit's side\n"
     "  --catalog FILE            instance catalog YAML (default: the built-in catalog)\n"
     "\n"
+    "autoscaling (docs/simulate.md, \"Autoscaling\"):\n"
+    "  --autoscale NODEPOOLS     Karpenter v1 NodePools (YAML; examples/karpenter-nodepools.yaml):\n"
+    "                            a pod that fits no node launches the cheapest instance type of\n"
+    "                            the heaviest NodePool that holds it (its requests, nodeSelector,\n"
+    "                            tolerations; on accelfit's side first with the preferences the\n"
+    "                            webhook would write, relaxed one at a time); launched nodes are\n"
+    "                            paid from launch until removed empty\n"
+    "  --consolidate-after DURATION\n"
+    "                            how long a launched node stays empty before it is removed\n"
+    "                            (default 30s)\n"
+    "  --relax-preferences ORDER lightest-first (default: every preferred term required, the\n"
+    "                            lightest relaxed first, as Karpenter's docs say) or\n"
+    "                            heaviest-first (the heaviest term alone required, dropped first,\n"
+    "                            as Karpenter's code does)\n"
+    "  --no-nodes                with --autoscale: start with no nodes at all (the cluster\n"
+    "                            still names the input, its nodes are left out)\n"
+    "\n"
     "the model of kube-scheduler:\n"
     "  --percentage-of-nodes-to-score N\n"
     "                            kube-scheduler's percentageOfNodesToScore: 0 (default) is its\n"
@@ -105,8 +122,11 @@ static int decode_error(const struct af_error *err)
 int af_cmd_simulate(int argc, char **argv)
 {
     const char *cluster = NULL, *workload = NULL, *policy = NULL, *catalog = NULL;
-    const char *output = "table", *report = NULL, *v = NULL;
-    bool demo = false, from_cluster = false, empty = false;
+    const char *output = "table", *report = NULL, *v = NULL, *autoscale = NULL;
+    const char *relax = "lightest-first";
+    struct af_sim_nodepools pools;
+    struct af_sim_offerings offers;
+    bool demo = false, from_cluster = false, empty = false, no_nodes = false;
     struct af_sim_options opt = AF_SIM_OPTIONS_INIT;
     struct af_config *cfg = NULL;
     struct af_sim_cluster cl;
@@ -117,6 +137,8 @@ int af_cmd_simulate(int argc, char **argv)
     int rc = 0;
 
     memset(&cl, 0, sizeof(cl));
+    memset(&pools, 0, sizeof(pools));
+    memset(&offers, 0, sizeof(offers));
     memset(&tr, 0, sizeof(tr));
     memset(&res, 0, sizeof(res));
     memset(&err, 0, sizeof(err));
@@ -133,6 +155,10 @@ int af_cmd_simulate(int argc, char **argv)
         }
         if (af_cli_flag(argc, argv, &i, "--empty", NULL) == 1) {
             empty = true;
+            continue;
+        }
+        if (af_cli_flag(argc, argv, &i, "--no-nodes", NULL) == 1) {
+            no_nodes = true;
             continue;
         }
         if (af_cli_flag(argc, argv, &i, "--workload-from-cluster", NULL) == 1) {
@@ -152,6 +178,15 @@ int af_cmd_simulate(int argc, char **argv)
             output = v;
         else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--report", &v)) == 1)
             report = v;
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--autoscale", &v)) == 1)
+            autoscale = v;
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--relax-preferences", &v)) == 1)
+            relax = v;
+        else if (m == 0 && (m = af_cli_flag(argc, argv, &i, "--consolidate-after", &v)) == 1) {
+            opt.consolidate_after = af_sim_parse_duration(v);
+            if (opt.consolidate_after < 0)
+                return af_cli_fail(cmd, "%s: expected a duration (30s, 5m, 1h), got '%s'", a, v);
+        }
         else if (m == 0 &&
                  (m = af_cli_flag(argc, argv, &i, "--percentage-of-nodes-to-score", &v)) == 1) {
             if (int_flag(a, v, 0, 100, &opt.percentage_of_nodes_to_score))
@@ -174,6 +209,13 @@ int af_cmd_simulate(int argc, char **argv)
     if (!!workload + from_cluster != 1)
         return af_cli_fail(cmd, "give the pods: --workload TRACE or --workload-from-cluster (one "
                                 "of them)");
+    if (no_nodes && (!autoscale || from_cluster))
+        return af_cli_fail(cmd, "--no-nodes needs --autoscale and --workload (it starts with no "
+                                "nodes at all)");
+    if (strcmp(relax, "lightest-first") && strcmp(relax, "heaviest-first"))
+        return af_cli_fail(cmd, "--relax-preferences: expected lightest-first or heaviest-first, "
+                                "got '%s'",
+                           relax);
     if (strcmp(output, "table") && strcmp(output, "json"))
         return af_cli_fail(cmd, "--output: expected table or json, got '%s'", output);
 
@@ -198,7 +240,9 @@ int af_cmd_simulate(int argc, char **argv)
     }
     if (empty)
         af_sim_cluster_drop_pods(&cl);
-    if (!cl.n_nodes) {
+    if (no_nodes)
+        af_sim_cluster_release(&cl);   /* the autoscaler starts from nothing */
+    if (!cl.n_nodes && !autoscale) {
         rc = af_cli_fail(cmd, "the cluster '%s' has no nodes",
                          demo ? "<embedded demo cluster>" : cluster);
         goto done;
@@ -214,6 +258,23 @@ int af_cmd_simulate(int argc, char **argv)
         }
     }
 
+    if (autoscale) {
+        struct af_buf pfile = AF_BUF_INIT(0);
+        rc = read_input(autoscale, &pfile);
+        if (!rc) {
+            rc = af_sim_nodepools_load(autoscale, pfile.buf ? pfile.buf : "", pfile.len, &pools,
+                                       &err);
+            if (rc)
+                rc = decode_error(&err);
+        }
+        af_buf_release(&pfile);
+        if (rc)
+            goto done;
+        af_sim_offerings_build(cfg, &pools, &offers);
+        if (!strcmp(relax, "heaviest-first"))
+            offers.relax = AF_SIM_RELAX_HEAVIEST_FIRST;
+        opt.autoscale = &offers;
+    }
     af_sim_run(cfg, &cl, &tr, &opt, &res);
     if (report) {
         struct af_buf html = AF_BUF_INIT(0);
@@ -254,6 +315,8 @@ int af_cmd_simulate(int argc, char **argv)
         printf("\nreport: %s\n", report);
 done:
     af_sim_result_release(&res);
+    af_sim_offerings_release(&offers);
+    af_sim_nodepools_release(&pools);
     af_sim_trace_release(&tr);
     af_sim_cluster_release(&cl);
     af_config_unref(cfg);

@@ -45,19 +45,23 @@ static void sim_pod_release(struct af_sim_pod *p)
     memset(p, 0, sizeof(*p));
 }
 
+void af_sim_node_release(struct af_sim_node *n)
+{
+    af_node_info_unref(n->info);
+    pairs_free(n->labels, n->n_labels);
+    for (size_t t = 0; t < n->n_taints; t++) {
+        af_free(n->taints[t].key);
+        af_free(n->taints[t].value);
+        af_free(n->taints[t].effect);
+    }
+    af_free(n->taints);
+    memset(n, 0, sizeof(*n));
+}
+
 void af_sim_cluster_release(struct af_sim_cluster *c)
 {
-    for (size_t i = 0; i < c->n_nodes; i++) {
-        struct af_sim_node *n = &c->nodes[i];
-        af_node_info_unref(n->info);
-        pairs_free(n->labels, n->n_labels);
-        for (size_t t = 0; t < n->n_taints; t++) {
-            af_free(n->taints[t].key);
-            af_free(n->taints[t].value);
-            af_free(n->taints[t].effect);
-        }
-        af_free(n->taints);
-    }
+    for (size_t i = 0; i < c->n_nodes; i++)
+        af_sim_node_release(&c->nodes[i]);
     af_free(c->nodes);
     for (size_t i = 0; i < c->n_bound; i++)
         sim_pod_release(&c->bound[i]);

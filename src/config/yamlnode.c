@@ -91,31 +91,27 @@ static int walk(struct af__yalias *a, yaml_document_t *doc, const yaml_node_t *n
     return rc;
 }
 
-int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
-                  struct af_error *err)
+/* The next document of `parser` into *d: 0 (d->loaded false at the end of the stream),
+ * or an error as af__ydoc_load gives it. */
+static int load_next(yaml_parser_t *parser, struct af__ydoc *d, const char *file,
+                     struct af_error *err)
 {
     static const char root_slot;   /* the slot that leads to the root */
     struct af__yalias a;
     yaml_node_t *root;
-    yaml_parser_t parser;
     int rc = 0;
 
     memset(d, 0, sizeof(*d));
     d->file = file;
     d->err = err;
-    if (!yaml_parser_initialize(&parser))
-        return af_error_set(err, AF_EPARSE, file, 0, 0, "cannot initialize the YAML parser");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
-    if (!yaml_parser_load(&parser, &d->doc)) {
-        const char *problem = parser.problem ? parser.problem : "malformed YAML";
-        if (parser.context)
-            rc = af_error_set(err, AF_EPARSE, file, (int)parser.problem_mark.line + 1,
-                              (int)parser.problem_mark.column + 1, "malformed YAML: %s (%s)",
-                              problem, parser.context);
-        else
-            rc = af_error_set(err, AF_EPARSE, file, (int)parser.problem_mark.line + 1,
-                              (int)parser.problem_mark.column + 1, "malformed YAML: %s", problem);
-        goto out;
+    if (!yaml_parser_load(parser, &d->doc)) {
+        const char *problem = parser->problem ? parser->problem : "malformed YAML";
+        if (parser->context)
+            return af_error_set(err, AF_EPARSE, file, (int)parser->problem_mark.line + 1,
+                                (int)parser->problem_mark.column + 1, "malformed YAML: %s (%s)",
+                                problem, parser->context);
+        return af_error_set(err, AF_EPARSE, file, (int)parser->problem_mark.line + 1,
+                            (int)parser->problem_mark.column + 1, "malformed YAML: %s", problem);
     }
     d->loaded = true;
     root = yaml_document_get_root_node(&d->doc);
@@ -126,7 +122,47 @@ int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t
         if (rc)
             af__ydoc_release(d);
     }
-out:
+    return rc;
+}
+
+int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
+                  struct af_error *err)
+{
+    yaml_parser_t parser;
+    int rc;
+
+    memset(d, 0, sizeof(*d));
+    if (!yaml_parser_initialize(&parser))
+        return af_error_set(err, AF_EPARSE, file, 0, 0, "cannot initialize the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    rc = load_next(&parser, d, file, err);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int af__ydoc_each(const char *file, const char *yaml, size_t len, struct af_error *err,
+                  int (*cb)(void *ud, struct af__ydoc *d), void *ud)
+{
+    yaml_parser_t parser;
+    struct af__ydoc d;
+    int rc = 0;
+
+    if (!yaml_parser_initialize(&parser))
+        return af_error_set(err, AF_EPARSE, file, 0, 0, "cannot initialize the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    for (;;) {
+        rc = load_next(&parser, &d, file, err);
+        if (rc)
+            break;
+        if (!af__ydoc_root(&d)) {   /* the end of the stream */
+            af__ydoc_release(&d);
+            break;
+        }
+        rc = cb(ud, &d);
+        af__ydoc_release(&d);
+        if (rc)
+            break;
+    }
     yaml_parser_delete(&parser);
     return rc;
 }

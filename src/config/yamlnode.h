@@ -72,6 +72,11 @@ int af__yalias_too_deep(struct af__yalias *a, const yaml_node_t *n);
 int af__ydoc_load(struct af__ydoc *d, const char *file, const char *yaml, size_t len,
                   struct af_error *err) AF_MUST_CHECK;
 void af__ydoc_release(struct af__ydoc *d);
+/* Every document of a multi-document stream ("---" between them), in order: `cb` gets each
+ * loaded one (root not NULL; released after it returns); a non-zero return stops and is
+ * returned. Errors as af__ydoc_load's. */
+int af__ydoc_each(const char *file, const char *yaml, size_t len, struct af_error *err,
+                  int (*cb)(void *ud, struct af__ydoc *d), void *ud) AF_MUST_CHECK;
 
 /* The root node, or NULL for an empty document. Borrowed. */
 yaml_node_t *af__ydoc_root(struct af__ydoc *d);

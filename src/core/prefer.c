@@ -53,6 +53,34 @@ long af_prefer_room(const struct af_policy *pol, const struct af_plan *plan,
     return -1;
 }
 
+void af_prefer_type_allocatable(const struct af_instance_type *t, struct af_resources *out)
+{
+    enum af_accel_kind kind = af_class_kind(t->cls);
+
+    memset(out, 0, sizeof(*out));
+    out->v[AF_RES_CPU] = (int64_t)t->vcpus * 1000;
+    out->v[AF_RES_MEMORY] = (int64_t)(t->memory_gib * 1024.0 * 1024.0 * 1024.0);
+    if (kind == AF_ACCEL_GPU)
+        out->v[AF_RES_GPU] = t->accel_count;
+    if (kind == AF_ACCEL_NEURON) {
+        out->v[AF_RES_NEURON] = out->v[AF_RES_NEURONDEVICE] = t->accel_count;
+        out->v[AF_RES_NEURONCORE] = t->neuron_cores;
+    }
+}
+
+long af_prefer_for(const struct af_policy *pol, const struct af_catalog *cat,
+                   const struct af_plan *plan, const struct af_pod_info *pod,
+                   const struct af_node_view *nodes, size_t n, struct af_node_decision *scratch,
+                   struct af_preferences *out)
+{
+    long at = -1;
+
+    if (pol && pol->prefer.when == AF_PREFER_WHEN_NO_ROOM)
+        at = af_prefer_room(pol, plan, pod, nodes, n, scratch);
+    af_prefer_build(pol, cat, plan, pod, at >= 0 ? nodes[at].info->name : NULL, out);
+    return at;
+}
+
 /* A node of catalog type `t`, as filter would see one: class, device memory, allocatable. */
 static void node_of_type(const struct af_instance_type *t, struct af_node_info *n)
 {
@@ -64,14 +92,7 @@ static void node_of_type(const struct af_instance_type *t, struct af_node_info *
     n->kind = af_class_kind(t->cls);
     n->dev_mem_gib_lo = n->dev_mem_gib_hi = t->accel_memory_gib_per_device;
     n->dev_mem_source = "catalog";
-    n->allocatable.v[AF_RES_CPU] = (int64_t)t->vcpus * 1000;
-    n->allocatable.v[AF_RES_MEMORY] = (int64_t)(t->memory_gib * 1024.0 * 1024.0 * 1024.0);
-    if (n->kind == AF_ACCEL_GPU)
-        n->allocatable.v[AF_RES_GPU] = t->accel_count;
-    if (n->kind == AF_ACCEL_NEURON) {
-        n->allocatable.v[AF_RES_NEURON] = n->allocatable.v[AF_RES_NEURONDEVICE] = t->accel_count;
-        n->allocatable.v[AF_RES_NEURONCORE] = t->neuron_cores;
-    }
+    af_prefer_type_allocatable(t, &n->allocatable);
 }
 
 /* Whether an instance of type `t` can hold the pod: its devices and, where the model's size

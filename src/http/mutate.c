@@ -97,9 +97,8 @@ static void prefer(struct af_service *svc, struct af_config *cfg, const struct a
     struct af_node_decision *scratch = NULL;
     struct af_preferences *prefs = NULL;
     struct af_tenant_decision td;
-    const char *why = NULL, *room = NULL;
+    const char *why = NULL;
     char first[AF_REASON_MAX] = "";
-    long at = -1;
 
     if (!af_prefer_selects(pol, pod))
         return;
@@ -113,12 +112,9 @@ static void prefer(struct af_service *svc, struct af_config *cfg, const struct a
     prefs = af_xmalloc(sizeof(*prefs));
     af_plan_pod(pol, cfg->catalog, pod, plan);
     af_budget_steer(svc, cfg, snap, pod, 0, plan, &td);   /* as filter does (service.c) */
-    if (pol->prefer.when == AF_PREFER_WHEN_NO_ROOM) {
-        scratch = af_xmalloc((snap->n_nodes + 1) * sizeof(*scratch));
-        at = af_prefer_room(pol, plan, pod, snap->nodes, snap->n_nodes, scratch);
-        room = at >= 0 ? snap->nodes[at].info->name : NULL;
-    }
-    af_prefer_build(pol, cfg->catalog, plan, pod, room, prefs);
+    scratch = af_xmalloc((snap->n_nodes + 1) * sizeof(*scratch));
+    (void)af_prefer_for(pol, cfg->catalog, plan, pod, snap->nodes, snap->n_nodes, scratch,
+                        prefs);
     if (af_codec_admission_affinity(a, prefs, patch, w)) {
         af_buf_reset(patch);
         AF_LOG(AF_LOG_WARN, "pod not given node preferences", "namespace", pod->ns, "pod",

@@ -290,6 +290,11 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
     af__sim_scan_text(r, line, sizeof(line));
     esc(&p, line);
+    if (r->autoscale) {
+        put(&p, ". ");
+        af__sim_autoscale_text(r, line, sizeof(line));
+        esc(&p, line);
+    }
     put(&p, ".</p>\n<p class=\"summary\" id=\"summary\">");
     af__sim_summary(r, line, sizeof(line));
     esc(&p, line);

@@ -12,6 +12,8 @@
 void af__sim_money(double usd, char *out, size_t n);
 /* One line on kube-scheduler's scan for this cluster. */
 void af__sim_scan_text(const struct af_sim_result *r, char *out, size_t n);
+/* One line on the autoscaler (af_sim_result.autoscale): latency and removal delay. */
+void af__sim_autoscale_text(const struct af_sim_result *r, char *out, size_t n);
 /* One line comparing the costs. */
 void af__sim_summary(const struct af_sim_result *r, char *out, size_t n);
 

@@ -92,6 +92,22 @@ void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud)
         TEXT(2, "-"));
     ROW("on a class accelfit refuses", true, TEXT(0, "%d", s[0].outside), TEXT(1, "%d", s[1].outside),
         TEXT(2, "-"));
+    if (r->autoscale) {
+        for (int c = 0; c < AF_SIM_CLASSES; c++)
+            if (s[0].placed_by_class[c] || s[1].placed_by_class[c] || s[2].placed_by_class[c])
+                ROW(af_sim_class_name(c), true, TEXT(0, "%d", s[0].placed_by_class[c]),
+                    TEXT(1, "%d", s[1].placed_by_class[c]), TEXT(2, "%d", s[2].placed_by_class[c]));
+        ROW("nodes launched", false, TEXT(0, "%d", s[0].launched), TEXT(1, "%d", s[1].launched),
+            TEXT(2, "-"));
+        for (int c = 0; c < AF_SIM_CLASSES; c++)
+            if (s[0].launched_by_class[c] || s[1].launched_by_class[c])
+                ROW(af_sim_class_name(c), true, TEXT(0, "%d", s[0].launched_by_class[c]),
+                    TEXT(1, "%d", s[1].launched_by_class[c]), TEXT(2, "-"));
+        ROW("for a preference", true, TEXT(0, "%d", s[0].launched_preferred),
+            TEXT(1, "%d", s[1].launched_preferred), TEXT(2, "-"));
+        ROW("removed empty", true, TEXT(0, "%d", s[0].consolidated),
+            TEXT(1, "%d", s[1].consolidated), TEXT(2, "-"));
+    }
     ROW("pods that waited", false, TEXT(0, "%d", s[0].waited), TEXT(1, "%d", s[1].waited),
         TEXT(2, "-"));
     ROW("still waiting at the end", true, TEXT(0, "%d", s[0].unplaced),
@@ -209,6 +225,14 @@ void af__sim_rollout_share(const struct af_sim_rollout_stats *ro, int side, char
                          "classes, or were not placed)");
 }
 
+void af__sim_autoscale_text(const struct af_sim_result *r, char *out, size_t n)
+{
+    snprintf(out, n,
+             "autoscaling: a pod that fits no node launches one (no launch latency); launched "
+             "nodes removed after %.0fs empty",
+             r->consolidate_after);
+}
+
 int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
 {
     struct text_ctx t = {out, 0};
@@ -218,7 +242,12 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
     af__sim_scan_text(r, line, sizeof(line));
     err |= af_buf_printf(out, "%zu nodes, %zu pods in the trace, %zu already running; %.1f hours\n",
                          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
-    err |= af_buf_printf(out, "%s\n\n", line);
+    err |= af_buf_printf(out, "%s\n", line);
+    if (r->autoscale) {
+        af__sim_autoscale_text(r, line, sizeof(line));
+        err |= af_buf_printf(out, "%s\n", line);
+    }
+    err |= af_buf_puts(out, "\n");
     err |= af_buf_printf(out, "%-28s %16s %16s %14s\n", "", "accelfit", "kube-scheduler",
                          "lower bound");
     af__sim_rows(r, text_row, &t);
@@ -261,7 +290,8 @@ static int json_money(struct af_buf *b, const char *key, double usd, bool comma)
     return json_fixed(b, key, usd, 2, comma);
 }
 
-static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool bound)
+static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool bound,
+                     bool autoscale)
 {
     int err = 0;
     bool first = true;
@@ -300,6 +330,19 @@ static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool b
         err |= json_fixed(b, "feasible_per_pod", s->feasible_avg, 1, true);
         err |= af_buf_printf(b, ",\"scan_cut\":%d,\"cheapest_missed\":%d", s->scan_cut,
                              s->cheapest_missed);
+        if (autoscale) {
+            err |= af_buf_printf(b, ",\"launched\":%d,\"launched_by_class\":{", s->launched);
+            first = true;
+            for (int c = 0; c < AF_SIM_CLASSES; c++) {
+                if (!s->launched_by_class[c])
+                    continue;
+                err |= af_buf_printf(b, "%s\"%s\":%d", first ? "" : ",", af_sim_class_name(c),
+                                     s->launched_by_class[c]);
+                first = false;
+            }
+            err |= af_buf_printf(b, "},\"launched_for_a_preference\":%d,\"consolidated\":%d",
+                                 s->launched_preferred, s->consolidated);
+        }
     }
     return err | af_buf_puts(b, "}");
 }
@@ -318,9 +361,14 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
                          r->percentage, r->feasible_to_find);
     for (int s = 0; s < AF_SIM__SIDES; s++) {
         err |= af_buf_printf(out, "%s\"%s\":", s ? "," : "", keys[s]);
-        err |= json_side(out, &r->side[s], s == AF_SIM_BOUND);
+        err |= json_side(out, &r->side[s], s == AF_SIM_BOUND, r->autoscale);
     }
     err |= af_buf_puts(out, "}");
+    if (r->autoscale) {
+        err |= af_buf_puts(out, ",\"autoscale\":{");
+        err |= json_fixed(out, "consolidate_after_s", r->consolidate_after, 0, false);
+        err |= af_buf_puts(out, ",\"launch_latency_s\":0}");
+    }
     err |= json_money(out, "savings_usd",
                       r->side[AF_SIM_KUBE].cost_usd - r->side[AF_SIM_ACCELFIT].cost_usd, true);
     err |= af_buf_printf(out, ",\"tenants_from\":\"%s\",\"tenants\":[",

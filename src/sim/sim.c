@@ -19,6 +19,7 @@
 #include "accelfit/cache.h"
 #include "accelfit/costs.h"
 #include "accelfit/decide.h"
+#include "accelfit/prefer.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/tenant_budget.h"
 
@@ -64,7 +65,21 @@ struct run {
     double start_unix, horizon;
     struct af_cache *cache;
     struct af_rollouts *rollouts;
-    size_t n_nodes;
+    size_t n_nodes;                    /* every node ever: the cluster's, then launched ones */
+    struct af_sim_node *nodes;         /* the cluster's (borrowed), launched (info owned) */
+    size_t cap_nodes;
+    size_t n_live;                     /* nodes not removed */
+    bool *launched;                    /* per node: launched by the autoscaler */
+    bool *gone;                        /* per node: removed (consolidated) */
+    double *empty_since;               /* per launched node: empty since, < 0 when not empty */
+    size_t *pos;                       /* per node: its index in a snapshot of the cache */
+    size_t *order;                     /* live nodes by name (the snapshot's order) */
+    int n_launches;
+    bool *provisioned;                 /* per pod: a node was launched for it */
+    bool *limit_blocked;               /* per pod: only NodePool limits kept a launch from it */
+    size_t *pool_of;                   /* per launched node: its NodePool */
+    struct af_resources *pool_used;    /* per NodePool: what its nodes still there allocate */
+    struct af_preferences *prefs;      /* scratch for the webhook's preferences */
     /* per node */
     int64_t *nz_cpu, *nz_mem;
     int *workload;                     /* pods that are not DaemonSet or mirror pods */
@@ -151,11 +166,12 @@ static struct departure heap_pop(struct run *r)
 /* A node's contribution to the rates, added (sign 1) or taken away (-1). */
 static void node_rates(struct run *r, size_t i, int sign)
 {
-    const struct af_node_info *n = r->cl->nodes[i].info;
+    const struct af_node_info *n = r->nodes[i].info;
     int slot = class_slot(n);
     int64_t held, dev = af_costs_devices(n, &r->own[i].used, &held);   /* as /costs counts */
 
-    if (r->workload[i] <= 0)
+    /* A cluster node is paid while it runs work; a launched one from launch to removal. */
+    if (r->launched[i] ? r->gone[i] : r->workload[i] <= 0)
         return;
     r->rate[slot] += sign * node_price(n);
     r->busy[slot] += sign;
@@ -209,7 +225,7 @@ static void advance(struct run *r, double t)
 static void rollout_count(struct run *r, size_t p, size_t node, int delta, bool placement)
 {
     int k = r->rollout_of[p];
-    enum af_class cls = r->cl->nodes[node].info->cls;
+    enum af_class cls = r->nodes[node].info->cls;
     const struct af_rollout *ro;
 
     if (k < 0 || cls < 0)
@@ -244,7 +260,7 @@ static void bind(struct run *r, size_t p, size_t node, int tier)
 {
     struct af_sim_pod *sp = r->all[p];
     struct af_pod_info *info = sp->info;
-    const struct af_node_info *n = r->cl->nodes[node].info;
+    const struct af_node_info *n = r->nodes[node].info;
 
     node_rates(r, node, -1);
     if (!sp->preexisting) {
@@ -262,6 +278,7 @@ static void bind(struct run *r, size_t p, size_t node, int tier)
                                                              : AF_KS_DEFAULT_MEMORY;
     if (!info->system)
         r->workload[node]++;
+    r->empty_since[node] = -1;
     for (int k = 0; k < AF_RES__COUNT; k++)
         r->own[node].used.v[k] += info->requests.v[k];
     r->own[node].npods++;
@@ -307,6 +324,8 @@ static void leave(struct run *r, size_t p)
     r->own[node].npods--;
     r->own[node].nsystem -= info->system;
     node_rates(r, node, 1);
+    if (r->launched[node] && !r->own[node].npods)
+        r->empty_since[node] = r->t;
     tenant_count(r, p, -1);
     rollout_count(r, p, node, -1, false);
     r->ran[p] = r->t - r->placed_at[p];
@@ -374,34 +393,37 @@ static bool decide(struct run *r, size_t p)
      * model of kube-scheduler reads the run's own books, which hold the same numbers. */
     struct af_snapshot *snap = r->side == AF_SIM_ACCELFIT ? af_cache_snapshot(r->cache) : NULL;
     const struct af_node_view *nv = snap ? snap->nodes : r->own;
-    int want = af_ks_feasible_to_find(r->opt->percentage_of_nodes_to_score, (int)r->n_nodes);
-    size_t n = 0, examined = 0, best = SIZE_MAX, pass = 0;
+    int want = af_ks_feasible_to_find(r->opt->percentage_of_nodes_to_score, (int)r->n_live);
+    size_t n = 0, examined = 0, steps = 0, best = SIZE_MAX, pass = 0;
     struct af_plan plan, open_plan;
     int tier;
     bool placed = false;
 
     if (r->opt->check_spend)
         check_spend(r);
-    af_assert(!snap || snap->n_nodes == r->n_nodes);
+    af_assert(!snap || snap->n_nodes == r->n_live);
     for (size_t i = 0; i < r->n_nodes; i++) {
-        r->ks[i].node = &r->cl->nodes[i];
-        r->ks[i].view = &nv[i];
+        r->ks[i].node = &r->nodes[i];
+        r->ks[i].view = snap && !r->gone[i] ? &nv[r->pos[i]] : &r->own[i];
         r->ks[i].nonzero_cpu = r->nz_cpu[i];
         r->ks[i].nonzero_mem = r->nz_mem[i];
     }
     /* The scan: round robin from where the last cycle stopped, until `want` fit. */
     for (size_t j = 0; j < r->n_nodes && (int)n < want; j++) {
         size_t i = (r->next_start + j) % r->n_nodes;
+        steps++;
+        if (r->gone[i])
+            continue;   /* removed by the autoscaler: not in the node list */
         examined++;
         if (af_ks_filter(pod, &r->ks[i]) == AF_KS_FIT)
             r->cand[n++] = i;
     }
     if (r->n_nodes)
-        r->next_start = (r->next_start + examined) % r->n_nodes;
+        r->next_start = (r->next_start + steps) % r->n_nodes;
     r->decisions++;
     r->examined += (double)examined;
     r->feasible += (double)n;
-    r->last_cut = examined < r->n_nodes;
+    r->last_cut = examined < r->n_live;
     if (r->last_cut)
         r->st->scan_cut++;
 
@@ -417,7 +439,7 @@ static bool decide(struct run *r, size_t p)
         af_tenant_steer(r->cfg->policy, pod->info, r->tenant_rate[r->tenant_of[p]],
                         r->res->tenants_from_policy, &plan, &td);
         for (size_t j = 0; j < n; j++) {
-            r->views[j] = snap->nodes[r->cand[j]];
+            r->views[j] = snap->nodes[r->pos[r->cand[j]]];
             r->names[j] = r->views[j].info->name;
         }
         af_filter(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->dec, NULL);
@@ -428,7 +450,7 @@ static bool decide(struct run *r, size_t p)
         n = pass;
         ks_scores(r, pod, n);
         for (size_t j = 0; j < n; j++) {
-            r->views[j] = snap->nodes[r->cand[j]];
+            r->views[j] = snap->nodes[r->pos[r->cand[j]]];
             r->names[j] = r->views[j].info->name;
         }
         af_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->pdec);
@@ -444,14 +466,15 @@ static bool decide(struct run *r, size_t p)
             best = j;
     if (best != SIZE_MAX) {
         size_t node = r->cand[best];
-        if (r->side == AF_SIM_ACCELFIT && examined < r->n_nodes) {
+        if (r->side == AF_SIM_ACCELFIT && examined < r->n_live) {
             /* Would accelfit have picked a cheaper node had kube-scheduler scanned them all? */
             double chosen = r->pdec[best].marginal_usd_hr, cheapest = chosen;
             size_t m = 0;
             for (size_t i = 0; i < r->n_nodes; i++)
-                if (af_ks_filter(pod, &r->ks[i]) == AF_KS_FIT) {
-                    r->views[m] = snap->nodes[i];
-                    r->names[m++] = snap->nodes[i].info->name;
+                if (!r->gone[i] && af_ks_filter(pod, &r->ks[i]) == AF_KS_FIT) {
+                    r->views[m] = snap->nodes[r->pos[i]];
+                    r->names[m] = r->views[m].info->name;
+                    m++;
                 }
             af_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, m, r->dec);
             for (size_t j = 0; j < m; j++)
@@ -463,7 +486,7 @@ static bool decide(struct run *r, size_t p)
         }
         if (r->side != AF_SIM_ACCELFIT)   /* only for the books: which tier it landed on */
             af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
-        tier = af_plan_node_tier(&open_plan, r->cl->nodes[node].info);
+        tier = af_plan_node_tier(&open_plan, r->nodes[node].info);
         af_snapshot_unref(snap);
         snap = NULL;
         bind(r, p, node, tier);
@@ -493,7 +516,7 @@ static bool premium_for(const struct af_tenant *t, const struct af_node_info *n)
 static bool budget_refuses(const struct run *r, size_t p, size_t node)
 {
     const struct af_tenant *t = hard_budget(r, p);
-    const struct af_node_info *n = r->cl->nodes[node].info;
+    const struct af_node_info *n = r->nodes[node].info;
 
     return t && premium_for(t, n) &&
            r->tenant_rate[r->tenant_of[p]] + af_pod_share_usd(&r->all[p]->info->requests, n) >
@@ -516,8 +539,10 @@ static bool budget_may_admit(struct run *r, size_t p)
         double best = INFINITY;
         struct af_node_view empty;
         for (size_t i = 0; i < r->n_nodes; i++) {
-            const struct af_node_info *n = r->cl->nodes[i].info;
-            struct af_ks_node k = {&r->cl->nodes[i], &empty, 0, 0};
+            const struct af_node_info *n = r->nodes[i].info;
+            struct af_ks_node k = {&r->nodes[i], &empty, 0, 0};
+            if (r->gone[i])
+                continue;
             memset(&empty, 0, sizeof(empty));
             empty.info = n;
             if (premium_for(t, n) && af_ks_filter(r->all[p], &k) == AF_KS_FIT)
@@ -540,7 +565,7 @@ static void retry_waiting(struct run *r, size_t node, int tenant)
 {
     bool budget = r->side == AF_SIM_ACCELFIT;
     size_t keep = 0;
-    struct af_ks_node k = {&r->cl->nodes[node], &r->own[node], r->nz_cpu[node], r->nz_mem[node]};
+    struct af_ks_node k = {&r->nodes[node], &r->own[node], r->nz_cpu[node], r->nz_mem[node]};
 
     for (size_t w = 0; w < r->n_waiting; w++) {
         size_t p = r->waiting[w];
@@ -565,6 +590,205 @@ static void retry_waiting(struct run *r, size_t node, int tenant)
     r->n_waiting = keep;
 }
 
+/* ---- the autoscaler (docs/simulate.md, "Autoscaling") ------------------------------------------- */
+
+/* The snapshot's order: live nodes sorted by name, as the cache sorts them. One node changed,
+ * so an insertion sort over the nearly sorted order is linear. */
+static void reindex(struct run *r)
+{
+    size_t m = 0;
+
+    for (size_t i = 0; i < r->n_nodes; i++)
+        if (!r->gone[i])
+            r->order[m++] = i;
+    for (size_t k = 1; k < m; k++) {
+        size_t v = r->order[k], j = k;
+        while (j > 0 && strcmp(r->nodes[r->order[j - 1]].info->name, r->nodes[v].info->name) > 0) {
+            r->order[j] = r->order[j - 1];
+            j--;
+        }
+        r->order[j] = v;
+    }
+    for (size_t k = 0; k < m; k++)
+        r->pos[r->order[k]] = k;
+    r->n_live = m;
+}
+
+#define GROW_TO(arr, n) (arr) = af_xrealloc((arr), ((n) + 1) * sizeof(*(arr)))
+
+/* Room for one more node in every per-node array. */
+static void grow_nodes(struct run *r)
+{
+    size_t n = r->n_nodes + 1;
+
+    if (n <= r->cap_nodes)
+        return;
+    n = r->cap_nodes * 2 > n ? r->cap_nodes * 2 : n;
+    GROW_TO(r->nodes, n);
+    GROW_TO(r->launched, n);
+    GROW_TO(r->gone, n);
+    GROW_TO(r->empty_since, n);
+    GROW_TO(r->pos, n);
+    GROW_TO(r->order, n);
+    GROW_TO(r->pool_of, n);
+    GROW_TO(r->nz_cpu, n);
+    GROW_TO(r->nz_mem, n);
+    GROW_TO(r->workload, n);
+    GROW_TO(r->own, n);
+    GROW_TO(r->ks, n);
+    GROW_TO(r->cand, n);
+    GROW_TO(r->views, n);
+    GROW_TO(r->names, n);
+    GROW_TO(r->prefer, n);
+    GROW_TO(r->dec, n);
+    GROW_TO(r->pdec, n);
+    GROW_TO(r->score, n);
+    r->cap_nodes = n;
+}
+
+static bool name_taken(const struct run *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_nodes; i++)
+        if (!strcmp(r->nodes[i].info->name, name))
+            return true;
+    return false;
+}
+
+/* Launches a node of offering `o` now (no launch latency): paid from this moment. */
+static size_t launch(struct run *r, const struct af_sim_offering *o)
+{
+    const struct af_sim_offerings *of = r->opt->autoscale;
+    char name[256];
+    size_t i;
+
+    do
+        snprintf(name, sizeof(name), "%s-%05d", of->pools->pools[o->pool].name, ++r->n_launches);
+    while (name_taken(r, name));
+    grow_nodes(r);
+    i = r->n_nodes++;
+    r->nodes[i] = o->node;   /* labels and taints borrowed from the offering */
+    r->nodes[i].info = af_sim_offering_node(r->cfg, o, name);
+    r->launched[i] = true;
+    r->pool_of[i] = o->pool;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->pool_used[o->pool].v[k] += r->nodes[i].info->allocatable.v[k];
+    r->gone[i] = false;
+    r->empty_since[i] = r->t;
+    r->nz_cpu[i] = r->nz_mem[i] = 0;
+    r->workload[i] = 0;
+    memset(&r->own[i], 0, sizeof(r->own[i]));
+    r->own[i].info = r->nodes[i].info;
+    af_cache_upsert_node(r->cache, af_node_info_ref(r->nodes[i].info));
+    reindex(r);
+    node_rates(r, i, 1);
+    r->st->launched++;
+    r->st->launched_by_class[class_slot(r->nodes[i].info)]++;
+    return i;
+}
+
+/* Removes launched node i (empty): unpaid from now, gone from the cache. */
+static void consolidate(struct run *r, size_t i)
+{
+    node_rates(r, i, -1);
+    r->gone[i] = true;
+    r->empty_since[i] = -1;
+    for (int k = 0; k < AF_RES__COUNT; k++)
+        r->pool_used[r->pool_of[i]].v[k] -= r->nodes[i].info->allocatable.v[k];
+    af_cache_delete_node(r->cache, r->nodes[i].info->name);
+    reindex(r);
+    r->st->consolidated++;
+}
+
+/* When the next empty launched node is due for removal, and which; INFINITY when none. */
+static double next_consolidation(const struct run *r, size_t *which)
+{
+    double best = INFINITY;
+
+    for (size_t i = r->cl->n_nodes; i < r->n_nodes; i++)
+        if (!r->gone[i] && r->empty_since[i] >= 0 &&
+            r->empty_since[i] + r->opt->consolidate_after < best) {
+            best = r->empty_since[i] + r->opt->consolidate_after;
+            *which = i;
+        }
+    return best;
+}
+
+/*
+ * Pod p fits no node: the provisioner launches one for it (af_sim_provision), with, on
+ * accelfit's side, the preferences the webhook would write for it now (af_prefer_for on
+ * the plan filter would use: af_plan_pod, then the tenant's classes and budget; pods in a
+ * rollout get none, as the webhook gives them none), and the scheduler then places it.
+ * A pod gets one launch; one that only NodePool limits kept from a launch is tried again
+ * when a removal frees room under them (retry_limited). Returns true when it was placed.
+ */
+static bool provision(struct run *r, size_t p)
+{
+    const struct af_sim_offerings *of = r->opt->autoscale;
+    struct af_sim_pod *pod = r->all[p];
+    const struct af_preferences *prefs = NULL;
+    int relaxed = 0;
+    long o;
+
+    if (!of || r->provisioned[p])
+        return false;
+    if (r->side == AF_SIM_ACCELFIT && r->rollout_of[p] < 0 &&
+        af_prefer_selects(r->cfg->policy, pod->info)) {
+        struct af_snapshot *snap = af_cache_snapshot(r->cache);
+        struct af_plan plan;
+        struct af_tenant_decision td;
+        af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &plan);
+        af_tenant_steer(r->cfg->policy, pod->info, r->tenant_rate[r->tenant_of[p]],
+                        r->res->tenants_from_policy, &plan, &td);
+        (void)af_prefer_for(r->cfg->policy, r->cfg->catalog, &plan, pod->info, snap->nodes,
+                            snap->n_nodes, r->dec, r->prefs);
+        af_snapshot_unref(snap);
+        prefs = r->prefs;
+    }
+    o = af_sim_provision(of, pod, prefs, r->pool_used, &relaxed);
+    if (o < 0) {
+        r->limit_blocked[p] = af_sim_provision(of, pod, prefs, NULL, NULL) >= 0;
+        return false;
+    }
+    r->provisioned[p] = true;
+    r->limit_blocked[p] = false;
+    launch(r, &of->v[o]);
+    if (prefs && (size_t)relaxed < prefs->n_terms)
+        r->st->launched_preferred++;
+    return decide(r, p);
+}
+
+/* Whether some offering of `pool` could hold pod p now, within the pool's limits. */
+static bool pool_could_hold(const struct run *r, size_t pool, size_t p)
+{
+    const struct af_sim_offerings *of = r->opt->autoscale;
+
+    for (size_t i = 0; i < of->n; i++)
+        if (of->v[i].pool == pool && af_sim_offering_holds(of, i, r->all[p], r->pool_used))
+            return true;
+    return false;
+}
+
+/* A removal freed room under the limits of `pool`: waiting pods that only limits kept from
+ * a launch, and that an offering of that pool could now hold, are provisioned again, in
+ * arrival order. */
+static void retry_limited(struct run *r, size_t pool)
+{
+    size_t keep = 0;
+
+    for (size_t w = 0; w < r->n_waiting; w++) {
+        size_t p = r->waiting[w];
+        if (r->limit_blocked[p] && pool_could_hold(r, pool, p) && provision(r, p)) {
+            r->st->wait_hours += (r->t - r->wait_since[w]) / 3600.0;
+            continue;
+        }
+        r->waiting[keep] = p;
+        r->wait_since[keep] = r->wait_since[w];
+        r->cut[keep] = r->cut[w];
+        keep++;
+    }
+    r->n_waiting = keep;
+}
+
 static void run_side(struct run *r, struct af_sim_trace *tr)
 {
     size_t next = 0, n_trace = tr->n_pods;
@@ -572,10 +796,10 @@ static void run_side(struct run *r, struct af_sim_trace *tr)
     for (size_t p = 0; p < r->n_bound; p++) {
         /* Bound where the cluster file shows them; the node is known to exist. */
         const char *name = r->all[p]->info->node_name;
-        size_t lo = 0, hi = r->n_nodes;
+        size_t lo = 0, hi = r->cl->n_nodes;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            int c = strcmp(r->cl->nodes[mid].info->name, name);
+            int c = strcmp(r->nodes[mid].info->name, name);
             if (c == 0) {
                 lo = mid;
                 break;
@@ -585,24 +809,33 @@ static void run_side(struct run *r, struct af_sim_trace *tr)
             else
                 hi = mid;
         }
-        af_assert(lo < r->n_nodes && !strcmp(r->cl->nodes[lo].info->name, name));
+        af_assert(lo < r->cl->n_nodes && !strcmp(r->nodes[lo].info->name, name));
         bind(r, p, lo, -1);
     }
     for (;;) {
         double t_arr = next < n_trace ? tr->pods[next].arrival : INFINITY;
         double t_dep = r->n_heap ? r->heap[0].t : INFINITY;
         double t = t_arr < t_dep ? t_arr : t_dep;
+        size_t empty = 0;
+        /* Arrivals and departures at the same moment come first: an empty node may be used. */
+        double t_cons = r->opt->autoscale ? next_consolidation(r, &empty) : INFINITY;
+        if (t_cons < t)
+            t = t_cons;
         if (!(t < r->horizon))
             break;
         advance(r, t);
-        if (t_dep <= t_arr) {
+        if (t == t_cons && t < t_arr && t < t_dep) {
+            consolidate(r, empty);
+            if (r->opt->autoscale->pools->pools[r->pool_of[empty]].limited)
+                retry_limited(r, r->pool_of[empty]);
+        } else if (t_dep <= t_arr) {
             struct departure d = heap_pop(r);
             size_t node = (size_t)r->node_of[d.pod];
             leave(r, d.pod);
             retry_waiting(r, node, r->tenant_of[d.pod]);
         } else {
             size_t p = r->n_bound + next++;
-            if (!decide(r, p)) {
+            if (!decide(r, p) && !provision(r, p)) {
                 r->st->waited++;
                 r->waiting[r->n_waiting] = p;
                 r->cut[r->n_waiting] = r->last_cut;
@@ -706,21 +939,24 @@ static bool accel_res(int r)
 }
 
 /*
- * The cheapest rate a node of the cluster could run the pod at, packed perfectly: the
+ * The cheapest rate a node of the cluster (or, autoscaling, one the provisioner could
+ * launch) could run the pod at, packed perfectly: the
  * node's price times the pod's fraction of what the node is for — the mean of its
  * fractions of the node's accelerator resources, or of cpu and memory on a node without
  * accelerators. On one node these fractions sum to at most 1 over all its pods, so no
- * placement pays less. -1 when no node can hold the pod even empty. *node_out: which.
+ * placement pays less. -1 when no node can hold the pod even empty. *slot_out: its class.
  */
-static double bound_rate(const struct af_sim_cluster *cl, const struct af_sim_pod *pod,
-                         size_t *node_out)
+static double bound_rate(const struct af_sim_cluster *cl, const struct af_sim_offerings *of,
+                         const struct af_sim_pod *pod, int *slot_out)
 {
     double best = -1;
     struct af_node_view empty;
+    size_t n_of = of ? of->n : 0;
 
-    for (size_t i = 0; i < cl->n_nodes; i++) {
-        const struct af_node_info *n = cl->nodes[i].info;
-        struct af_ks_node k = {&cl->nodes[i], &empty, 0, 0};
+    for (size_t i = 0; i < cl->n_nodes + n_of; i++) {
+        const struct af_sim_node *sn = i < cl->n_nodes ? &cl->nodes[i] : &of->v[i - cl->n_nodes].node;
+        const struct af_node_info *n = sn->info;
+        struct af_ks_node k = {sn, &empty, 0, 0};
         bool accel = false;
         double sum = 0, rate;
         int m = 0;
@@ -740,7 +976,7 @@ static double bound_rate(const struct af_sim_cluster *cl, const struct af_sim_po
         rate = m ? n->hourly_usd * sum / m : 0;
         if (best < 0 || rate < best) {
             best = rate;
-            *node_out = i;
+            *slot_out = class_slot(n);
         }
     }
     return best;
@@ -764,7 +1000,23 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->st = &res->side[side];
     r->start_unix = tr->start_unix;
     r->horizon = tr->end;
-    r->n_nodes = n;
+    r->n_nodes = r->n_live = r->cap_nodes = n;
+    r->nodes = af_xcalloc(n + 1, sizeof(*r->nodes));
+    if (n)
+        memcpy(r->nodes, cl->nodes, n * sizeof(*r->nodes));
+    r->launched = af_xcalloc(n + 1, sizeof(*r->launched));
+    r->gone = af_xcalloc(n + 1, sizeof(*r->gone));
+    r->empty_since = af_xmalloc((n + 1) * sizeof(*r->empty_since));
+    r->pos = af_xmalloc((n + 1) * sizeof(*r->pos));
+    r->order = af_xmalloc((n + 1) * sizeof(*r->order));
+    r->pool_of = af_xcalloc(n + 1, sizeof(*r->pool_of));
+    r->pool_used = af_xcalloc((opt->autoscale ? opt->autoscale->pools->n : 0) + 1,
+                              sizeof(*r->pool_used));
+    for (size_t i = 0; i < n; i++) {
+        r->empty_since[i] = -1;
+        r->pos[i] = r->order[i] = i;   /* the cluster's nodes are sorted by name */
+    }
+    r->prefs = af_xcalloc(1, sizeof(*r->prefs));
     r->cache = af_cache_new();
     r->rollouts = side == AF_SIM_ACCELFIT ? af_rollouts_new() : NULL;
     for (size_t i = 0; i < n; i++)
@@ -780,6 +1032,8 @@ static void run_init(struct run *r, const struct af_config *cfg, const struct af
     r->last_node = af_xmalloc((r->n_all + 1) * sizeof(*r->last_node));
     r->tier_of = af_xmalloc((r->n_all + 1) * sizeof(*r->tier_of));
     r->rollout_of = af_xmalloc((r->n_all + 1) * sizeof(*r->rollout_of));
+    r->provisioned = af_xcalloc(r->n_all + 1, sizeof(*r->provisioned));
+    r->limit_blocked = af_xcalloc(r->n_all + 1, sizeof(*r->limit_blocked));
     for (size_t p = 0; p < r->n_all; p++) {
         r->node_of[p] = r->last_node[p] = r->tier_of[p] = -1;
         r->rollout_of[p] = cfg->policy ? af_rollout_match(cfg->policy, r->all[p]->info) : -1;
@@ -830,6 +1084,19 @@ static void run_finish(struct run *r)
 
 static void run_release(struct run *r)
 {
+    for (size_t i = r->cl->n_nodes; i < r->n_nodes; i++)
+        af_node_info_unref(r->nodes[i].info);
+    af_free(r->nodes);
+    af_free(r->launched);
+    af_free(r->gone);
+    af_free(r->empty_since);
+    af_free(r->pos);
+    af_free(r->order);
+    af_free(r->pool_of);
+    af_free(r->pool_used);
+    af_free(r->provisioned);
+    af_free(r->limit_blocked);
+    af_free(r->prefs);
     af_free(r->nz_cpu);
     af_free(r->nz_mem);
     af_free(r->workload);
@@ -869,6 +1136,7 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
     size_t n_all = cluster->n_bound + trace->n_pods;
     struct af_sim_pod **all = af_xmalloc((n_all + 1) * sizeof(*all));
     int *tenant_of, *policy_tenant;
+    size_t names_cap = 0;
     int nb;
 
     if (!opt)
@@ -884,6 +1152,8 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
                                                    (int)cluster->n_nodes);
     out->buckets = nb;
     out->bucket_seconds = trace->end / nb;
+    out->autoscale = opt->autoscale != NULL;
+    out->consolidate_after = opt->consolidate_after;
     for (int s = 0; s < AF_SIM__SIDES; s++)
         out->side[s].cost_series = af_xcalloc((size_t)nb * AF_SIM_CLASSES, sizeof(double));
     out->n_rollouts = cfg->policy ? cfg->policy->n_rollouts : 0;
@@ -918,17 +1188,17 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
      * from both runs' times. */
     for (size_t p = 0; p < n_all; p++) {
         const struct af_sim_pod *sp = all[p];
-        size_t t = (size_t)tenant_of[p], node = 0;
+        size_t t = (size_t)tenant_of[p];
+        int slot = AF_CLASS__COUNT;
         double lb_rate, lb_time;
         if (sp->info->system)
             continue;
         for (int s = 0; s < 2; s++)
             out->side[s].pod_hours += runs[s].ran[p] / 3600.0;
-        lb_rate = bound_rate(cluster, sp, &node);
+        lb_rate = bound_rate(cluster, opt->autoscale, sp, &slot);
         lb_time = fmin(runs[0].ran[p], runs[1].ran[p]);
         if (lb_rate >= 0 && lb_time > 0) {
             struct af_sim_side_stats *b = &out->side[AF_SIM_BOUND];
-            int slot = class_slot(cluster->nodes[node].info);
             double from = sp->preexisting ? 0 : sp->arrival, to = fmin(from + lb_time, trace->end);
             double usd = lb_rate * lb_time / 3600.0;
             b->cost_usd += usd;
@@ -959,8 +1229,14 @@ void af_sim_run(const struct af_config *cfg, const struct af_sim_cluster *cluste
             int node = runs[s].last_node[p];
             pl->ns = trace->pods[i].info->ns;
             pl->name = trace->pods[i].info->name;
-            pl->node = node >= 0 ? cluster->nodes[node].info->name : NULL;
-            pl->cls = node >= 0 ? class_slot(cluster->nodes[node].info) : -1;
+            pl->node = node >= 0 ? runs[s].nodes[node].info->name : NULL;
+            if (node >= (int)cluster->n_nodes) {   /* launched: the name outlives the run */
+                char *name = af_xstrdup(pl->node);
+                AF_GROW(out->launched_names, names_cap, out->n_launched_names + 1);
+                out->launched_names[out->n_launched_names++] = name;
+                pl->node = name;
+            }
+            pl->cls = node >= 0 ? class_slot(runs[s].nodes[node].info) : -1;
             pl->tier = runs[s].tier_of[p];
             pl->placed_at = node >= 0 ? runs[s].placed_at[p] : 0;
             pl->ran = runs[s].ran[p];
@@ -987,5 +1263,8 @@ void af_sim_result_release(struct af_sim_result *r)
     af_free(r->rollouts);
     af_free(r->placements[0]);
     af_free(r->placements[1]);
+    for (size_t i = 0; i < r->n_launched_names; i++)
+        af_free(r->launched_names[i]);
+    af_free(r->launched_names);
     memset(r, 0, sizeof(*r));
 }
