@@ -1423,6 +1423,19 @@ static bool stored_halted(const struct af_test_fake_api *f, bool want)
     return ok;
 }
 
+/* The state object's resourceVersion (caller frees; "" when there is none). */
+static char *stored_version(const struct af_test_fake_api *f)
+{
+    json_t *cm = af_test_fake_api_admin(f, "configmap",
+                                        "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollouts\"}");
+    const char *rv = json_string_value(
+        json_object_get(json_object_get(cm, "metadata"), "resourceVersion"));
+    char *out = af_xstrdup(rv ? rv : "");
+
+    json_decref(cm);
+    return out;
+}
+
 /* When the stored record says rollout "web" began (unix seconds; -1: no record). */
 static double stored_began(const struct af_test_fake_api *f)
 {
@@ -1523,6 +1536,17 @@ START_TEST(test_state_is_shared_and_survives_restarts)
                        stored_began(&f) == st.began),
                   "the replicas and the API server do not agree on the new begin");
     ck_assert_int_eq(status_at(b.rs, st.began + 100).stage, 0);
+
+    /* agreed, the replicas stop writing: the object's version holds (each write would wake
+     * both watches, and a record read back unequal to the one written writes again) */
+    {
+        char *v1 = stored_version(&f), *v2;
+        nanosleep(&(struct timespec){2, 0}, NULL);
+        v2 = stored_version(&f);
+        ck_assert_msg(!strcmp(v1, v2), "the state object keeps being written: %s -> %s", v1, v2);
+        af_free(v1);
+        af_free(v2);
+    }
 
     replica_stop(&a);
     replica_stop(&b);

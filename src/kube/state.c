@@ -58,7 +58,8 @@ struct af_kube_state {
     size_t n_remote;
     char *watch_rv;                    /* where the watch resumes; NULL: from now, ADDED first */
     struct af_buf line;                /* the watch's partial line (watcher only) */
-    bool watch_expired;
+    bool watch_expired;                /* an in-band 410: watch again at once, from now */
+    bool watch_failed;                 /* another in-band error: back off, then watch again */
 };
 
 /* ---- records as JSON ------------------------------------------------------------------------ */
@@ -139,6 +140,10 @@ static bool record_parse(const char *key, const char *text, struct af_rollout_re
         goto out;
     snprintf(r->name, sizeof(r->name), "%s", key);
     r->generation = strtoull(gen, NULL, 16);
+    /* the stage people read (1-based, null before the rollout began), read back so that a
+     * record written as it is compares equal to it and is not written again */
+    if (json_is_integer(json_object_get(o, "stage")))
+        r->stage = (int)json_integer_value(json_object_get(o, "stage")) - 1;
     r->began = json_number_value(json_object_get(u, "began"));
     r->halted_at = json_number_value(json_object_get(u, "haltedAt"));
     r->acked_at = json_number_value(json_object_get(u, "acknowledgedAt"));
@@ -443,7 +448,12 @@ static void watch_line(struct af_kube_state *s, const char *p, size_t n)
     if (!type) {
         AF_LOG(AF_LOG_WARN, "undecodable rollout state watch event skipped", NULL);
     } else if (!strcmp(type, "ERROR")) {
-        s->watch_expired = true;   /* 410 or another: watch again from now */
+        /* 410: watch again at once, from now; another error ends this watch, and the loop
+         * backs off before the next (a struggling API server is not hammered) */
+        if (json_integer_value(json_object_get(obj, "code")) == 410)
+            s->watch_expired = true;
+        else
+            s->watch_failed = true;
     } else {
         if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED"))
             learn(s, obj, true);
@@ -479,7 +489,7 @@ static size_t watch_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     memmove(s->line.buf, s->line.buf + start, s->line.len - start);
     s->line.len -= start;
     s->line.buf[s->line.len] = '\0';
-    return s->watch_expired ? 0 : n;
+    return s->watch_expired || s->watch_failed ? 0 : n;
 }
 
 static void *watcher_main(void *arg)
@@ -507,7 +517,7 @@ static void *watcher_main(void *arg)
         curl_free(esc);
         af__kube_creds_get(k, &c);
         af_buf_reset(&s->line);
-        s->watch_expired = false;
+        s->watch_expired = s->watch_failed = false;
         hdr = af__kube_http_setup(k, s->wh, pq, &c, &url);
         curl_easy_setopt(s->wh, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt(s->wh, CURLOPT_WRITEFUNCTION, watch_cb);
@@ -524,10 +534,11 @@ static void *watcher_main(void *arg)
         if (status == 401)
             af__kube_creds_invalidate(k, c.gen);
         af__kube_creds_clear(&c);
-        if (s->watch_expired) {
+        if (s->watch_expired || status == 410) {
             af_free(s->watch_rv);
             s->watch_rv = NULL;
-            continue;
+            if (s->watch_expired)
+                continue;
         }
         if (status == 200 && cc == CURLE_OK && af_now_ns() - t0 > 1000000000ull)
             continue;   /* the watch's timeout: watch again */
