@@ -234,6 +234,21 @@ START_TEST(test_two_pod_sets_delete_and_resync_apart)
     ck_assert(!managed_has(s, "u1", false));
     af_snapshot_unref(s);
 
+    /* u3 is modified (rv 10), then labelled (rv 11); the managed watch's ADDED (rv 11)
+     * comes first, then the other watch's stale MODIFIED (rv 10) and its DELETED (rv 11) */
+    plain = mkmanaged("u3", "n1", false);
+    plain->rv = 11;
+    af_cache_upsert_pod(c, plain);
+    plain = mkpod("ml", "u3", "n1", 100, 0, false);
+    plain->rv = 10;
+    af_cache_upsert_pod(c, plain);
+    af_cache_delete_pod_in(c, AF_PODS_UNMANAGED, "ml", "u3");
+    s = af_cache_snapshot(c);
+    ck_assert_ptr_nonnull(af_snapshot_find_pod(s, "ml", "u3"));
+    ck_assert(managed_has(s, "u3", false));
+    af_snapshot_unref(s);
+    af_cache_delete_pod(c, "ml", "u3");
+
     /* a relist of the unmanaged set that does not carry m1 or u2 keeps m1, drops u2 */
     af_cache_upsert_pod(c, mkpod("ml", "u2", "n1", 100, 0, false));
     af_cache_begin_resync_pods(c, AF_PODS_UNMANAGED);

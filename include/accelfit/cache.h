@@ -81,7 +81,9 @@ void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
  * rollout counts a finished Job's), the rest only while not terminal. A pod
  * whose label changes leaves one watch and enters the other, and the two are
  * not ordered, so a delete or relist of one set never removes a record the
- * other set put there. AF_PODS_ALL is every pod (a file, a single source).
+ * other set put there, and an upsert from one set older (af_pod_info.rv) than
+ * the other set's record is dropped. AF_PODS_ALL is every pod (a file, a
+ * single source).
  */
 enum af_pod_set { AF_PODS_ALL = 0, AF_PODS_UNMANAGED = 1, AF_PODS_MANAGED = 2 };
 void af_cache_delete_pod_in(struct af_cache *c, enum af_pod_set set, const char *ns,

@@ -338,6 +338,9 @@ struct af_pod_info {
     char *generate_name;       /* metadata.generateName, may be NULL; a pod at admission may
                                 * have only that (its name is then "") */
     bool terminal;             /* phase Succeeded or Failed */
+    /* The resourceVersion of the watch event it came from, when numeric (0: unknown, as
+     * for a listed pod); orders the events of the two pod watches (accelfit/cache.h). */
+    uint64_t rv;
     bool system;               /* DaemonSet pod or mirror (static) pod: does not make a node busy */
     /* Rollouts (accelfit/rollout.h) steer only pods labelled accelfit.io/managed: "true";
      * for those the cache keeps what selectors and the brake read. */

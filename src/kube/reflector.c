@@ -417,6 +417,8 @@ static void process_batch(struct reflector *r)
             af_watch_event_clear(ev);
             continue;
         }
+        if (ev->pod && ev->rv)
+            ev->pod->rv = strtoull(ev->rv, NULL, 10);
         nev++;
         if (ev->type == AF_WATCH_ERROR) {
             if (ev->status_code == 410) {
