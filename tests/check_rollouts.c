@@ -1404,15 +1404,6 @@ static json_t *stored_record(const struct af_test_fake_api *f, const char *name)
     return rec;
 }
 
-/* Polls `cond` for up to a minute. */
-#define POLL(cond)                                                                          \
-    ({                                                                                      \
-        bool ok_ = false;                                                                   \
-        for (int i_ = 0; i_ < 600 && !(ok_ = (cond)); i_++)                                 \
-            nanosleep(&(struct timespec){0, 100000000L}, NULL);                             \
-        ok_;                                                                                \
-    })
-
 static bool stored_halted(const struct af_test_fake_api *f, bool want)
 {
     json_t *rec = stored_record(f, "web");
@@ -1482,27 +1473,27 @@ START_TEST(test_state_is_shared_and_survives_restarts)
     ck_assert(st.began == t0);
     replica_start(&a, &f, svc.rollouts);
     replica_start(&b, &f, af_rollouts_new());
-    ck_assert_msg(POLL(status_at(b.rs, t0 + 300).began == t0), "B never learned the begin");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, status_at(b.rs, t0 + 300).began == t0), "B never learned the begin");
     ck_assert_int_eq(status_at(b.rs, t0 + 300).stage, 0);
     ck_assert_int_eq(status_at(b.rs, t0 + 1300).stage, 1);
 
     /* the brake halts on A (not Ready for 700 s); the state object says so, and why */
     decide_at(svc.rollouts, "new-1", t0 + 700, &d);
     ck_assert(d.halted);
-    ck_assert_msg(POLL(stored_halted(&f, true)), "the halt never reached the API server");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_halted(&f, true)), "the halt never reached the API server");
     rec = stored_record(&f, "web");
     ck_assert_str_eq(json_string_value(json_object_get(rec, "haltPod")), "ml/web-t1");
     ck_assert_int_eq(json_integer_value(json_object_get(rec, "stage")), 2);
     json_decref(rec);
     /* B, whose own brake would not halt yet (300 s), is halted by A's record */
-    ck_assert_msg(POLL(status_at(b.rs, t0 + 300).halted), "B never saw the halt");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, status_at(b.rs, t0 + 300).halted), "B never saw the halt");
 
     /* A restarts: the halt and the begin are read back */
     replica_stop(&a);
     af_rollouts_free(svc.rollouts);
     svc.rollouts = af_rollouts_new();
     replica_start(&a, &f, svc.rollouts);
-    ck_assert_msg(POLL(status_at(svc.rollouts, t0 + 300).began == t0), "the begin was lost");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, status_at(svc.rollouts, t0 + 300).began == t0), "the begin was lost");
     ck_assert_msg(status_at(svc.rollouts, t0 + 300).halted, "the halt did not survive");
     st = status_at(svc.rollouts, t0 + 1300);
     ck_assert_int_eq(st.stage, 1);
@@ -1511,17 +1502,17 @@ START_TEST(test_state_is_shared_and_survives_restarts)
     ck_assert(status_at(b.rs, t0 + 710).halted);
     ck_assert(status_at(svc.rollouts, t0 + 710).halted);
     ck_assert_int_eq(af_rollouts_ack(b.rs, "web"), 0);
-    ck_assert_msg(POLL(!status_at(svc.rollouts, t0 + 720).halted), "A never saw the ack");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, !status_at(svc.rollouts, t0 + 720).halted), "A never saw the ack");
     decide_at(svc.rollouts, "new-2", t0 + 800, &d);
     ck_assert(!d.halted);
-    ck_assert_msg(POLL(stored_halted(&f, false)), "the ack never reached the API server");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_halted(&f, false)), "the ack never reached the API server");
 
     /* ... nor after a restart */
     replica_stop(&a);
     af_rollouts_free(svc.rollouts);
     svc.rollouts = af_rollouts_new();
     replica_start(&a, &f, svc.rollouts);
-    ck_assert_msg(POLL(status_at(svc.rollouts, t0 + 300).began == t0), "the begin was lost");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, status_at(svc.rollouts, t0 + 300).began == t0), "the begin was lost");
     decide_at(svc.rollouts, "new-3", t0 + 900, &d);
     ck_assert_msg(!d.halted, "%s", d.reason);
     ck_assert_int_eq(status_at(svc.rollouts, t0 + 1300).stage, 1);
@@ -1532,7 +1523,7 @@ START_TEST(test_state_is_shared_and_survives_restarts)
     st = status_at(svc.rollouts, t0 + 5000);
     /* begun again: at this call, or at the writer's clock if it saw the change first */
     ck_assert_msg(st.began >= t0 + 5000 && st.stage == 0, "began t0%+.3f, stage %d", st.began - t0, st.stage);
-    ck_assert_msg(POLL(status_at(b.rs, st.began + 100).began == st.began &&
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, status_at(b.rs, st.began + 100).began == st.began &&
                        stored_began(&f) == st.began),
                   "the replicas and the API server do not agree on the new begin");
     ck_assert_int_eq(status_at(b.rs, st.began + 100).stage, 0);
@@ -1579,7 +1570,7 @@ START_TEST(test_state_write_conflict_reads_again_and_merges)
     publish();
     (void)status_at(svc.rollouts, t0);
     replica_start(&a, &f, svc.rollouts);
-    ck_assert_msg(POLL(stored_halted(&f, false)), "the rollout never reached the API server");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_halted(&f, false)), "the rollout never reached the API server");
     ck_assert(status_at(svc.rollouts, t0 + 100).began == t0);
 
     /* the watch goes silent; another client adds a key */
@@ -1598,7 +1589,7 @@ START_TEST(test_state_write_conflict_reads_again_and_merges)
     /* a halt here: written from the stale resourceVersion, then merged */
     decide_at(svc.rollouts, "new-1", t0 + 700, &d);
     ck_assert(d.halted);
-    ck_assert_msg(POLL(stored_halted(&f, true)), "the halt never reached the API server");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_halted(&f, true)), "the halt never reached the API server");
     json_decref(rec);
     rec = stored_record(&f, "other");
     ck_assert_msg(rec != NULL, "the other client's key was lost");

@@ -95,6 +95,7 @@ void *af_xrealloc(void *p, size_t n);
 char *af_xstrdup(const char *s);          /* NULL in, NULL out */
 char *af_xstrndup(const char *s, size_t n);
 char *af_xasprintf(const char *fmt, ...) AF_PRINTF(1, 2);
+char *af_xvasprintf(const char *fmt, va_list ap) AF_PRINTF(1, 0);
 void af_free(void *p);                    /* NULL is fine */
 
 /* Grows *arr (of *cap elements of `elem` bytes) so it holds at least `need`. */

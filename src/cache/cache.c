@@ -492,14 +492,19 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
     uint32_t h = hash_pod(p->ns, p->name);
     size_t pos, mpos;
     long s = table_lookup(&c->pods, p->ns, p->name, h, &pos);
-    long m = s >= 0 ? -1 : table_lookup(&c->managed, p->ns, p->name, h, &mpos);
-    const struct af_pod_info *cur = s >= 0 ? c->pods.pods[s] : m >= 0 ? c->managed.pods[m] : NULL;
 
     /* An event the other set's watch sent before the one this record came from (the
-     * pod's label changed and the two watches are not ordered): it is old news. */
-    if (cur && pod_set_of(cur) != pod_set_of(p) && p->rv && cur->rv && p->rv < cur->rv) {
-        af_pod_info_unref(p);
-        return;
+     * pod's label changed and the two watches are not ordered): it is old news. Only
+     * watch events carry a resourceVersion; a list's pods skip the look. */
+    if (p->rv) {
+        long m = s >= 0 ? -1 : table_lookup(&c->managed, p->ns, p->name, h, &mpos);
+        const struct af_pod_info *cur = s >= 0   ? c->pods.pods[s]
+                                        : m >= 0 ? c->managed.pods[m]
+                                                 : NULL;
+        if (cur && cur->rv && pod_set_of(cur) != pod_set_of(p) && p->rv < cur->rv) {
+            af_pod_info_unref(p);
+            return;
+        }
     }
     managed_set(c, p->ns, p->name, h, p);
     if (p->terminal) {

@@ -996,7 +996,11 @@ static void pipelined_input(struct server *s, struct lws *wsi, struct pss *p)
     p->pipelined = true;
 }
 
-static bool is_tchar(unsigned char c);
+/* A token character (RFC 9110): a method, an Upgrade value. */
+static bool is_tchar(unsigned char c)
+{
+    return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
 
 /*
  * A request asks to leave HTTP/1.1 (an Upgrade header): lws 4.1.6 asks before it
@@ -1126,11 +1130,6 @@ struct rawss {
     size_t len;
     unsigned char out[LWS_PRE + 512];
 };
-
-static bool is_tchar(unsigned char c)
-{
-    return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
 
 /*
  * lws gave up on these bytes (an unknown method, a line that is not HTTP) or

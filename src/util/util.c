@@ -160,19 +160,28 @@ char *af_xstrndup(const char *s, size_t n)
     return p;
 }
 
-char *af_xasprintf(const char *fmt, ...)
+char *af_xvasprintf(const char *fmt, va_list ap)
 {
-    va_list ap;
+    va_list ap2;
     int n;
     char *p;
 
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    va_copy(ap2, ap);
+    n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
     af_assert(n >= 0);
     p = af_xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
     vsnprintf(p, (size_t)n + 1, fmt, ap);
+    return p;
+}
+
+char *af_xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+
+    va_start(ap, fmt);
+    p = af_xvasprintf(fmt, ap);
     va_end(ap);
     return p;
 }

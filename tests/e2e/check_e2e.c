@@ -66,21 +66,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static char *xvasprintf(const char *fmt, va_list ap)
-{
-    va_list ap2;
-    int n;
-    char *s;
-
-    va_copy(ap2, ap);
-    n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    ck_assert_int_ge(n, 0);
-    s = af_xmalloc((size_t)n + 1);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    return s;
-}
-
 /* Runs `sh -c CMD`; its stdout in *out when out is not NULL (caller frees). Exit status. */
 static int run(char **out, const char *fmt, ...) AF_PRINTF(2, 3);
 static int run(char **out, const char *fmt, ...)
@@ -94,7 +79,7 @@ static int run(char **out, const char *fmt, ...)
     int st;
 
     va_start(ap, fmt);
-    cmd = xvasprintf(fmt, ap);
+    cmd = af_xvasprintf(fmt, ap);
     va_end(ap);
     f = popen(cmd, "r");
     ck_assert_msg(f != NULL, "cannot run %s", cmd);
@@ -141,7 +126,7 @@ static int kubectl(char **out, const char *fmt, ...)
     int rc;
 
     va_start(ap, fmt);
-    args = xvasprintf(fmt, ap);
+    args = af_xvasprintf(fmt, ap);
     va_end(ap);
     rc = run(out, "'%s/bin/kubectl' --kubeconfig '%s/admin.kubeconfig' %s 2>>'%s/kubectl.log'",
              k8s, k8s, args, work);
@@ -158,7 +143,7 @@ static json_t *kubectl_json(const char *fmt, ...)
     json_error_t e;
 
     va_start(ap, fmt);
-    args = xvasprintf(fmt, ap);
+    args = af_xvasprintf(fmt, ap);
     va_end(ap);
     must(kubectl(&out, "%s -o json", args), args);
     j = json_loads(out, 0, &e);
@@ -204,15 +189,6 @@ static long acc_get(bool api, const char *path, char **body)
     af_free(url);
     return st;
 }
-
-/* Polls until `ok` or `seconds` pass. */
-#define WAIT_FOR(seconds, cond)                                                          \
-    ({                                                                                   \
-        bool ok_ = false;                                                                \
-        for (int i_ = 0; i_ < (seconds) * 10 && !(ok_ = (cond)); i_++)                  \
-            sleep_ms(100);                                                               \
-        ok_;                                                                             \
-    })
 
 static bool ready(void)
 {
@@ -375,7 +351,7 @@ static void start_accelfit(int port)
     acc_args[n] = NULL;
     json_decref(dep);
     af_test_server_start_on(&acc, port, acc_args, tls_phase, NULL, NULL);
-    ck_assert_msg(WAIT_FOR(60, ready()), "accelfit never became ready (log: %s)", acc.log_path);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, ready()), "accelfit never became ready (log: %s)", acc.log_path);
 }
 
 static void start_scheduler(void)
@@ -417,7 +393,7 @@ static void start_scheduler(void)
         execl(bin, bin, cfgarg, authn, authz, "--bind-address=127.0.0.1", "--v=2", (char *)NULL);
         _exit(127);
     }
-    ck_assert_msg(WAIT_FOR(60, run(NULL, "curl -skf https://127.0.0.1:%d/healthz >/dev/null",
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, run(NULL, "curl -skf https://127.0.0.1:%d/healthz >/dev/null",
                                    SCHEDULER_PORT) == 0),
                   "kube-scheduler never answered /healthz (log: %s/scheduler.log)", work);
     af_free(cfg), af_free(url), af_free(kc), af_free(tok), af_free(kctext), af_free(path);
@@ -763,7 +739,7 @@ START_TEST(test_placements_on_an_eks_node_mix)
     /* The A10G node is full; a node added now is seen and used for the next such pod. */
     nodes0 = metric("accelfit_cache_objects{kind=\"node\"}");
     clone_node(NODE_G5, "ip-10-0-2-99.us-west-2.compute.internal", "g5.2xlarge", 0);
-    ck_assert_msg(WAIT_FOR(30, metric("accelfit_cache_objects{kind=\"node\"}") == nodes0 + 1),
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, metric("accelfit_cache_objects{kind=\"node\"}") == nodes0 + 1),
                   "accelfit never saw the new node (%g nodes)",
                   metric("accelfit_cache_objects{kind=\"node\"}"));
     {
@@ -794,16 +770,16 @@ START_TEST(test_api_server_restart_under_a_live_accelfit)
     must(run(&pid, "cat '%s/run/apiserver.pid'", k8s), "apiserver pid");
     /* killed: a graceful stop holds open watches for up to a minute */
     ck_assert_int_eq(kill((pid_t)atoi(pid), SIGKILL), 0);
-    ck_assert_msg(WAIT_FOR(60, !ready()), "/readyz never went stale with the API server down");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, !ready()), "/readyz never went stale with the API server down");
     ck_assert_msg(acc_get(false, "/healthz", NULL) == 200, "accelfit is not alive");
     /* up.sh stops what is left (etcd, keeping its data) and starts both again */
     must(run(NULL, "'%s/up.sh' >>'%s/up.log' 2>&1", k8s, work), "restarting the API server");
-    ck_assert_msg(WAIT_FOR(90, ready()), "accelfit never became ready again (log: %s)",
+    ck_assert_msg(AF_TEST_WAIT_FOR(90, ready()), "accelfit never became ready again (log: %s)",
                   acc.log_path);
     /* changes after the restart arrive; so does a node removed */
     clone_node(NODE_C6I, "ip-10-0-2-77.us-west-2.compute.internal", "c6i.4xlarge", 0);
     must(kubectl(NULL, "delete node " NODE_TRN1 " >/dev/null"), "delete node");
-    ck_assert_msg(WAIT_FOR(60, (nodes = metric("accelfit_cache_objects{kind=\"node\"}")) == 5),
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, (nodes = metric("accelfit_cache_objects{kind=\"node\"}")) == 5),
                   "accelfit holds %g nodes, the API server 5", nodes);
     ck_assert_msg(metric("accelfit_relists_total") > relists0, "no relist after the restart");
     ck_assert_int_eq(waitpid(acc.pid, NULL, WNOHANG), 0);
@@ -846,7 +822,7 @@ static void install_rollout_policy(void)
     char *body = NULL;
 
     write_file(path, text, strlen(text));
-    ck_assert_msg(WAIT_FOR(30, (af_free(body), acc_get(true, "/rollouts", &body) == 200 &&
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, (af_free(body), acc_get(true, "/rollouts", &body) == 200 &&
                                                    strstr(body, "jobs-to-inf2") != NULL)),
                   "the rollouts never appeared in /rollouts (log: %s)", acc.log_path);
     af_free(body), af_free(policy), af_free(path), af_free(text);
@@ -991,11 +967,11 @@ START_TEST(test_variant_rollout_through_the_real_webhook)
     /* half the replicas; accelfit restarts; the other half: the share holds over both */
     create_replicas(50, true);
     create_replicas(5, false);
-    ck_assert_msg(WAIT_FOR(120, all_bound("e2e-roll", "llm-", 50)), "replicas not bound");
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, all_bound("e2e-roll", "llm-", 50)), "replicas not bound");
     af_test_server_stop(&acc);
     start_accelfit(acc.port);
     create_replicas(50, true);
-    ck_assert_msg(WAIT_FOR(120, all_bound("e2e-roll", "llm-", 100)), "replicas not bound");
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, all_bound("e2e-roll", "llm-", 100)), "replicas not bound");
     c = census("e2e-roll", "llm-");
     ck_assert_msg(c.target >= 29 && c.target <= 31 && c.source == 100 - c.target,
                   "%d on the target, %d on the source, %d undecided", c.target, c.source, c.none);
@@ -1003,7 +979,7 @@ START_TEST(test_variant_rollout_through_the_real_webhook)
                   "%d target pods off inf2, %d source pods off g5", c.target_wrong,
                   c.source_wrong);
     /* pods without the managed label are left as written */
-    ck_assert_msg(WAIT_FOR(60, all_bound("e2e-roll", "plain-", 5)), "plain pods not bound");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, all_bound("e2e-roll", "plain-", 5)), "plain pods not bound");
     c = census("e2e-roll", "plain-");
     ck_assert_int_eq(c.none, 5);
 
@@ -1027,12 +1003,12 @@ START_TEST(test_variant_rollout_through_the_real_webhook)
              "setting a target pod Failed");
         json_decref(list);
     }
-    ck_assert_msg(WAIT_FOR(30, halted("llm-to-inf2")), "the rollout did not halt");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, halted("llm-to-inf2")), "the rollout did not halt");
     c = census("e2e-roll", "llm-");
     {
         int before = c.target;
         create_replicas(10, true);
-        ck_assert_msg(WAIT_FOR(60, census("e2e-roll", "llm-").total == 110), "replicas missing");
+        ck_assert_msg(AF_TEST_WAIT_FOR(60, census("e2e-roll", "llm-").total == 110), "replicas missing");
         c = census("e2e-roll", "llm-");
         ck_assert_msg(c.target == before, "%d replicas went to the target after the halt",
                       c.target - before);
@@ -1059,7 +1035,7 @@ START_TEST(test_a_jobs_pods_are_one_unit)
         }
     }
     must(kubectl_create(list), "creating the Jobs' pods");
-    ck_assert_msg(WAIT_FOR(120, all_bound("e2e-jobs", "train-", 30)), "Job pods not bound");
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, all_bound("e2e-jobs", "train-", 30)), "Job pods not bound");
     for (int j = 0; j < 10; j++) {
         char prefix[32];
         struct census c;
@@ -1078,7 +1054,7 @@ START_TEST(test_a_jobs_pods_are_one_unit)
         json_t *pods = kubectl_json("-n e2e-jobs get pods"), *p;
         double live = metric("accelfit_cache_objects{kind=\"pod\"}");
         size_t i;
-        ck_assert_msg(WAIT_FOR(30, units("jobs-to-inf2", "target") == 3),
+        ck_assert_msg(AF_TEST_WAIT_FOR(30, units("jobs-to-inf2", "target") == 3),
                       "/rollouts counts %d target units", units("jobs-to-inf2", "target"));
         json_array_foreach(json_object_get(pods, "items"), i, p)
             must(kubectl(NULL, "-n e2e-jobs patch pod %s --subresource=status --type=merge -p "
@@ -1088,7 +1064,7 @@ START_TEST(test_a_jobs_pods_are_one_unit)
                  "setting a pod Succeeded");
         json_decref(pods);
         /* the cache has seen them end: they left the pods that hold resources */
-        ck_assert_msg(WAIT_FOR(60, metric("accelfit_cache_objects{kind=\"pod\"}") == live - 30),
+        ck_assert_msg(AF_TEST_WAIT_FOR(60, metric("accelfit_cache_objects{kind=\"pod\"}") == live - 30),
                       "accelfit holds %g live pods, not %g",
                       metric("accelfit_cache_objects{kind=\"pod\"}"), live - 30);
         ck_assert_int_eq(units("jobs-to-inf2", "target"), 3);
@@ -1135,7 +1111,7 @@ START_TEST(test_preferences_through_the_real_webhook)
     json_t *pods[2];
 
     write_file(path, text, strlen(text));
-    ck_assert_msg(WAIT_FOR(30, metric("accelfit_policy_generation") > gen),
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, metric("accelfit_policy_generation") > gen),
                   "the policy with preferences was not reloaded (log: %s)", acc.log_path);
     make_namespace("e2e-pref");
     for (int i = 0; i < 2; i++) {
@@ -1151,7 +1127,7 @@ START_TEST(test_preferences_through_the_real_webhook)
             pod_text = json_dumps(pod, JSON_COMPACT);
             write_file(dry, pod_text, strlen(pod_text));
             free(pod_text);
-            ck_assert_msg(WAIT_FOR(30, (af_free(out), out = NULL,
+            ck_assert_msg(AF_TEST_WAIT_FOR(30, (af_free(out), out = NULL,
                                         kubectl(&out, "create --dry-run=server -o json -f '%s'",
                                                 dry) == 0 && strstr(out, "\"weight\": 100"))),
                           "no preferences in a dry run with the p4d cordoned: %s", out);
@@ -1270,7 +1246,7 @@ START_TEST(test_rollout_state_survives_a_restart)
     struct af_test_resp r;
     char *url;
 
-    ck_assert_msg(WAIT_FOR(30, state_halted("llm-to-inf2", true)),
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, state_halted("llm-to-inf2", true)),
                   "the halt never reached ConfigMap accelfit-rollouts (log: %s)", acc.log_path);
     must(kubectl(&yaml, "-n accelfit get configmap accelfit-rollouts -o yaml"), "get -o yaml");
     ck_assert_msg(strstr(yaml, "llm-to-inf2") && strstr(yaml, "\"halted\": true") &&
@@ -1282,8 +1258,8 @@ START_TEST(test_rollout_state_survives_a_restart)
 
     af_test_server_stop(&acc);
     start_accelfit(acc.port);
-    ck_assert_msg(WAIT_FOR(30, halted("llm-to-inf2")), "the halt did not survive the restart");
-    ck_assert_msg(WAIT_FOR(30, (af_free(after), after = rollout_began("llm-to-inf2"),
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, halted("llm-to-inf2")), "the halt did not survive the restart");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, (af_free(after), after = rollout_began("llm-to-inf2"),
                                 !strcmp(after, began))),
                   "began %s before the restart, %s after", began, after);
 
@@ -1296,7 +1272,7 @@ START_TEST(test_rollout_state_survives_a_restart)
     ck_assert_int_eq(r.status, 200);
     af_test_resp_free(&r);
     curl_easy_cleanup(c);
-    ck_assert_msg(WAIT_FOR(30, state_halted("llm-to-inf2", false)),
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, state_halted("llm-to-inf2", false)),
                   "the ack never reached ConfigMap accelfit-rollouts");
     ck_assert(!halted("llm-to-inf2"));
     af_free(url), af_free(yaml), af_free(began), af_free(after);

@@ -8,7 +8,9 @@
 #define AF_TEST_SUPPORT_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "accelfit/util.h"
 
@@ -49,5 +51,17 @@ void af_test_make_cert(const char *dir, const char *prefix, const char *san);
  * Returns the exit status, or 128+signal.
  */
 int af_test_exec(const char *const *argv, const char *stdin_text, char **out, char **err);
+
+/*
+ * Evaluates `cond` every 100 ms until it holds or `seconds` pass; true when it held. The
+ * time is a deadline for a broken build, never a timing assertion: pick it generous.
+ */
+#define AF_TEST_WAIT_FOR(seconds, cond)                                                     \
+    ({                                                                                      \
+        bool ok_ = false;                                                                   \
+        for (int i_ = 0; i_ < (seconds) * 10 && !(ok_ = (cond)); i_++)                      \
+            nanosleep(&(struct timespec){0, 100000000L}, NULL);                             \
+        ok_;                                                                                \
+    })
 
 #endif
