@@ -210,6 +210,11 @@ int af_test_exec(const char *const *argv, const char *stdin_text, char **out, ch
     close(pout[0]);
     close(perr[0]);
     waitpid(pid, &status, 0);
+    /* A child that died by a signal (a sanitizer's report ends in abort) says why here,
+     * whatever the test does with its stderr. */
+    if (WIFSIGNALED(status) && be.len)
+        fprintf(stderr, "%s died by signal %d; its stderr:\n%.*s\n", argv[0],
+                WTERMSIG(status), (int)be.len, be.buf);
     if (out)
         *out = af_buf_detach(&bo, NULL);
     else
