@@ -493,7 +493,17 @@ def main():
     out += types_header
     out += ["#", "# ===== from tests/fixtures/ec2-prices.yaml " + "=" * 40]
     out += prices_header
-    out += ["apiVersion: accelfit.io/v1", "kind: Catalog", "region: " + REGION, "instances:"]
+    # When the prices were read: the price table's header says "generated at <RFC 3339>".
+    stamp = None
+    for line in prices_header:
+        m = re.search(r"generated at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", line)
+        if m:
+            stamp = m.group(1)
+    if not stamp:
+        die(opts["--prices"], "the header does not say when the prices were generated "
+            "(\"generated at YYYY-MM-DDTHH:MM:SSZ\")")
+    out += ["apiVersion: accelfit.io/v1", "kind: Catalog", "region: " + REGION,
+            "prices_as_of: " + stamp, "instances:"]
     for e in fixture:
         emit(fx_path, e, out, (types.get(e["name"]) or {}).get("arch"))
     if added:

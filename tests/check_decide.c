@@ -12,6 +12,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
+#include "accelfit/prices.h"
 #include "support/support.h"
 
 static struct af_config *cfg;
@@ -236,7 +237,7 @@ START_TEST(test_classify_catalog_spot_discount_wins_over_policy)
         {.name = "x1.big", .cls = AF_CLASS_NVIDIA_L4, .price_usd_hr = 10, .spot_discount_pct = 30},
         {.name = "x2.big", .cls = AF_CLASS_NVIDIA_L4, .price_usd_hr = 10, .spot_discount_pct = -1},
     };
-    struct af_catalog cat = {types, 2, "<test>"};
+    struct af_catalog cat = {types, 2, "<test>", "us-east-1", 0};
     struct af_policy pol = {.default_spot_discount_pct = 50};
     struct af_kv l1[] = {{"node.kubernetes.io/instance-type", "x1.big"},
                          {"karpenter.sh/capacity-type", "spot"}};
@@ -253,6 +254,92 @@ START_TEST(test_classify_catalog_spot_discount_wins_over_policy)
     ck_assert_str_eq(b->instance_type, "x2.big");
     af_node_info_unref(a);
     af_node_info_unref(b);
+}
+END_TEST
+
+/* A node of eu-west-1 priced as each price source says, with and without prices from AWS. */
+START_TEST(test_price_sources_in_order_and_their_reasons)
+{
+    struct af_instance_type types[] = {
+        {.name = "g5.xlarge", .cls = AF_CLASS_NVIDIA_A10G, .price_usd_hr = 1.006, .spot_discount_pct = 60},
+        {.name = "m7g.large", .cls = AF_CLASS_CPU, .price_usd_hr = 0.0816, .spot_discount_pct = -1},
+        {.name = "x9.big", .cls = AF_CLASS_CPU, .price_usd_hr = -1, .spot_discount_pct = -1},
+    };
+    struct af_catalog cat = {types, 3, "<test>", "us-east-1", 1784554470 /* 2026-07-20T13:34:30Z */};
+    struct af_policy pol = {.default_spot_discount_pct = 50};
+    const double now = 1784554470 + 10 * 86400;
+    struct af_kv spot[] = {{"node.kubernetes.io/instance-type", "g5.xlarge"},
+                           {"karpenter.sh/capacity-type", "spot"},
+                           {"topology.kubernetes.io/region", "eu-west-1"},
+                           {"topology.kubernetes.io/zone", "eu-west-1b"}};
+    struct af_kv od[] = {{"node.kubernetes.io/instance-type", "m7g.large"},
+                         {"eks.amazonaws.com/capacityType", "ON_DEMAND"},
+                         {"failure-domain.beta.kubernetes.io/region", "eu-west-1"}};
+    struct af_kv odd[] = {{"node.kubernetes.io/instance-type", "x9.big"}};
+    struct af_node_info *a = af_node_info_new(), *b = af_node_info_new(), *c = af_node_info_new();
+    struct af_prices *live = af_prices_new();
+    char why[512];
+
+    af_node_classify(&cat, &pol, spot, 4, NULL, 0, a);
+    af_node_classify(&cat, &pol, od, 3, NULL, 0, b);
+    af_node_classify(&cat, &pol, odd, 1, NULL, 0, c);
+    ck_assert_str_eq(a->region, "eu-west-1");
+    ck_assert_str_eq(a->zone, "eu-west-1b");
+    ck_assert_str_eq(b->region, "eu-west-1");   /* the beta label */
+
+    /* no live prices: the catalog's us-east-1 list price, and it says the node is elsewhere */
+    ck_assert_str_eq(a->price_source, "catalog-spot");
+    ck_assert_double_eq_tol(a->hourly_usd, 1.006 * 0.4, 1e-9);
+    ck_assert(a->price_other_region);
+    af_node_price_reason(a, &cat, &pol, now, why, sizeof(why));
+    ck_assert_str_eq(why, "us-east-1 on-demand list price of g5.xlarge in the catalog of "
+                          "2026-07-20, 10 days old less the catalog's 60% spot discount of "
+                          "g5.xlarge; the node runs in eu-west-1, whose price is not known");
+    ck_assert_str_eq(b->price_source, "catalog");
+    ck_assert(!c->price_known);
+    af_node_price_reason(c, &cat, &pol, now, why, sizeof(why));
+    ck_assert_str_eq(why, "no price: the catalog has no price of x9.big, AWS gave none and the "
+                          "node has no accelfit.io/hourly-price");
+
+    /* the region's on-demand prices from AWS; no spot price of eu-west-1b yet */
+    ck_assert_int_eq(af_prices_set(live, AF_PRICE_ON_DEMAND, "eu-west-1", "g5.xlarge", 1.123, now - 60), 0);
+    ck_assert_int_eq(af_prices_set(live, AF_PRICE_ON_DEMAND, "eu-west-1", "m7g.large", 0.0892, now - 60), 0);
+    ck_assert_int_eq(af_prices_set(live, AF_PRICE_SPOT, "eu-west-1a", "g5.xlarge", 0.41, now - 30), 0);
+    af_prices_freeze(live);
+    af_node_price(&cat, &pol, live, a);
+    af_node_price(&cat, &pol, live, b);
+    ck_assert_str_eq(a->price_source, "aws-catalog-spot");
+    ck_assert_double_eq_tol(a->hourly_usd, 1.123 * 0.4, 1e-9);
+    ck_assert(!a->price_other_region);
+    ck_assert_str_eq(b->price_source, "aws");
+    ck_assert_double_eq_tol(b->hourly_usd, 0.0892, 1e-12);
+    ck_assert_double_eq(b->price_as_of, now - 60);
+    af_node_price_reason(b, &cat, &pol, now, why, sizeof(why));
+    ck_assert_str_eq(why, "on-demand price of m7g.large in eu-west-1 from AWS, read 60 s ago");
+
+    /* the zone's own spot price wins */
+    {
+        struct af_prices *next = af_prices_copy(live, AF_PRICE_SPOT, "eu-west-1");
+        af_prices_unref(live);
+        live = next;
+    }
+    ck_assert_int_eq(af_prices_set(live, AF_PRICE_SPOT, "eu-west-1b", "g5.xlarge", 0.3871, now - 300), 0);
+    af_prices_freeze(live);
+    af_node_price(&cat, &pol, live, a);
+    ck_assert_str_eq(a->price_source, "aws-spot");
+    ck_assert_double_eq_tol(a->hourly_usd, 0.3871, 1e-12);
+    af_node_price_reason(a, &cat, &pol, now, why, sizeof(why));
+    ck_assert_str_eq(why, "spot price of g5.xlarge in eu-west-1b from AWS, read 5 min ago");
+
+    /* an annotation beats every source */
+    a->annotated_usd = 0.25;
+    af_node_price(&cat, &pol, live, a);
+    ck_assert_str_eq(a->price_source, "annotation");
+    ck_assert_double_eq(a->hourly_usd, 0.25);
+    af_prices_unref(live);
+    af_node_info_unref(a);
+    af_node_info_unref(b);
+    af_node_info_unref(c);
 }
 END_TEST
 
@@ -1052,6 +1139,7 @@ Suite *af_decide_suite(void)
     tcase_add_loop_test(tc, test_classify_prices_every_catalog_type, 0,
                         (int)AF_ARRAY_SIZE(priced_cases));
     tcase_add_test(tc, test_classify_catalog_spot_discount_wins_over_policy);
+    tcase_add_test(tc, test_price_sources_in_order_and_their_reasons);
     tcase_add_loop_test(tc, test_effective_requests, 0, AF_ARRAY_SIZE(req_cases));
     tcase_add_loop_test(tc, test_plan_cases, 0, AF_ARRAY_SIZE(plan_cases));
     tcase_add_loop_test(tc, test_res_format_is_exact, 0, (int)AF_ARRAY_SIZE(res_format_cases));

@@ -42,14 +42,59 @@ struct af_kv {
  *   otherwise cpu. A generation-less Neuron name ("inferentia") is settled by the
  *   instance family label when there is one.
  * Capacity type from karpenter.sh/capacity-type or eks.amazonaws.com/capacityType
- * ("spot"/"SPOT"). Price: annotation accelfit.io/hourly-price, else catalog
- * on-demand, less the spot discount (catalog, else policy default) on spot.
+ * ("spot"/"SPOT"); region and zone from topology.kubernetes.io/{region,zone}. Price:
+ * af_node_price with no live prices.
  * Cannot fail.
  */
 void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
                       const struct af_kv *labels, size_t n_labels,
                       const struct af_kv *annotations, size_t n_annotations,
                       struct af_node_info *out);
+
+/*
+ * Where a node's price comes from (af_node_info.price_source):
+ *   annotation         accelfit.io/hourly-price on the node, taken as it is (spot or not)
+ *   aws-spot           its zone's spot price for its type, read from AWS (prices.h)
+ *   aws                its region's on-demand price, read from AWS
+ *   aws-catalog-spot   on spot: the region's on-demand price from AWS less the
+ *   aws-policy-spot      catalog's (or the policy's default) spot discount of the type
+ *   catalog            the catalog's on-demand list price (af_catalog.price_region; when
+ *                      the node runs elsewhere, price_other_region says so)
+ *   catalog-spot       on spot: that list price less the catalog's spot discount
+ *   policy             on spot: that list price less the policy's default_spot_discount_pct
+ *   unknown            none of these: the node has no price
+ * On spot with no discount known, the on-demand price stands (source aws or catalog).
+ */
+#define AF_PRICE_SOURCE_ANNOTATION "annotation"
+#define AF_PRICE_SOURCE_AWS_SPOT "aws-spot"
+#define AF_PRICE_SOURCE_AWS "aws"
+#define AF_PRICE_SOURCE_AWS_CATALOG_SPOT "aws-catalog-spot"
+#define AF_PRICE_SOURCE_AWS_POLICY_SPOT "aws-policy-spot"
+#define AF_PRICE_SOURCE_CATALOG "catalog"
+#define AF_PRICE_SOURCE_CATALOG_SPOT "catalog-spot"
+#define AF_PRICE_SOURCE_POLICY_SPOT "policy"
+#define AF_PRICE_SOURCE_UNKNOWN "unknown"
+
+struct af_prices;
+
+/*
+ * Prices a classified node (price_known, hourly_usd, price_source, price_as_of,
+ * price_other_region) from what classification kept of it (instance_type, spot, region,
+ * zone, annotated_usd), the prices read from AWS (`live`; NULL when none) and the catalog,
+ * in the order of the sources above. af_node_classify calls it with no live prices; a new
+ * price book re-prices every node with it (af_cache_reprice). Cannot fail.
+ */
+void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
+                   const struct af_prices *live, struct af_node_info *n);
+
+/*
+ * One sentence for people on where a node's price comes from and how old it is, as of unix
+ * time `now`: "eu-west-1a spot price from AWS, read 4 min ago", "us-east-1 on-demand list
+ * price of the catalog (2026-07-20); the node runs in eu-west-1, whose price is not known",
+ * "no price: ...". Always NUL-terminated.
+ */
+void af_node_price_reason(const struct af_node_info *n, const struct af_catalog *cat,
+                          const struct af_policy *pol, double now, char *buf, size_t len);
 
 /* ---- effective requests ------------------------------------------------------------ */
 

@@ -121,6 +121,10 @@ struct af_catalog {
     struct af_instance_type *types;
     size_t n_types;
     char *source;              /* file name or "<embedded>" */
+    /* The region its prices are of (`region:`, "us-east-1" when absent) and when they were
+     * read (`prices_as_of:`, unix time; 0 when the catalog does not say). */
+    char *price_region;
+    double prices_as_of;
 };
 
 /* Total accelerator memory of one instance (devices x memory per device). */
@@ -303,9 +307,20 @@ struct af_node_info {
     bool spot;
     bool capacity_known;       /* a capacity-type label says spot or on-demand */
     bool unschedulable;
+    /* Where the node runs: topology.kubernetes.io/{region,zone} (or their beta
+     * failure-domain labels); NULL when unlabelled. */
+    char *region;
+    char *zone;
+    double annotated_usd;      /* accelfit.io/hourly-price when it is a price, else -1 */
+    /* The price (af_node_price): its source, and the unix time it was read (the
+     * catalog's prices_as_of for list prices; 0 when not known). */
     bool price_known;
     double hourly_usd;
-    const char *price_source;  /* static: "catalog", "catalog-spot", "annotation", "policy" */
+    const char *price_source;  /* static: one of the AF_PRICE_SOURCE_* names (decide.h) */
+    double price_as_of;
+    /* A list price of another region stands in: the node runs in `region`, the price is
+     * the catalog's (af_catalog.price_region) because no price of its own region is known. */
+    bool price_other_region;
     struct af_resources allocatable;
     /* The node group: eks.amazonaws.com/nodegroup, karpenter.sh/nodepool or
      * alpha.eksctl.io/nodegroup-name (the first present); NULL when none. */
@@ -358,6 +373,8 @@ struct af_pod_info {
 };
 
 struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls UNKNOWN */
+/* A new record (refcnt 1) with every field and string of `n`: to change one that is shared. */
+struct af_node_info *af_node_info_copy(const struct af_node_info *n);
 struct af_node_info *af_node_info_ref(struct af_node_info *n);
 void af_node_info_unref(struct af_node_info *n);       /* NULL is fine */
 /* The value of a label of a managed pod (NULL when absent or not kept). */

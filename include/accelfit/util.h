@@ -214,6 +214,9 @@ AF_NORETURN void af__assert_fail(const char *expr, const char *file, int line);
 
 /* Monotonic clock in nanoseconds and wall clock in seconds (not for the core). */
 uint64_t af_now_ns(void);
+/* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 when
+ * not one. */
+double af_parse_rfc3339(const char *s);
 double af_wall_time(void);
 
 #endif

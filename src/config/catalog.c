@@ -20,7 +20,8 @@
 #define MAX_GIB 1e7    /* GiB of host or device memory */
 #define MAX_GBPS 1e6   /* network bandwidth */
 
-static const char *const top_keys[] = {"apiVersion", "kind", "region", "instances", NULL};
+static const char *const top_keys[] = {"apiVersion", "kind", "region", "prices_as_of",
+                                       "instances", NULL};
 static const char *const type_keys[] = {"name",
                                         "family",
                                         "class",
@@ -64,6 +65,7 @@ void af_catalog_free(struct af_catalog *c)
         type_release(&c->types[i]);
     af_free(c->types);
     af_free(c->source);
+    af_free(c->price_region);
     af_free(c);
 }
 
@@ -377,6 +379,18 @@ static int load_catalog(struct af__ydoc *d, struct af_catalog *c)
         rc = af__ynode_string(d, v, "region", &s);
         if (rc)
             return rc;
+    }
+    c->price_region = af_xstrdup(v ? s : "us-east-1");
+    v = af__ymap_get(d, root, "prices_as_of");
+    if (v) {
+        rc = af__ynode_string(d, v, "prices_as_of", &s);
+        if (rc)
+            return rc;
+        c->prices_as_of = af_parse_rfc3339(s);
+        if (c->prices_as_of <= 0)
+            return af__ydoc_err(d, v, AF_EINVAL,
+                                "prices_as_of must be an RFC 3339 time such as "
+                                "2026-07-20T13:44:30Z, not '%s'", s);
     }
     list = af__ymap_get(d, root, "instances");
     if (!list)

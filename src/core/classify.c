@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/prices.h"
 #include "accelfit/util.h"
 
 static const char *kv_get(const struct af_kv *kv, size_t n, const char *key)
@@ -24,6 +26,21 @@ static const char *kv_get(const struct af_kv *kv, size_t n, const char *key)
             return kv[i].value;
     return NULL;
 }
+
+/* The first of `keys` (NULL-terminated) the labels hold, or NULL. */
+static const char *kv_first(const struct af_kv *kv, size_t n, const char *const *keys)
+{
+    const char *v = NULL;
+    for (; *keys && !v; keys++)
+        v = kv_get(kv, n, *keys);
+    return v;
+}
+
+/* Where a node runs: the well-known topology labels, then their deprecated beta forms. */
+static const char *const region_labels[] = {"topology.kubernetes.io/region",
+                                            "failure-domain.beta.kubernetes.io/region", NULL};
+static const char *const zone_labels[] = {"topology.kubernetes.io/zone",
+                                          "failure-domain.beta.kubernetes.io/zone", NULL};
 
 /* Label keys that name an accelerator, in the order they are trusted. */
 static const char *const accel_labels[] = {
@@ -194,7 +211,6 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
     const char *itype, *itype_key = "node.kubernetes.io/instance-type";
     const char *fam_label, *ann_price;
     enum af_accel_kind advertised = af_res_accel_kind(&out->allocatable);
-    double price;
 
     out->cls = AF_CLASS_UNKNOWN;
     out->class_source = NULL;
@@ -303,32 +319,175 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
     out->gpu_shared = out->kind == AF_ACCEL_GPU && gpu_shared(labels, n_labels, &out->allocatable);
     device_memory(cat, t, labels, n_labels, out);
 
-    /* Capacity type and price. */
+    /* Capacity type, place and price. */
     out->spot = is_spot(labels, n_labels, &out->capacity_known);
+    if (!out->region)
+        out->region = af_xstrdup(kv_first(labels, n_labels, region_labels));
+    if (!out->zone)
+        out->zone = af_xstrdup(kv_first(labels, n_labels, zone_labels));
     ann_price = kv_get(annotations, n_annotations, "accelfit.io/hourly-price");
-    if (ann_price && !parse_price(ann_price, &price))
+    out->annotated_usd = -1;
+    if (ann_price && !parse_price(ann_price, &out->annotated_usd)) {
         out->price_annotation_bad = true;
-    if (ann_price && !out->price_annotation_bad) {
-        out->price_known = true;
-        out->hourly_usd = price;
-        out->price_source = "annotation";
+        out->annotated_usd = -1;
+    }
+    af_node_price(cat, pol, NULL, out);
+}
+
+/* The spot discount of type `t` in percent: the catalog's, else the policy's default; the
+ * source it names (AF_PRICE_SOURCE_*), or NULL when neither knows one. */
+static const char *spot_discount(const struct af_instance_type *t, const struct af_policy *pol,
+                                 double *pct)
+{
+    const char *src = NULL;
+    if (t && t->spot_discount_pct >= 0) {
+        *pct = t->spot_discount_pct;
+        src = "catalog";
+    } else if (pol && pol->default_spot_discount_pct >= 0) {
+        *pct = pol->default_spot_discount_pct;
+        src = "policy";
+    }
+    if (src && *pct > 100)
+        *pct = 100;
+    return src;
+}
+
+void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
+                   const struct af_prices *live, struct af_node_info *n)
+{
+    const struct af_instance_type *t = n->instance_type ? af_catalog_find(cat, n->instance_type)
+                                                        : NULL;
+    double usd, as_of, pct;
+    const char *disc;
+
+    n->price_known = false;
+    n->hourly_usd = 0;
+    n->price_source = AF_PRICE_SOURCE_UNKNOWN;
+    n->price_as_of = 0;
+    n->price_other_region = false;
+    if (n->annotated_usd >= 0) {
+        n->price_known = true;
+        n->hourly_usd = n->annotated_usd;
+        n->price_source = AF_PRICE_SOURCE_ANNOTATION;
+        return;
+    }
+    if (!n->instance_type)
+        return;
+    /* 1. On spot, the zone's own spot price. */
+    if (n->spot && n->zone &&
+        af_prices_get(live, AF_PRICE_SPOT, n->zone, n->instance_type, &usd, &as_of)) {
+        n->price_known = true;
+        n->hourly_usd = usd;
+        n->price_source = AF_PRICE_SOURCE_AWS_SPOT;
+        n->price_as_of = as_of;
+        return;
+    }
+    /* 2. The on-demand price: the region's own, else the catalog's list price (of its
+     *    region, which may not be the node's). */
+    if (n->region &&
+        af_prices_get(live, AF_PRICE_ON_DEMAND, n->region, n->instance_type, &usd, &as_of)) {
+        n->price_source = AF_PRICE_SOURCE_AWS;
     } else if (t && t->price_usd_hr >= 0) {
-        out->price_known = true;
-        out->hourly_usd = t->price_usd_hr;
-        out->price_source = "catalog";
-        if (out->spot) {
-            double d = -1;
-            if (t->spot_discount_pct >= 0) {
-                d = t->spot_discount_pct;
-                out->price_source = "catalog-spot";
-            } else if (pol && pol->default_spot_discount_pct >= 0) {
-                d = pol->default_spot_discount_pct;
-                out->price_source = "policy";
-            }
-            if (d > 100)
-                d = 100;
-            if (d > 0)
-                out->hourly_usd = t->price_usd_hr * (1.0 - d / 100.0);
-        }
+        usd = t->price_usd_hr;
+        as_of = cat->prices_as_of;
+        n->price_source = AF_PRICE_SOURCE_CATALOG;
+        n->price_other_region = n->region && cat->price_region &&
+                                strcmp(n->region, cat->price_region) != 0;
+    } else {
+        return;
+    }
+    n->price_known = true;
+    n->hourly_usd = usd;
+    n->price_as_of = as_of;
+    /* 3. On spot without a spot price of its zone: that less the spot discount. */
+    if (n->spot && (disc = spot_discount(t, pol, &pct)) != NULL) {
+        n->hourly_usd = usd * (1.0 - pct / 100.0);
+        bool aws = !strcmp(n->price_source, AF_PRICE_SOURCE_AWS);
+        n->price_source = !strcmp(disc, "catalog")
+                              ? (aws ? AF_PRICE_SOURCE_AWS_CATALOG_SPOT : AF_PRICE_SOURCE_CATALOG_SPOT)
+                              : (aws ? AF_PRICE_SOURCE_AWS_POLICY_SPOT : AF_PRICE_SOURCE_POLICY_SPOT);
+    }
+}
+
+/* "12 s", "4 min", "3 h", "5 days": how long `secs` is, for people. */
+static void fmt_age(double secs, char *buf, size_t len)
+{
+    if (!(secs >= 0))
+        secs = 0;
+    if (secs < 120)
+        snprintf(buf, len, "%.0f s", secs);
+    else if (secs < 2 * 3600)
+        snprintf(buf, len, "%.0f min", secs / 60);
+    else if (secs < 2 * 86400)
+        snprintf(buf, len, "%.0f h", secs / 3600);
+    else
+        snprintf(buf, len, "%.0f days", secs / 86400);
+}
+
+/* "of 2026-07-20, 129 days old" for a list price read at `as_of` (nothing when unknown). */
+static void fmt_list_date(double as_of, double now, char *buf, size_t len)
+{
+    time_t t = (time_t)as_of;
+    struct tm tm;
+    char age[24];
+
+    buf[0] = '\0';
+    if (as_of <= 0 || !gmtime_r(&t, &tm))
+        return;
+    fmt_age(now - as_of, age, sizeof(age));
+    snprintf(buf, len, " of %04d-%02d-%02d, %s old", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, age);
+}
+
+void af_node_price_reason(const struct af_node_info *n, const struct af_catalog *cat,
+                          const struct af_policy *pol, double now, char *buf, size_t len)
+{
+    const struct af_instance_type *t = n->instance_type ? af_catalog_find(cat, n->instance_type)
+                                                        : NULL;
+    const char *src = n->price_source ? n->price_source : AF_PRICE_SOURCE_UNKNOWN;
+    const char *list_region = cat && cat->price_region ? cat->price_region : "us-east-1";
+    char age[24], date[96], disc[128] = "";
+    double pct = -1;
+
+    fmt_age(now - n->price_as_of, age, sizeof(age));
+    fmt_list_date(n->price_as_of, now, date, sizeof(date));
+    if (spot_discount(t, pol, &pct) && (!strcmp(src, AF_PRICE_SOURCE_AWS_CATALOG_SPOT) ||
+                                         !strcmp(src, AF_PRICE_SOURCE_CATALOG_SPOT) ||
+                                         !strcmp(src, AF_PRICE_SOURCE_AWS_POLICY_SPOT) ||
+                                         !strcmp(src, AF_PRICE_SOURCE_POLICY_SPOT)))
+        snprintf(disc, sizeof(disc), " less the %s %g%% spot discount of %s",
+                 strstr(src, "policy") ? "policy's default" : "catalog's", pct,
+                 n->instance_type);
+    if (!strcmp(src, AF_PRICE_SOURCE_ANNOTATION)) {
+        snprintf(buf, len, "accelfit.io/hourly-price on the node");
+    } else if (!strcmp(src, AF_PRICE_SOURCE_AWS_SPOT)) {
+        snprintf(buf, len, "spot price of %s in %s from AWS, read %s ago", n->instance_type,
+                 n->zone, age);
+    } else if (!strncmp(src, "aws", 3)) {
+        snprintf(buf, len, "on-demand price of %s in %s from AWS, read %s ago%s%s",
+                 n->instance_type, n->region, age, disc,
+                 n->spot && !disc[0] ? "; a spot node, but no spot price or discount is known"
+                                     : "");
+    } else if (n->price_known) {
+        char where[160] = "";
+        if (n->price_other_region)
+            snprintf(where, sizeof(where), "; the node runs in %s, whose price is not known",
+                     n->region);
+        snprintf(buf, len, "%s on-demand list price of %s in the catalog%s%s%s%s", list_region,
+                 n->instance_type, date, disc, where,
+                 n->spot && !disc[0] ? "; a spot node, but no spot price or discount is known"
+                                     : "");
+    } else if (n->price_annotation_bad) {
+        snprintf(buf, len, "no price: accelfit.io/hourly-price on the node is not a price");
+    } else if (!n->instance_type) {
+        snprintf(buf, len, "no price: the node names no instance type "
+                           "(node.kubernetes.io/instance-type) and has no "
+                           "accelfit.io/hourly-price");
+    } else if (!t) {
+        snprintf(buf, len, "no price: %s is not in the catalog, AWS gave none and the node "
+                           "has no accelfit.io/hourly-price", n->instance_type);
+    } else {
+        snprintf(buf, len, "no price: the catalog has no price of %s, AWS gave none and the "
+                           "node has no accelfit.io/hourly-price", n->instance_type);
     }
 }

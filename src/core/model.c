@@ -504,7 +504,22 @@ struct af_node_info *af_node_info_new(void)
     struct af_node_info *n = af_xcalloc(1, sizeof(*n));
     atomic_init(&n->refcnt, 1);
     n->cls = AF_CLASS_UNKNOWN;
+    n->annotated_usd = -1;
     return n;
+}
+
+struct af_node_info *af_node_info_copy(const struct af_node_info *n)
+{
+    struct af_node_info *c = af_xmalloc(sizeof(*c));
+    *c = *n;
+    atomic_init(&c->refcnt, 1);
+    c->name = af_xstrdup(n->name);
+    c->instance_type = af_xstrdup(n->instance_type);
+    c->family = af_xstrdup(n->family);
+    c->node_group = af_xstrdup(n->node_group);
+    c->region = af_xstrdup(n->region);
+    c->zone = af_xstrdup(n->zone);
+    return c;
 }
 
 struct af_node_info *af_node_info_ref(struct af_node_info *n)
@@ -522,6 +537,8 @@ void af_node_info_unref(struct af_node_info *n)
     free(n->instance_type);
     free(n->family);
     free(n->node_group);
+    free(n->region);
+    free(n->zone);
     free(n);
 }
 

@@ -37,36 +37,6 @@ static char *trim_dup(const char *s, size_t n)
     return af_xstrndup(s, n);
 }
 
-/* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 on error. */
-static double parse_rfc3339(const char *s)
-{
-    struct tm tm;
-    int y, mo, d, h, mi, sec, n = 0;
-    double frac = 0;
-    memset(&tm, 0, sizeof(tm));
-    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
-        return -1;
-    s += n;
-    if (*s == '.') {
-        char *end;
-        frac = strtod(s, &end);
-        s = end;
-    }
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    double t = (double)timegm(&tm) + frac;
-    if (*s == 'Z' || *s == 'z')
-        return t;
-    int oh, om;
-    if ((*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d", &oh, &om) == 2)
-        return t - (*s == '+' ? 1 : -1) * (oh * 3600.0 + om * 60.0);
-    return -1;
-}
-
 void af__kube_creds_clear(struct creds *c)
 {
     free(c->token);
@@ -213,7 +183,7 @@ static int run_exec_plugin(struct af_kube *k)
             k->exec_token = af_xstrdup(tok);
             k->exec_cert = af_xstrdup(cert);
             k->exec_key = af_xstrdup(key);
-            k->exec_expiry = exp ? parse_rfc3339(exp) : 0;
+            k->exec_expiry = exp ? af_parse_rfc3339(exp) : 0;
             if (exp && k->exec_expiry < 0) {
                 AF_LOG(AF_LOG_WARN, "exec credential expirationTimestamp unparsable", "value",
                        exp, NULL);

@@ -799,6 +799,36 @@ uint64_t af_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 on error. */
+double af_parse_rfc3339(const char *s)
+{
+    struct tm tm;
+    int y, mo, d, h, mi, sec, n = 0;
+    double frac = 0;
+    memset(&tm, 0, sizeof(tm));
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
+        return -1;
+    s += n;
+    if (*s == '.') {
+        char *end;
+        frac = strtod(s, &end);
+        s = end;
+    }
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    double t = (double)timegm(&tm) + frac;
+    if (*s == 'Z' || *s == 'z')
+        return t;
+    int oh, om;
+    if ((*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d", &oh, &om) == 2)
+        return t - (*s == '+' ? 1 : -1) * (oh * 3600.0 + om * 60.0);
+    return -1;
+}
+
 double af_wall_time(void)
 {
     struct timespec ts;
