@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "accelfit/cache.h"
+#include "accelfit/decide.h"
+#include "accelfit/prices.h"
 #include "accelfit/util.h"
 #include "support/support.h"
 
@@ -304,6 +306,46 @@ START_TEST(test_snapshot_is_immutable_while_cache_changes)
 }
 END_TEST
 
+/* A new price book re-prices cached nodes; a snapshot taken before keeps the old prices. */
+START_TEST(test_reprice_replaces_records_snapshots_keep_theirs)
+{
+    struct af_instance_type types[] = {
+        {.name = "m7g.large", .cls = AF_CLASS_CPU, .price_usd_hr = 0.0816, .spot_discount_pct = -1}};
+    struct af_catalog cat = {types, 1, "<test>", "us-east-1", 0};
+    struct af_policy pol = {.default_spot_discount_pct = -1};
+    struct af_kv labels[] = {{"node.kubernetes.io/instance-type", "m7g.large"},
+                             {"topology.kubernetes.io/region", "eu-west-1"}};
+    struct af_cache *c = af_cache_new();
+    struct af_node_info *a = mknode("a", 2000, 0), *b = mknode("b", 2000, 0);
+    struct af_prices *live = af_prices_new();
+
+    af_node_classify(&cat, &pol, labels, 2, NULL, 0, a);
+    af_node_classify(&cat, &pol, labels, 1, NULL, 0, b);   /* no region */
+    af_cache_upsert_node(c, a);
+    af_cache_upsert_node(c, b);
+    af_cache_upsert_pod(c, mkpod("ns", "p", "a", 500, 0, false));
+    struct af_snapshot *s1 = af_cache_snapshot(c);
+    ck_assert_int_eq(af_prices_set(live, AF_PRICE_ON_DEMAND, "eu-west-1", "m7g.large", 0.0892, 5), 0);
+    af_prices_freeze(live);
+
+    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, live), 1);   /* only a is in eu-west-1 */
+    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, live), 0);   /* nothing changes twice */
+    struct af_snapshot *s2 = af_cache_snapshot(c);
+    ck_assert_str_eq(af_snapshot_find_node(s1, "a")->info->price_source, "catalog");
+    ck_assert_double_eq(af_snapshot_find_node(s1, "a")->info->hourly_usd, 0.0816);
+    ck_assert_str_eq(af_snapshot_find_node(s2, "a")->info->price_source, "aws");
+    ck_assert_double_eq(af_snapshot_find_node(s2, "a")->info->hourly_usd, 0.0892);
+    ck_assert_int_eq(af_snapshot_find_node(s2, "a")->used.v[AF_RES_CPU], 500);   /* usage stays */
+    ck_assert_str_eq(af_snapshot_find_node(s2, "b")->info->price_source, "catalog");
+    /* the book gone (AWS's prices dropped): back to the catalog */
+    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, NULL), 1);
+    af_snapshot_unref(s1);
+    af_snapshot_unref(s2);
+    af_prices_unref(live);
+    af_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_snapshot_carries_the_newest_resource_version)
 {
     struct af_cache *c = af_cache_new();
@@ -511,6 +553,7 @@ Suite *af_cache_suite(void)
     Suite *s = suite_create("cache");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_usage_follows_add_modify_bind_delete);
+    tcase_add_test(tc, test_reprice_replaces_records_snapshots_keep_theirs);
     tcase_add_test(tc, test_batch_lookup_matches_single_lookups);
     tcase_add_test(tc, test_node_arriving_after_its_pods_sees_usage);
     tcase_add_test(tc, test_snapshot_carries_the_newest_resource_version);

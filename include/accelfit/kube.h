@@ -16,6 +16,7 @@
 
 #include "accelfit/cache.h"
 #include "accelfit/config.h"
+#include "accelfit/prices.h"
 #include "accelfit/util.h"
 
 struct af_kube_exec {
@@ -91,6 +92,9 @@ struct af_kube_options {
     double backoff_max_s;        /* 30 */
     double publish_interval_s;   /* coalesce events for this long before publishing, 0.05 */
     int events_per_minute;       /* Event posting budget, default 60 */
+    /* Prices read from AWS (prices.h), applied to every node as it is cached and, through
+     * af_kube_reprice, to every cached node when a new book comes; NULL: none. Borrowed. */
+    struct af_prices_holder *prices;
 };
 void af_kube_options_default(struct af_kube_options *o);
 
@@ -119,6 +123,14 @@ void af_kube_stop(struct af_kube *k);               /* joins the threads, frees;
  * Thread-safe; NULL is fine.
  */
 void af_kube_reclassify_nodes(struct af_kube *k);
+
+/*
+ * Prices every cached node again with the current book of opt.prices (af_cache_reprice),
+ * after it was swapped, and publishes a snapshot when a price changed. Nodes are not
+ * listed again: what pricing reads is kept in the cache. Called on the thread that read
+ * the prices; takes the cache's lock for one pass over the nodes. NULL is fine.
+ */
+void af_kube_reprice(struct af_kube *k);
 
 /*
  * The rollouts' shared state (docs/rollouts.md): one ConfigMap of namespace `ns` named

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accelfit/decide.h"
 #include "accelfit/util.h"
 
 /* ---- hashing ------------------------------------------------------------------------------ */
@@ -325,6 +326,36 @@ void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n)
     af_node_info_unref(ns->info);
     ns->info = n;
     ns->mark = c->epoch[AF_KIND_NODE];
+}
+
+/* True when two records of one node carry the same price. */
+static bool same_price(const struct af_node_info *a, const struct af_node_info *b)
+{
+    return a->price_known == b->price_known && a->hourly_usd == b->hourly_usd &&
+           a->price_as_of == b->price_as_of && a->price_other_region == b->price_other_region &&
+           !strcmp(a->price_source, b->price_source);
+}
+
+size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
+                        const struct af_policy *pol, const struct af_prices *live)
+{
+    size_t changed = 0;
+
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        struct af_node_info *old = c->nodes[i].info, *n;
+        if (!old)
+            continue;
+        n = af_node_info_copy(old);
+        af_node_price(cat, pol, live, n);
+        if (same_price(old, n)) {
+            af_node_info_unref(n);
+            continue;
+        }
+        c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
+        af_node_info_unref(old);
+        changed++;
+    }
+    return changed;
 }
 
 void af_cache_upsert_item(void *cache, struct af_node_info *node, struct af_pod_info *pod)

@@ -149,6 +149,7 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     k->tokens = k->opt.events_per_minute > 0 ? k->opt.events_per_minute : 60;
     k->tokens_at = af_wall_time();
     k->cache = af_cache_new();
+    k->live = k->opt.prices ? af_prices_holder_get(k->opt.prices) : NULL;
     atomic_store(&st->synced, false);
     atomic_store(&st->watch_up, false);
     atomic_store(&st->down_since_ns, af_now_ns());
@@ -207,6 +208,7 @@ void af_kube_stop(struct af_kube *k)
         af__kube_ev_item_free(&k->queue[(k->q_head + i) % EVENT_QUEUE_MAX]);
     free(k->seen);
     af_cache_free(k->cache);
+    af_prices_unref(k->live);
     free(k->file_token);
     free(k->exec_token);
     free(k->exec_cert);

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "accelfit/codec.h"
+#include "accelfit/decide.h"
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
 
@@ -66,6 +67,39 @@ bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k)
     if (b->next > k->opt.backoff_max_s)
         b->next = k->opt.backoff_max_s;
     return sleep_stop(k, d);
+}
+
+static void mark_dirty(struct af_kube *k);
+
+void af__kube_price_node(struct af_kube *k, struct af_node_info *n)
+{
+    struct af_config *cfg;
+
+    if (!k->live)
+        return;
+    cfg = af_config_holder_get(k->cfg);
+    af_node_price(cfg->catalog, cfg->policy, k->live, n);
+    af_config_unref(cfg);
+}
+
+void af_kube_reprice(struct af_kube *k)
+{
+    struct af_prices *p;
+    struct af_config *cfg;
+    size_t changed;
+
+    if (!k || !k->opt.prices)
+        return;
+    p = af_prices_holder_get(k->opt.prices);
+    cfg = af_config_holder_get(k->cfg);
+    pthread_mutex_lock(&k->cache_lock);
+    af_prices_unref(k->live);
+    k->live = p;
+    changed = af_cache_reprice(k->cache, cfg->catalog, cfg->policy, k->live);
+    pthread_mutex_unlock(&k->cache_lock);
+    af_config_unref(cfg);
+    if (changed)
+        mark_dirty(k);
 }
 
 static void mark_dirty(struct af_kube *k)
@@ -153,8 +187,10 @@ static void apply_items(struct reflector *r, struct list_items *li)
     if (!li->n_nodes && !li->n_pods)
         return;
     pthread_mutex_lock(&k->cache_lock);
-    for (size_t i = 0; i < li->n_nodes; i++)
+    for (size_t i = 0; i < li->n_nodes; i++) {
+        af__kube_price_node(k, li->nodes[i]);
         af_cache_upsert_node(k->cache, li->nodes[i]);
+    }
     for (size_t i = 0; i < li->n_pods; i++)
         af_cache_upsert_pod(k->cache, li->pods[i]);
     update_counts(k);
@@ -446,8 +482,10 @@ static void process_batch(struct reflector *r)
             switch (ev->type) {
             case AF_WATCH_ADDED:
             case AF_WATCH_MODIFIED:
-                if (ev->node)
+                if (ev->node) {
+                    af__kube_price_node(k, ev->node);
                     af_cache_upsert_node(k->cache, af_node_info_ref(ev->node));
+                }
                 if (ev->pod)
                     af_cache_upsert_pod(k->cache, af_pod_info_ref(ev->pod));
                 applied++;
