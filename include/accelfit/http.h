@@ -44,6 +44,7 @@ struct af_service {
     struct af_reload *reload;         /* may be NULL: the policy is not reloaded */
     struct af_costs_memo *costs;      /* may be NULL: costs are computed per request */
     struct af_prom *util;             /* may be NULL: no live utilization (accelfit/utilization.h) */
+    struct af_prices_holder *prices;  /* may be NULL: prices from the catalog only (prices.h) */
 };
 
 enum af_verb {
@@ -192,6 +193,18 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUS
 void af_service_utilization_status(struct af_service *svc, char *out, size_t n);
 int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
                                   struct af_buf *out) AF_MUST_CHECK;
+
+/*
+ * Prices (src/http/service_prices.c). The status writes a line for /readyz per source: the
+ * catalog's list prices and their age, and with prices read from AWS each source (kind,
+ * region) with its count and age, or "degraded: <error>" (never a reason to be not ready).
+ * The metrics render accelfit_nodes_by_price_source, accelfit_catalog_prices_age_seconds
+ * and accelfit_aws_prices* per source.
+ */
+void af_service_prices_status(struct af_service *svc, const struct af_catalog *cat, char *out,
+                              size_t n);
+int af_service_render_prices(struct af_service *svc, const struct af_config *cfg,
+                             struct af_buf *out) AF_MUST_CHECK;
 
 /* ---- server -------------------------------------------------------------------------------- */
 

@@ -217,6 +217,8 @@ uint64_t af_now_ns(void);
 /* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 when
  * not one. */
 double af_parse_rfc3339(const char *s);
+/* How long `secs` is, for people: "12 s", "4 min", "3 h", "5 days" (negative: "0 s"). */
+void af_format_age(double secs, char *buf, size_t len);
 double af_wall_time(void);
 
 #endif

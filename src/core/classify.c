@@ -409,21 +409,6 @@ void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
     }
 }
 
-/* "12 s", "4 min", "3 h", "5 days": how long `secs` is, for people. */
-static void fmt_age(double secs, char *buf, size_t len)
-{
-    if (!(secs >= 0))
-        secs = 0;
-    if (secs < 120)
-        snprintf(buf, len, "%.0f s", secs);
-    else if (secs < 2 * 3600)
-        snprintf(buf, len, "%.0f min", secs / 60);
-    else if (secs < 2 * 86400)
-        snprintf(buf, len, "%.0f h", secs / 3600);
-    else
-        snprintf(buf, len, "%.0f days", secs / 86400);
-}
-
 /* "of 2026-07-20, 129 days old" for a list price read at `as_of` (nothing when unknown). */
 static void fmt_list_date(double as_of, double now, char *buf, size_t len)
 {
@@ -434,7 +419,7 @@ static void fmt_list_date(double as_of, double now, char *buf, size_t len)
     buf[0] = '\0';
     if (as_of <= 0 || !gmtime_r(&t, &tm))
         return;
-    fmt_age(now - as_of, age, sizeof(age));
+    af_format_age(now - as_of, age, sizeof(age));
     snprintf(buf, len, " of %04d-%02d-%02d, %s old", tm.tm_year + 1900, tm.tm_mon + 1,
              tm.tm_mday, age);
 }
@@ -449,7 +434,7 @@ void af_node_price_reason(const struct af_node_info *n, const struct af_catalog 
     char age[24], date[96], disc[128] = "";
     double pct = -1;
 
-    fmt_age(now - n->price_as_of, age, sizeof(age));
+    af_format_age(now - n->price_as_of, age, sizeof(age));
     fmt_list_date(n->price_as_of, now, date, sizeof(date));
     if (spot_discount(t, pol, &pct) && (!strcmp(src, AF_PRICE_SOURCE_AWS_CATALOG_SPOT) ||
                                          !strcmp(src, AF_PRICE_SOURCE_CATALOG_SPOT) ||

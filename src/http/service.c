@@ -1071,6 +1071,18 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
             else
                 jw_null(&w, "node_hourly_usd");
             jw_str(&w, "price_source", ni->price_source);
+            {
+                char why[512];
+                double wall = af_wall_time();
+                af_node_price_reason(ni, cfg->catalog, cfg->policy, wall, why, sizeof(why));
+                jw_str(&w, "price_reason", why);
+                if (ni->price_known && ni->price_as_of > 0)
+                    jw_int(&w, "price_age_s", (long long)(wall - ni->price_as_of));
+                else
+                    jw_null(&w, "price_age_s");
+            }
+            jw_str(&w, "region", ni->region);
+            jw_str(&w, "zone", ni->zone);
             if (ni->price_annotation_bad)
                 jw_str(&w, "price_note",
                        "annotation accelfit.io/hourly-price is not a decimal price; ignored");

@@ -205,6 +205,8 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = af_budget_render_metrics(svc, cfg, out);   /* tenants and idle cost (budget.c) */
     if (!rc)
         rc = af_service_render_utilization(svc, cfg, out);
+    if (!rc)
+        rc = af_service_render_prices(svc, cfg, out);
     af_config_unref(cfg);
     return rc;
 }

@@ -829,6 +829,21 @@ double af_parse_rfc3339(const char *s)
     return -1;
 }
 
+/* "12 s", "4 min", "3 h", "5 days": how long `secs` is, for people. */
+void af_format_age(double secs, char *buf, size_t len)
+{
+    if (!(secs >= 0))
+        secs = 0;
+    if (secs < 120)
+        snprintf(buf, len, "%.0f s", secs);
+    else if (secs < 2 * 3600)
+        snprintf(buf, len, "%.0f min", secs / 60);
+    else if (secs < 2 * 86400)
+        snprintf(buf, len, "%.0f h", secs / 3600);
+    else
+        snprintf(buf, len, "%.0f days", secs / 86400);
+}
+
 double af_wall_time(void)
 {
     struct timespec ts;
