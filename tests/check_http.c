@@ -1926,7 +1926,7 @@ START_TEST(test_tls_http11_and_h2)
     static const struct {
         long ask, got;
     } versions[] = {
-        /* ALPN selects http/1.1 even when h2 is offered (see server.c). */
+        /* ALPN selects http/1.1 even when h2 is offered (see src/http/server.c). */
         {CURL_HTTP_VERSION_1_1, CURL_HTTP_VERSION_1_1},
         {CURL_HTTP_VERSION_2TLS, CURL_HTTP_VERSION_1_1},
     };
