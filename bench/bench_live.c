@@ -17,7 +17,7 @@
  *
  * With --budget, accelfit serves a policy whose tenant "research" owns the filtered
  * pod's namespace and has a budget, so every filter reads the tenants' spend (the
- * costs of the current snapshot, src/http/budget.c).
+ * costs of the current snapshot, src/budget/memo.c).
  *
  * Usage: bench_live [--budget] [NODES PODS [CHURN_SECONDS]]
  *   default: 1,000/2,000, then 5,000/10,000 and 5,000/150,000 each with 10 s of churn.

@@ -1247,6 +1247,36 @@ START_TEST(test_oversized_header_is_431)
 }
 END_TEST
 
+/*
+ * libwebsockets 4.1.6 knows no reason phrase for 431 and sends an empty one; accelfit
+ * writes that status line itself (src/http/respond.c): the line reads as RFC 6585 has it.
+ */
+START_TEST(test_431_names_its_reason)
+{
+    static const char want[] = "HTTP/1.1 431 Request Header Fields Too Large\r\n";
+    char *a = filler(20 * 1024);
+    char *req = af_xasprintf("GET /healthz HTTP/1.1\r\nHost: x\r\nUser-Agent: %s\r\n\r\n", a);
+    char got[sizeof(want)];
+    size_t n = 0;
+    int fd = af_test_raw_connect(wire.port);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+    ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    while (n < sizeof(want) - 1 && poll(&pfd, 1, 10000) == 1) {
+        ssize_t r = read(fd, got + n, sizeof(want) - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    got[n] = '\0';
+    ck_assert_str_eq(got, want);
+    close(fd);
+    af_free(req);
+    af_free(a);
+    server_still_serves(&wire, "431 status line");
+}
+END_TEST
+
 /* A GET /healthz with `n` extra headers "X-Filler-NNNN: <value>". */
 static char *many_headers(int n, const char *value)
 {
@@ -1896,7 +1926,7 @@ START_TEST(test_tls_http11_and_h2)
     static const struct {
         long ask, got;
     } versions[] = {
-        /* ALPN selects http/1.1 even when h2 is offered (see server.c). */
+        /* ALPN selects http/1.1 even when h2 is offered (see src/http/server.c). */
         {CURL_HTTP_VERSION_1_1, CURL_HTTP_VERSION_1_1},
         {CURL_HTTP_VERSION_2TLS, CURL_HTTP_VERSION_1_1},
     };
@@ -2646,6 +2676,7 @@ Suite *af_http_suite(void)
                         (int)AF_ARRAY_SIZE(malformed_cases));
     tcase_add_test(tc, test_long_url_is_414);
     tcase_add_test(tc, test_oversized_header_is_431);
+    tcase_add_test(tc, test_431_names_its_reason);
     tcase_add_test(tc, test_header_block_beyond_libwebsockets_area_is_closed);
     tcase_add_test(tc, test_readyz_and_metrics);
     tcase_add_test(tc, test_explain_post_reports_every_candidate);

@@ -2,7 +2,8 @@
 /*
  * budget: tenants' budgets at decision time, and the cost reports (GET /costs,
  * `accelfit costs`, the accelfit_tenant_* and accelfit_idle_cost_* gauges).
- * The HTTP side of accelfit/costs.h and accelfit/tenant_budget.h (src/http/budget.c).
+ * The server's side of accelfit/costs.h and accelfit/tenant_budget.h: the memo in
+ * src/budget/memo.c, the decisions and reports in src/service/costs.c.
  *
  * Costs are computed once per (snapshot, config): a struct af_costs_memo keeps
  * the last two results with references on the snapshot and config each was
@@ -30,6 +31,7 @@
 /* ---- the memo --------------------------------------------------------------------------------- */
 
 struct af_costs_memo;
+struct af_inflight;
 
 struct af_costs_memo *af_costs_memo_new(void);
 void af_costs_memo_free(struct af_costs_memo *m);   /* NULL is fine */
@@ -51,6 +53,9 @@ struct af_costs *af_costs_memo_get(struct af_costs_memo *m, struct af_config *cf
  * first computes it itself, as without warming. NULL `m` or `snap`: nothing.
  */
 void af_costs_memo_warm(struct af_costs_memo *m, struct af_config *cfg, struct af_snapshot *snap);
+/* The hard budgets' charges kept with the memo (accelfit/inflight.h): borrowed; NULL for a
+ * NULL `m`. Cannot fail. */
+struct af_inflight *af_costs_memo_inflight(struct af_costs_memo *m);
 
 /* ---- decisions ------------------------------------------------------------------------------------ */
 

@@ -23,7 +23,7 @@
  * af_costs_compute is pure (core): no I/O, no locks, no clock. A computed
  * struct af_costs is immutable and reference counted, so the HTTP side keeps
  * one per (snapshot, config) and hands it to any number of requests
- * (src/http/costs.c: af_costs_memo).
+ * (src/budget/memo.c: af_costs_memo).
  */
 #ifndef AF_COSTS_H
 #define AF_COSTS_H

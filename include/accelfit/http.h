@@ -4,12 +4,14 @@
  *
  *   service  transport-free handlers: a verb and a body in, a status and a
  *            body out (decode, acquire snapshot, decide, encode, release).
- *            Thin; tests and benchmarks call it directly.
+ *            Thin; tests and benchmarks call it directly. src/service/.
  *   metrics  counters and histograms, rendered as Prometheus text; a leaf the
  *            service reports into (the service renders its own gauges after).
+ *            src/metrics/.
  *   server   libwebsockets: HTTP/1.1 keep-alive (and h2 over TLS), body cap,
  *            read timeout, TLS with optional client certificates (reloaded
  *            when the files change), an optional plain-HTTP health listener.
+ *            src/http/, the transport alone.
  */
 #ifndef AF_HTTP_H
 #define AF_HTTP_H
@@ -184,7 +186,7 @@ int af_metrics_label(struct af_buf *o, const char *value) AF_MUST_CHECK;   /* es
 int af_service_render_metrics(struct af_service *svc, struct af_buf *out) AF_MUST_CHECK;
 
 /*
- * Live utilization (src/http/service_util.c). The status writes one line for /readyz
+ * Live utilization (src/service/utilization.c). The status writes one line for /readyz
  * ("utilization: live ..." or "utilization: degraded: <why>; scoring on allocation"), ""
  * without a source; degraded never makes the server not ready. The metrics render
  * accelfit_utilization_* and the allocated-but-idle waste gauges (nothing without a source),
@@ -252,7 +254,7 @@ int af_http_check_tls(const struct af_http_options *opt, char *why, size_t whyle
 int af_http_run(const struct af_http_options *opt, struct af_service *svc,
                 volatile sig_atomic_t *stop) AF_MUST_CHECK;
 
-/* ---- admission webhook (src/http/mutate.c) ---------------------------------------------- */
+/* ---- admission webhook (src/service/mutate.c) ------------------------------------------- */
 
 /*
  * POST /mutate: the mutating admission webhook (manifests/overlays/tls/webhook.yaml). `body` is an

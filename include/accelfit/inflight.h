@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * inflight: spend a hard budget has committed and the cache cannot show yet
- * (src/http/inflight.c). A tenant's spend comes from the cache's snapshot, and a
+ * (src/budget/inflight.c). A tenant's spend comes from the cache's snapshot, and a
  * pod filter passed shows up there only once its bind has come back through the
  * watch and a new snapshot has been published; until then every pod of the same
  * tenant would see the same spend, so a Job's replicas filtered together would

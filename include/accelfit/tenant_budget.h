@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tenant_budget: what a pod's tenant does to its placement, decided purely
- * (src/core/tenant_budget.c). The server (src/http/budget.c) and `accelfit
+ * (src/core/tenant_budget.c). The server (src/service/costs.c) and `accelfit
  * simulate` (src/sim/sim.c) call the same two functions; each supplies the
  * tenant's spend its own way (the server from the costs of its snapshot, the
  * simulator from its running books), so a budget means one thing in both.

@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Helpers shared by the codec's two files (objects.c defines them, extender.c
- * uses them). Private to src/codec: json_t never leaves this directory.
+ * Helpers shared by the codec's files, each defined in one file and used by the
+ * files above it: scan.c (JSON text before it is parsed) is used by objects.c and
+ * list_stream.c; objects.c (values, Nodes, Pods, list items) by list_stream.c,
+ * extender.c and the other decoders; list_stream.c by no file here. Private to
+ * src/codec: json_t never leaves this directory.
  */
 #ifndef AF_CODEC_INTERNAL_H
 #define AF_CODEC_INTERNAL_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "accelfit/codec.h"
 
@@ -26,11 +31,36 @@ int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *whe
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a
  * lone Node or Pod, no kind); an error for a Status (AF_EEXPIRED for 410) or another kind. */
 int af__codec_list_kind(json_t *root, const char **def_kind, struct af_error *err);
+/* ---- scan.c: JSON text before it is parsed ---------------------------------------------- */
+
 /* Cuts the object and array values of members the decoders never read (managedFields,
- * env, volumes, images, ...: af__codec_unread_key, objects.c) out of JSON text, in place,
- * before it is parsed. Returns the new length. */
+ * env, volumes, images, ...: af__codec_unread_key) out of JSON text, in place, before it
+ * is parsed. Returns the new length. */
 size_t af__codec_cut_unread(char *text, size_t len);
 bool af__codec_unread_key(const char *k, size_t n);
+
+/* Where an object or array stands while its bytes go by: nesting depth, and whether in a
+ * string and just after a backslash there. */
+struct af__codec_nest {
+    int depth;
+    bool in_str, esc;
+};
+
+/*
+ * Scans text[at..len) of an object or array from the state `*n`, up to and including the
+ * byte that closes it (strings skipped). Returns the index after the last byte scanned;
+ * *closed when the container ended there.
+ */
+size_t af__codec_nest_scan(struct af__codec_nest *n, const char *text, size_t at, size_t len,
+                           bool *closed);
+
+/* JSON's white space. */
+static inline bool af__codec_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* ---- objects.c, extender.c: values -------------------------------------------------------- */
 /* A request body (ExtenderArgs, preemption, /recommend, AdmissionReview): like
  * af__codec_load, but "\u0000" anywhere is refused with a message saying so, since a
  * name a C string would cut short must not stand for another. */

@@ -14,6 +14,10 @@
  * known (an order the API server never sends) are kept as text until the end.
  * Whatever the scanner lets through, jansson still checks: an item or side buffer that
  * is not JSON fails the list, like a page that is not JSON.
+ *
+ * A list in one piece (af_codec_decode_list) is fed through the same streamer. Each
+ * item is decoded by objects.c (af__codec_list_item) and scanned with scan.c; neither
+ * calls back into this file.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -37,13 +41,6 @@ enum scan_state {
     S_END,         /* after the root value: only white space */
 };
 
-/* Where an object or array stands while its bytes go by: nesting depth, and whether in a
- * string and just after a backslash there. */
-struct nest {
-    int depth;
-    bool in_str, esc;
-};
-
 struct af_list_stream {
     const struct af_config *cfg;
     af_item_cb cb;
@@ -55,7 +52,7 @@ struct af_list_stream {
     bool need_key;              /* after ',' in the root object: another key must follow */
     bool kind_known;            /* ->def_kind is decided */
     const char *def_kind;       /* "Node" for a NodeList, "Pod" for a PodList, else NULL */
-    struct nest nest;           /* the value being copied: nesting and string state */
+    struct af__codec_nest nest;           /* the value being copied: nesting and string state */
     char first;                 /* and its first byte */
     struct af_buf key;          /* the current root key, with its quotes */
     struct af_buf rest;         /* "k":v,... of the root members other than items */
@@ -67,11 +64,6 @@ struct af_list_stream {
     struct af_error err;        /* the list's error, or the first skipped item's */
     struct af_error item_err;   /* scratch for items after the first skipped one */
 };
-
-static bool ws(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 
 struct af_list_stream *af_list_stream_new(const struct af_config *cfg, bool skip_bad,
                                           af_item_cb cb, void *ud)
@@ -143,117 +135,6 @@ static int decide_kind(struct af_list_stream *s, json_t *root)
     return 0;
 }
 
-/*
- * Scans text[at..len) of an object or array from the state `*n`, up to and including the
- * byte that closes it (strings skipped). Returns the index after the last byte scanned;
- * *closed when the container ended there.
- */
-static size_t nest_scan(struct nest *n, const char *text, size_t at, size_t len, bool *closed)
-{
-    /* locals, not *n: a char read could alias it, and this loop sees every byte of a list */
-    bool in_str = n->in_str, esc = n->esc;
-    int depth = n->depth;
-    size_t j = at;
-
-    *closed = false;
-    while (j < len) {
-        char c = text[j++];
-        if (in_str) {
-            if (esc)
-                esc = false;
-            else if (c == '\\')
-                esc = true;
-            else if (c == '"')
-                in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if ((c == '}' || c == ']') && --depth == 0) {
-            *closed = true;
-            break;
-        }
-    }
-    n->in_str = in_str;
-    n->esc = esc;
-    n->depth = depth;
-    return j;
-}
-
-/* The end of the object or array starting at text[at] (balanced, strings skipped), or 0. */
-static size_t container_end(const char *text, size_t at, size_t len)
-{
-    struct nest n = {0, false, false};
-    bool closed;
-    size_t end = nest_scan(&n, text, at, len, &closed);
-
-    return closed ? end : 0;
-}
-
-/* The index of the quote that closes the string whose opening quote is text[open]; 0
- * when it is not closed. A quote is escaped when an odd number of backslashes precede it. */
-static size_t string_end(const char *text, size_t open, size_t len)
-{
-    size_t at = open + 1;
-    for (;;) {
-        const char *q = at < len ? memchr(text + at, '"', len - at) : NULL;
-        if (!q)
-            return 0;
-        size_t i = (size_t)(q - text), bs = 0;
-        while (i - bs > open + 1 && text[i - bs - 1] == '\\')
-            bs++;
-        if (bs % 2 == 0)
-            return i;
-        at = i + 1;
-    }
-}
-
-/*
- * Replaces the object and array values of members the decoders never read
- * (af__codec_unread_key, objects.c) by null, in place, in one pass over the item.
- * Returns the new length. If the text is not JSON, jansson still says so afterwards.
- */
-size_t af__codec_cut_unread(char *text, size_t len)
-{
-    size_t r = 0, w = 0;
-
-    /* Outside strings only a quote matters (it starts a string, perhaps a key); strings
-     * are skipped with memchr. Bytes are moved down only once something was cut, and
-     * each string is looked at where it is, before it moves. */
-    while (r < len) {
-        const char *q = memchr(text + r, '"', len - r);
-        size_t open = q ? (size_t)(q - text) : len;
-        size_t close = q ? string_end(text, open, len) : 0;
-        size_t upto = close ? close + 1 : len, end = 0;
-
-        if (close && af__codec_unread_key(text + open + 1, close - open - 1)) {
-            /* a key (followed by ':') whose value is an object or array */
-            size_t v = upto;
-            while (v < len && ws(text[v]))
-                v++;
-            if (v < len && text[v] == ':') {
-                v++;
-                while (v < len && ws(text[v]))
-                    v++;
-                if (v < len && (text[v] == '[' || text[v] == '{'))
-                    end = container_end(text, v, len);
-            }
-            if (end && end - upto < 5)
-                end = 0;                /* ":[]" is shorter than ":null" */
-        }
-        if (w != r)
-            memmove(text + w, text + r, upto - r);
-        w += upto - r;
-        r = upto;
-        if (end) {
-            memcpy(text + w, ":null", 5);   /* w <= r, so this stays in text[..end) */
-            w += 5;
-            r = end;
-        }
-    }
-    return w;
-}
-
 /* One element's text: parse, decode, hand over (or count as skipped), free. */
 static int decode_item(struct af_list_stream *s, char *text, size_t len)
 {
@@ -316,7 +197,7 @@ static bool value_byte(struct af_list_stream *s, struct af_buf *b, char c, bool 
     *again = false;
     if (s->first != '{' && s->first != '[' && s->first != '"') {
         /* a literal: true, false, null, a number */
-        if (ws(c) || c == ',' || c == '}' || c == ']') {
+        if (af__codec_ws(c) || c == ',' || c == '}' || c == ']') {
             *again = true;
             return true;
         }
@@ -360,7 +241,7 @@ static bool value_byte(struct af_list_stream *s, struct af_buf *b, char c, bool 
 static size_t container_run(struct af_list_stream *s, struct af_buf *b, const char *data,
                            size_t at, size_t len, bool *done, int *rc)
 {
-    size_t j = nest_scan(&s->nest, data, at, len, done);
+    size_t j = af__codec_nest_scan(&s->nest, data, at, len, done);
 
     if (af_buf_add(b, data + at, j - at))
         *rc = fail(s, af_error_set(&s->err, AF_ETOOBIG, "", 0, 0,
@@ -372,7 +253,7 @@ static size_t container_run(struct af_list_stream *s, struct af_buf *b, const ch
 static void value_start(struct af_list_stream *s, char c)
 {
     s->first = c;
-    s->nest = (struct nest){0, false, false};
+    s->nest = (struct af__codec_nest){0, false, false};
 }
 
 int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
@@ -385,7 +266,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
 
         switch (s->state) {
         case S_START:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c == '{') {
                 s->state = S_KEY_WAIT;
@@ -399,7 +280,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             }
             break;
         case S_KEY_WAIT:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c == '"') {
                 af_buf_reset(&s->key);
@@ -420,7 +301,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
                 s->state = S_COLON;
             break;
         case S_COLON:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c != ':')
                 rc = syntax(s, c, "':'");
@@ -428,7 +309,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
                 s->state = S_VAL_WAIT;
             break;
         case S_VAL_WAIT:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c == '[' && s->key.len == 7 && !memcmp(s->key.buf, "\"items\"", 7)) {
                 s->state = S_ITEM_WAIT;
@@ -459,7 +340,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             }
             break;
         case S_AFTER_VAL:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c == ',') {
                 s->state = S_KEY_WAIT;
@@ -471,7 +352,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             }
             break;
         case S_ITEM_WAIT:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c == ']' && !s->need_elem) {
                 s->state = s->root_array ? S_END : S_AFTER_VAL;
@@ -504,7 +385,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             }
             break;
         case S_AFTER_ITEM:
-            if (ws(c))
+            if (af__codec_ws(c))
                 break;
             if (c == ',') {
                 s->state = S_ITEM_WAIT;
@@ -516,7 +397,7 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
             }
             break;
         case S_END:
-            if (!ws(c))
+            if (!af__codec_ws(c))
                 rc = syntax(s, c, "the end");
             break;
         }
@@ -578,4 +459,32 @@ int af_list_stream_finish(struct af_list_stream *s, char **rv, char **cont, size
     if (err && (s->rc || s->skipped))
         *err = s->err;
     return s->rc;
+}
+
+/* ---- whole lists -------------------------------------------------------------------- */
+
+int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
+                         af_item_cb cb, void *ud, char **rv, char **cont, struct af_error *err)
+{
+    return af_codec_decode_list_skip(cfg, json, len, cb, ud, rv, cont, NULL, err);
+}
+
+int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, size_t len,
+                              af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
+                              struct af_error *err)
+{
+    struct af_list_stream *s;
+    int rc;
+
+    if (rv)
+        *rv = NULL;
+    if (cont)
+        *cont = NULL;
+    if (!json)
+        return af_error_set(err, AF_EINVAL, "", 0, 0, "list: no input");
+    s = af_list_stream_new(cfg, skipped != NULL, cb, ud);
+    (void)af_list_stream_feed(s, json, len);
+    rc = af_list_stream_finish(s, rv, cont, skipped, err);
+    af_list_stream_free(s);
+    return rc;
 }

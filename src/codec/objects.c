@@ -8,8 +8,10 @@
  * holding it reads as absent (C strings cannot carry it); duplicate keys are
  * accepted (the last one wins, as in Go).
  *
- * The functions named af__codec_* are shared with extender.c (codec/internal.h);
- * json_t never leaves src/codec.
+ * The functions named af__codec_* are shared with the codec's other files
+ * (codec/internal.h): list_stream.c decodes each list item with them, and whole
+ * lists (af_codec_decode_list) are decoded there; this file uses only scan.c's
+ * cutter of unread members. json_t never leaves src/codec.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -241,31 +243,6 @@ static char *dup_scalar(json_t *obj, const char *key)
     char buf[SCALAR_MAX];
     const char *s = scalar_text(af__codec_get(obj, key), buf, sizeof(buf));
     return s ? af_xstrdup(s) : NULL;
-}
-
-/* ---- what the decoders below never read ---------------------------------------------------- */
-
-/*
- * Members the Node and Pod decoders below never read, big enough to be worth not
- * parsing: list items and watch events are parsed with the object and array values of
- * these cut out (af__codec_cut_unread, list_stream.c). A decoder that starts reading one
- * of them must take it off this list. Only object and array values are cut, so a label
- * or annotation with one of these names (a string) is kept; none of these names is a key
- * with an object or array value anywhere the decoders read (resources, ownerReferences,
- * conditions, containerStatuses).
- */
-bool af__codec_unread_key(const char *k, size_t n)
-{
-    static const char *const keys[] = {
-        "managedFields", "images",        "addresses",      "nodeInfo",
-        "volumes",       "volumeMounts",  "env",            "envFrom",
-        "ports",         "tolerations",   "affinity",       "livenessProbe",
-        "readinessProbe", "startupProbe", "topologySpreadConstraints",
-    };
-    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++)
-        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n))
-            return true;
-    return false;
 }
 
 /* ---- Node ------------------------------------------------------------------------------- */
@@ -825,32 +802,6 @@ static int decode_list_json(const struct af_config *cfg, json_t *root, af_item_c
         return rc;
     }
     return list_items(cfg, af__codec_get(root, "items"), "items", def_kind, cb, ud, skipped, err);
-}
-
-int af_codec_decode_list(const struct af_config *cfg, const char *json, size_t len,
-                         af_item_cb cb, void *ud, char **rv, char **cont, struct af_error *err)
-{
-    return af_codec_decode_list_skip(cfg, json, len, cb, ud, rv, cont, NULL, err);
-}
-
-int af_codec_decode_list_skip(const struct af_config *cfg, const char *json, size_t len,
-                              af_item_cb cb, void *ud, char **rv, char **cont, size_t *skipped,
-                              struct af_error *err)
-{
-    struct af_list_stream *s;
-    int rc;
-
-    if (rv)
-        *rv = NULL;
-    if (cont)
-        *cont = NULL;
-    if (!json)
-        return af_error_set(err, AF_EINVAL, "", 0, 0, "list: no input");
-    s = af_list_stream_new(cfg, skipped != NULL, cb, ud);
-    (void)af_list_stream_feed(s, json, len);
-    rc = af_list_stream_finish(s, rv, cont, skipped, err);
-    af_list_stream_free(s);
-    return rc;
 }
 
 /* ---- watch events ----------------------------------------------------------------------- */

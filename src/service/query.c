@@ -143,19 +143,3 @@ void af_query_release(struct af_query *q)
     af_free(q->store);
     memset(q, 0, sizeof(*q));
 }
-
-int af_service_check_query(const char *route, const char *query, struct af_buf *out)
-{
-    static const char *const none[] = {NULL};
-    struct af_query q;
-    char err[400];
-
-    if (af_query_parse(&q, query, route, none, err, sizeof(err)) != 0) {
-        char text[420];
-        snprintf(text, sizeof(text), "accelfit: %s", err);
-        af_service_error_body(out, out->len, text);
-        return 400;
-    }
-    af_query_release(&q);
-    return 0;
-}
