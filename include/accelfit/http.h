@@ -197,7 +197,7 @@ int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
                                   struct af_buf *out) AF_MUST_CHECK;
 
 /*
- * Prices (src/http/service_prices.c). The status writes a line for /readyz per source: the
+ * Prices (src/service/service_prices.c). The status writes a line for /readyz per source: the
  * catalog's list prices and their age, and with prices read from AWS each source (kind,
  * region) with its count and age, or "degraded: <error>" (never a reason to be not ready).
  * The metrics render accelfit_nodes_by_price_source, accelfit_catalog_prices_age_seconds
