@@ -151,6 +151,12 @@ int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_b
 int af_service_rollout_ack_query(struct af_service *svc, const char *query, struct af_buf *out);
 /* Ready: synced and not stale. `why` gets a short reason when not. */
 bool af_service_ready(struct af_service *svc, const char **why);
+/*
+ * GET /readyz: "ok" or "not ready: <why>" (af_service_ready), then a line per detail that
+ * never makes it not ready: live utilization (af_service_utilization_status) and where
+ * prices come from (af_service_prices_status). Returns 200 or 503.
+ */
+int af_service_readyz(struct af_service *svc, struct af_buf *out);
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 

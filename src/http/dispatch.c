@@ -101,21 +101,12 @@ static int answer_get(struct server *s, struct lws *wsi, struct pss *p, const ch
             return rc;
         af__http_resp_text(s, p, "ok\n");
         return af__http_respond(s, wsi, p, 200, "text/plain; charset=utf-8");
-    case R_READYZ: {
-        const char *why = NULL;
-        char text[900], live[500];
-        bool ok;
+    case R_READYZ:
         if (no_query(s, wsi, p, q, &rc))
             return rc;
-        ok = af_service_ready(svc, &why);
-        af_service_utilization_status(svc, live, sizeof(live));   /* detail, never 503 */
-        if (ok)
-            snprintf(text, sizeof(text), "ok\n%s", live);
-        else
-            snprintf(text, sizeof(text), "not ready: %s\n%s", why ? why : "", live);
-        af__http_resp_text(s, p, text);
-        return af__http_respond(s, wsi, p, ok ? 200 : 503, "text/plain; charset=utf-8");
-    }
+        af__http_resp_begin(s, p);
+        return af__http_respond(s, wsi, p, af_service_readyz(svc, &p->resp),
+                                "text/plain; charset=utf-8");
     case R_METRICS:
         if (no_query(s, wsi, p, q, &rc))
             return rc;

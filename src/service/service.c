@@ -158,6 +158,22 @@ bool af_service_ready(struct af_service *svc, const char **why)
     return ok;
 }
 
+int af_service_readyz(struct af_service *svc, struct af_buf *out)
+{
+    const char *why = NULL;
+    char live[500], prices[1500];
+    struct af_config *cfg = af_config_holder_get(svc->config);
+    bool ok = af_service_ready(svc, &why);
+
+    af_service_utilization_status(svc, live, sizeof(live));
+    af_service_prices_status(svc, cfg ? cfg->catalog : NULL, prices, sizeof(prices));
+    af_config_unref(cfg);
+    if (af_buf_printf(out, "%s%s\n%s%s", ok ? "ok" : "not ready: ", ok ? "" : why ? why : "",
+                      live, prices) != 0)
+        AF_LOG(AF_LOG_ERROR, "cannot build the /readyz answer", NULL);
+    return ok ? 200 : 503;
+}
+
 /* ---- helpers --------------------------------------------------------------------------------- */
 
 static const char *verdict_name(enum af_verdict v)
