@@ -1885,12 +1885,12 @@ static json_t *granted(struct deploy *d)
                 bool create = false;
                 json_array_foreach(obj_at(rule, "verbs"), m, verb0)
                     create |= !strcmp(or_empty(json_string_value(verb0)), "create");
+                const char *name0 = or_empty(json_string_value(json_array_get(names, 0)));
                 ck_assert_msg(create ? !names : (json_array_size(names) == 1 &&
-                                                 !strcmp(or_empty(json_string_value(
-                                                     json_array_get(names, 0))),
-                                                         "accelfit-rollouts")),
+                                                 (!strcmp(name0, "accelfit-rollouts") ||
+                                                  !strcmp(name0, "accelfit-rollout-claims"))),
                               "Role %s: create without resourceNames, every other verb on "
-                              "accelfit-rollouts only", role);
+                              "accelfit-rollouts or accelfit-rollout-claims only", role);
             }
             json_array_foreach(obj_at(rule, "resources"), k, res) {
                 json_array_foreach(obj_at(rule, "verbs"), l, verb) {
@@ -2010,12 +2010,14 @@ static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, jso
     reqs = af_test_fake_api_admin(api, "requests", NULL);
     json_array_foreach(reqs, i, v) {
         char *g = rbac_of(str_at(v, "method"), str_at(v, "path"));
-        /* ConfigMaps: the state object by name (or its field selector), or its creation */
+        /* ConfigMaps: the state object by name (or its field selector), the claim ledger
+         * by name (never watched), or their creation */
         if (!strncmp(g, "configmaps ", 11))
             ck_assert_msg(!strcmp(str_at(v, "method"), "POST") ||
                               strstr(str_at(v, "path"), "/configmaps/accelfit-rollouts") ||
+                              strstr(str_at(v, "path"), "/configmaps/accelfit-rollout-claims") ||
                               strstr(str_at(v, "path"), "metadata.name%3Daccelfit-rollouts"),
-                          "a ConfigMap request not about accelfit-rollouts: %s %s",
+                          "a ConfigMap request not about accelfit-rollouts or its claims: %s %s",
                           str_at(v, "method"), str_at(v, "path"));
         add_unique(used, g);
         add_unique(methods_seen, str_at(v, "method"));

@@ -47,6 +47,7 @@ struct af_service {
     struct af_costs_memo *costs;      /* may be NULL: costs are computed per request */
     struct af_prom *util;             /* may be NULL: no live utilization (accelfit/utilization.h) */
     struct af_prices_holder *prices;  /* may be NULL: prices from the catalog only (prices.h) */
+    struct af_claims *claims;         /* may be NULL: new units are decided locally */
 };
 
 enum af_verb {
@@ -276,5 +277,46 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
  * A review that is not a Pod CREATE is answered allowed, unchanged. Cannot fail otherwise.
  */
 int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out);
+
+/*
+ * A deferred answer: the transport's mailbox for an answer a worker thread finishes.
+ * done(ud, ticket, status, body) is called exactly once, from any thread; it steals *body
+ * (af_buf_release is the transport's) and must not block.
+ */
+struct af_deferred {
+    void (*done)(void *ud, uint64_t ticket, int status, struct af_buf *body);
+    void *ud;
+    uint64_t ticket;
+};
+#define AF_SERVICE_DEFERRED (-1)
+
+/*
+ * af_service_mutate, except that with svc->claims and `later` a new unit of a rollout is
+ * claimed in the API server's ledger first (docs/rollouts.md): then nothing is written to
+ * `out`, AF_SERVICE_DEFERRED is returned, and the answer goes to later->done once the claim
+ * is written or its deadline has passed (then decided locally, with a warning).
+ */
+int af_service_mutate_ex(struct af_service *svc, const char *body, size_t len, struct af_buf *out,
+                         const struct af_deferred *later);
+
+/*
+ * The claim worker (src/service/claims.c): one thread that claims new units in the ledger
+ * (`kc`, stolen; accelfit/kube.h), in batches, each within `timeout_s` of the request's
+ * arrival. Start after svc is filled in; stop (which answers whatever is queued, locally)
+ * before svc's parts are freed and before the af_kube of `kc` stops. NULL is fine to stop.
+ */
+struct af_kube_claims;
+/* The claim deadline: below the webhook's timeoutSeconds (5, manifests/overlays/tls). */
+#define AF_CLAIM_TIMEOUT_S 3.0
+struct af_claims *af_claims_start(struct af_service *svc, struct af_kube_claims *kc,
+                                  double timeout_s);
+void af_claims_stop(struct af_claims *c);
+/* What the worker did since it started, for /metrics. Thread-safe; NULL gives zeros. */
+struct af_claims_stats {
+    uint64_t written;     /* units whose side was claimed in the ledger before the answer */
+    uint64_t local;       /* units decided locally: the ledger could not be written in time */
+    uint64_t conflicts;   /* writes refused because another replica wrote first */
+};
+void af_claims_stats(struct af_claims *c, struct af_claims_stats *out);
 
 #endif

@@ -160,6 +160,38 @@ int af_kube_state_start(struct af_kube *k, const char *ns, const char *name,
 void af_kube_state_notify(struct af_kube *k);
 
 /*
+ * The claim ledger (docs/rollouts.md): one ConfigMap of `ns` named `name` (one key per
+ * entry, af_rollout_claim as one line of JSON), written before each new unit's webhook
+ * answer. af_kube_claims_new makes the client (no thread, no request yet); it uses `k`'s
+ * transport and must be freed before af_kube_stop. Returns 0 or AF_EINVAL.
+ */
+struct af_kube_claims;
+struct af_rollout_claim;
+struct af_kube_claims_ops {
+    void *ud;
+    /* The ledger as read (borrowed): decide, and return the whole ledger to write as a new
+     * array in *out (af_free), its length returned. */
+    size_t (*next)(void *ud, const struct af_rollout_claim *v, size_t n,
+                   struct af_rollout_claim **out);
+    /* The write of what `next` returned was refused (another replica wrote first): forget
+     * what it decided; `next` is called again with the ledger read again. */
+    void (*undo)(void *ud);
+};
+int af_kube_claims_new(struct af_kube_claims **out, struct af_kube *k, const char *ns,
+                       const char *name) AF_MUST_CHECK;
+void af_kube_claims_free(struct af_kube_claims *c);   /* NULL is fine */
+/*
+ * One commit, on the caller's thread (never the HTTP thread; commits of one client must
+ * not overlap): ops.next on the ledger as last known, the result written with the
+ * resourceVersion it came from; on a conflict ops.undo, read again, again ops.next, until
+ * written or `timeout_s` has passed. Returns 0 (written), AF_ETIMEDOUT, AF_ECONN, AF_EHTTP
+ * (an answer other than a conflict) or AF_ECANCELED (af_kube_stop began); on an error the
+ * last decisions of ops.next are not undone (they may have been written).
+ */
+int af_kube_claims_commit(struct af_kube_claims *c, const struct af_kube_claims_ops *ops,
+                          double timeout_s) AF_MUST_CHECK;
+
+/*
  * Queues an Event on a pod (type "Normal" or "Warning"). Never blocks; drops
  * (and counts) when the queue is full or the budget is spent; repeated
  * (pod, reason, message) within a window only bump the count. Thread-safe.

@@ -196,6 +196,19 @@ struct af_rollout_record {
 };
 
 /*
+ * One entry of the claim ledger (AF_ROLLOUT_CLAIMS_OBJECT): a side a replica gave a new unit,
+ * written to the API server before the webhook answered (docs/rollouts.md).
+ */
+struct af_rollout_claim {
+    char id[48];                        /* unique: the replica's id and a sequence number */
+    char rollout[64];
+    uint64_t generation;                /* the rollout's generation when decided */
+    char unit[320];                     /* "namespace/Job/NAME", ...; "" for an anonymous unit */
+    enum af_rollout_side side;
+    double at;                          /* unix seconds */
+};
+
+/*
  * Merges two records of one rollout into `out` (which may be `a` or `b`), the same whichever
  * replica merges them in whichever order. Of two generations, the record that began later
  * wins whole (the newer policy; ties: the larger generation). Of one generation: the earliest

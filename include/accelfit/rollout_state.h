@@ -52,6 +52,7 @@ struct af_rollout_decision {
     bool halted;                       /* the brake is on: the target takes no new units */
     double share;                      /* target share in force */
     struct af_rollout_count count;     /* what the decision counted (before this unit) */
+    bool recalled;                     /* the side given earlier (annotation, cache, memory) */
     char unit[160];
     char reason[AF_REASON_MAX];
 };
@@ -162,6 +163,39 @@ struct af_plan;
 void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
                        unsigned flags, struct af_plan *plan, struct af_rollout_decision *rd);
+
+/* ---- the claim ledger: one share, whichever replica answers (docs/rollouts.md) -------------- */
+
+/* The ConfigMap, beside AF_ROLLOUT_STATE_OBJECT, that holds the ledger. */
+#define AF_ROLLOUT_CLAIMS_OBJECT "accelfit-rollout-claims"
+
+/*
+ * af_rollouts_decide_ex (flags 0) for a decision that is about to be claimed in the ledger:
+ * when the unit is new (not recalled: no annotation, no unit-mate in the cache, no
+ * decision remembered), the decision is remembered under ledger entry `id` and *claim is
+ * filled with it; returns true then. Returns false (claim zeroed) for a recalled side, a pod
+ * in no rollout, or no side. Cannot fail.
+ */
+bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cfg,
+                              const struct af_snapshot *snap, const struct af_pod_info *pod,
+                              const struct af_resources *target_requests, double now,
+                              const char *id, struct af_rollout_decision *out,
+                              struct af_rollout_claim *claim);
+
+/* Forgets the decision made under ledger entry `id` (its write was refused: it will be
+ * decided again), and the fallback it counted. Nothing when there is none. Cannot fail. */
+void af_rollouts_unclaim(struct af_rollouts *rs, const char *id);
+
+/*
+ * The ledger as read (`v`, borrowed, `n` entries): each entry this replica does not count
+ * yet becomes a decision not yet seen, counted by every later decision as if made here
+ * (unless its unit is in the cache with a side already, or it is of another generation of
+ * the rollout). keep[i] (n of them) says whether entry i should stay in the ledger: false
+ * once older than AF_ROLLOUT_PENDING_TTL_S or no longer counted here (its unit seen in the
+ * cache, or expired). Cannot fail.
+ */
+void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_claim *v,
+                               size_t n, double now, bool *keep);
 
 /* ---- the state replicas share (src/kube/state.c keeps it in the API server) ------------- */
 

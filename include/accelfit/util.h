@@ -48,6 +48,7 @@
     XX(ECONN, "connection failed")                                    \
     XX(EUNSUPPORTED, "unsupported feature")                           \
     XX(ECANCELED, "operation canceled")                               \
+    XX(ETIMEDOUT, "deadline passed")                                  \
     XX(ENOTREG, "not a regular file")
 
 enum af_errno {

@@ -579,9 +579,15 @@ int af_cmd_serve(int argc, char **argv)
         svc.kube = kube;
         if (rc == 0 && state_ns) {
             struct af_kube_state_ops ops = {&svc, state_export, state_absorb};
+            struct af_kube_claims *kc = NULL;
             rc = af_kube_state_start(kube, state_ns, AF_ROLLOUT_STATE_OBJECT, &ops);
             if (rc == 0)
                 af_rollouts_set_observer(svc.rollouts, state_changed, kube);
+            /* one share whichever replica answers: new units claimed in the API server */
+            if (rc == 0)
+                rc = af_kube_claims_new(&kc, kube, state_ns, AF_ROLLOUT_CLAIMS_OBJECT);
+            if (rc == 0)
+                svc.claims = af_claims_start(&svc, kc, AF_CLAIM_TIMEOUT_S);
             rc = rc ? 1 : 0;
         } else if (rc == 0) {
             AF_LOG(AF_LOG_INFO, "rollout state kept in memory only (no --state-namespace, not "
@@ -635,6 +641,7 @@ out:
     af_reload_stop(reloader);
     reloader = NULL;
     af_prom_stop(svc.util);
+    af_claims_stop(svc.claims);   /* before the API server client it uses */
     af_kube_stop(kube);
     af_rollouts_free(svc.rollouts);
     af_free(state_ns);

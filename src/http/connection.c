@@ -234,8 +234,8 @@ static int on_body(struct server *s, struct lws *wsi, struct pss *p, const void 
 {
     uint64_t now = af_now_ns();
 
-    if (!p->active || p->responded)
-        return 0;   /* after a 413 on h2: drop the rest */
+    if (!p->active || p->responded || p->ticket)
+        return 0;   /* after a 413 on h2, or while the answer is deferred: drop the rest */
     if (now >= p->deadline) {
         AF_LOG(AF_LOG_WARN, "dropping slow client", "verb", af__http_route_verb_name(p->route),
                NULL);
@@ -342,16 +342,20 @@ int af__http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         if (!s || !p)
             return -1;
         return begin_request(s, wsi, p, in);
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        if (s)
+            af__http_deferred_drain(s);
+        return 0;
     case LWS_CALLBACK_HTTP_BODY:
         if (!s || !p)
             return -1;
-        if (len && p->active && p->responded && !p->h2 && !p->close_after)
+        if (len && p->active && (p->responded || p->ticket) && !p->h2 && !p->close_after)
             pipelined_input(s, wsi, p);
         return on_body(s, wsi, p, in, len);
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
         if (!s || !p)
             return -1;
-        if (p->active && p->responded && !p->h2 && !p->zero_post) {
+        if (p->active && (p->responded || p->ticket) && !p->h2 && !p->zero_post) {
             /*
              * The body was complete already: lws offers more input, which
              * can only be a pipelined request (see respond.c). Not so the one
@@ -361,6 +365,8 @@ int af__http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
             return 0;
         }
         p->zero_post = false;
+        if (p->ticket)
+            return 0;   /* the answer is deferred, and its timeout set */
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
         if (!p->active || p->responded)
             return 0;

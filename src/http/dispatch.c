@@ -154,7 +154,17 @@ static int answer_post(struct server *s, struct lws *wsi, struct pss *p, const c
          * The handler may rewind its buffer to answer without a patch, so it gets one of its
          * own. */
         struct af_buf answer = AF_BUF_INIT(s->max_response);
-        status = af_service_mutate(s->svc, body, p->body.len, &answer);
+        struct af_deferred later;
+
+        af__http_deferred_prepare(s, &later);
+        status = af_service_mutate_ex(s->svc, body, p->body.len, &answer, &later);
+        if (status == AF_SERVICE_DEFERRED) {
+            /* a new unit's side is being claimed: the answer comes through `later` */
+            af_buf_release(&answer);
+            af__http_park(s, wsi, p, &later);
+            return 0;
+        }
+        af__http_deferred_unused(s, &later);
         af__http_resp_begin(s, p);
         if (af_buf_add(&p->resp, answer.buf ? answer.buf : "", answer.len) != 0) {
             af_buf_release(&answer);

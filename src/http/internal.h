@@ -4,12 +4,14 @@
  * per-transaction state, the routes, and the functions one file calls in another.
  * The calls go one way: server.c uses connection.c, limits.c, raw.c and tls.c;
  * connection.c uses dispatch.c, respond.c, routes.c, limits.c, raw.c and tls.c;
- * dispatch.c uses respond.c and routes.c; respond.c uses routes.c. <libwebsockets.h>
+ * dispatch.c uses respond.c, deferred.c and routes.c; respond.c uses routes.c and deferred.c;
+ * deferred.c uses respond.c. <libwebsockets.h>
  * and OpenSSL stay in this directory.
  */
 #ifndef AF_HTTP_INTERNAL_H
 #define AF_HTTP_INTERNAL_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,7 +77,16 @@ struct server {
     struct tls_sig tls_loaded;     /* the files the current certificate came from */
     struct tls_sig tls_seen;       /* at the previous check */
     lws_sorted_usec_list_t tls_sul;
+    /* deferred answers (deferred.c); the registry is the service thread's only */
+    struct mailbox *mb;
+    uint64_t next_ticket;
+    struct parked *parked;
+    size_t n_parked, cap_parked;
 };
+
+/* The deferred answers of one server (deferred.c). */
+struct mailbox;
+struct parked;
 
 /* Per HTTP transaction (per stream on h2). lws zeroes it when the wsi binds. */
 struct pss {
@@ -109,6 +120,9 @@ struct pss {
     struct lws *wsi;
     struct lws_context *ctx;
     bool sul_armed;
+    /* the answer is deferred: a worker finishes it (deferred.c) */
+    uint64_t ticket;        /* 0: not parked */
+    struct server *srv;     /* set while parked */
 };
 
 /* Per connection handed to RAW_PROTOCOL: the answer, once decided. */
@@ -143,6 +157,23 @@ int af__http_respond_error(struct server *s, struct lws *wsi, struct pss *p, int
 /* From LWS_CALLBACK_HTTP_WRITEABLE: the answer over h1, or its next part over h2. */
 int af__http_send_h1(struct server *s, struct lws *wsi, struct pss *p);
 int af__http_send_h2(struct server *s, struct lws *wsi, struct pss *p);
+
+/* ---- deferred.c: answers a worker thread finishes ------------------------------------------ */
+
+void af__http_deferred_init(struct server *s);
+/* The server stops: answers still to come are dropped when they come. */
+void af__http_deferred_release(struct server *s);
+/* A mailbox slot for one answer (`later`, for the service), before the service is called. */
+void af__http_deferred_prepare(struct server *s, struct af_deferred *later);
+/* The service answered at once: the slot is not used. */
+void af__http_deferred_unused(struct server *s, const struct af_deferred *later);
+/* The service will answer through `later`: the transaction waits for it. */
+void af__http_park(struct server *s, struct lws *wsi, struct pss *p,
+                   const struct af_deferred *later);
+/* The transaction ends (answered, or its connection closed): forget it. */
+void af__http_unpark(struct pss *p);
+/* LWS_CALLBACK_EVENT_WAIT_CANCELLED: send the answers that came. */
+void af__http_deferred_drain(struct server *s);
 
 /* ---- dispatch.c: requests into calls of the service -------------------------------------- */
 

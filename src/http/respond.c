@@ -58,6 +58,8 @@ static void pss_release(struct pss *p)
 
 void af__http_pss_reset(struct pss *p)
 {
+    if (p->ticket)
+        af__http_unpark(p);
     if (p->sul_armed)
         lws_sul_schedule(p->ctx, 0, &p->sul, NULL, LWS_SET_TIMER_USEC_CANCEL);
     pss_release(p);

@@ -11,6 +11,7 @@
  *
  * The rest of the transport: connection.c (the state machine, the lws callback),
  * dispatch.c (requests into calls of the service), respond.c (sending answers),
+ * deferred.c (answers a worker thread finishes),
  * routes.c, limits.c (the URL and header caps), raw.c (what lws cannot parse as
  * HTTP) and tls.c (the TLS files and their reload).
  *
@@ -345,8 +346,10 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
     info.token_limits = &s.limits;
     info.pt_serv_buf_size = 65536;
     info.count_threads = 1;
+    af__http_deferred_init(&s);
     s.ctx = lws_create_context(&info);
     if (!s.ctx) {
+        af__http_deferred_release(&s);
         fail_msg(opt, "cannot start libwebsockets (--log-level debug shows its log)");
         return AF_ECONN;
     }
@@ -357,6 +360,7 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
             s.api_vh = NULL;
     }
     if (!s.api_vh) {
+        af__http_deferred_release(&s);
         lws_context_destroy(s.ctx);
         return AF_EINVAL;
     }
@@ -376,7 +380,9 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
     lws_sul_schedule(s.ctx, 0, &s.sul, check_stop, LWS_SET_TIMER_USEC_CANCEL);
     if (opt->tls_cert_file)
         lws_sul_schedule(s.ctx, 0, &s.tls_sul, af__http_tls_check, LWS_SET_TIMER_USEC_CANCEL);
+    af__http_deferred_release(&s);   /* before the context goes: no wake-up reaches it */
     lws_context_destroy(s.ctx);
+    af_free(s.parked);
     SSL_CTX_free(s.tls_ctx);
     AF_LOG(AF_LOG_INFO, "stopped serving", NULL);
     return rc;

@@ -13,6 +13,7 @@
 #define AF_KUBE_INTERNAL_H
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -148,6 +149,15 @@ void af__kube_backoff_init(struct af_kube_backoff *b, struct af_kube *k);
 /* Sleeps the next backoff (waking on stop); false when stop was requested. */
 bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k);
 double af__kube_rand01(void);   /* uniform in [0, 1), per thread */
+
+/*
+ * state.c: one request (`method` GET, PUT or POST, `body` or NULL) with the transport of
+ * every request, on `h`, given `timeout_ms`; the answer's status in *status and its body,
+ * parsed, in *out (NULL when not JSON; caller decrefs). A 401 refreshes the credentials and
+ * tries once more. Returns 0, AF_ECANCELED (stopping) or AF_ECONN.
+ */
+int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char *path,
+                     const char *body, long timeout_ms, long *status, json_t **out);
 
 /* state.c: stops and frees the state threads (after ->stop is set). */
 void af__kube_state_stop(struct af_kube *k);

@@ -36,6 +36,7 @@
 #define STATE_TICK_S 30.0
 #define STATE_BODY_MAX (1u << 20)      /* a ConfigMap is at most 1 MiB */
 #define STATE_WRITE_ATTEMPTS 8
+#define STATE_TIMEOUT_MS 10000L
 #define CONFLICT 1                     /* write_round: read again, merge again */
 
 struct af_kube_state {
@@ -216,15 +217,9 @@ static size_t body_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     return af_buf_add(b, ptr, n) ? 0 : n;
 }
 
-/*
- * One request (`method` GET, PUT or POST, `body` or NULL) with the transport of every
- * request; the answer's status in *status and its body, parsed, in *out (NULL when not
- * JSON). Returns 0, AF_ECANCELED or AF_ECONN.
- */
-static int request(struct af_kube_state *s, CURL *h, const char *method, const char *path,
-                   const char *body, long *status, json_t **out)
+int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char *path,
+                     const char *body, long timeout_ms, long *status, json_t **out)
 {
-    struct af_kube *k = s->k;
     struct af_buf b = AF_BUF_INIT(STATE_BODY_MAX);
     int rc = AF_ECONN;
 
@@ -248,7 +243,7 @@ static int request(struct af_kube_state *s, CURL *h, const char *method, const c
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_cb);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
         cc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
         curl_slist_free_all(hdr);
@@ -328,7 +323,7 @@ static int write_round(struct af_kube_state *s)
     known = s->known;
     pthread_mutex_unlock(&s->lock);
     if (!known) {
-        rc = request(s, s->rh, "GET", s->obj_path, NULL, &status, &ans);
+        rc = af__kube_request(s->k, s->rh, "GET", s->obj_path, NULL, STATE_TIMEOUT_MS, &status, &ans);
         if (rc)
             goto out;
         if (status != 200 && status != 404) {
@@ -369,8 +364,9 @@ static int write_round(struct af_kube_state *s)
         goto out;
     obj = object_json(s, merged, n_merged, exists ? rv : NULL);
     text = json_dumps(obj, JSON_COMPACT);
-    rc = request(s, s->rh, exists ? "PUT" : "POST", exists ? s->obj_path : s->coll_path, text,
-                 &status, &ans);
+    rc = af__kube_request(s->k, s->rh, exists ? "PUT" : "POST",
+                          exists ? s->obj_path : s->coll_path, text, STATE_TIMEOUT_MS, &status,
+                          &ans);
     if (rc)
         goto out;
     if (status == 200 || status == 201) {

@@ -162,6 +162,13 @@ struct pending {
     enum af_rollout_side side;
     bool fallback;
     double decided, used;               /* `now` of the decision, of its last use */
+    char *claim;                        /* its entry in the claim ledger; NULL: none */
+};
+
+/* A ledger entry no longer counted here (its unit seen, or expired): not absorbed again. */
+struct retired {
+    char *claim;
+    double decided;
 };
 
 /* When a target pod was seen to turn NotReady (sorted by key). */
@@ -211,6 +218,8 @@ struct af_rollouts {
     size_t n_tracks, cap_tracks;
     struct pending *pending;
     size_t n_pending, cap_pending;
+    struct retired *retired;
+    size_t n_retired, cap_retired;
     struct readiness *ready;
     size_t n_ready;
     /* the shared state: who to tell of a change, what the API server last said */
@@ -270,9 +279,27 @@ static void track_free(struct track *t)
 
 static void pending_remove(struct af_rollouts *rs, size_t i)
 {
-    af_free(rs->pending[i].rollout);
-    af_free(rs->pending[i].key);
+    struct pending *e = &rs->pending[i];
+
+    if (e->claim) {
+        AF_GROW(rs->retired, rs->cap_retired, rs->n_retired + 1);
+        rs->retired[rs->n_retired].claim = e->claim;
+        rs->retired[rs->n_retired++].decided = e->decided;
+        e->claim = NULL;
+    }
+    af_free(e->rollout);
+    af_free(e->key);
     rs->pending[i] = rs->pending[--rs->n_pending];
+}
+
+static void retired_expire(struct af_rollouts *rs, double now)
+{
+    for (size_t i = rs->n_retired; i-- > 0;) {
+        if (now - rs->retired[i].decided <= 2 * AF_ROLLOUT_PENDING_TTL_S)
+            continue;
+        af_free(rs->retired[i].claim);
+        rs->retired[i] = rs->retired[--rs->n_retired];
+    }
 }
 
 static void readiness_free(struct readiness *v, size_t n)
@@ -312,6 +339,8 @@ void af_rollouts_free(struct af_rollouts *rs)
     while (rs->n_pending)
         pending_remove(rs, rs->n_pending - 1);
     af_free(rs->pending);
+    retired_expire(rs, INFINITY);
+    af_free(rs->retired);
     readiness_free(rs->ready, rs->n_ready);
     af_free(rs->remote);
     pthread_mutex_destroy(&rs->lock);
@@ -869,7 +898,7 @@ static enum af_rollout_side parse_side(const char *s)
 static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                           const struct af_snapshot *snap, const struct af_pod_info *pod,
                           const struct af_resources *treq, double now, unsigned flags,
-                          struct af_rollout_decision *out, struct census *old)
+                          const char *claim, struct af_rollout_decision *out, struct census *old)
 {
     const struct af_rollout *r;
     const struct crollout *cr;
@@ -905,6 +934,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     if (side != AF_SIDE_NONE) {
         count_units(rs, (size_t)i, NULL, &out->count);
         out->side = side;
+        out->recalled = true;
         af_reasonf(out->reason,
                 "rollout %.63s: unit %.100s is on the %s side (annotation "
                 "accelfit.io/rollout-side)",
@@ -917,6 +947,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         if (u && u->side != AF_SIDE_NONE) {
             count_units(rs, (size_t)i, NULL, &out->count);
             out->side = u->side;
+            out->recalled = true;
             af_reasonf(out->reason,
                     "rollout %.63s: unit %.100s is on the %s side already (a pod of it in the "
                     "cache)",
@@ -936,6 +967,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         count_units(rs, (size_t)i, e, &out->count);
         out->side = e->side;
         out->fallback = e->fallback;
+        out->recalled = true;
         af_reasonf(out->reason,
                 "rollout %.63s: unit %.100s was sent to the %s side %.0f s ago%s (not in the cache "
                 "yet)%s",
@@ -986,6 +1018,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     if (!e) {
         AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
         e = &rs->pending[rs->n_pending++];
+        memset(e, 0, sizeof(*e));
         e->rollout = af_xstrdup(r->name);
         e->key = key;
         key = NULL;
@@ -993,6 +1026,22 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     e->side = side;
     e->fallback = out->fallback;
     e->decided = e->used = now;
+    if (claim) {
+        if (e->claim) {   /* decided again: the old entry is not counted here any more */
+            size_t at = (size_t)(e - rs->pending);
+            pending_remove(rs, at);   /* retires the old claim */
+            AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
+            e = &rs->pending[rs->n_pending++];
+            memset(e, 0, sizeof(*e));
+            e->rollout = af_xstrdup(r->name);
+            e->key = key ? key : (anon ? NULL : unit_key(r->name, pod->ns, out->unit));
+            key = NULL;
+            e->side = side;
+            e->fallback = out->fallback;
+            e->decided = e->used = now;
+        }
+        e->claim = af_xstrdup(claim);
+    }
 done:
     af_free(key);
 }
@@ -1011,9 +1060,123 @@ void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
     if (!rs || !cfg || !cfg->policy || !cfg->policy->n_rollouts || !pod || !pod->managed)
         return;
     pthread_mutex_lock(&rs->lock);
-    decide_locked(rs, cfg, snap, pod, target_requests, now, flags, out, &old);
+    decide_locked(rs, cfg, snap, pod, target_requests, now, flags, NULL, out, &old);
     pthread_mutex_unlock(&rs->lock);
     census_release(&old);
+}
+
+bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cfg,
+                              const struct af_snapshot *snap, const struct af_pod_info *pod,
+                              const struct af_resources *target_requests, double now,
+                              const char *id, struct af_rollout_decision *out,
+                              struct af_rollout_claim *claim)
+{
+    struct census old;
+    bool made = false;
+
+    memset(out, 0, sizeof(*out));
+    memset(&old, 0, sizeof(old));
+    memset(claim, 0, sizeof(*claim));
+    out->rollout = -1;
+    out->side = AF_SIDE_NONE;
+    if (!rs || !cfg || !cfg->policy || !cfg->policy->n_rollouts || !pod || !pod->managed)
+        return false;
+    pthread_mutex_lock(&rs->lock);
+    decide_locked(rs, cfg, snap, pod, target_requests, now, 0, id, out, &old);
+    if (out->rollout >= 0 && !out->recalled &&
+        (out->side == AF_SIDE_SOURCE || out->side == AF_SIDE_TARGET)) {
+        const struct track *t = rs->census.r[out->rollout].track;
+        snprintf(claim->id, sizeof(claim->id), "%s", id);
+        snprintf(claim->rollout, sizeof(claim->rollout), "%s", t->name);
+        claim->generation = t->hash;
+        if (!anonymous(pod))
+            snprintf(claim->unit, sizeof(claim->unit), "%s/%s", pod->ns ? pod->ns : "",
+                     out->unit);
+        claim->side = out->side;
+        claim->at = now;
+        made = true;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    census_release(&old);
+    return made;
+}
+
+void af_rollouts_unclaim(struct af_rollouts *rs, const char *id)
+{
+    pthread_mutex_lock(&rs->lock);
+    for (size_t i = rs->n_pending; i-- > 0;) {
+        struct pending *e = &rs->pending[i];
+        if (!e->claim || strcmp(e->claim, id))
+            continue;
+        if (e->fallback) {
+            struct track *t = track_find(rs, e->rollout);
+            if (t && t->fallbacks)
+                t->fallbacks--;
+        }
+        af_free(e->claim);   /* never written: nothing to retire */
+        e->claim = NULL;
+        pending_remove(rs, i);
+    }
+    pthread_mutex_unlock(&rs->lock);
+}
+
+/* Whether ledger entry `id` is a decision counted here (pending) or no longer counted. */
+static bool claim_in(const struct af_rollouts *rs, const char *id, bool retired)
+{
+    if (retired) {
+        for (size_t i = 0; i < rs->n_retired; i++)
+            if (!strcmp(rs->retired[i].claim, id))
+                return true;
+        return false;
+    }
+    for (size_t i = 0; i < rs->n_pending; i++)
+        if (rs->pending[i].claim && !strcmp(rs->pending[i].claim, id))
+            return true;
+    return false;
+}
+
+void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_claim *v,
+                               size_t n, double now, bool *keep)
+{
+    pthread_mutex_lock(&rs->lock);
+    pending_expire(rs, now);
+    retired_expire(rs, now);
+    for (size_t i = 0; i < n; i++) {
+        const struct af_rollout_claim *c = &v[i];
+        const struct track *t = track_find(rs, c->rollout);
+        const struct unit *u;
+        struct pending *e;
+        char *key = NULL;
+
+        keep[i] = now - c->at <= AF_ROLLOUT_PENDING_TTL_S && !claim_in(rs, c->id, true);
+        if (!keep[i] || claim_in(rs, c->id, false) ||
+            (c->side != AF_SIDE_SOURCE && c->side != AF_SIDE_TARGET) ||
+            (t && t->hash != c->generation))   /* another generation: not counted here */
+            continue;
+        if (c->unit[0]) {
+            key = af_xasprintf("%s\x1f%s", c->rollout, c->unit);
+            u = rs->have_census ? census_find(&rs->census, key) : NULL;
+            if (pending_find(rs, key)) {   /* decided here too */
+                af_free(key);
+                continue;
+            }
+        } else {
+            u = NULL;
+        }
+        AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
+        e = &rs->pending[rs->n_pending++];
+        memset(e, 0, sizeof(*e));
+        e->rollout = af_xstrdup(c->rollout);
+        e->key = key;
+        e->side = c->side;
+        e->decided = e->used = c->at;
+        e->claim = af_xstrdup(c->id);
+        if (u && u->side != AF_SIDE_NONE) {   /* its unit is in the cache already */
+            pending_remove(rs, rs->n_pending - 1);
+            keep[i] = false;
+        }
+    }
+    pthread_mutex_unlock(&rs->lock);
 }
 
 void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,

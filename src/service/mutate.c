@@ -33,6 +33,8 @@
 #include "accelfit/rollout.h"
 #include "accelfit/rollout_state.h"
 
+#include "service/internal.h"
+
 /* A JSONPatch larger than this is not sent (the pod is created as written). */
 #define MUTATE_MAX_PATCH (512u * 1024u)
 
@@ -147,7 +149,7 @@ out:
  * should know.
  */
 static void decide(struct af_service *svc, const struct af_admission *a, struct af_buf *patch,
-                   struct af_warnings *w)
+                   struct af_warnings *w, struct af__mutate_job *job)
 {
     const struct af_pod_info *pod = af_admission_pod(a);
     struct af_config *cfg = af_config_holder_get(svc->config);
@@ -204,9 +206,25 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
             goto out;
         }
     }
-    /* A dry run is decided as a create would be, and nothing is remembered. */
-    af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
-                          af_wall_time(), af_admission_dry_run(a) ? AF_ROLLOUTS_PEEK : 0, &d);
+    if (job && job->phase == AF__CLAIM_PROBE) {
+        /* Only a new unit waits for the ledger; a recalled side is answered now. */
+        af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
+                              af_wall_time(), AF_ROLLOUTS_PEEK, &d);
+        job->wants = !af_admission_dry_run(a) && d.rollout == k && !d.recalled &&
+                     (d.side == AF_SIDE_SOURCE || d.side == AF_SIDE_TARGET);
+        if (job->wants)
+            goto out;
+    }
+    if (job && job->phase == AF__CLAIM_DECIDE) {
+        job->claimed = af_rollouts_decide_claim(svc->rollouts, cfg, snap, pod,
+                                                r->variant ? &target_req : NULL, af_wall_time(),
+                                                job->id, &d, &job->claim);
+    } else {
+        /* A dry run is decided as a create would be, and nothing is remembered. */
+        af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
+                              af_wall_time(), af_admission_dry_run(a) ? AF_ROLLOUTS_PEEK : 0,
+                              &d);
+    }
     if (d.rollout < 0)
         goto out;
     if (d.rollout != k) {
@@ -265,12 +283,56 @@ out:
     af_config_unref(cfg);
 }
 
-int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out)
+void af__mutate_claim_decide(struct af_service *svc, struct af__mutate_job *job)
+{
+    af_buf_reset(&job->patch);
+    memset(&job->w, 0, sizeof(job->w));
+    job->claimed = false;
+    job->phase = AF__CLAIM_DECIDE;
+    decide(svc, job->a, &job->patch, &job->w, job);
+    job->decided = true;
+}
+
+void af__mutate_local_decide(struct af_service *svc, struct af__mutate_job *job)
+{
+    af_buf_reset(&job->patch);
+    memset(&job->w, 0, sizeof(job->w));
+    job->phase = AF__CLAIM_NONE;
+    decide(svc, job->a, &job->patch, &job->w, NULL);
+    job->decided = true;
+}
+
+int af__mutate_answer(const struct af_admission *a, const struct af_buf *patch,
+                      struct af_warnings *w, struct af_buf *out)
+{
+    int rc, status = 200;
+
+    rc = af_codec_encode_admission(af_admission_uid(a), patch->buf, patch->len, w, out);
+    if (rc) {
+        /* The answer did not fit `out`: the same answer without the patch is small. */
+        memset(w, 0, sizeof(*w));
+        af_warnings_add(w, "accelfit: the answer was too large; pod created as written");
+        rc = af_codec_encode_admission(af_admission_uid(a), NULL, 0, w, out);
+        if (rc)
+            rc = af_codec_encode_admission(af_admission_uid(a), NULL, 0, NULL, out);
+        if (rc) {
+            af_buf_reset(out);
+            if (af_buf_puts(out, "{\"error\":\"response too large\"}"))
+                af_buf_reset(out);
+            status = 500;
+        }
+    }
+    return status;
+}
+
+int af_service_mutate_ex(struct af_service *svc, const char *body, size_t len, struct af_buf *out,
+                         const struct af_deferred *later)
 {
     struct af_admission *a = NULL;
     struct af_buf patch = AF_BUF_INIT(MUTATE_MAX_PATCH);
     struct af_warnings w;
     struct af_error err;
+    struct af__mutate_job *job = NULL;
     int rc, status = 200;
 
     memset(&err, 0, sizeof(err));
@@ -282,26 +344,35 @@ int af_service_mutate(struct af_service *svc, const char *body, size_t len, stru
     } else if (rc) {
         status = bad_request(&err, out);
         goto out;
-    } else {
-        decide(svc, a, &patch, &w);
-    }
-    rc = af_codec_encode_admission(af_admission_uid(a), patch.buf, patch.len, &w, out);
-    if (rc) {
-        /* The answer did not fit `out`: the same answer without the patch is small. */
-        memset(&w, 0, sizeof(w));
-        af_warnings_add(&w, "accelfit: the answer was too large; pod created as written");
-        rc = af_codec_encode_admission(af_admission_uid(a), NULL, 0, &w, out);
-        if (rc)
-            rc = af_codec_encode_admission(af_admission_uid(a), NULL, 0, NULL, out);
-        if (rc) {
-            af_buf_reset(out);
-            if (af_buf_puts(out, "{\"error\":\"response too large\"}"))
-                af_buf_reset(out);
-            status = 500;
+    } else if (svc->claims && later) {
+        job = af_xcalloc(1, sizeof(*job));
+        job->phase = AF__CLAIM_PROBE;
+        decide(svc, a, &patch, &w, job);
+        if (job->wants) {
+            job->a = a;
+            job->later = *later;
+            job->t0 = af_now_ns();
+            af_buf_init(&job->patch, MUTATE_MAX_PATCH);
+            a = NULL;
+            af__claims_enqueue(svc->claims, job);   /* steals the job */
+            status = AF_SERVICE_DEFERRED;
+            goto out;
         }
+        af_free(job);
+        af_buf_reset(&patch);
+        memset(&w, 0, sizeof(w));
+        decide(svc, a, &patch, &w, NULL);
+    } else {
+        decide(svc, a, &patch, &w, NULL);
     }
+    status = af__mutate_answer(a, &patch, &w, out);
 out:
     af_buf_release(&patch);
     af_admission_free(a);
     return status;
+}
+
+int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out)
+{
+    return af_service_mutate_ex(svc, body, len, out, NULL);
 }

@@ -189,6 +189,33 @@ static int render_rollouts(struct af_service *svc, struct af_config *cfg, struct
     return rc;
 }
 
+/* The claim worker's counts (docs/rollouts.md), with an API server only. */
+static int render_claims(struct af_service *svc, struct af_buf *o)
+{
+    struct af_claims_stats st;
+    int rc;
+
+    if (!svc->claims)
+        return 0;
+    af_claims_stats(svc->claims, &st);
+    rc = af_metrics_header(o, "accelfit_rollout_claims_total", "counter",
+                           "New rollout units by how their side was decided: written to the "
+                           "API server's claim ledger first, or by this replica alone (the "
+                           "ledger could not be written in time: the share may drift).");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_rollout_claims_total{result=\"written\"} %llu\n"
+                              "accelfit_rollout_claims_total{result=\"local\"} %llu\n",
+                           (unsigned long long)st.written, (unsigned long long)st.local);
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_rollout_claim_conflicts_total", "counter",
+                               "Claim ledger writes refused because another replica wrote "
+                               "first (decided again).");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_rollout_claim_conflicts_total %llu\n",
+                           (unsigned long long)st.conflicts);
+    return rc;
+}
+
 int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
 {
     /* One config for the whole scrape: a reload does not mix two in one answer. */
@@ -199,6 +226,8 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = render_cluster(svc, out);
     if (!rc)
         rc = render_rollouts(svc, cfg, out);
+    if (!rc)
+        rc = render_claims(svc, out);
     if (!rc)
         rc = af_reload_render_metrics(svc->reload, cfg, out);
     if (!rc)

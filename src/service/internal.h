@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the webhook (mutate.c) and the claim worker (claims.c) share: a parked admission
+ * review and the steps of answering it. src/service only.
+ */
+#ifndef AF_SERVICE_INTERNAL_H
+#define AF_SERVICE_INTERNAL_H
+
+#include "accelfit/codec.h"
+#include "accelfit/http.h"
+#include "accelfit/rollout.h"
+
+enum af__claim_phase {
+    AF__CLAIM_NONE = 0,
+    AF__CLAIM_PROBE,    /* the HTTP thread: does the pod's unit need a claim? (decides nothing) */
+    AF__CLAIM_DECIDE,   /* the worker: decide and remember under job->id */
+};
+
+/* One admission review waiting for its claim. */
+struct af__mutate_job {
+    struct af__mutate_job *next;
+    enum af__claim_phase phase;
+    bool wants;                       /* PROBE: a new unit, to be claimed */
+    struct af_admission *a;           /* owned */
+    struct af_deferred later;
+    uint64_t t0;                      /* monotonic ns of its arrival */
+    char id[48];                      /* its ledger entry */
+    bool decided, claimed;            /* claimed: *claim is a new entry */
+    struct af_rollout_claim claim;
+    struct af_buf patch;
+    struct af_warnings w;
+};
+
+/* Decides the job's pod, remembering a new unit's side under job->id (job->claimed, claim);
+ * the patch and warnings into the job. */
+void af__mutate_claim_decide(struct af_service *svc, struct af__mutate_job *job);
+/* Decides as af_service_mutate does, without a claim. */
+void af__mutate_local_decide(struct af_service *svc, struct af__mutate_job *job);
+/* The AdmissionReview answer (status returned: 200, or 500 when even a bare one does not fit). */
+int af__mutate_answer(const struct af_admission *a, const struct af_buf *patch,
+                      struct af_warnings *w, struct af_buf *out);
+/* Queues the job for the worker, which answers it (steals it). */
+void af__claims_enqueue(struct af_claims *c, struct af__mutate_job *job);
+
+#endif
