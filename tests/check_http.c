@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "accelfit/rollout.h"
 #include "accelfit/util.h"
+#include "support/apiserver_rules.h"
 #include "support/fake_api.h"
+#include "support/policy.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -2647,6 +2651,260 @@ START_TEST(test_demo_serves_and_stops_cleanly_on_sigterm)
 }
 END_TEST
 
+/* ---- one share, whichever replica answers (the claim ledger, docs/rollouts.md) -------------- */
+
+#define BURST 100
+#define BURST_ROUNDS 5      /* both replicas restart between rounds */
+#define BURST_SHARE 0.05
+#define BURST_THREADS 4     /* per round: two clients on each replica */
+
+static const char burst_rollout[] = "rollouts:\n"
+                                    "  - name: burst\n"
+                                    "    selector: {namespace: ml}\n"
+                                    "    source: [nvidia-a10g]\n"
+                                    "    target: [nvidia-a100]\n"
+                                    "    share: 0.05\n";
+
+/* `accelfit serve` against the fake API server, its state (and claims) in namespace accelfit. */
+static void start_replica(struct af_test_server *s, int port, const struct af_test_fake_api *f,
+                          const char *policy)
+{
+    const char *const args[] = {"--kubeconfig", f->kubeconfig, "--state-namespace", "accelfit",
+                                "--policy", policy, "--log-level", "warn", NULL};
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    bool ready = false;
+
+    af_test_server_start_on(s, port, args, false, NULL, NULL);
+    for (int i = 0; i < 300 && !ready; i++) {
+        get(c, s, "/readyz", &r);
+        ready = r.status == 200;
+        af_test_resp_free(&r);
+        if (!ready)
+            usleep(50000);
+    }
+    curl_easy_cleanup(c);
+    ck_assert_msg(ready, "replica on port %d never became ready", s->port);
+}
+
+struct burst_client {
+    const struct af_test_server *s;
+    const char *body;
+    int n;
+    /* results */
+    int target, source, local, failed;
+    double ms[BURST];
+};
+
+/* The side an admission answer gave (its patch's accelfit.io/rollout-side), or NONE. */
+static enum af_rollout_side answered_side(const struct af_test_resp *r, bool *local)
+{
+    json_t *j = json_loadb(r->body, r->len, 0, NULL), *w;
+    json_t *resp = json_object_get(j, "response");
+    const char *patch = json_string_value(json_object_get(resp, "patch"));
+    enum af_rollout_side side = AF_SIDE_NONE;
+    size_t n = 0, i;
+    char *raw = patch ? af_test_base64_decode(patch, &n) : NULL;
+
+    *local = false;
+    json_array_foreach(json_object_get(resp, "warnings"), i, w)
+        *local |= json_is_string(w) && strstr(json_string_value(w), "could not be written");
+    if (raw && strstr(raw, "rollout-side\",\"value\":\"target\""))
+        side = AF_SIDE_TARGET;
+    else if (raw && strstr(raw, "rollout-side\",\"value\":\"source\""))
+        side = AF_SIDE_SOURCE;
+    af_free(raw);
+    json_decref(j);
+    return side;
+}
+
+/* One client's share of a burst: `n` AdmissionReviews on one keep-alive connection. No
+ * assertion here (another thread): the counts say what happened. */
+static void *burst_main(void *arg)
+{
+    struct burst_client *b = arg;
+    CURL *c = curl_easy_init();
+    char *u = url(b->s, "/mutate?timeout=5s");
+    static const char *const hdrs[] = {"Content-Type: application/json", NULL};
+
+    for (int i = 0; i < b->n; i++) {
+        struct af_test_resp r;
+        uint64_t t0 = af_now_ns();
+        bool local = false;
+        enum af_rollout_side side;
+
+        af_test_http(c, "POST", u, b->body, strlen(b->body), hdrs, &r);
+        b->ms[i] = (double)(af_now_ns() - t0) / 1e6;
+        side = r.curl_rc == CURLE_OK && r.status == 200 ? answered_side(&r, &local)
+                                                         : AF_SIDE_NONE;
+        b->target += side == AF_SIDE_TARGET;
+        b->source += side == AF_SIDE_SOURCE;
+        b->failed += side == AF_SIDE_NONE;
+        b->local += local;
+        af_test_resp_free(&r);
+    }
+    af_free(u);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+/* `n` reviews split evenly between replicas `a` and `b`, all at once. */
+static void burst(const struct af_test_server *a, const struct af_test_server *b,
+                  const char *body, int n, struct burst_client *out)
+{
+    pthread_t t[BURST_THREADS];
+
+    for (int i = 0; i < BURST_THREADS; i++) {
+        memset(&out[i], 0, sizeof(out[i]));
+        out[i].s = i % 2 ? b : a;
+        out[i].body = body;
+        out[i].n = n / BURST_THREADS + (i < n % BURST_THREADS);
+        ck_assert_int_eq(pthread_create(&t[i], NULL, burst_main, &out[i]), 0);
+    }
+    for (int i = 0; i < BURST_THREADS; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* What one replica alone gives `n` new units at `share`, from none. */
+static int single_replica_target(double share, int n)
+{
+    struct af_rollout_count c;
+
+    memset(&c, 0, sizeof(c));
+    for (int i = 0; i < n; i++) {
+        if (af_rollout_choose(share, &c) == AF_SIDE_TARGET)
+            c.target++;
+        else
+            c.source++;
+    }
+    return c.target;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/*
+ * A burst of 100 unit creates split between two replicas, in five rounds with both replicas
+ * restarted between rounds: the target gets what one replica alone would give (5 of 100 at
+ * 5%), within one unit, since every side was claimed in the API server's ledger before its
+ * answer (none decided locally). Without the ledger, a replica that restarts every 10 units
+ * never reaches the 11th unit a 5% target needs: the target would get none.
+ */
+START_TEST(test_burst_through_two_replicas_keeps_one_share)
+{
+    struct af_test_fake_api f;
+    struct af_test_server rep[2];
+    struct burst_client cl[BURST_ROUNDS][BURST_THREADS];
+    size_t body_len;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    int target = 0, source = 0, local = 0, failed = 0;
+    int want = single_replica_target(BURST_SHARE, BURST);
+    double ms[BURST];
+    size_t n_ms = 0;
+    json_t *ledger;
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy);
+        af_free(body);
+        return;   /* no python3 here: nothing to talk to */
+    }
+    start_replica(&rep[0], 0, &f, policy);
+    start_replica(&rep[1], 0, &f, policy);
+    for (int round = 0; round < BURST_ROUNDS; round++) {
+        for (int k = 0; round && k < 2; k++) {
+            /* each forgets everything it decided, and reads the ledger instead */
+            ck_assert_int_eq(af_test_server_stop(&rep[k]), 0);
+            start_replica(&rep[k], rep[k].port, &f, policy);
+        }
+        burst(&rep[0], &rep[1], body, BURST / BURST_ROUNDS, cl[round]);
+        for (int i = 0; i < BURST_THREADS; i++) {
+            target += cl[round][i].target;
+            source += cl[round][i].source;
+            local += cl[round][i].local;
+            failed += cl[round][i].failed;
+            for (int k = 0; k < cl[round][i].n; k++)
+                ms[n_ms++] = cl[round][i].ms[k];
+        }
+    }
+    qsort(ms, n_ms, sizeof(ms[0]), cmp_double);
+    printf("claims burst: %d units through two replicas (both restarted %d times): %d target, %d source "
+           "(one replica alone: %d target); webhook latency p50 %.2f ms, p99 %.2f ms\n",
+           BURST, BURST_ROUNDS - 1, target, source, want, ms[n_ms / 2], ms[(n_ms * 99) / 100]);
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_eq(target + source, BURST);
+    ck_assert_msg(local == 0, "%d units decided without the ledger", local);
+    ck_assert_msg(abs(target - want) <= 1, "%d units on the target; one replica alone gives %d",
+                  target, want);
+    /* the ledger holds every decision of the burst, each once */
+    ledger = af_test_fake_api_admin(&f, "configmap",
+                                    "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollout-claims\"}");
+    ck_assert_int_eq((int)json_object_size(json_object_get(ledger, "data")), BURST);
+    json_decref(ledger);
+    ck_assert_int_eq(af_test_server_stop(&rep[0]), 0);
+    ck_assert_int_eq(af_test_server_stop(&rep[1]), 0);
+    af_test_fake_api_stop(&f);
+    af_free(policy);
+    af_free(body);
+}
+END_TEST
+
+START_TEST(test_connection_closed_while_deferred_is_safe)
+{
+    struct af_test_fake_api f;
+    struct af_test_server s;
+    size_t body_len;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    char *req = raw_request("POST", "/mutate", body);
+    CURL *c;
+    struct af_test_resp r;
+    bool local = false;
+    int fds[3];
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy);
+        af_free(body);
+        af_free(req);
+        return;
+    }
+    start_replica(&s, 0, &f, policy);
+    /* every claim request waits 1 s: the three calls below are parked when they close */
+    af_test_fake_api_do(&f, "slow_configmaps", "{\"seconds\":1,\"count\":6}");
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_connect(s.port);
+        ck_assert_int_eq(write(fds[i], req, strlen(req)), (ssize_t)strlen(req));
+    }
+    usleep(200000);
+    for (int i = 0; i < 3; i++) {
+        if (i == 1)
+            shutdown(fds[i], SHUT_WR);   /* half-closed: lws sees the end of input */
+        else
+            close(fds[i]);
+    }
+    close(fds[1]);
+    usleep(2500000);   /* the claims finish and their answers find no connection */
+    c = curl_easy_init();
+    post(c, &s, "/mutate", body, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_ne(answered_side(&r, &local), AF_SIDE_NONE);
+    af_test_resp_free(&r);
+    get(c, &s, "/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&f);
+    af_free(policy);
+    af_free(body);
+    af_free(req);
+}
+END_TEST
+
 Suite *af_http_suite(void);
 Suite *af_http_suite(void)
 {
@@ -2710,6 +2968,12 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_help_documents_the_flags);
     tcase_add_test(tc, test_address_in_use_exits_2_naming_it);
     tcase_add_test(tc, test_demo_serves_and_stops_cleanly_on_sigterm);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("claims");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
+    tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pipelining");

@@ -32,6 +32,8 @@ JSON body:
   expire_continue {count}            the next `count` lists with a continue token get
                                      HTTP 410 Expired (the client must list again in full)
   stall {seconds}                    open watches go silent (no events, no bookmarks)
+  slow_configmaps {seconds, count}   the next `count` ConfigMap requests (not watches) wait
+                                     `seconds` before they are answered
   fragment {on}                      watch bytes go out in random 1-300 byte chunks, so
                                      objects span chunks and chunks hold several objects
   token {token}                      the accepted bearer token (others get 401)
@@ -130,6 +132,8 @@ class State:
         self.objs = {"nodes": {}, "pods": {}, "configmaps": {}}
         self.fail_status = 0
         self.fail_count = 0
+        self.slow_cm_seconds = 0.0
+        self.slow_cm_count = 0
         self.expire_continue = 0        # next N lists with a continue token get HTTP 410
         self.fragment = False           # watch bytes in random small chunks, not one per event
         self.stall_until = 0.0
@@ -421,10 +425,17 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 bad = False
             fail = 0
+            slow = 0.0
+            if ("/configmaps" in self.path and "watch=true" not in self.path
+                    and STATE.slow_cm_count > 0):
+                STATE.slow_cm_count -= 1
+                slow = STATE.slow_cm_seconds
             if not bad and STATE.fail_count > 0:
                 STATE.fail_count -= 1
                 fail = STATE.fail_status
                 STATE.stats["failed"] += 1
+        if slow:
+            time.sleep(slow)
         if bad:
             self.send_status(401, "Unauthorized", "Unauthorized")
             return False
@@ -791,6 +802,9 @@ class AdminHandler(BaseHTTPRequestHandler):
                 s.close_mid += 1
             elif cmd == "expire_watches":
                 s.expire += 1
+            elif cmd == "slow_configmaps":
+                s.slow_cm_seconds = float(a.get("seconds", 1))
+                s.slow_cm_count = int(a.get("count", 1))
             elif cmd == "fail":
                 s.fail_status, s.fail_count = int(a.get("status", 500)), int(a.get("count", 1))
             elif cmd == "fragment":
