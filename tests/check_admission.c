@@ -976,7 +976,7 @@ static json_t *patch_pod(const char *pod, uint32_t source, char *warn, size_t wl
     struct af_error err;
     struct af_buf patch = AF_BUF_INIT(1u << 20);
     struct af_warnings w;
-    struct af_mutation m = {"r1", AF_SIDE_TARGET, variant(), source};
+    struct af_mutation m = {"r1", AF_SIDE_TARGET, variant(), source, NULL};
     json_t *obj, *ops, *out = NULL;
     char why[300] = "";
     int rc;
@@ -1165,7 +1165,7 @@ START_TEST(test_node_selector_kept_is_warned)
     struct af_error err;
     struct af_buf patch = AF_BUF_INIT(1u << 20);
     struct af_warnings w;
-    struct af_mutation m = {"r1", AF_SIDE_TARGET, variant(), A10G};
+    struct af_mutation m = {"r1", AF_SIDE_TARGET, variant(), A10G, NULL};
 
     memset(&w, 0, sizeof(w));
     ck_assert_int_eq(af_codec_decode_admission(body, strlen(body), &adm, &err), 0);
@@ -1189,7 +1189,7 @@ START_TEST(test_nothing_to_change_sends_no_patch)
     struct af_error err;
     struct af_buf patch = AF_BUF_INIT(1u << 20), out = AF_BUF_INIT(1u << 20);
     struct af_warnings w;
-    struct af_mutation m = {"r1", AF_SIDE_SOURCE, NULL, A10G};
+    struct af_mutation m = {"r1", AF_SIDE_SOURCE, NULL, A10G, NULL};
 
     memset(&w, 0, sizeof(w));
     ck_assert_int_eq(af_codec_decode_admission(body, strlen(body), &adm, &err), 0);

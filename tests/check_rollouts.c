@@ -185,6 +185,7 @@ struct podspec {
     const char *res;                       /* accelerator resource; NULL: nvidia.com/gpu */
     int count;                             /* of it; 0: 1 */
     const char *side;                      /* accelfit.io/rollout-side annotation */
+    const char *claim;                     /* accelfit.io/rollout-claim annotation (with side) */
     const char *phase;                     /* NULL: Running when bound, else Pending */
     bool not_ready;
     int restarts;
@@ -205,8 +206,10 @@ static char *pod_json(const struct podspec *p)
              p->unmanaged ? "" : "\"accelfit.io/managed\":\"true\"",
              p->labels && !p->unmanaged ? "," : "", p->labels ? p->labels : "");
     if (p->side)
-        snprintf(anns, sizeof(anns), ",\"annotations\":{\"accelfit.io/rollout-side\":\"%s\"}",
-                 p->side);
+        snprintf(anns, sizeof(anns),
+                 ",\"annotations\":{\"accelfit.io/rollout-side\":\"%s\"%s%s%s}", p->side,
+                 p->claim ? ",\"accelfit.io/rollout-claim\":\"" : "", p->claim ? p->claim : "",
+                 p->claim ? "\"" : "");
     if (p->started > 0) {
         time_t t = (time_t)p->started;
         struct tm tm;
@@ -1271,6 +1274,90 @@ START_TEST(test_variant_rollout_counts_annotations_and_anonymous_units)
 }
 END_TEST
 
+/*
+ * The claim ledger between two replicas' memories (docs/rollouts.md): a new unit decided
+ * under a claim on one is counted by the other once absorbed, exactly once however often
+ * the ledger is read, and settled when its pod, named by then, shows its claim in the
+ * cache (not by whichever anonymous unit of its side appears first). A refused claim is
+ * forgotten.
+ */
+START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
+{
+    struct af_rollouts *other = af_rollouts_new();
+    struct af_rollout_claim c, seen[2];
+    struct af_rollout_decision d;
+    struct af_rollout_status st;
+    struct af_snapshot *snap;
+    struct af_pod_info *pod;
+    struct podspec anon = {.name = "", .labels = "\"app\":\"llm\""};
+    bool keep[2];
+
+    rollout(0, "to-l4", "ml", "llm", A10G, L4, 0.5);
+    cluster(2, 1, 8);
+    snap = af_publisher_acquire(&pub);
+    anon.name = "x";
+    pod = pod_info(&anon);   /* at admission the pod has no name yet */
+    af_free(pod->name);
+    pod->name = af_xstrdup("");
+
+    /* replica 1 decides an anonymous unit under claim "r1-1": the source (0 of 0) */
+    ck_assert(af_rollouts_decide_claim(svc.rollouts, cfg, snap, pod, NULL, 1.9e9, "r1-1", &d,
+                                       &c));
+    ck_assert_int_eq(d.side, AF_SIDE_SOURCE);
+    ck_assert_str_eq(c.id, "r1-1");
+    ck_assert_str_eq(c.unit, "");
+    /* replica 2 reads the ledger twice: counted once, and the next unit goes to the target */
+    seen[0] = c;
+    af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 1, keep);
+    ck_assert(keep[0]);
+    af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 1, keep);
+    ck_assert(keep[0]);
+    ck_assert(af_rollouts_decide_claim(other, cfg, snap, pod, NULL, 1.9e9 + 1, "r2-1", &d,
+                                       &seen[1]));
+    ck_assert_msg(d.side == AF_SIDE_TARGET, "%s", d.reason);
+    ck_assert_int_eq(d.count.source, 1);
+    ck_assert_int_eq(d.count.target, 0);
+    /* a refused claim is forgotten: decided again, it is the target again */
+    af_rollouts_unclaim(other, "r2-1");
+    af_rollouts_status(other, cfg, snap, 1.9e9 + 1, 0, &st);
+    ck_assert_int_eq(st.pending, 1);
+    af_snapshot_unref(snap);
+
+    /* an unrelated anonymous source pod appears first: it does not settle r1-1 */
+    anon.name = "llm-z";
+    anon.side = "source";
+    anon.claim = "r9-1";
+    bind_pod(anon, NULL);
+    publish();
+    snap = af_publisher_acquire(&pub);
+    af_rollouts_status(other, cfg, snap, 1.9e9 + 2, 0, &st);
+    ck_assert_int_eq(st.pending, 1);
+    ck_assert_int_eq(st.source, 2);
+    af_snapshot_unref(snap);
+    /* r1-1's pod appears, named by now: settled; the ledger entry can go */
+    anon.name = "llm-a";
+    anon.claim = "r1-1";
+    bind_pod(anon, NULL);
+    publish();
+    snap = af_publisher_acquire(&pub);
+    af_rollouts_status(other, cfg, snap, 1.9e9 + 3, 0, &st);
+    ck_assert_int_eq(st.pending, 0);
+    ck_assert_int_eq(st.source, 2);
+    af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 3, keep);
+    ck_assert(!keep[0]);
+    /* an entry older than the TTL goes too, and is not counted */
+    seen[0].at = 1.9e9 + 3 - AF_ROLLOUT_PENDING_TTL_S - 1;
+    snprintf(seen[0].id, sizeof(seen[0].id), "r3-1");
+    af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 3, keep);
+    ck_assert(!keep[0]);
+    af_rollouts_status(other, cfg, snap, 1.9e9 + 3, 0, &st);
+    ck_assert_int_eq(st.pending, 0);
+    af_snapshot_unref(snap);
+    af_pod_info_unref(pod);
+    af_rollouts_free(other);
+}
+END_TEST
+
 START_TEST(test_pending_decisions_expire)
 {
     struct af_rollout_decision d;
@@ -1634,6 +1721,7 @@ Suite *af_rollouts_suite(void)
     tcase_add_test(tc, test_pod_in_no_rollout_is_untouched);
     tcase_add_test(tc, test_unmanaged_pods_are_ignored);
     tcase_add_test(tc, test_pending_decisions_expire);
+    tcase_add_test(tc, test_claims_count_on_every_replica_and_settle_by_their_pod);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("brake");

@@ -243,6 +243,8 @@ struct af_mutation {
                                         * NULL: the two annotations only */
     uint32_t source;                   /* the rollout's source classes: the accelerator
                                         * resources of their kinds are what the variant replaces */
+    const char *claim;                 /* the claim ledger's entry (annotation
+                                        * accelfit.io/rollout-claim), or NULL: none */
 };
 
 /*

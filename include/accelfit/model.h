@@ -363,6 +363,8 @@ struct af_pod_info {
     char *labels;              /* managed pods: "key\0value\0...\0\0", else NULL */
     char *job_name;            /* controller Job, or label scheduling.x-k8s.io/pod-group */
     char *rollout_side;        /* annotation accelfit.io/rollout-side, NULL when absent */
+    char *rollout_claim;       /* annotation accelfit.io/rollout-claim (the ledger entry of
+                                * its unit's side), NULL when absent */
     bool ready;                /* condition Ready is True */
     bool failed;               /* phase Failed */
     int restarts;              /* restarts summed over container statuses */

@@ -122,6 +122,9 @@ struct af_rollout {
  * puts on a pod whose side it decided. */
 #define AF_ROLLOUT_ANNOTATION "accelfit.io/rollout"            /* the rollout's name */
 #define AF_ROLLOUT_SIDE_ANNOTATION "accelfit.io/rollout-side"  /* "target" or "source" */
+/* The claim ledger's entry for the unit's side (docs/rollouts.md): what settles the entry when
+ * the pod reaches a replica's cache, named or not. */
+#define AF_ROLLOUT_CLAIM_ANNOTATION "accelfit.io/rollout-claim"
 
 enum af_rollout_side { AF_SIDE_NONE = 0, AF_SIDE_SOURCE, AF_SIDE_TARGET };
 

@@ -939,7 +939,8 @@ static const char *side_name(enum af_rollout_side s)
 
 static bool ours(const char *key)
 {
-    return !strcmp(key, AF_ROLLOUT_ANNOTATION) || !strcmp(key, AF_ROLLOUT_SIDE_ANNOTATION);
+    return !strcmp(key, AF_ROLLOUT_ANNOTATION) || !strcmp(key, AF_ROLLOUT_SIDE_ANNOTATION) ||
+           !strcmp(key, AF_ROLLOUT_CLAIM_ANNOTATION);
 }
 
 static void patch_annotations(struct builder *b, json_t *meta)
@@ -956,6 +957,8 @@ static void patch_annotations(struct builder *b, json_t *meta)
     json_object_set_new(want, AF_ROLLOUT_ANNOTATION, json_string(b->m->rollout));
     json_object_set_new(want, AF_ROLLOUT_SIDE_ANNOTATION,
                         json_string(side_name(b->m->side)));
+    if (b->m->claim)
+        json_object_set_new(want, AF_ROLLOUT_CLAIM_ANNOTATION, json_string(b->m->claim));
     if (!json_is_object(anns)) {
         op_add(b->ops, "add", "/metadata/annotations", want);
         return;

@@ -450,6 +450,7 @@ static void pod_rollout_fields(json_t *meta, json_t *status, struct af_pod_info 
     else if ((group = af__codec_get_str(labels, "scheduling.x-k8s.io/pod-group")) != NULL && *group)
         p->job_name = af_xasprintf("PodGroup/%s", group);
     p->rollout_side = dup_scalar(af__codec_get(meta, "annotations"), "accelfit.io/rollout-side");
+    p->rollout_claim = dup_scalar(af__codec_get(meta, "annotations"), "accelfit.io/rollout-claim");
     p->failed = p->terminal && !strcmp(af__codec_get_str(status, "phase") ? af__codec_get_str(status, "phase") : "",
                                        "Failed");
     conds = af__codec_get(status, "conditions");

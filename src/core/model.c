@@ -589,6 +589,7 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->labels);
     free(p->job_name);
     free(p->rollout_side);
+    free(p->rollout_claim);
     free(p->ann.neuron_core_version);
     free(p->ann.instances);
     free(p);

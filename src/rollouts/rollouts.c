@@ -184,6 +184,7 @@ struct unit {
     uint32_t hash;
     int rollout;
     enum af_rollout_side side;
+    bool claimed;                       /* a pod of it names its claim ledger entry */
 };
 
 struct crollout {
@@ -207,6 +208,8 @@ struct census {
     size_t n_units;
     uint32_t *ix;                       /* slot + 1; open addressing */
     size_t ix_size;
+    const char **claims;                /* the claim annotations of its pods, sorted */
+    size_t n_claims;
 };
 
 struct af_rollouts {
@@ -316,6 +319,7 @@ static void census_release(struct census *c)
     af_arena_release(&c->ar);
     af_free(c->units);
     af_free(c->ix);
+    af_free(c->claims);
     memset(c, 0, sizeof(*c));
 }
 
@@ -446,7 +450,7 @@ static struct unit *census_unit(struct census *c, const char *key, int rollout)
         if (u->hash == h && !strcmp(u->key, key))
             return u;
     }
-    c->units[c->n_units] = (struct unit){key, h, rollout, AF_SIDE_NONE};
+    c->units[c->n_units] = (struct unit){key, h, rollout, AF_SIDE_NONE, false};
     c->ix[pos] = (uint32_t)++c->n_units;
     return &c->units[c->n_units - 1];
 }
@@ -523,6 +527,17 @@ static size_t pow2_for(size_t n)
     return size;
 }
 
+static int cmp_claim(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether a pod of the census names ledger entry `id` (the pod of that decision is seen). */
+static bool census_has_claim(const struct census *c, const char *id)
+{
+    return c->n_claims && bsearch(&id, c->claims, c->n_claims, sizeof(*c->claims), cmp_claim);
+}
+
 static void census_build(struct af_rollouts *rs, struct census *c, const struct af_config *cfg,
                          const struct af_snapshot *snap, double now)
 {
@@ -541,6 +556,7 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
     c->units = af_xmalloc((nm + 1) * sizeof(*c->units));
     c->ix_size = pow2_for(nm);
     c->ix = af_xcalloc(c->ix_size, sizeof(*c->ix));
+    c->claims = af_xmalloc((nm + 1) * sizeof(*c->claims));
     if (!snap || !c->n_r)
         return;
 
@@ -571,6 +587,8 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
             continue;
         r = &pol->rollouts[which[m]];
         side[m] = pod_side(r, p, snap);
+        if (p->rollout_claim && *p->rollout_claim && side[m] != AF_SIDE_NONE)
+            c->claims[c->n_claims++] = p->rollout_claim;
         if (side[m] == AF_SIDE_TARGET)
             c->r[which[m]].n_tpods++;
         /* A finished Job took its share; a Deployment's Failed replica is replaced. */
@@ -582,7 +600,9 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
         /* a unit with pods on both sides counts on the target */
         if (side[m] == AF_SIDE_TARGET || u->side == AF_SIDE_NONE)
             u->side = side[m];
+        u->claimed |= p->rollout_claim && *p->rollout_claim;
     }
+    qsort(c->claims, c->n_claims, sizeof(*c->claims), cmp_claim);
     for (size_t i = 0; i < c->n_r; i++) {
         struct crollout *cr = &c->r[i];
         cr->tpods = af_arena_alloc(&c->ar, (cr->n_tpods + 1) * sizeof(*cr->tpods));
@@ -637,6 +657,10 @@ static void pending_settle(struct af_rollouts *rs, const struct census *prev,
 {
     bool anon = false;
 
+    /* a decision whose pod names its ledger entry is seen, named or not */
+    for (size_t i = rs->n_pending; i-- > 0;)
+        if (rs->pending[i].claim && census_has_claim(next, rs->pending[i].claim))
+            pending_remove(rs, i);
     for (size_t i = 0; i < rs->n_pending; i++)
         anon |= rs->pending[i].key == NULL;
     for (size_t u = 0; anon && prev && u < next->n_units; u++) {
@@ -645,9 +669,9 @@ static void pending_settle(struct af_rollouts *rs, const struct census *prev,
         const char *name = next->cfg->policy->rollouts[nu->rollout].name;
         size_t oldest = (size_t)-1;
 
-        if (nu->side == AF_SIDE_NONE || (pu && pu->side != AF_SIDE_NONE) ||
+        if (nu->side == AF_SIDE_NONE || (pu && pu->side != AF_SIDE_NONE) || nu->claimed ||
             pending_find(rs, nu->key))
-            continue;
+            continue;   /* a claimed unit settles its own entry, above */
         for (size_t i = 0; i < rs->n_pending; i++) {
             const struct pending *e = &rs->pending[i];
             if (!e->key && e->side == nu->side && !strcmp(e->rollout, name) &&
@@ -1148,7 +1172,8 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
         struct pending *e;
         char *key = NULL;
 
-        keep[i] = now - c->at <= AF_ROLLOUT_PENDING_TTL_S && !claim_in(rs, c->id, true);
+        keep[i] = now - c->at <= AF_ROLLOUT_PENDING_TTL_S && !claim_in(rs, c->id, true) &&
+                  !(rs->have_census && census_has_claim(&rs->census, c->id));
         if (!keep[i] || claim_in(rs, c->id, false) ||
             (c->side != AF_SIDE_SOURCE && c->side != AF_SIDE_TARGET) ||
             (t && t->hash != c->generation))   /* another generation: not counted here */

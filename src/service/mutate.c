@@ -199,6 +199,7 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
         m.side = AF_SIDE_TARGET;
         m.variant = r->variant;
         m.source = r->source;
+        m.claim = job && job->phase == AF__CLAIM_DECIDE ? job->id : NULL;
         if (af_codec_admission_patch(a, &m, &target, &target_req, &tw)) {
             add_all(w, &tw);
             AF_LOG(AF_LOG_WARN, "pod not mutated", "rollout", r->name, "namespace", pod->ns,
@@ -266,6 +267,7 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
         m.rollout = r->name;
         m.side = d.side;
         m.source = r->source;
+        m.claim = job && job->claimed ? job->id : NULL;
         if (af_codec_admission_patch(a, &m, patch, NULL, w)) {
             af_buf_reset(patch);
             AF_LOG(AF_LOG_WARN, "pod not annotated", "rollout", r->name, "namespace", pod->ns,
