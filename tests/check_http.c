@@ -9,7 +9,6 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "accelfit/rollout.h"
 #include "accelfit/util.h"
-#include "support/apiserver_rules.h"
+#include "support/burst.h"
 #include "support/fake_api.h"
 #include "support/policy.h"
 #include "support/http_client.h"
@@ -2656,7 +2654,6 @@ END_TEST
 #define BURST 100
 #define BURST_ROUNDS 5      /* both replicas restart between rounds */
 #define BURST_SHARE 0.05
-#define BURST_THREADS 4     /* per round: two clients on each replica */
 
 static const char burst_rollout[] = "rollouts:\n"
                                     "  - name: burst\n"
@@ -2687,106 +2684,6 @@ static void start_replica(struct af_test_server *s, int port, const struct af_te
     ck_assert_msg(ready, "replica on port %d never became ready", s->port);
 }
 
-struct burst_client {
-    const struct af_test_server *s;
-    const char *body;
-    int n;
-    /* results */
-    int target, source, local, failed;
-    double ms[BURST];
-};
-
-/* The side an admission answer gave (its patch's accelfit.io/rollout-side), or NONE. */
-static enum af_rollout_side answered_side(const struct af_test_resp *r, bool *local)
-{
-    json_t *j = json_loadb(r->body, r->len, 0, NULL), *w;
-    json_t *resp = json_object_get(j, "response");
-    const char *patch = json_string_value(json_object_get(resp, "patch"));
-    enum af_rollout_side side = AF_SIDE_NONE;
-    size_t n = 0, i;
-    char *raw = patch ? af_test_base64_decode(patch, &n) : NULL;
-
-    *local = false;
-    json_array_foreach(json_object_get(resp, "warnings"), i, w)
-        *local |= json_is_string(w) && strstr(json_string_value(w), "could not be written");
-    if (raw && strstr(raw, "rollout-side\",\"value\":\"target\""))
-        side = AF_SIDE_TARGET;
-    else if (raw && strstr(raw, "rollout-side\",\"value\":\"source\""))
-        side = AF_SIDE_SOURCE;
-    af_free(raw);
-    json_decref(j);
-    return side;
-}
-
-/* One client's share of a burst: `n` AdmissionReviews on one keep-alive connection. No
- * assertion here (another thread): the counts say what happened. */
-static void *burst_main(void *arg)
-{
-    struct burst_client *b = arg;
-    CURL *c = curl_easy_init();
-    char *u = url(b->s, "/mutate?timeout=5s");
-    static const char *const hdrs[] = {"Content-Type: application/json", NULL};
-
-    for (int i = 0; i < b->n; i++) {
-        struct af_test_resp r;
-        uint64_t t0 = af_now_ns();
-        bool local = false;
-        enum af_rollout_side side;
-
-        af_test_http(c, "POST", u, b->body, strlen(b->body), hdrs, &r);
-        b->ms[i] = (double)(af_now_ns() - t0) / 1e6;
-        side = r.curl_rc == CURLE_OK && r.status == 200 ? answered_side(&r, &local)
-                                                         : AF_SIDE_NONE;
-        b->target += side == AF_SIDE_TARGET;
-        b->source += side == AF_SIDE_SOURCE;
-        b->failed += side == AF_SIDE_NONE;
-        b->local += local;
-        af_test_resp_free(&r);
-    }
-    af_free(u);
-    curl_easy_cleanup(c);
-    return NULL;
-}
-
-/* `n` reviews split evenly between replicas `a` and `b`, all at once. */
-static void burst(const struct af_test_server *a, const struct af_test_server *b,
-                  const char *body, int n, struct burst_client *out)
-{
-    pthread_t t[BURST_THREADS];
-
-    for (int i = 0; i < BURST_THREADS; i++) {
-        memset(&out[i], 0, sizeof(out[i]));
-        out[i].s = i % 2 ? b : a;
-        out[i].body = body;
-        out[i].n = n / BURST_THREADS + (i < n % BURST_THREADS);
-        ck_assert_int_eq(pthread_create(&t[i], NULL, burst_main, &out[i]), 0);
-    }
-    for (int i = 0; i < BURST_THREADS; i++)
-        pthread_join(t[i], NULL);
-}
-
-/* What one replica alone gives `n` new units at `share`, from none. */
-static int single_replica_target(double share, int n)
-{
-    struct af_rollout_count c;
-
-    memset(&c, 0, sizeof(c));
-    for (int i = 0; i < n; i++) {
-        if (af_rollout_choose(share, &c) == AF_SIDE_TARGET)
-            c.target++;
-        else
-            c.source++;
-    }
-    return c.target;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
 /*
  * A burst of 100 unit creates split between two replicas, in five rounds with both replicas
  * restarted between rounds: the target gets what one replica alone would give (5 of 100 at
@@ -2798,12 +2695,12 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
 {
     struct af_test_fake_api f;
     struct af_test_server rep[2];
-    struct burst_client cl[BURST_ROUNDS][BURST_THREADS];
+    struct af_test_burst_client cl[BURST_ROUNDS][AF_TEST_BURST_CLIENTS];
     size_t body_len;
     char *policy = af_test_policy_file(burst_rollout);
     char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
     int target = 0, source = 0, local = 0, failed = 0;
-    int want = single_replica_target(BURST_SHARE, BURST);
+    int want = af_test_single_replica_target(BURST_SHARE, BURST);
     double ms[BURST];
     size_t n_ms = 0;
     json_t *ledger;
@@ -2821,8 +2718,8 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
             ck_assert_int_eq(af_test_server_stop(&rep[k]), 0);
             start_replica(&rep[k], rep[k].port, &f, policy);
         }
-        burst(&rep[0], &rep[1], body, BURST / BURST_ROUNDS, cl[round]);
-        for (int i = 0; i < BURST_THREADS; i++) {
+        af_test_burst(&rep[0], &rep[1], body, BURST / BURST_ROUNDS, cl[round]);
+        for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
             target += cl[round][i].target;
             source += cl[round][i].source;
             local += cl[round][i].local;
@@ -2831,10 +2728,10 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
                 ms[n_ms++] = cl[round][i].ms[k];
         }
     }
-    qsort(ms, n_ms, sizeof(ms[0]), cmp_double);
     printf("claims burst: %d units through two replicas (both restarted %d times): %d target, %d source "
            "(one replica alone: %d target); webhook latency p50 %.2f ms, p99 %.2f ms\n",
-           BURST, BURST_ROUNDS - 1, target, source, want, ms[n_ms / 2], ms[(n_ms * 99) / 100]);
+           BURST, BURST_ROUNDS - 1, target, source, want, af_test_percentile(ms, n_ms, 50),
+           af_test_percentile(ms, n_ms, 99));
     ck_assert_int_eq(failed, 0);
     ck_assert_int_eq(target + source, BURST);
     ck_assert_msg(local == 0, "%d units decided without the ledger", local);
@@ -2891,7 +2788,7 @@ START_TEST(test_connection_closed_while_deferred_is_safe)
     c = curl_easy_init();
     post(c, &s, "/mutate", body, &r);
     ck_assert_int_eq(r.status, 200);
-    ck_assert_int_ne(answered_side(&r, &local), AF_SIDE_NONE);
+    ck_assert_int_ne(af_test_answered_side(r.body, r.len, &local), AF_SIDE_NONE);
     af_test_resp_free(&r);
     get(c, &s, "/healthz", &r);
     ck_assert_int_eq(r.status, 200);
