@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "accelfit/util.h"
+#include "support/burst.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -811,7 +812,16 @@ static const char rollout_policy[] =
     "    variant:\n"
     "      resources: {aws.amazon.com/neuron: 1}\n"
     "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
-    "    brake: {failed: true}\n";
+    "    brake: {failed: true}\n"
+    "  - name: burst-to-inf2\n"
+    "    selector: {namespace: e2e-burst}\n"
+    "    source: [nvidia-a10g]\n"
+    "    target: [inferentia2]\n"
+    "    share: 0.05\n"
+    "    fallback: wait\n"
+    "    variant:\n"
+    "      resources: {aws.amazon.com/neuron: 1}\n"
+    "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n";
 
 /* The policy ConfigMap gains the rollouts; accelfit reloads it. */
 static void install_rollout_policy(void)
@@ -1279,6 +1289,116 @@ START_TEST(test_rollout_state_survives_a_restart)
 }
 END_TEST
 
+/* ---- one share, whichever replica answers ---------------------------------------------------- */
+
+#define BURST 100
+#define BURST_ROUNDS 5
+
+static bool health_ready(int port)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *url = af_xasprintf("http://127.0.0.1:%d/readyz", port);
+    bool ok;
+
+    af_test_http(c, NULL, url, NULL, 0, NULL, &r);
+    ok = !r.curl_rc && r.status == 200;
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    af_free(url);
+    return ok;
+}
+
+/* Another replica: accelfit's args as rendered, with a health listener of its own. */
+static void start_second_replica(struct af_test_server *s, int port, int hport)
+{
+    const char *args[AF_ARRAY_SIZE(acc_args)];
+    char *hl = af_xasprintf("--health-listen=127.0.0.1:%d", hport);
+    size_t n = 0;
+
+    for (size_t i = 0; acc_args[i]; i++)
+        args[n++] = strncmp(acc_args[i], "--health-listen=", 16) ? acc_args[i] : hl;
+    args[n] = NULL;
+    af_test_server_start_on(s, port, args, tls_phase, NULL, NULL);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, health_ready(hport)), "the second replica never became "
+                  "ready (log: %s)", s->log_path);
+    af_free(hl);
+}
+
+/* Entries of rollout `name` in the claim ledger, as kubectl reads it; -1 when unreadable. */
+static int ledger_entries(const char *name)
+{
+    char *out = NULL;
+    json_t *cm, *v;
+    const char *key;
+    int n = -1;
+
+    if (kubectl(&out, "-n accelfit get configmap accelfit-rollout-claims -o json") == 0 &&
+        (cm = json_loads(out, 0, NULL)) != NULL) {
+        n = 0;
+        json_object_foreach(json_object_get(cm, "data"), key, v) {
+            json_t *e = json_loads(json_string_value(v) ?: "", 0, NULL);
+            n += !strcmp(json_string_value(json_object_get(e, "rollout")) ?: "", name);
+            json_decref(e);
+        }
+        json_decref(cm);
+    }
+    af_free(out);
+    return n;
+}
+
+/*
+ * Two replicas, as the Deployment runs them (its args, its ServiceAccount's RBAC), answer a
+ * burst of 100 AdmissionReviews split between them, both restarted between its five rounds:
+ * the target gets what one replica alone gives (5 at 5%), within one unit, every side
+ * claimed in ConfigMap accelfit-rollout-claims before its answer, none decided locally.
+ */
+START_TEST(test_burst_through_two_replicas_keeps_one_share)
+{
+    struct af_test_server two;
+    struct af_test_burst_client cl[BURST_ROUNDS][AF_TEST_BURST_CLIENTS];
+    size_t len;
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &len);
+    int target = 0, source = 0, local = 0, failed = 0, hport = af_test_free_port();
+    int want = af_test_single_replica_target(0.05, BURST);
+    double ms[BURST];
+    size_t n_ms = 0;
+
+    replace_all(&body, "\"ml\"", "\"e2e-burst\"");
+    start_second_replica(&two, 0, hport);
+    for (int round = 0; round < BURST_ROUNDS; round++) {
+        if (round) {   /* both forget what they decided, and read the ledger instead */
+            af_test_server_stop(&acc);
+            start_accelfit(acc.port);
+            af_test_server_stop(&two);
+            start_second_replica(&two, two.port, hport);
+        }
+        af_test_burst(&acc, &two, body, BURST / BURST_ROUNDS, cl[round]);
+        for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
+            target += cl[round][i].target;
+            source += cl[round][i].source;
+            local += cl[round][i].local;
+            failed += cl[round][i].failed;
+            for (int k = 0; k < cl[round][i].n; k++)
+                ms[n_ms++] = cl[round][i].ms[k];
+        }
+    }
+    fprintf(stderr, "e2e: claims burst of %d through two replicas (both restarted %d times): "
+            "%d target, %d source (one replica alone: %d); webhook latency p50 %.2f ms, "
+            "p99 %.2f ms\n", BURST, BURST_ROUNDS - 1, target, source, want,
+            af_test_percentile(ms, n_ms, 50), af_test_percentile(ms, n_ms, 99));
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_eq(target + source, BURST);
+    ck_assert_msg(local == 0, "%d units decided without the ledger (log: %s)", local,
+                  acc.log_path);
+    ck_assert_msg(abs(target - want) <= 1, "%d units on the target; one replica alone gives %d",
+                  target, want);
+    ck_assert_int_eq(ledger_entries("burst-to-inf2"), BURST);
+    ck_assert_int_eq(af_test_server_stop(&two), 0);
+    af_free(body);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------------------ */
 
 static Suite *e2e_suite(void)
@@ -1298,6 +1418,7 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_variant_rollout_through_the_real_webhook);
     tcase_add_test(tc, test_a_jobs_pods_are_one_unit);
     tcase_add_test(tc, test_rollout_state_survives_a_restart);
+    tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
     tcase_add_test(tc, test_preferences_through_the_real_webhook);
     suite_add_tcase(s, tc);
     return s;
