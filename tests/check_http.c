@@ -2750,6 +2750,69 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
 }
 END_TEST
 
+/*
+ * While a webhook call waits for its claim (the API server slow), the one HTTP thread goes
+ * on serving: a filter and a probe are answered before it, and it is answered after.
+ */
+START_TEST(test_extender_calls_flow_while_a_claim_waits)
+{
+    struct af_test_fake_api f;
+    struct af_test_server s;
+    size_t body_len, flen;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    char *filter = af_test_read(KS_DIR "filter-nodecache-true.json", &flen);
+    char *req = raw_request("POST", "/mutate", body);
+    struct af_test_resp r;
+    struct pollfd pf;
+    char buf[8192], *head_end;
+    ssize_t got;
+    bool local = false;
+    CURL *c;
+    int fd;
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy), af_free(body), af_free(filter), af_free(req);
+        return;
+    }
+    start_replica(&s, 0, &f, policy);
+    af_test_fake_api_do(&f, "slow_configmaps", "{\"seconds\":2,\"count\":2}");
+    fd = raw_connect(s.port);
+    ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    c = curl_easy_init();
+    post(c, &s, "/filter", filter, &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    get(c, &s, "/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    af_test_resp_free(&r);
+    /* the webhook call is still waiting for the API server (2 s) */
+    pf = (struct pollfd){fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&pf, 1, 0), 0);
+    /* and is answered once its claim is written, or its deadline (3 s) passes */
+    pf = (struct pollfd){fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&pf, 1, 30000), 1);
+    got = read(fd, buf, sizeof(buf) - 1);
+    ck_assert_int_gt(got, 0);
+    buf[got] = '\0';
+    ck_assert_msg(!strncmp(buf, "HTTP/1.1 200", 12), "%s", buf);
+    head_end = strstr(buf, "\r\n\r\n");
+    ck_assert_ptr_nonnull(head_end);
+    ck_assert_int_ne(af_test_answered_side(head_end + 4, strlen(head_end + 4), &local),
+                     AF_SIDE_NONE);
+    close(fd);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&f);
+    af_free(policy), af_free(body), af_free(filter), af_free(req);
+}
+END_TEST
+
+/*
+ * A webhook call whose answer waits for a slow claim, its connection closed meanwhile: the
+ * answer, when it comes, is dropped (no use of the connection lws freed), and the server
+ * goes on answering, webhook and extender alike.
+ */
 START_TEST(test_connection_closed_while_deferred_is_safe)
 {
     struct af_test_fake_api f;
@@ -2871,6 +2934,7 @@ Suite *af_http_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
     tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
+    tcase_add_test(tc, test_extender_calls_flow_while_a_claim_waits);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pipelining");
