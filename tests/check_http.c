@@ -2699,15 +2699,14 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     size_t body_len;
     char *policy = af_test_policy_file(burst_rollout);
     char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
-    int target = 0, source = 0, local = 0, failed = 0;
+    struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
     int want = af_test_single_replica_target(BURST_SHARE, BURST);
-    double ms[BURST];
-    size_t n_ms = 0;
     json_t *ledger;
 
     if (!af_test_fake_api_start(&f)) {
         af_free(policy);
         af_free(body);
+        af_free(sum);
         return;   /* no python3 here: nothing to talk to */
     }
     start_replica(&rep[0], 0, &f, policy);
@@ -2719,24 +2718,18 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
             start_replica(&rep[k], rep[k].port, &f, policy);
         }
         af_test_burst(&rep[0], &rep[1], body, BURST / BURST_ROUNDS, cl[round]);
-        for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
-            target += cl[round][i].target;
-            source += cl[round][i].source;
-            local += cl[round][i].local;
-            failed += cl[round][i].failed;
-            for (int k = 0; k < cl[round][i].n; k++)
-                ms[n_ms++] = cl[round][i].ms[k];
-        }
+        af_test_burst_add(sum, cl[round]);
     }
-    printf("claims burst: %d units through two replicas (both restarted %d times): %d target, %d source "
-           "(one replica alone: %d target); webhook latency p50 %.2f ms, p99 %.2f ms\n",
-           BURST, BURST_ROUNDS - 1, target, source, want, af_test_percentile(ms, n_ms, 50),
-           af_test_percentile(ms, n_ms, 99));
-    ck_assert_int_eq(failed, 0);
-    ck_assert_int_eq(target + source, BURST);
-    ck_assert_msg(local == 0, "%d units decided without the ledger", local);
-    ck_assert_msg(abs(target - want) <= 1, "%d units on the target; one replica alone gives %d",
-                  target, want);
+    printf("claims burst: %d units through two replicas (both restarted %d times): %d target, "
+           "%d source (one replica alone: %d target); webhook latency p50 %.2f ms, p99 %.2f "
+           "ms\n",
+           BURST, BURST_ROUNDS - 1, sum->target, sum->source, want,
+           af_test_percentile(sum->ms, sum->n_ms, 50), af_test_percentile(sum->ms, sum->n_ms, 99));
+    ck_assert_int_eq(sum->failed, 0);
+    ck_assert_int_eq(sum->target + sum->source, BURST);
+    ck_assert_msg(sum->local == 0, "%d units decided without the ledger", sum->local);
+    ck_assert_msg(abs(sum->target - want) <= 1,
+                  "%d units on the target; one replica alone gives %d", sum->target, want);
     /* the ledger holds every decision of the burst, each once */
     ledger = af_test_fake_api_admin(&f, "configmap",
                                     "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollout-claims\"}");
@@ -2747,6 +2740,7 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     af_test_fake_api_stop(&f);
     af_free(policy);
     af_free(body);
+    af_free(sum);
 }
 END_TEST
 

@@ -1274,6 +1274,24 @@ START_TEST(test_variant_rollout_counts_annotations_and_anonymous_units)
 }
 END_TEST
 
+/* A source pod of the rollout named `name`, annotated with ledger entry `claim`, reaches the
+ * cache: the rollout's state on `rs` then. */
+static struct af_rollout_status appears(struct af_rollouts *rs, const char *name,
+                                        const char *claim, double now)
+{
+    struct podspec p = {.name = name, .labels = "\"app\":\"llm\"", .side = "source",
+                        .claim = claim};
+    struct af_snapshot *snap;
+    struct af_rollout_status st;
+
+    bind_pod(p, NULL);
+    publish();
+    snap = af_publisher_acquire(&pub);
+    af_rollouts_status(rs, cfg, snap, now, 0, &st);
+    af_snapshot_unref(snap);
+    return st;
+}
+
 /*
  * The claim ledger between two replicas' memories (docs/rollouts.md): a new unit decided
  * under a claim on one is counted by the other once absorbed, exactly once however often
@@ -1324,25 +1342,14 @@ START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
     af_snapshot_unref(snap);
 
     /* an unrelated anonymous source pod appears first: it does not settle r1-1 */
-    anon.name = "llm-z";
-    anon.side = "source";
-    anon.claim = "r9-1";
-    bind_pod(anon, NULL);
-    publish();
-    snap = af_publisher_acquire(&pub);
-    af_rollouts_status(other, cfg, snap, 1.9e9 + 2, 0, &st);
+    st = appears(other, "llm-z", "r9-1", 1.9e9 + 2);
     ck_assert_int_eq(st.pending, 1);
     ck_assert_int_eq(st.source, 2);
-    af_snapshot_unref(snap);
     /* r1-1's pod appears, named by now: settled; the ledger entry can go */
-    anon.name = "llm-a";
-    anon.claim = "r1-1";
-    bind_pod(anon, NULL);
-    publish();
-    snap = af_publisher_acquire(&pub);
-    af_rollouts_status(other, cfg, snap, 1.9e9 + 3, 0, &st);
+    st = appears(other, "llm-a", "r1-1", 1.9e9 + 3);
     ck_assert_int_eq(st.pending, 0);
     ck_assert_int_eq(st.source, 2);
+    snap = af_publisher_acquire(&pub);
     af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 3, keep);
     ck_assert(!keep[0]);
     /* an entry older than the TTL goes too, and is not counted */

@@ -96,13 +96,10 @@ static char *ledger_text(const struct af_kube_claims *c, const struct af_rollout
                          size_t n)
 {
     json_t *data = json_object();
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s}}}", "apiVersion", "v1", "kind",
-                            "ConfigMap", "metadata", "name", c->name, "namespace", c->ns,
-                            "labels", "app.kubernetes.io/name", "accelfit", "annotations",
-                            "accelfit.io/about",
-                            "sides given to new units of accelfit's rollouts, not yet seen by "
-                            "every replica, one key per decision (docs/rollouts.md); written "
-                            "by accelfit");
+    json_t *obj = af__kube_configmap_json(c->ns, c->name,
+                                          "sides given to new units of accelfit's rollouts, not "
+                                          "yet seen by every replica, one key per decision "
+                                          "(docs/rollouts.md); written by accelfit");
     char *text;
 
     for (size_t i = 0; i < n; i++) {
@@ -138,7 +135,6 @@ int af_kube_claims_new(struct af_kube_claims **out, struct af_kube *k, const cha
                        const char *name)
 {
     struct af_kube_claims *c;
-    char *ens, *ename;
 
     *out = NULL;
     if (!k || !ns || !*ns || !name || !*name)
@@ -149,12 +145,7 @@ int af_kube_claims_new(struct af_kube_claims **out, struct af_kube *k, const cha
     c->name = af_xstrdup(name);
     c->h = curl_easy_init();
     af_assert(c->h);
-    ens = curl_easy_escape(c->h, ns, 0);
-    ename = curl_easy_escape(c->h, name, 0);
-    c->coll_path = af_xasprintf("/api/v1/namespaces/%s/configmaps", ens);
-    c->obj_path = af_xasprintf("%s/%s", c->coll_path, ename);
-    curl_free(ens);
-    curl_free(ename);
+    af__kube_configmap_paths(c->h, ns, name, &c->coll_path, &c->obj_path);
     *out = c;
     AF_LOG(AF_LOG_INFO, "rollout claims kept in the API server", "namespace", ns, "configmap",
            name, NULL);

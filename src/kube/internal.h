@@ -159,6 +159,14 @@ double af__kube_rand01(void);   /* uniform in [0, 1), per thread */
 int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char *path,
                      const char *body, long timeout_ms, long *status, json_t **out);
 
+/* state.c: the paths of ConfigMap `name` of `ns` (*obj) and of its collection (*coll),
+ * escaped with `h`; both new. */
+void af__kube_configmap_paths(CURL *h, const char *ns, const char *name, char **coll,
+                              char **obj);
+/* state.c: a ConfigMap `name` of `ns` labelled as accelfit's, annotated accelfit.io/about
+ * `about`, without data (new). */
+json_t *af__kube_configmap_json(const char *ns, const char *name, const char *about);
+
 /* state.c: stops and frees the state threads (after ->stop is set). */
 void af__kube_state_stop(struct af_kube *k);
 

@@ -282,16 +282,33 @@ static void log_status(const char *what, long status)
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
+void af__kube_configmap_paths(CURL *h, const char *ns, const char *name, char **coll,
+                              char **obj)
+{
+    char *ens = curl_easy_escape(h, ns, 0), *ename = curl_easy_escape(h, name, 0);
+
+    *coll = af_xasprintf("/api/v1/namespaces/%s/configmaps", ens);
+    *obj = af_xasprintf("%s/%s", *coll, ename);
+    curl_free(ens);
+    curl_free(ename);
+}
+
+json_t *af__kube_configmap_json(const char *ns, const char *name, const char *about)
+{
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s}}}", "apiVersion", "v1", "kind",
+                     "ConfigMap", "metadata", "name", name, "namespace", ns, "labels",
+                     "app.kubernetes.io/name", "accelfit", "annotations", "accelfit.io/about",
+                     about);
+}
+
 static json_t *object_json(struct af_kube_state *s, const struct af_rollout_record *v, size_t n,
                            const char *rv)
 {
     json_t *data = json_object();
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:{s:s}}}", "apiVersion", "v1", "kind",
-                            "ConfigMap", "metadata", "name", s->name, "namespace", s->ns,
-                            "labels", "app.kubernetes.io/name", "accelfit", "annotations",
-                            "accelfit.io/about",
-                            "the state of accelfit's rollouts, one key per rollout, shared by "
-                            "its replicas (docs/rollouts.md); written by accelfit");
+    json_t *obj = af__kube_configmap_json(s->ns, s->name,
+                                          "the state of accelfit's rollouts, one key per "
+                                          "rollout, shared by its replicas (docs/rollouts.md); "
+                                          "written by accelfit");
 
     for (size_t i = 0; i < n; i++) {
         char *text = record_text(&v[i]);
@@ -552,7 +569,6 @@ int af_kube_state_start(struct af_kube *k, const char *ns, const char *name,
                         const struct af_kube_state_ops *ops)
 {
     struct af_kube_state *s;
-    char *ens, *ename;
 
     if (!k || !ns || !*ns || !name || !*name || !ops || !ops->export || !ops->absorb ||
         k->state)
@@ -565,12 +581,7 @@ int af_kube_state_start(struct af_kube *k, const char *ns, const char *name,
     s->wh = curl_easy_init();
     s->rh = curl_easy_init();
     af_assert(s->wh && s->rh);
-    ens = curl_easy_escape(s->rh, ns, 0);
-    ename = curl_easy_escape(s->rh, name, 0);
-    s->coll_path = af_xasprintf("/api/v1/namespaces/%s/configmaps", ens);
-    s->obj_path = af_xasprintf("%s/%s", s->coll_path, ename);
-    curl_free(ens);
-    curl_free(ename);
+    af__kube_configmap_paths(s->rh, ns, name, &s->coll_path, &s->obj_path);
     af_buf_init(&s->line, MAX_EVENT_BYTES);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);

@@ -16,6 +16,13 @@
  * dry run is decided and patched like a create, without anything remembered
  * (AF_ROLLOUTS_PEEK).
  *
+ * With a claim worker (svc->claims: an API server and a state namespace) and a transport
+ * that can defer its answer, a pod that is a new unit of a rollout is not decided here: a
+ * probe (a PEEK that decides nothing) finds that its side is not recalled, and the review
+ * is parked for the worker (claims.c), which decides it counting every replica's recent
+ * decisions and writes its claim before the answer goes out, with the ledger entry's id in
+ * annotation accelfit.io/rollout-claim. Everything else is answered at once, as above.
+ *
  * A pod in no rollout that the policy's preferences select (accelfit/prefer.h) gets
  * node affinity from its plan, planned as filter plans it (af_plan_pod, then its
  * tenant's restrictions), so the node an autoscaler launches for the preference is
@@ -170,7 +177,8 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
         goto out;
     k = pol->n_rollouts ? af_rollout_match(pol, pod) : -1;
     if (k < 0) {
-        prefer(svc, cfg, a, pod, patch, w);   /* in no rollout: preferences, if any */
+        if (!job || job->phase != AF__CLAIM_PROBE)
+            prefer(svc, cfg, a, pod, patch, w);   /* in no rollout: preferences, if any */
         goto out;
     }
     r = &pol->rollouts[k];
@@ -213,8 +221,7 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                               af_wall_time(), AF_ROLLOUTS_PEEK, &d);
         job->wants = !af_admission_dry_run(a) && d.rollout == k && !d.recalled &&
                      (d.side == AF_SIDE_SOURCE || d.side == AF_SIDE_TARGET);
-        if (job->wants)
-            goto out;
+        goto out;   /* the probe decides nothing: the answer is decided after it */
     }
     if (job && job->phase == AF__CLAIM_DECIDE) {
         job->claimed = af_rollouts_decide_claim(svc->rollouts, cfg, snap, pod,

@@ -1359,10 +1359,8 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     struct af_test_burst_client cl[BURST_ROUNDS][AF_TEST_BURST_CLIENTS];
     size_t len;
     char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &len);
-    int target = 0, source = 0, local = 0, failed = 0, hport = af_test_free_port();
-    int want = af_test_single_replica_target(0.05, BURST);
-    double ms[BURST];
-    size_t n_ms = 0;
+    struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
+    int hport = af_test_free_port(), want = af_test_single_replica_target(0.05, BURST);
 
     replace_all(&body, "\"ml\"", "\"e2e-burst\"");
     start_second_replica(&two, 0, hport);
@@ -1374,28 +1372,22 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
             start_second_replica(&two, two.port, hport);
         }
         af_test_burst(&acc, &two, body, BURST / BURST_ROUNDS, cl[round]);
-        for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
-            target += cl[round][i].target;
-            source += cl[round][i].source;
-            local += cl[round][i].local;
-            failed += cl[round][i].failed;
-            for (int k = 0; k < cl[round][i].n; k++)
-                ms[n_ms++] = cl[round][i].ms[k];
-        }
+        af_test_burst_add(sum, cl[round]);
     }
     fprintf(stderr, "e2e: claims burst of %d through two replicas (both restarted %d times): "
             "%d target, %d source (one replica alone: %d); webhook latency p50 %.2f ms, "
-            "p99 %.2f ms\n", BURST, BURST_ROUNDS - 1, target, source, want,
-            af_test_percentile(ms, n_ms, 50), af_test_percentile(ms, n_ms, 99));
-    ck_assert_int_eq(failed, 0);
-    ck_assert_int_eq(target + source, BURST);
-    ck_assert_msg(local == 0, "%d units decided without the ledger (log: %s)", local,
+            "p99 %.2f ms\n", BURST, BURST_ROUNDS - 1, sum->target, sum->source, want,
+            af_test_percentile(sum->ms, sum->n_ms, 50), af_test_percentile(sum->ms, sum->n_ms, 99));
+    ck_assert_int_eq(sum->failed, 0);
+    ck_assert_int_eq(sum->target + sum->source, BURST);
+    ck_assert_msg(sum->local == 0, "%d units decided without the ledger (log: %s)", sum->local,
                   acc.log_path);
-    ck_assert_msg(abs(target - want) <= 1, "%d units on the target; one replica alone gives %d",
-                  target, want);
+    ck_assert_msg(abs(sum->target - want) <= 1,
+                  "%d units on the target; one replica alone gives %d", sum->target, want);
     ck_assert_int_eq(ledger_entries("burst-to-inf2"), BURST);
     ck_assert_int_eq(af_test_server_stop(&two), 0);
     af_free(body);
+    af_free(sum);
 }
 END_TEST
 

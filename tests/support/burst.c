@@ -79,6 +79,18 @@ void af_test_burst(const struct af_test_server *a, const struct af_test_server *
         pthread_join(t[i], NULL);
 }
 
+void af_test_burst_add(struct af_test_burst_sum *sum, const struct af_test_burst_client *cl)
+{
+    for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
+        sum->target += cl[i].target;
+        sum->source += cl[i].source;
+        sum->local += cl[i].local;
+        sum->failed += cl[i].failed;
+        for (int k = 0; k < cl[i].n && sum->n_ms < AF_TEST_BURST_TOTAL_MAX; k++)
+            sum->ms[sum->n_ms++] = cl[i].ms[k];
+    }
+}
+
 int af_test_single_replica_target(double share, int n)
 {
     struct af_rollout_count c;

@@ -36,6 +36,16 @@ struct af_test_burst_client {
 void af_test_burst(const struct af_test_server *a, const struct af_test_server *b,
                    const char *body, int n, struct af_test_burst_client *out);
 
+/* What the bursts of a test gave, added up. */
+#define AF_TEST_BURST_TOTAL_MAX 1000
+struct af_test_burst_sum {
+    int target, source, local, failed;
+    size_t n_ms;
+    double ms[AF_TEST_BURST_TOTAL_MAX];
+};
+/* Adds one burst's AF_TEST_BURST_CLIENTS clients to `sum` (zeroed first). */
+void af_test_burst_add(struct af_test_burst_sum *sum, const struct af_test_burst_client *cl);
+
 /* The side an AdmissionReview answer gave (its patch's accelfit.io/rollout-side), or NONE;
  * *local: a warning says the side was decided without the ledger. */
 enum af_rollout_side af_test_answered_side(const char *answer, size_t len, bool *local);
