@@ -48,15 +48,16 @@ import hmac
 import json
 import os
 import re
-import ssl
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, quote, urlsplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+import fake_server  # noqa: E402
 FIXTURES = os.path.join(HERE, "..", "fixtures", "aws")
 
 PRICING_FILTERS = {"regionCode", "tenancy", "operatingSystem", "preInstalledSw",
@@ -567,18 +568,7 @@ def xml_escape(s):
 
 # ---- control channel ----------------------------------------------------------------------
 
-class AdminHandler(BaseHTTPRequestHandler):
-    def log_message(self, fmt, *args):
-        pass
-
-    def reply(self, obj, code=200):
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class AdminHandler(fake_server.AdminHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         try:
@@ -635,34 +625,8 @@ def main():
     ARGS = ap.parse_args()
     STATE = State()
 
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(ARGS.cert, ARGS.key)
-
-    class TLSServer(ThreadingHTTPServer):
-        daemon_threads = True
-
-        def get_request(self):
-            sock, addr = self.socket.accept()
-            return ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
-
-        def handle_error(self, request, client_address):
-            if ARGS.verbose:
-                super().handle_error(request, client_address)
-
-    api = TLSServer(("127.0.0.1", ARGS.port), Handler)
-    admin = ThreadingHTTPServer(("127.0.0.1", ARGS.admin_port), AdminHandler)
-    admin.daemon_threads = True
-    threading.Thread(target=admin.serve_forever, daemon=True).start()
-    print("READY %d %d" % (api.server_address[1], admin.server_address[1]), flush=True)
-
-    def watch_stdin():
-        try:
-            sys.stdin.read()
-        finally:
-            os._exit(0)
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    api.serve_forever()
-
+    fake_server.serve(Handler, AdminHandler, ARGS.cert, ARGS.key, ARGS.port, ARGS.admin_port,
+                      quiet_errors=not ARGS.verbose)
 
 if __name__ == "__main__":
     main()

@@ -7,12 +7,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "support/http_client.h"
+#include "support/support.h"
 
 pid_t af_test_child_spawn(const char *const *argv, int *in_fd, char *line, size_t len)
 {
@@ -54,6 +56,30 @@ void af_test_child_stop(pid_t *pid, int in_fd)
     kill(*pid, SIGTERM);
     waitpid(*pid, NULL, 0);
     *pid = 0;
+}
+
+void af_test_child_cert_dir(char *dir, size_t len, const char *name)
+{
+    char *cmd;
+
+    snprintf(dir, len, "/tmp/af-%s-%d", name, (int)getpid());
+    cmd = af_xasprintf("rm -rf '%1$s' && mkdir -p '%1$s'", dir);
+    ck_assert_msg(system(cmd) == 0, "cannot make %s", dir);
+    af_free(cmd);
+    af_test_make_cert(dir, "srv", "IP:127.0.0.1,DNS:localhost");
+}
+
+void af_test_child_rm_dir(char *dir)
+{
+    char *cmd;
+
+    if (!dir[0])
+        return;
+    cmd = af_xasprintf("rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", dir);
+    af_free(cmd);
+    dir[0] = '\0';
 }
 
 json_t *af_test_child_admin(int port, const char *cmd, const char *json)

@@ -38,17 +38,13 @@ void af_test_fake_api_spawn(struct af_test_fake_api *f, const char *crt, const c
 
 bool af_test_fake_api_start(struct af_test_fake_api *f)
 {
-    char crt[192], key[192], *cmd;
+    char crt[192], key[192];
     FILE *fp;
 
     memset(f, 0, sizeof(*f));
     if (!af_test_fake_api_available() || system("openssl version >/dev/null 2>&1") != 0)
         return false;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-api-%d", (int)getpid());
-    cmd = af_xasprintf("rm -rf '%1$s' && mkdir -p '%1$s'", f->dir);
-    ck_assert_msg(system(cmd) == 0, "cannot make %s", f->dir);
-    af_free(cmd);
-    af_test_make_cert(f->dir, "srv", "IP:127.0.0.1,DNS:localhost");
+    af_test_child_cert_dir(f->dir, sizeof(f->dir), "fake-api");
     snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
     snprintf(key, sizeof(key), "%s/srv.key", f->dir);
     af_test_fake_api_spawn(f, crt, key, "token-1", NULL);
@@ -67,18 +63,10 @@ bool af_test_fake_api_start(struct af_test_fake_api *f)
 
 void af_test_fake_api_stop(struct af_test_fake_api *f)
 {
-    char *cmd;
-
     if (f->pid <= 0)
         return;
     af_test_child_stop(&f->pid, f->in_fd);
-    if (!f->dir[0])
-        return;
-    cmd = af_xasprintf("rm -rf %s", f->dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", f->dir);
-    af_free(cmd);
-    f->dir[0] = '\0';
+    af_test_child_rm_dir(f->dir);
 }
 
 json_t *af_test_fake_api_admin(const struct af_test_fake_api *f, const char *cmd,

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "support/child.h"
 #include "support/fake_api.h"
@@ -22,16 +21,12 @@ static const char *const cred_vars[] = {
 
 bool af_test_fake_aws_start(struct af_test_fake_aws *f)
 {
-    char crt[192], key[192], line[128], ca[192], *cmd;
+    char crt[192], key[192], line[128], ca[192];
 
     memset(f, 0, sizeof(*f));
     if (!af_test_fake_api_available() || system("openssl version >/dev/null 2>&1") != 0)
         return false;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-aws-%d", (int)getpid());
-    cmd = af_xasprintf("rm -rf '%1$s' && mkdir -p '%1$s'", f->dir);
-    ck_assert_msg(system(cmd) == 0, "cannot make %s", f->dir);
-    af_free(cmd);
-    af_test_make_cert(f->dir, "srv", "IP:127.0.0.1,DNS:localhost");
+    af_test_child_cert_dir(f->dir, sizeof(f->dir), "fake-aws");
     snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
     snprintf(key, sizeof(key), "%s/srv.key", f->dir);
     f->pid = af_test_child_spawn(
@@ -52,16 +47,8 @@ bool af_test_fake_aws_start(struct af_test_fake_aws *f)
 
 void af_test_fake_aws_stop(struct af_test_fake_aws *f)
 {
-    char *cmd;
-
     af_test_child_stop(&f->pid, f->in_fd);
-    if (!f->dir[0])
-        return;
-    cmd = af_xasprintf("rm -rf '%s'", f->dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", f->dir);
-    af_free(cmd);
-    f->dir[0] = '\0';
+    af_test_child_rm_dir(f->dir);
 }
 
 static json_t *vadmin(const struct af_test_fake_aws *f, const char *cmd, const char *fmt,
