@@ -7,14 +7,18 @@
  * `accelfit prices` (including every `accelfit prices` command of docs/pricing.md).
  */
 #include <check.h>
+#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "accelfit/aws.h"
 #include "accelfit/prices.h"
+#include "support/fake_api.h"
 #include "support/fake_aws.h"
+#include "support/http_client.h"
 #include "support/support.h"
 
 static struct af_test_fake_aws fake;
@@ -832,6 +836,190 @@ START_TEST(test_cli_prices_docs_commands_run)
 }
 END_TEST
 
+/* ---- accelfit serve --aws-pricing ---------------------------------------------------------- */
+
+/* GET (body NULL) or POST `path` of the server; the body (caller frees) of a 200 or 503. */
+static char *serve_call(CURL *c, const struct af_test_server *s, const char *path,
+                        const char *body, long *status)
+{
+    struct af_test_resp r;
+    char url[256], *out;
+
+    snprintf(url, sizeof(url), "%s%s", s->base, path);
+    ck_assert_int_eq(af_test_http(c, body ? "POST" : NULL, url, body, body ? strlen(body) : 0,
+                                  NULL, &r),
+                     CURLE_OK);
+    *status = r.status;
+    out = af_xstrdup(r.body);
+    af_test_resp_free(&r);
+    return out;
+}
+
+#define EXPLAIN_BODY                                                                         \
+    "{\"Pod\": {\"metadata\": {\"name\": \"p\", \"namespace\": \"default\"}, \"spec\": "      \
+    "{\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": {\"cpu\": \"1\"}}}]}}, " \
+    "\"NodeNames\": [\"ip-10-0-1-10.us-west-2.compute.internal\", "                          \
+    "\"ip-10-0-3-30.us-west-2.compute.internal\", \"spot-1\"]}"
+
+/* A string member of `o`, "" when absent or not a string. */
+static const char *str_of(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+/* The explained node `name` of /explain's answer (borrowed from `j`), or NULL. */
+static json_t *explained(json_t *j, const char *name)
+{
+    json_t *n;
+    size_t i;
+
+    json_array_foreach(json_object_get(j, "nodes"), i, n)
+        if (!strcmp(str_of(n, "name"), name))
+            return n;
+    return NULL;
+}
+
+/* True once /explain prices the p4d node from AWS. */
+static bool p4d_priced_by_aws(CURL *c, const struct af_test_server *s)
+{
+    long st;
+    char *b = serve_call(c, s, "/explain", EXPLAIN_BODY, &st);
+    json_t *j = json_loads(b, 0, NULL), *n = j ? explained(j, "ip-10-0-1-10.us-west-2.compute.internal") : NULL;
+    bool ok = n && !strcmp(str_of(n, "price_source"), "aws");
+
+    json_decref(j);
+    af_free(b);
+    return ok;
+}
+
+/*
+ * The daemon with --aws-pricing against an API server and the fake AWS: nodes of us-west-2
+ * are charged that region's on-demand prices, a spot node its zone's spot price, a type AWS
+ * gave no price for keeps the catalog's and says it is another region's; /explain, /readyz
+ * and /metrics say where each price comes from and how old it is.
+ */
+START_TEST(test_serve_prices_nodes_from_aws_and_says_so)
+{
+    struct af_test_fake_api api;
+    struct af_test_server s;
+    CURL *c;
+    long st;
+    char *b;
+    json_t *j, *n;
+
+    NEED_FAKE();
+    if (!af_test_fake_api_start(&api))
+        return;
+    af_test_fake_aws_static_keys(&fake);
+    af_test_fake_aws_do(&fake, "on_demand",
+                        "{\"region\": \"us-west-2\", \"prices\": {\"p4d.24xlarge\": "
+                        "\"33.5000000000\", \"g5.2xlarge\": \"1.2120000000\", \"c6i.4xlarge\": "
+                        "\"0.6800000000\", \"m7g.large\": \"0.0816000000\"}}");
+    af_test_fake_aws_do(&fake, "spot",
+                        "{\"region\": \"us-west-2\", \"items\": [{\"zone\": \"us-west-2b\", "
+                        "\"type\": \"m7g.large\", \"price\": \"0.0301\", \"ago\": 60}]}");
+    af_test_fake_api_do(&api, "add_node",
+                        "{\"name\": \"spot-1\", \"instance_type\": \"m7g.large\", \"labels\": "
+                        "{\"karpenter.sh/capacity-type\": \"spot\", "
+                        "\"topology.kubernetes.io/region\": \"us-west-2\", "
+                        "\"topology.kubernetes.io/zone\": \"us-west-2b\"}}");
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, "--aws-pricing", NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    ck_assert(AF_TEST_WAIT_FOR(120, p4d_priced_by_aws(c, &s)));
+
+    b = serve_call(c, &s, "/explain", EXPLAIN_BODY, &st);
+    j = json_loads(b, 0, NULL);
+    ck_assert_msg(j, "%s", b);
+    n = explained(j, "ip-10-0-1-10.us-west-2.compute.internal");
+    ck_assert_double_eq(json_number_value(json_object_get(n, "node_hourly_usd")), 33.5);
+    ck_assert_str_eq(str_of(n, "region"), "us-west-2");
+    ck_assert_msg(!strncmp(str_of(n, "price_reason"),
+                           "on-demand price of p4d.24xlarge in us-west-2 from AWS, read ", 60),
+                  "%s", str_of(n, "price_reason"));
+    ck_assert_int_ge(json_integer_value(json_object_get(n, "price_age_s")), 0);
+    /* spot: the zone's spot price */
+    n = explained(j, "spot-1");
+    ck_assert_str_eq(str_of(n, "price_source"), "aws-spot");
+    ck_assert_double_eq(json_number_value(json_object_get(n, "node_hourly_usd")), 0.0301);
+    /* inf2.xlarge: AWS gave no price, the catalog's us-east-1 list price stands, and says so */
+    n = explained(j, "ip-10-0-3-30.us-west-2.compute.internal");
+    ck_assert_str_eq(str_of(n, "price_source"), "catalog");
+    ck_assert_msg(strstr(str_of(n, "price_reason"),
+                         "us-east-1 on-demand list price of inf2.xlarge in the catalog of "
+                         "2026-07-20") &&
+                      strstr(str_of(n, "price_reason"),
+                             "the node runs in us-west-2, whose price is not known"),
+                  "%s", str_of(n, "price_reason"));
+    json_decref(j);
+    af_free(b);
+
+    b = serve_call(c, &s, "/readyz", NULL, &st);
+    ck_assert_int_eq(st, 200);
+    ck_assert_msg(strstr(b, "prices: catalog us-east-1 on-demand list prices, ") &&
+                      strstr(b, "prices: aws on-demand us-west-2: 4 prices, read ") &&
+                      strstr(b, "prices: aws spot us-west-2: 1 prices, read "),
+                  "%s", b);
+    af_free(b);
+    b = serve_call(c, &s, "/metrics", NULL, &st);
+    ck_assert_msg(strstr(b, "accelfit_nodes_by_price_source{source=\"aws\"} 3\n") &&
+                      strstr(b, "accelfit_nodes_by_price_source{source=\"aws-spot\"} 1\n") &&
+                      strstr(b, "accelfit_nodes_by_price_source{source=\"catalog\"} 2\n") &&
+                      strstr(b, "accelfit_nodes_priced_from_other_region 2\n") &&
+                      strstr(b, "accelfit_aws_prices{kind=\"on-demand\",region=\"us-west-2\"} 4\n") &&
+                      strstr(b, "accelfit_aws_prices_up{kind=\"spot\",region=\"us-west-2\"} 1\n"),
+                  "%s", b);
+    af_free(b);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&api);
+}
+END_TEST
+
+/* Without credentials AWS says nothing: nodes keep the catalog's prices and /readyz says why,
+ * still ready. */
+START_TEST(test_serve_without_credentials_keeps_catalog_prices_and_says_why)
+{
+    struct af_test_fake_api api;
+    struct af_test_server s;
+    CURL *c;
+    long st;
+    char *b = NULL;
+
+    NEED_FAKE();
+    if (!af_test_fake_api_start(&api))
+        return;
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, "--aws-pricing", NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    for (int i = 0; i < 1200; i++) {
+        af_free(b);
+        b = serve_call(c, &s, "/readyz", NULL, &st);
+        if (st == 200 && strstr(b, "prices: aws on-demand us-west-2: degraded: "))
+            break;
+        usleep(100 * 1000);
+    }
+    ck_assert_int_eq(st, 200);
+    ck_assert_msg(strstr(b, "prices: aws on-demand us-west-2: degraded: no AWS credentials") &&
+                      strstr(b, "never read; nodes keep the catalog's prices"),
+                  "%s", b);
+    af_free(b);
+    b = serve_call(c, &s, "/metrics", NULL, &st);
+    ck_assert_msg(strstr(b, "accelfit_nodes_by_price_source{source=\"catalog\"} 5\n") &&
+                      strstr(b, "accelfit_aws_prices_up{kind=\"on-demand\",region=\"us-west-2\"} 0\n"),
+                  "%s", b);
+    af_free(b);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&api);
+}
+END_TEST
+
 Suite *af_aws_suite(void);
 Suite *af_aws_suite(void)
 {
@@ -839,6 +1027,7 @@ Suite *af_aws_suite(void)
     TCase *tc = tcase_create("reads");
     TCase *th = tcase_create("thread");
     TCase *cli = tcase_create("cli");
+    TCase *serve = tcase_create("serve");
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
@@ -872,6 +1061,12 @@ Suite *af_aws_suite(void)
     tcase_add_test(cli, test_cli_prices_table_json_and_failures);
     tcase_add_test(cli, test_cli_prices_docs_commands_run);
     suite_add_tcase(s, cli);
+
+    tcase_add_checked_fixture(serve, setup, teardown);
+    tcase_set_timeout(serve, 300);
+    tcase_add_test(serve, test_serve_prices_nodes_from_aws_and_says_so);
+    tcase_add_test(serve, test_serve_without_credentials_keeps_catalog_prices_and_says_why);
+    suite_add_tcase(s, serve);
     return s;
 }
 
