@@ -86,7 +86,8 @@ typedef void (*af_aws_updated_fn)(void *ud, struct af_prices *book);
 struct af_aws_pricing;
 
 /*
- * Starts the thread that keeps `holder` current. Each loop it asks `regions` (NULL, or
+ * Starts the thread that keeps `holder` current. Each loop (at least every 10 s; every 2 s
+ * while no region is known) it asks `regions` (NULL, or
  * none given: the fallback region of `opt`) which regions to price; a region seen for the
  * first time is read at once, then its on-demand prices every on_demand_refresh_s and its
  * spot prices every spot_refresh_s (a failed source: every retry_s). A region once seen

@@ -5,7 +5,7 @@
  * is due, and publishes a new book per read: a copy of the current one without that
  * source's prices plus what was read, or, when the read failed, the current prices with the
  * error in the source record. Then it sleeps until the next source is due, a kick or a
- * stop, at most a minute, so that regions are asked for again.
+ * stop, at most 10 seconds, so that a node in a new region is priced soon.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,8 @@
 #include "aws/internal.h"
 
 #define MAX_REGIONS 64
-#define MAX_SLEEP_S 60.0
+#define MAX_SLEEP_S 10.0
+#define FIRST_REGION_POLL_S 2.0
 
 struct region_state {
     char name[32];
@@ -156,6 +157,10 @@ static void *run(void *arg)
             for (int k = 0; k < AF_PRICE__KINDS; k++)
                 if (ap->regions[i].due[k] - mono_s() < sleep_s)
                     sleep_s = ap->regions[i].due[k] - mono_s();
+        /* No region known yet (the cluster not listed, no fallback region): ask again soon,
+         * so that the first prices do not wait a whole minute after the first list. */
+        if (ap->n_regions == 0)
+            sleep_s = FIRST_REGION_POLL_S;
         if (sleep_s > 0)
             af__aws_wait(&ap->stop, sleep_s, true);
     }
