@@ -12,7 +12,7 @@
 FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
-        libwebsockets-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev \
+        libwebsockets-dev libjansson-dev libcurl4-openssl-dev libyaml-dev libssl-dev libexpat1-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only what the accelfit target needs: sources, headers, the embedded YAML and the CMake
@@ -33,7 +33,7 @@ FROM debian:bookworm-slim
 # ca-certificates: the API server's CA comes from the service account, Prometheus's from
 # --prometheus-ca-file.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libcurl4 libjansson4 libssl3 libwebsockets17 \
+ && apt-get install -y --no-install-recommends libcurl4 libexpat1 libjansson4 libssl3 libwebsockets17 \
         libyaml-0-2 \
  && rm -rf /var/lib/apt/lists/*
 # A fixed non-root user; manifests/base/accelfit.yaml runs as the same uid with

@@ -8,6 +8,8 @@
  *   - watch events applied per second (decode + apply; MODIFIED pods that
  *     move between nodes, plus ADDED/DELETED churn)
  *   - snapshot build time p50 / p99 (after each batch of 100 events)
+ *   - re-pricing every node when a new price book comes (--aws-pricing): p50 / p99 of
+ *     af_cache_reprice with books that change every node's price, and of the snapshot after
  *   - resident memory (VmRSS, VmHWM from /proc/self/status)
  * Usage: bench_cache [nodes] [pods]
  */
@@ -18,6 +20,7 @@
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
+#include "accelfit/prices.h"
 #include "accelfit/util.h"
 
 static const char *const types[] = {"p4d.24xlarge", "g5.12xlarge", "trn1.32xlarge",
@@ -33,7 +36,8 @@ static void node_json(struct af_buf *b, int i)
         "{\"metadata\":{\"name\":\"ip-10-%d-%d-%d.us-west-2.compute.internal\",\"uid\":"
         "\"node-uid-%08d\",\"resourceVersion\":\"%d\",\"labels\":{\"kubernetes.io/arch\":"
         "\"amd64\",\"node.kubernetes.io/instance-type\":\"%s\",\"karpenter.sh/capacity-type\":"
-        "\"%s\",\"topology.kubernetes.io/zone\":\"us-west-2%c\",\"kubernetes.io/hostname\":"
+        "\"%s\",\"topology.kubernetes.io/region\":\"us-west-2\",\"topology.kubernetes.io/zone\":"
+        "\"us-west-2%c\",\"kubernetes.io/hostname\":"
         "\"ip-10-%d-%d-%d\"}},\"spec\":{\"providerID\":\"aws:///us-west-2a/i-%08x\"},"
         "\"status\":{\"capacity\":{\"cpu\":\"96\",\"memory\":\"1176466116Ki\",\"pods\":\"110\","
         "\"nvidia.com/gpu\":\"%d\",\"aws.amazon.com/neuron\":\"%d\"},\"allocatable\":{\"cpu\":"
@@ -212,6 +216,41 @@ int main(int argc, char **argv)
         snap = ns;
     }
     qsort(snap_ns, (size_t)batches, sizeof(uint64_t), cmp_u64);
+
+    /* ---- a new price book: every node priced again (two books, alternately) ---- */
+    enum { REPRICES = 40 };
+    uint64_t reprice_ns[REPRICES], resnap_ns[REPRICES];
+    struct af_prices *books[2];
+    for (int k = 0; k < 2; k++) {
+        books[k] = af_prices_new();
+        for (size_t t = 0; t < AF_ARRAY_SIZE(types); t++) {
+            af_assert(af_prices_set(books[k], AF_PRICE_ON_DEMAND, "us-west-2", types[t],
+                                    1.0 + (double)t + 0.01 * k, 1) == 0);
+            for (char z = 'a'; z <= 'c'; z++) {
+                char zone[16];
+                snprintf(zone, sizeof(zone), "us-west-2%c", z);
+                af_assert(af_prices_set(books[k], AF_PRICE_SPOT, zone, types[t],
+                                        0.4 + (double)t + 0.01 * k, 1) == 0);
+            }
+        }
+        af_prices_freeze(books[k]);
+    }
+    size_t repriced = 0;
+    for (int r = 0; r < REPRICES; r++) {
+        uint64_t r0 = af_now_ns();
+        repriced += af_cache_reprice(c, cfg->catalog, cfg->policy, books[r % 2]);
+        uint64_t r1 = af_now_ns();
+        struct af_snapshot *ns = af_cache_snapshot(c);
+        resnap_ns[r] = af_now_ns() - r1;
+        reprice_ns[r] = r1 - r0;
+        af_snapshot_unref(snap);
+        snap = ns;
+    }
+    af_assert(repriced == (size_t)REPRICES * (size_t)nn);
+    qsort(reprice_ns, REPRICES, sizeof(uint64_t), cmp_u64);
+    qsort(resnap_ns, REPRICES, sizeof(uint64_t), cmp_u64);
+    af_prices_unref(books[0]);
+    af_prices_unref(books[1]);
     long rss_end, hwm_end;
     mem_kib(&rss_end, &hwm_end);
 
@@ -227,6 +266,10 @@ int main(int argc, char **argv)
     printf("%-44s %14.2f\n", "snapshot build p50 (ms)", (double)snap_ns[batches / 2] / 1e6);
     printf("%-44s %14.2f\n", "snapshot build p99 (ms)",
            (double)snap_ns[(batches * 99) / 100] / 1e6);
+    printf("%-44s %14.2f\n", "re-price every node p50 (ms)", (double)reprice_ns[REPRICES / 2] / 1e6);
+    printf("%-44s %14.2f\n", "re-price every node p99 (ms)",
+           (double)reprice_ns[(REPRICES * 99) / 100] / 1e6);
+    printf("%-44s %14.2f\n", "  snapshot after it p50 (ms)", (double)resnap_ns[REPRICES / 2] / 1e6);
     printf("%-44s %14.1f\n", "VmRSS before (MiB)", (double)rss0 / 1024.0);
     printf("%-44s %14.1f\n", "VmRSS after sync, 1 snapshot held (MiB)", (double)rss_sync / 1024.0);
     printf("%-44s %14.1f\n", "VmRSS after events (MiB)", (double)rss_end / 1024.0);

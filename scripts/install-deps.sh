@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libwebsockets-dev libjansson-dev libcurl4-openssl-dev
-      libyaml-dev libssl-dev check python3 openssl curl ca-certificates
+      libyaml-dev libssl-dev libexpat1-dev check python3 openssl curl ca-certificates
       prometheus    # tests/check_prom.c starts its own on a free port (live utilization)
       etcd-server etcd-client xz-utils)   # the control plane of tests/e2e (tests/e2e/controlplane)
 if [ "${1:-}" = fuzz ]; then

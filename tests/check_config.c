@@ -259,6 +259,8 @@ static const struct {
     {TYPE_HEAD "    class: nvidia-a100\n", 5, 12, "does not match its accelerator"},
     {"instances: {}\n", 1, 12, "'instances' must be a list"},
     {"kind: Policy\ninstances: []\n", 1, 7, "kind must be 'Catalog'"},
+    {"prices_as_of: last July\ninstances: []\n", 1, 15,
+     "prices_as_of must be an RFC 3339 time such as 2026-07-20T13:44:30Z, not 'last July'"},
     {"", 0, 0, "empty catalog"},
 };
 
@@ -512,6 +514,9 @@ START_TEST(test_embedded_default_config_loads)
     ck_assert_str_eq(p->source, "<embedded>");
     ck_assert_str_eq(cfg->catalog->source, "<embedded>");
     ck_assert_uint_eq(cfg->catalog->n_types, N_SHIPPED_TYPES);
+    /* its list prices say their region and when they were read (the price table's header) */
+    ck_assert_str_eq(cfg->catalog->price_region, "us-east-1");
+    ck_assert_double_eq(cfg->catalog->prices_as_of, af_parse_rfc3339("2026-07-20T13:44:30Z"));
     ck_assert_uint_ge(p->n_rules, 20);
     ck_assert_double_eq_tol(p->w_tier + p->w_util + p->w_cost, 1.0, 1e-12);
     ck_assert_double_eq_tol(p->w_tier, 0.5, 1e-12);

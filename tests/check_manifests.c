@@ -1655,6 +1655,21 @@ static void get_ok(int port, const char *path, const char *want)
 }
 
 /* The kubelet's probes: each on a port accelfit listens on, each answering 200 once ready. */
+/* True when GET /readyz on `port` answers 200 with `want` in its body. */
+static bool readyz_says(int port, const char *want)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r = {0};
+    char *u = af_xasprintf("http://127.0.0.1:%d/readyz", port);
+    bool ok = af_test_http(c, NULL, u, NULL, 0, NULL, &r) == CURLE_OK && r.status == 200 &&
+              strstr(r.body, want);
+
+    af_test_resp_free(&r);
+    af_free(u);
+    curl_easy_cleanup(c);
+    return ok;
+}
+
 static void check_probes(struct deploy *d)
 {
     static const char *const probes[] = {"startupProbe", "readinessProbe", "livenessProbe"};
@@ -2591,7 +2606,28 @@ END_TEST
  * ---------------------------------------------------- */
 
 static const char *const deployables[] = {"manifests", "manifests/overlays/tls",
-                                          "manifests/examples"};
+                                          "manifests/examples", "manifests/overlays/aws-pricing"};
+
+/* The aws-pricing overlay: accelfit reads AWS's prices, as its ServiceAccount's IRSA role lets
+ * it; with no credentials here it keeps serving at the catalog's prices and says why. */
+static void check_aws_pricing(struct deploy *d)
+{
+    bool on = false;
+    json_t *a;
+    size_t i;
+
+    json_array_foreach(obj_at(d->ctr, "args"), i, a)
+        on |= !strcmp(json_string_value(a), "--aws-pricing");
+    if (!on)
+        return;
+    ck_assert_str_eq(or_empty(json_string_value(json_object_get(
+                         obj_at(find_obj(d->objs, "ServiceAccount", "accelfit"),
+                                "metadata.annotations"),
+                         "eks.amazonaws.com/role-arn"))),
+                     "arn:aws:iam::123456789012:role/accelfit-prices");
+    ck_assert(AF_TEST_WAIT_FOR(60, readyz_says(d->local_health, "no AWS credentials")));
+    get_ok(d->local_health, "/readyz", "prices: catalog us-east-1 on-demand list prices");
+}
 
 START_TEST(test_manifests_run_as_rendered)
 {
@@ -2622,6 +2658,7 @@ START_TEST(test_manifests_run_as_rendered)
 
     check_utilization_degraded(&d);
     check_probes(&d);
+    check_aws_pricing(&d);
     check_extender_verbs(&d, names);
     check_scheduler_tls(&d);
     check_webhooks(&d);

@@ -20,6 +20,7 @@ int af_cmd_serve(int argc, char **argv);
 int af_cmd_check_policy(int argc, char **argv);
 int af_cmd_costs(int argc, char **argv);
 int af_cmd_simulate(int argc, char **argv);
+int af_cmd_prices(int argc, char **argv);
 
 /* Prints "accelfit CMD: message" as one line on stderr (line breaks in the message become
  * spaces); returns 2. */

@@ -17,6 +17,7 @@ static const char usage[] =
     "  check-policy   validate a policy (and catalog) file and print what it holds\n"
     "  costs          what running pods cost per hour, by tenant, namespace and class\n"
     "  simulate       replay a trace of pods: what accelfit would cost against kube-scheduler\n"
+    "  prices         read EC2 on-demand and spot prices from AWS now\n"
     "\n"
     "options:\n"
     "  -h, --help     show this help (also: accelfit <command> --help)\n"
@@ -31,6 +32,7 @@ static const struct {
     {"check-policy", af_cmd_check_policy},
     {"costs", af_cmd_costs},
     {"simulate", af_cmd_simulate},
+    {"prices", af_cmd_prices},
 };
 
 int main(int argc, char **argv)

@@ -12,12 +12,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accelfit/aws.h"
 #include "accelfit/budget.h"
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/http.h"
 #include "accelfit/kube.h"
+#include "accelfit/prices.h"
 #include "accelfit/reload.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/utilization.h"
@@ -92,6 +94,18 @@ static const char usage[] =
     "  --metrics-file F        a recorded utilization snapshot instead of Prometheus\n"
     "                          (tests/fixtures/metrics/demo-snapshot.json for --demo)\n"
     "\n"
+    "prices from AWS (docs/pricing.md; without --aws-pricing, nodes are charged the catalog's\n"
+    "us-east-1 on-demand list prices):\n"
+    "  --aws-pricing           read on-demand prices of the nodes' regions (Pricing API) and\n"
+    "                          spot prices of their zones (DescribeSpotPriceHistory), on a\n"
+    "                          thread of their own; credentials from IRSA, EKS Pod Identity or\n"
+    "                          AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; needs an API server\n"
+    "  --aws-region R          the region to price before any node names one (default\n"
+    "                          $AWS_REGION, $AWS_DEFAULT_REGION)\n"
+    "  --aws-on-demand-refresh S  seconds between reads of a region's on-demand prices\n"
+    "                          (default 86400)\n"
+    "  --aws-spot-refresh S    seconds between reads of a region's spot prices (default 300)\n"
+    "\n"
     "  --log-level LEVEL       debug, info (default), warn, error; debug logs every request\n"
     "  --log-format FORMAT     text (key=value, default) or json\n"
     "  -h, --help              show this help\n"
@@ -148,6 +162,8 @@ struct serve_opts {
     enum af_not_ready_mode when_not_ready;
     int64_t max_staleness_s;
     struct af_prom_options prom;
+    bool aws_pricing;
+    struct af_aws_options aws;
 };
 
 static int bad(const char *fmt, const char *a)
@@ -206,6 +222,7 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         "--prometheus",     "--prometheus-bearer-token-file", "--prometheus-basic-auth-file",
         "--prometheus-ca-file", "--prometheus-interval", "--metrics-file",
         "--state-namespace",
+        "--aws-region",     "--aws-on-demand-refresh", "--aws-spot-refresh",
     };
     int sources = 0;
 
@@ -224,6 +241,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
         }
         if (!strcmp(a, "--no-watch-policy")) {
             o->no_watch_policy = true;
+            continue;
+        }
+        if (!strcmp(a, "--aws-pricing")) {
+            o->aws_pricing = true;
             continue;
         }
         if (!strcmp(a, "--in-cluster")) {
@@ -324,6 +345,20 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
             if (parse_seconds(v, 1, 3600, &n) != 0)
                 return bad("--prometheus-interval must be 1..3600 seconds: '%s'", v);
             o->prom.interval_s = (double)n;
+        } else if (!strcmp(flag, "--aws-region")) {
+            o->aws.region = v;
+        } else if (!strcmp(flag, "--aws-on-demand-refresh") ||
+                   !strcmp(flag, "--aws-spot-refresh")) {
+            int64_t n;
+            if (parse_seconds(v, 60, 7 * 86400, &n) != 0)
+                return bad(!strcmp(flag, "--aws-spot-refresh")
+                               ? "--aws-spot-refresh must be 60..604800 seconds: '%s'"
+                               : "--aws-on-demand-refresh must be 60..604800 seconds: '%s'",
+                           v);
+            if (!strcmp(flag, "--aws-spot-refresh"))
+                o->aws.spot_refresh_s = (double)n;
+            else
+                o->aws.on_demand_refresh_s = (double)n;
         } else if (!strcmp(flag, "--metrics-file")) {
             o->prom.metrics_file = v;
         } else if (!strcmp(flag, "--log-level")) {
@@ -360,6 +395,11 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
     if (o->prom.bearer_token_file && o->prom.basic_auth_file)
         return bad("%s", "--prometheus-bearer-token-file and --prometheus-basic-auth-file "
                          "exclude each other");
+    if (!o->aws_pricing && (o->aws.region || o->aws.spot_refresh_s || o->aws.on_demand_refresh_s))
+        return bad("%s", "the --aws-* options need --aws-pricing");
+    if (o->aws_pricing && (o->cluster || o->demo))
+        return bad("%s", "--aws-pricing prices the nodes of a live cluster (an API server); "
+                         "`accelfit prices` reads AWS's prices once");
     if (o->http.health_listen && !strcmp(o->http.health_listen, o->http.listen))
         return bad("--health-listen must differ from --listen: '%s'", o->http.listen);
     return 0;
@@ -455,8 +495,8 @@ static void state_changed(void *ud)
 }
 
 static int start_kube(const struct serve_opts *o, struct af_config_holder *holder,
-                      struct af_publisher *pub, struct af_cache_status *st, struct af_kube **kube,
-                      char **state_ns)
+                      struct af_prices_holder *prices, struct af_publisher *pub,
+                      struct af_cache_status *st, struct af_kube **kube, char **state_ns)
 {
     struct af_kube_conn *conn = NULL;
     struct af_kube_options kopt;
@@ -481,6 +521,7 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
     AF_LOG(AF_LOG_INFO, "cluster connection", "from", conn->origin ? conn->origin : "",
            "context", conn->context ? conn->context : "", "server", conn->server, NULL);
     af_kube_options_default(&kopt);
+    kopt.prices = prices;
     *state_ns = o->state_namespace ? af_xstrdup(o->state_namespace)
                 : conn->ns         ? af_xstrdup(conn->ns)
                                    : NULL;
@@ -490,6 +531,34 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
         return 1;
     }
     return 0;
+}
+
+/* The regions the cluster's nodes are in (their topology.kubernetes.io/region labels), for
+ * the AWS price reader; called on its thread. */
+static size_t cluster_regions(void *ud, char (*out)[32], size_t max)
+{
+    struct af_snapshot *snap = af_publisher_acquire(ud);
+    size_t n = 0;
+
+    for (size_t i = 0; snap && i < snap->n_nodes; i++) {
+        const char *r = snap->nodes[i].info->region;
+        size_t j = 0;
+        if (!r || strlen(r) >= sizeof(out[0]))
+            continue;
+        while (j < n && strcmp(out[j], r))
+            j++;
+        if (j == n && n < max)
+            snprintf(out[n++], sizeof(out[0]), "%s", r);
+    }
+    af_snapshot_unref(snap);
+    return n;
+}
+
+/* A new price book was swapped in: price the cached nodes with it. */
+static void prices_read(void *ud, struct af_prices *book)
+{
+    (void)book;
+    af_kube_reprice(ud);
 }
 
 int af_cmd_serve(int argc, char **argv)
@@ -502,6 +571,8 @@ int af_cmd_serve(int argc, char **argv)
     struct af_service svc;
     struct af_kube *kube = NULL;
     struct af_reload_options ropt;
+    struct af_prices_holder prices;
+    struct af_aws_pricing *aws = NULL;
     struct restatic restatic;
     struct af_error err;
     struct sigaction sa;
@@ -547,6 +618,10 @@ int af_cmd_serve(int argc, char **argv)
     pub.on_publish = warm_costs;         /* ... computed before requests get the snapshot */
     pub.on_publish_ud = &svc;
     svc.when_not_ready = o.when_not_ready;
+    if (o.aws_pricing) {
+        af_prices_holder_init(&prices);
+        svc.prices = &prices;
+    }
     svc.max_staleness_ns = (uint64_t)o.max_staleness_s * 1000000000ull;
 
     if (o.prom.interval_s > 0 && cfg->policy && o.prom.interval_s > cfg->policy->util.staleness_s) {
@@ -575,7 +650,7 @@ int af_cmd_serve(int argc, char **argv)
         af_config_unref(c);
     } else {
         svc.status = &status;
-        rc = start_kube(&o, &holder, &pub, &status, &kube, &state_ns);
+        rc = start_kube(&o, &holder, svc.prices, &pub, &status, &kube, &state_ns);
         svc.kube = kube;
         if (rc == 0 && state_ns) {
             struct af_kube_state_ops ops = {&svc, state_export, state_absorb};
@@ -593,6 +668,15 @@ int af_cmd_serve(int argc, char **argv)
             AF_LOG(AF_LOG_INFO, "rollout state kept in memory only (no --state-namespace, not "
                    "in a cluster): a restart begins every rollout again", NULL);
         }
+    }
+    if (rc == 0 && o.aws_pricing) {
+        /* Prices from AWS: their own thread; a new book re-prices the cached nodes. */
+        rc = af_aws_pricing_start(&aws, &o.aws, &prices, cluster_regions, &pub, prices_read,
+                                  kube);
+        if (rc != 0)
+            fprintf(stderr, "accelfit serve: cannot start the AWS price reader: %s\n",
+                    af_strerror(rc));
+        rc = rc ? 1 : 0;
     }
     if (rc != 0)
         goto out;
@@ -642,6 +726,7 @@ out:
     reloader = NULL;
     af_prom_stop(svc.util);
     af_claims_stop(svc.claims);   /* before the API server client it uses */
+    af_aws_pricing_stop(aws);   /* before the watch: a new book re-prices its cache */
     af_kube_stop(kube);
     af_rollouts_free(svc.rollouts);
     af_free(state_ns);
@@ -649,6 +734,8 @@ out:
     af_metrics_free(svc.metrics);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);
+    if (svc.prices)
+        af_prices_holder_destroy(svc.prices);
     alarm(0);   /* everything stopped in time */
     return rc;
 }

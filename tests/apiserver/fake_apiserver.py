@@ -72,10 +72,13 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
 import synthetic
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import fake_server  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "apiserver")
@@ -760,20 +763,7 @@ class Handler(BaseHTTPRequestHandler):
             return
 
 
-class AdminHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def reply(self, obj, code=200):
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class AdminHandler(fake_server.AdminHandler):
     def do_GET(self):
         self.do_POST()
 
@@ -901,33 +891,7 @@ def main():
     ARGS = ap.parse_args()
     STATE = State(ARGS.token)
 
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(ARGS.cert, ARGS.key)
-
-    class TLSServer(ThreadingHTTPServer):
-        daemon_threads = True
-
-        def get_request(self):
-            sock, addr = self.socket.accept()
-            # As Go's net/http does: the headers and the body, written apart, must not wait
-            # for the client's delayed ACK (40 ms per answer).
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
-
-    api = TLSServer(("127.0.0.1", ARGS.port), Handler)
-    admin = ThreadingHTTPServer(("127.0.0.1", ARGS.admin_port), AdminHandler)
-    admin.daemon_threads = True
-    threading.Thread(target=admin.serve_forever, daemon=True).start()
-    print("READY %d %d" % (api.server_address[1], admin.server_address[1]), flush=True)
-    # Exit when the parent closes our stdin (the test process went away).
-    def watch_stdin():
-        try:
-            sys.stdin.read()
-        finally:
-            os._exit(0)
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    api.serve_forever()
-
+    fake_server.serve(Handler, AdminHandler, ARGS.cert, ARGS.key, ARGS.port, ARGS.admin_port)
 
 if __name__ == "__main__":
     main()

@@ -3,18 +3,13 @@
 #include "support/fake_api.h"
 
 #include <check.h>
-#include <curl/curl.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accelfit/util.h"
-#include "support/http_client.h"
+#include "support/child.h"
 #include "support/support.h"
 
 bool af_test_fake_api_available(void)
@@ -28,54 +23,28 @@ void af_test_fake_api_spawn(struct af_test_fake_api *f, const char *crt, const c
     const char *argv[32] = {"python3", af_test_path("tests/apiserver/fake_apiserver.py"),
                             "--cert", crt, "--key", key, "--token", token,
                             "--bookmark-interval", "0.5"};
-    size_t argc = 10, n = 0;
-    int out[2], in[2];
+    size_t argc = 10;
     char line[128];
 
     for (size_t i = 0; extra && extra[i]; i++) {
-        ck_assert_uint_lt(argc + 1, AF_ARRAY_SIZE(argv));
+        ck_assert_uint_lt(argc + 1, AF_ARRAY_SIZE(argv) - 1);
         argv[argc++] = extra[i];
     }
-    /* Close-on-exec, so no other child holds the server's stdin open. */
-    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
-    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-    f->pid = fork();
-    ck_assert_int_ge(f->pid, 0);
-    if (f->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execvp("python3", (char *const *)argv);
-        _exit(127);
-    }
-    close(out[1]);
-    close(in[0]);
-    f->in_fd = in[1];
-    while (n + 1 < sizeof(line)) {
-        ssize_t r = read(out[0], line + n, 1);
-        if (r <= 0 || line[n] == '\n')
-            break;
-        n++;
-    }
-    line[n] = '\0';
-    close(out[0]);
+    argv[argc] = NULL;
+    f->pid = af_test_child_spawn(argv, &f->in_fd, line, sizeof(line));
     ck_assert_msg(sscanf(line, "READY %d %d", &f->port, &f->admin_port) == 2,
                   "fake apiserver did not start: '%s'", line);
 }
 
 bool af_test_fake_api_start(struct af_test_fake_api *f)
 {
-    char crt[192], key[192], *cmd;
+    char crt[192], key[192];
     FILE *fp;
 
     memset(f, 0, sizeof(*f));
     if (!af_test_fake_api_available() || system("openssl version >/dev/null 2>&1") != 0)
         return false;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/af-fake-api-%d", (int)getpid());
-    cmd = af_xasprintf("rm -rf '%1$s' && mkdir -p '%1$s'", f->dir);
-    ck_assert_msg(system(cmd) == 0, "cannot make %s", f->dir);
-    af_free(cmd);
-    af_test_make_cert(f->dir, "srv", "IP:127.0.0.1,DNS:localhost");
+    af_test_child_cert_dir(f->dir, sizeof(f->dir), "fake-api");
     snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
     snprintf(key, sizeof(key), "%s/srv.key", f->dir);
     af_test_fake_api_spawn(f, crt, key, "token-1", NULL);
@@ -94,41 +63,16 @@ bool af_test_fake_api_start(struct af_test_fake_api *f)
 
 void af_test_fake_api_stop(struct af_test_fake_api *f)
 {
-    char *cmd;
-
     if (f->pid <= 0)
         return;
-    close(f->in_fd);
-    kill(f->pid, SIGTERM);
-    waitpid(f->pid, NULL, 0);
-    f->pid = 0;
-    if (!f->dir[0])
-        return;
-    cmd = af_xasprintf("rm -rf %s", f->dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", f->dir);
-    af_free(cmd);
-    f->dir[0] = '\0';
+    af_test_child_stop(&f->pid, f->in_fd);
+    af_test_child_rm_dir(f->dir);
 }
 
 json_t *af_test_fake_api_admin(const struct af_test_fake_api *f, const char *cmd,
                                const char *json)
 {
-    CURL *c = curl_easy_init();
-    struct af_test_resp r;
-    char url[128];
-    json_t *j;
-
-    if (!json)
-        json = "{}";
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/%s", f->admin_port, cmd);
-    ck_assert_int_eq(af_test_http(c, "POST", url, json, strlen(json), NULL, &r), CURLE_OK);
-    ck_assert_msg(r.status == 200, "%s %s: %ld %s", cmd, json, r.status, r.body);
-    j = json_loadb(r.body, r.len, 0, NULL);
-    ck_assert_msg(j != NULL, "%s %s: not JSON: %s", cmd, json, r.body);
-    af_test_resp_free(&r);
-    curl_easy_cleanup(c);
-    return j;
+    return af_test_child_admin(f->admin_port, cmd, json);
 }
 
 void af_test_fake_api_do(const struct af_test_fake_api *f, const char *cmd, const char *json)
