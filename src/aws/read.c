@@ -303,7 +303,8 @@ int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *
                               i, it->zone, it->type);
     }
     if (!rc) {
-        qsort(pg.items, pg.n, sizeof(*pg.items), item_cmp);
+        if (pg.n)   /* an empty page has no array: qsort must not be given NULL */
+            qsort(pg.items, pg.n, sizeof(*pg.items), item_cmp);
         for (size_t i = 0; i < pg.n; i++) {
             struct spot_item *it = &pg.items[i], *nx = i + 1 < pg.n ? it + 1 : NULL;
             double price;

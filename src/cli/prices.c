@@ -173,7 +173,8 @@ int af_cmd_prices(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    qsort(rows.v, rows.n, sizeof(*rows.v), row_cmp);
+    if (rows.n)
+        qsort(rows.v, rows.n, sizeof(*rows.v), row_cmp);
     if (!region)
         region = getenv("AWS_REGION") && *getenv("AWS_REGION") ? getenv("AWS_REGION")
                                                               : getenv("AWS_DEFAULT_REGION");

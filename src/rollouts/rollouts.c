@@ -602,7 +602,8 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
             u->side = side[m];
         u->claimed |= p->rollout_claim && *p->rollout_claim;
     }
-    qsort(c->claims, c->n_claims, sizeof(*c->claims), cmp_claim);
+    if (c->n_claims)
+        qsort(c->claims, c->n_claims, sizeof(*c->claims), cmp_claim);
     for (size_t i = 0; i < c->n_r; i++) {
         struct crollout *cr = &c->r[i];
         cr->tpods = af_arena_alloc(&c->ar, (cr->n_tpods + 1) * sizeof(*cr->tpods));
