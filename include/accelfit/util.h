@@ -29,6 +29,18 @@
 #define AF_NORETURN
 #endif
 
+/* 1 when built with AddressSanitizer (GCC defines __SANITIZE_ADDRESS__, clang has the feature). */
+#if defined(__SANITIZE_ADDRESS__)
+#define AF_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AF_SANITIZED 1
+#endif
+#endif
+#ifndef AF_SANITIZED
+#define AF_SANITIZED 0
+#endif
+
 #define AF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- errors ------------------------------------------------------------ */

@@ -407,9 +407,13 @@ static int do_list(struct reflector *r, const char *rv0)
         AF_LOG(AF_LOG_INFO, "listed", "kind", refl_name(r), "resourceVersion", r->rv,
                NULL);
         mark_dirty(k);
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && !AF_SANITIZED
         /* Decoding a list frees as much as it allocates, spread over this thread's arena;
-         * give the free pages back rather than keep the peak resident. */
+         * give the free pages back rather than keep the peak resident. Not under a
+         * sanitizer: its allocator replaces glibc's, which malloc_trim would then initialize
+         * on this thread; two reflectors doing so at once leave glibc's arena count one
+         * short, and the second thread to exit aborts ("__malloc_arena_thread_freeres:
+         * a->attached_threads > 0"). */
         malloc_trim(0);
 #endif
     }
