@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "accelfit/aws.h"
+#include "accelfit/config.h"
 #include "accelfit/prices.h"
 #include "support/fake_api.h"
 #include "support/fake_aws.h"
@@ -1020,6 +1021,68 @@ START_TEST(test_serve_without_credentials_keeps_catalog_prices_and_says_why)
 }
 END_TEST
 
+/* `accelfit costs --aws-pricing`: a cluster file's nodes, and a listed cluster's, charged
+ * AWS's prices, read once; the table says how many nodes are at which prices. */
+START_TEST(test_costs_with_aws_prices)
+{
+    struct af_test_fake_api api;
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    char *out = NULL, *errs = NULL, want[160];
+    double trn1, inf2;
+
+    NEED_FAKE();
+    af_test_fake_aws_static_keys(&fake);
+    af_test_fake_aws_do(&fake, "on_demand",
+                        "{\"region\": \"us-east-1\", \"prices\": {\"c6i.8xlarge\": \"1.5\", "
+                        "\"m7i.2xlarge\": \"0.45\", \"m7g.xlarge\": \"0.18\", \"c7g.2xlarge\": "
+                        "\"0.31\"}}");
+    /* the file's four nodes: on-demand from AWS, the spot m7g.xlarge at AWS's on-demand
+     * price less the policy's 60% (no zone, so no spot price): 1.5 + 0.45 + 0.072 + 0.31 */
+    {
+        const char *const argv[] = {"accelfit", "costs", "--cluster",
+                                    AF_SOURCE_DIR "/docs/examples/cpu-mix-cluster.yaml",
+                                    "--aws-pricing", NULL};
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &errs), 0);
+        ck_assert_msg(strstr(out, "cluster: 4 nodes cost $2.33/h;") &&
+                          strstr(out, "prices: 4 nodes at AWS's prices, 0 at the catalog's list "
+                                      "prices, 0 annotated, 0 unknown"),
+                      "%s\n%s", out, errs);
+        af_free(out);
+        af_free(errs);
+    }
+
+    /* a listed cluster in us-west-2: three types priced by AWS, two keep the catalog's */
+    if (!af_test_fake_api_start(&api))
+        return;
+    af_test_fake_aws_do(&fake, "on_demand",
+                        "{\"region\": \"us-west-2\", \"prices\": {\"p4d.24xlarge\": \"33.5\", "
+                        "\"g5.2xlarge\": \"1.212\", \"c6i.4xlarge\": \"0.68\"}}");
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
+    trn1 = af_catalog_find(cfg->catalog, "trn1.32xlarge")->price_usd_hr;
+    inf2 = af_catalog_find(cfg->catalog, "inf2.xlarge")->price_usd_hr;
+    af_config_unref(cfg);
+    snprintf(want, sizeof(want), "cluster: 5 nodes cost $%.2f/h;",
+             33.5 + 1.212 + 0.68 + trn1 + inf2);
+    {
+        const char *const argv[] = {"accelfit", "costs", "--kubeconfig", api.kubeconfig,
+                                    "--aws-pricing", NULL};
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &errs), 0);
+        ck_assert_msg(strstr(out, want) &&
+                          strstr(out, "prices: 3 nodes at AWS's prices, 2 at the catalog's list "
+                                      "prices, 0 annotated, 0 unknown"),
+                      "want '%s':\n%s\n%s", want, out, errs);
+        /* us-west-2 has no spot prices here: said, and the nodes keep what they had */
+        ck_assert_msg(strstr(errs, "accelfit costs: ec2 DescribeSpotPriceHistory us-west-2: "),
+                      "%s", errs);
+        af_free(out);
+        af_free(errs);
+    }
+    af_test_fake_api_stop(&api);
+}
+END_TEST
+
 Suite *af_aws_suite(void);
 Suite *af_aws_suite(void)
 {
@@ -1066,6 +1129,7 @@ Suite *af_aws_suite(void)
     tcase_set_timeout(serve, 300);
     tcase_add_test(serve, test_serve_prices_nodes_from_aws_and_says_so);
     tcase_add_test(serve, test_serve_without_credentials_keeps_catalog_prices_and_says_why);
+    tcase_add_test(serve, test_costs_with_aws_prices);
     suite_add_tcase(s, serve);
     return s;
 }

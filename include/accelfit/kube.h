@@ -128,9 +128,10 @@ void af_kube_reclassify_nodes(struct af_kube *k);
  * Prices every cached node again with the current book of opt.prices (af_cache_reprice),
  * after it was swapped, and publishes a snapshot when a price changed. Nodes are not
  * listed again: what pricing reads is kept in the cache. Called on the thread that read
- * the prices; takes the cache's lock for one pass over the nodes. NULL is fine.
+ * the prices; takes the cache's lock for one pass over the nodes. Returns how many nodes'
+ * prices changed (0 for NULL).
  */
-void af_kube_reprice(struct af_kube *k);
+size_t af_kube_reprice(struct af_kube *k);
 
 /*
  * The rollouts' shared state (docs/rollouts.md): one ConfigMap of namespace `ns` named

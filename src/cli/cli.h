@@ -47,4 +47,18 @@ int af_cli_load_config(const char *cmd, const char *catalog, const char *policy,
 struct af_cache *af_cli_load_cluster(const char *cmd, const struct af_config *cfg,
                                      const char *path);
 
+/* The distinct regions of the snapshot's nodes (topology.kubernetes.io/region), at most
+ * `max` names of at most 31 bytes; returns how many. */
+size_t af_cli_snapshot_regions(const struct af_snapshot *snap, char (*out)[32], size_t max);
+
+/*
+ * Reads AWS's on-demand and spot prices of every region of the snapshot's nodes (NULL, or
+ * none: the fallback region of `opt`) once, into one frozen book (caller unrefs) with a
+ * source record per kind and region. A region that cannot be read is said on stderr
+ * ("accelfit CMD: ...; its nodes keep the catalog's prices") and recorded as failed.
+ */
+struct af_aws_options;
+struct af_prices *af_cli_read_prices(const char *cmd, const struct af_snapshot *snap,
+                                     const struct af_aws_options *opt);
+
 #endif

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/aws.h"
 #include "accelfit/codec.h"
+#include "accelfit/prices.h"
 #include "cli/cli.h"
 
 int af_cli_fail(const char *cmd, const char *fmt, ...)
@@ -101,4 +103,61 @@ struct af_cache *af_cli_load_cluster(const char *cmd, const struct af_config *cf
     }
     af_cache_set_synced(cache, true);
     return cache;
+}
+
+size_t af_cli_snapshot_regions(const struct af_snapshot *snap, char (*out)[32], size_t max)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; snap && i < snap->n_nodes; i++) {
+        const char *r = snap->nodes[i].info->region;
+        size_t j = 0;
+        if (!r || !*r || strlen(r) >= sizeof(out[0]))
+            continue;
+        while (j < n && strcmp(out[j], r))
+            j++;
+        if (j == n && n < max)
+            snprintf(out[n++], sizeof(out[0]), "%s", r);
+    }
+    return n;
+}
+
+static void book_add(void *ud, enum af_price_kind kind, const char *where, const char *type,
+                     double usd_hr, double as_of)
+{
+    if (af_prices_set(ud, kind, where, type, usd_hr, as_of) != 0)
+        AF_LOG(AF_LOG_DEBUG, "price dropped: not a price or key", "type", type, NULL);
+}
+
+struct af_prices *af_cli_read_prices(const char *cmd, const struct af_snapshot *snap,
+                                     const struct af_aws_options *opt)
+{
+    char regions[64][32];
+    size_t n = af_cli_snapshot_regions(snap, regions, 64);
+    struct af_prices *book = af_prices_new();
+
+    for (size_t i = 0; i < (n ? n : 1); i++) {
+        for (int k = 0; k < AF_PRICE__KINDS; k++) {
+            struct af_price_source src = {.kind = k};
+            size_t before = af_prices_count(book);
+            char err[sizeof(src.error)] = "";
+            int rc = af_aws_read(opt, n ? regions[i] : NULL,
+                                 k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND : AF_AWS_SPOT,
+                                 book_add, book, err, sizeof(err));
+            snprintf(src.region, sizeof(src.region), "%s", n ? regions[i] : "");
+            src.tried_at = af_wall_time();
+            if (rc) {
+                snprintf(src.error, sizeof(src.error), "%s", err);
+                fprintf(stderr, "accelfit %s: %s; its nodes keep the catalog's prices\n", cmd,
+                        err);
+            } else {
+                src.read_at = src.tried_at;
+                src.n_prices = af_prices_count(book) - before;
+            }
+            if (src.region[0])
+                af_prices_set_source(book, &src);
+        }
+    }
+    af_prices_freeze(book);
+    return book;
 }

@@ -17,7 +17,10 @@
 #include "accelfit/budget.h"
 #include "accelfit/cache.h"
 #include "accelfit/config.h"
+#include "accelfit/aws.h"
 #include "accelfit/costs.h"
+#include "accelfit/decide.h"
+#include "accelfit/prices.h"
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
@@ -45,13 +48,19 @@ static const char usage[] =
     "                     default tenant without a budget)\n"
     "  --catalog FILE     instance catalog (default: the embedded policies/catalog.yaml)\n"
     "  --output FORMAT    table (default) or json (the document of GET /costs)\n"
+    "  --aws-pricing      charge nodes AWS's prices, read once: the on-demand price of each\n"
+    "                     node's region and the spot price of each spot node's zone\n"
+    "                     (docs/pricing.md: credentials as accelfit serve --aws-pricing);\n"
+    "                     a region AWS does not answer for keeps the catalog's prices\n"
+    "  --aws-region R     the region to read when no node names one (default $AWS_REGION)\n"
     "  -h, --help         show this help\n"
     "\n"
     "Exit status: 0, 1 when the cluster cannot be read, 2 on bad usage or input.\n";
 
 struct costs_opts {
     const char *cluster, *kubeconfig, *context, *policy, *catalog;
-    bool demo, json, in_cluster;
+    bool demo, json, in_cluster, aws_pricing;
+    struct af_aws_options aws;
     int timeout_s;
 };
 
@@ -81,6 +90,10 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
             sources++;
             continue;
         }
+        if (!strcmp(a, "--aws-pricing")) {
+            o->aws_pricing = true;
+            continue;
+        }
         if (!strcmp(a, "--in-cluster")) {
             o->in_cluster = true;
             sources++;
@@ -96,6 +109,8 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
             slot = &o->policy;
         else if (!strcmp(a, "--catalog"))
             slot = &o->catalog;
+        else if (!strcmp(a, "--aws-region"))
+            slot = &o->aws.region;
         else if (strcmp(a, "--output") && strcmp(a, "--timeout"))
             return bad(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
         if (!v)
@@ -118,6 +133,8 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
     if (sources > 1)
         return bad("%s", "give at most one of --cluster FILE, --demo, --kubeconfig FILE and "
                          "--in-cluster");
+    if (o->aws.region && !o->aws_pricing)
+        return bad("%s", "--aws-region goes with --aws-pricing");
     if (o->context && (o->cluster || o->demo || o->in_cluster))
         return bad("%s", "--context names a kubeconfig context: it goes with --kubeconfig, or "
                          "with no source flag ($KUBECONFIG, ~/.kube/config)");
@@ -131,6 +148,14 @@ static int load_file(const struct costs_opts *o, struct af_config *cfg, struct a
     if (!cache)
         return 2;
     *out = af_cache_snapshot(cache);
+    if (o->aws_pricing) {
+        /* AWS's prices of the regions the file's nodes are in, then the nodes priced again */
+        struct af_prices *book = af_cli_read_prices("costs", *out, &o->aws);
+        af_cache_reprice(cache, cfg->catalog, cfg->policy, book);
+        af_prices_unref(book);
+        af_snapshot_unref(*out);
+        *out = af_cache_snapshot(cache);
+    }
     af_cache_free(cache);
     return 0;
 }
@@ -146,6 +171,9 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
     struct af_kube *kube = NULL;
     struct af_error err;
     struct timespec nap = {0, 50 * 1000 * 1000};
+    struct af_prices_holder prices;
+    uint64_t priced_after = 0;
+    bool priced = false;
     int rc, waited_ms = 0;
 
     struct af_kube_source src = {o->kubeconfig, o->context, o->in_cluster};
@@ -167,6 +195,10 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
     af_config_holder_init(&holder, af_config_ref(cfg));
     af_publisher_init(&pub);
     af_kube_options_default(&kopt);
+    if (o->aws_pricing) {
+        af_prices_holder_init(&prices);
+        kopt.prices = &prices;
+    }
     rc = af_kube_start(&kube, conn, &kopt, &holder, &pub, &st);
     if (rc != 0) {
         fprintf(stderr, "accelfit costs: cannot list the cluster: %s\n", af_strerror(rc));
@@ -175,8 +207,25 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
     }
     for (;;) {
         struct af_snapshot *s = af_publisher_acquire(&pub);
-        if (s && s->synced) {
+        if (s && s->synced && !o->aws_pricing) {
             *out = s;
+            break;
+        }
+        if (s && s->synced && !priced) {
+            /* listed: read AWS's prices of its regions, and price the nodes again */
+            af_prices_holder_swap(&prices, af_cli_read_prices("costs", s, &o->aws));
+            priced = true;
+            if (af_kube_reprice(kube) == 0) {
+                *out = s;
+                break;
+            }
+            {   /* the snapshot current now may predate the new prices: wait for a later one */
+                struct af_snapshot *cur = af_publisher_acquire(&pub);
+                priced_after = cur ? cur->generation : s->generation;
+                af_snapshot_unref(cur);
+            }
+        } else if (s && priced && s->generation > priced_after) {
+            *out = s;   /* published after the new prices */
             break;
         }
         af_snapshot_unref(s);
@@ -194,6 +243,8 @@ out:
     af_kube_stop(kube);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);
+    if (o->aws_pricing)
+        af_prices_holder_destroy(&prices);
     return rc;
 }
 
@@ -286,6 +337,27 @@ static void print_table(const struct af_costs *c, const struct af_policy *pol, u
     }
 }
 
+/* "prices: 3 nodes at AWS's prices, 2 at the catalog's list prices, ..." */
+static void print_price_sources(const struct af_snapshot *snap)
+{
+    size_t aws = 0, catalog = 0, annotated = 0, unknown = 0;
+
+    for (size_t i = 0; i < snap->n_nodes; i++) {
+        const char *src = snap->nodes[i].info->price_source;
+        if (!snap->nodes[i].info->price_known)
+            unknown++;
+        else if (!strncmp(src, "aws", 3))
+            aws++;
+        else if (!strcmp(src, AF_PRICE_SOURCE_ANNOTATION))
+            annotated++;
+        else
+            catalog++;
+    }
+    printf("prices: %zu nodes at AWS's prices, %zu at the catalog's list prices, %zu annotated, "
+           "%zu unknown (accelfit serve's /explain says each node's source and age)\n",
+           aws, catalog, annotated, unknown);
+}
+
 static int run(const struct costs_opts *o, struct af_config *cfg, struct af_snapshot *snap)
 {
     struct af_costs *c = af_costs_compute(cfg->policy, snap->nodes, snap->n_nodes, snap->pods,
@@ -303,6 +375,8 @@ static int run(const struct costs_opts *o, struct af_config *cfg, struct af_snap
         af_buf_release(&out);
     } else {
         print_table(c, cfg->policy, snap->generation);
+        if (o->aws_pricing)
+            print_price_sources(snap);
     }
     af_costs_unref(c);
     return rc;

@@ -538,18 +538,8 @@ static int start_kube(const struct serve_opts *o, struct af_config_holder *holde
 static size_t cluster_regions(void *ud, char (*out)[32], size_t max)
 {
     struct af_snapshot *snap = af_publisher_acquire(ud);
-    size_t n = 0;
+    size_t n = af_cli_snapshot_regions(snap, out, max);
 
-    for (size_t i = 0; snap && i < snap->n_nodes; i++) {
-        const char *r = snap->nodes[i].info->region;
-        size_t j = 0;
-        if (!r || strlen(r) >= sizeof(out[0]))
-            continue;
-        while (j < n && strcmp(out[j], r))
-            j++;
-        if (j == n && n < max)
-            snprintf(out[n++], sizeof(out[0]), "%s", r);
-    }
     af_snapshot_unref(snap);
     return n;
 }
@@ -558,7 +548,7 @@ static size_t cluster_regions(void *ud, char (*out)[32], size_t max)
 static void prices_read(void *ud, struct af_prices *book)
 {
     (void)book;
-    af_kube_reprice(ud);
+    (void)af_kube_reprice(ud);
 }
 
 int af_cmd_serve(int argc, char **argv)

@@ -82,14 +82,14 @@ void af__kube_price_node(struct af_kube *k, struct af_node_info *n)
     af_config_unref(cfg);
 }
 
-void af_kube_reprice(struct af_kube *k)
+size_t af_kube_reprice(struct af_kube *k)
 {
     struct af_prices *p;
     struct af_config *cfg;
     size_t changed;
 
     if (!k || !k->opt.prices)
-        return;
+        return 0;
     p = af_prices_holder_get(k->opt.prices);
     cfg = af_config_holder_get(k->cfg);
     pthread_mutex_lock(&k->cache_lock);
@@ -100,6 +100,7 @@ void af_kube_reprice(struct af_kube *k)
     af_config_unref(cfg);
     if (changed)
         mark_dirty(k);
+    return changed;
 }
 
 static void mark_dirty(struct af_kube *k)
