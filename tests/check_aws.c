@@ -980,6 +980,15 @@ START_TEST(test_serve_prices_nodes_from_aws_and_says_so)
 }
 END_TEST
 
+/* True when /readyz answers with `want` in its body, left in *body (freed first). */
+static bool readyz_has(CURL *c, const struct af_test_server *s, const char *want, char **body,
+                       long *status)
+{
+    af_free(*body);
+    *body = serve_call(c, s, "/readyz", NULL, status);
+    return strstr(*body, want) != NULL;
+}
+
 /* Without credentials AWS says nothing: nodes keep the catalog's prices and /readyz says why,
  * still ready. */
 START_TEST(test_serve_without_credentials_keeps_catalog_prices_and_says_why)
@@ -998,13 +1007,8 @@ START_TEST(test_serve_without_credentials_keeps_catalog_prices_and_says_why)
         af_test_server_start(&s, args, false, NULL, NULL);
     }
     c = curl_easy_init();
-    for (int i = 0; i < 1200; i++) {
-        af_free(b);
-        b = serve_call(c, &s, "/readyz", NULL, &st);
-        if (st == 200 && strstr(b, "prices: aws on-demand us-west-2: degraded: "))
-            break;
-        usleep(100 * 1000);
-    }
+    ck_assert(AF_TEST_WAIT_FOR(120, readyz_has(c, &s, "prices: aws on-demand us-west-2: degraded: ",
+                                              &b, &st)));
     ck_assert_int_eq(st, 200);
     ck_assert_msg(strstr(b, "prices: aws on-demand us-west-2: degraded: no AWS credentials") &&
                       strstr(b, "never read; nodes keep the catalog's prices"),
