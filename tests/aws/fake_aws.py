@@ -276,6 +276,10 @@ class Handler(BaseHTTPRequestHandler):
             sys.stderr.write("fake_aws: " + fmt % args + "\n")
 
     def send(self, status, ctype, body, headers=()):
+        if getattr(self, "deferred", None) is not None:
+            # dispatch logs the request first: a client that has its answer finds it logged
+            self.deferred.append((status, ctype, body, headers))
+            return
         data = body.encode() if isinstance(body, str) else body
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -344,6 +348,7 @@ class Handler(BaseHTTPRequestHandler):
             STATE.log(**entry)
             self.send(400, "text/plain", "unknown request")
             return
+        self.deferred = []
         try:
             fault = STATE.take_fault(service)
             if fault and fault["kind"] == "hang":
@@ -375,6 +380,9 @@ class Handler(BaseHTTPRequestHandler):
             entry["error"] = "%s: %s" % (e.code, e.message)
             self.send_error_doc(service, e)
         STATE.log(**entry)
+        answers, self.deferred = self.deferred, None
+        for a in answers:
+            self.send(*a)
 
     def apply_fault(self, fault, service):
         if not fault:
