@@ -66,8 +66,17 @@ typedef void (*af_aws_price_fn)(void *ud, enum af_price_kind kind, const char *w
 int af_aws_read(const struct af_aws_options *opt, const char *region, unsigned what,
                 af_aws_price_fn fn, void *ud, char *err, size_t errlen) AF_MUST_CHECK;
 
-/* af_aws_read into a new frozen book with one source record per kind read (caller
- * unrefs); *out is NULL on failure. */
+/*
+ * Reads the prices `what` says of `region` (NULL: the fallback region of `opt`) into `book`,
+ * which is being built, with one set of credentials, and records each source (kind, region)
+ * read: when it was tried and, on success, read and how many prices it gave, else its
+ * error. A source that fails does not stop the other. Returns 0, or the first failure's
+ * error with its message in `err`.
+ */
+int af_aws_read_into(struct af_prices *book, const struct af_aws_options *opt,
+                     const char *region, unsigned what, char *err, size_t errlen) AF_MUST_CHECK;
+
+/* af_aws_read_into a new frozen book (caller unrefs); *out is NULL on any failure. */
 int af_aws_read_book(struct af_prices **out, const struct af_aws_options *opt,
                      const char *region, unsigned what, char *err,
                      size_t errlen) AF_MUST_CHECK;

@@ -364,32 +364,62 @@ static void book_add(void *ud, enum af_price_kind kind, const char *where, const
         s->n[kind]++;
 }
 
-int af_aws_read_book(struct af_prices **out, const struct af_aws_options *opt, const char *region,
-                     unsigned what, char *err, size_t errlen)
+int af_aws_read_into(struct af_prices *book, const struct af_aws_options *opt,
+                     const char *region, unsigned what, char *err, size_t errlen)
 {
-    struct book_sink s = {af_prices_new(), {0}};
-    const char *r = region && *region ? region : af__aws_default_region(opt->region);
-    char fallback[32] = "";
-    double now = af_wall_time();
-    int rc;
+    struct book_sink s = {book, {0}};
+    struct af__aws c;
+    int first = 0;
 
-    snprintf(fallback, sizeof(fallback), "%s", r ? r : "");
-    rc = af_aws_read(opt, fallback, what, book_add, &s, err, errlen);
-    *out = NULL;
-    if (rc) {
-        af_prices_unref(s.book);
-        return rc;
+    af__aws_init(&c, opt, NULL);   /* one client: credentials are got once for both kinds */
+    if (!region || !*region)
+        region = c.region;
+    if (!*region) {
+        af__aws_release(&c);
+        return af__aws_fail(err, errlen, AF_EINVAL,
+                            "no region: pass one or set AWS_REGION or AWS_DEFAULT_REGION");
     }
     for (int k = 0; k < AF_PRICE__KINDS; k++) {
-        struct af_price_source src = {.kind = k, .read_at = now, .tried_at = now,
-                                      .n_prices = s.n[k]};
+        struct af_price_source src = {.kind = k};
+        char e[sizeof(src.error)] = "";
+        int rc;
 
         if (!(what & (k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND : AF_AWS_SPOT)))
             continue;
-        snprintf(src.region, sizeof(src.region), "%s", fallback);
-        af_prices_set_source(s.book, &src);
+        rc = k == AF_PRICE_ON_DEMAND
+                 ? af__aws_read_on_demand(&c, region, opt->instance_types, book_add, &s, e,
+                                          sizeof(e))
+                 : af__aws_read_spot(&c, region, opt->instance_types, book_add, &s, e, sizeof(e));
+        snprintf(src.region, sizeof(src.region), "%s", region);
+        src.tried_at = af_wall_time();
+        if (rc) {
+            snprintf(src.error, sizeof(src.error), "%s", e);
+            if (!first) {
+                first = rc;
+                snprintf(err, errlen, "%s", e);
+            }
+        } else {
+            src.read_at = src.tried_at;
+            src.n_prices = s.n[k];
+        }
+        af_prices_set_source(book, &src);
     }
-    af_prices_freeze(s.book);
-    *out = s.book;
+    af__aws_release(&c);
+    return first;
+}
+
+int af_aws_read_book(struct af_prices **out, const struct af_aws_options *opt, const char *region,
+                     unsigned what, char *err, size_t errlen)
+{
+    struct af_prices *book = af_prices_new();
+    int rc = af_aws_read_into(book, opt, region, what, err, errlen);
+
+    *out = NULL;
+    if (rc) {
+        af_prices_unref(book);
+        return rc;
+    }
+    af_prices_freeze(book);
+    *out = book;
     return 0;
 }

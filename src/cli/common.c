@@ -122,42 +122,24 @@ size_t af_cli_snapshot_regions(const struct af_snapshot *snap, char (*out)[32], 
     return n;
 }
 
-static void book_add(void *ud, enum af_price_kind kind, const char *where, const char *type,
-                     double usd_hr, double as_of)
-{
-    if (af_prices_set(ud, kind, where, type, usd_hr, as_of) != 0)
-        AF_LOG(AF_LOG_DEBUG, "price dropped: not a price or key", "type", type, NULL);
-}
-
 struct af_prices *af_cli_read_prices(const char *cmd, const struct af_snapshot *snap,
                                      const struct af_aws_options *opt)
 {
-    char regions[64][32];
-    size_t n = af_cli_snapshot_regions(snap, regions, 64);
+    char regions[64][32], err[256];
+    size_t n = af_cli_snapshot_regions(snap, regions, 64), n_src;
     struct af_prices *book = af_prices_new();
+    const struct af_price_source *src;
 
-    for (size_t i = 0; i < (n ? n : 1); i++) {
-        for (int k = 0; k < AF_PRICE__KINDS; k++) {
-            struct af_price_source src = {.kind = k};
-            size_t before = af_prices_count(book);
-            char err[sizeof(src.error)] = "";
-            int rc = af_aws_read(opt, n ? regions[i] : NULL,
-                                 k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND : AF_AWS_SPOT,
-                                 book_add, book, err, sizeof(err));
-            snprintf(src.region, sizeof(src.region), "%s", n ? regions[i] : "");
-            src.tried_at = af_wall_time();
-            if (rc) {
-                snprintf(src.error, sizeof(src.error), "%s", err);
-                fprintf(stderr, "accelfit %s: %s; its nodes keep the catalog's prices\n", cmd,
-                        err);
-            } else {
-                src.read_at = src.tried_at;
-                src.n_prices = af_prices_count(book) - before;
-            }
-            if (src.region[0])
-                af_prices_set_source(book, &src);
-        }
-    }
+    for (size_t i = 0; i < (n ? n : 1); i++)
+        if (af_aws_read_into(book, opt, n ? regions[i] : NULL, AF_AWS_ON_DEMAND | AF_AWS_SPOT, err,
+                             sizeof(err)) != 0 &&
+            !af_prices_sources(book, &n_src))
+            fprintf(stderr, "accelfit %s: %s\n", cmd, err);   /* not even a region */
+    src = af_prices_sources(book, &n_src);
+    for (size_t i = 0; i < n_src; i++)
+        if (src[i].error[0])
+            fprintf(stderr, "accelfit %s: %s; its nodes keep the catalog's prices\n", cmd,
+                    src[i].error);
     af_prices_freeze(book);
     return book;
 }
