@@ -126,8 +126,6 @@ struct creds {
 /* Current credentials (runs the exec plugin or re-reads the token file when due). */
 void af__kube_creds_get(struct af_kube *k, struct creds *c);
 void af__kube_creds_clear(struct creds *c);
-/* Prices a node about to be cached with ->live, when there is one; under ->cache_lock. */
-void af__kube_price_node(struct af_kube *k, struct af_node_info *n);
 /* After a 401 with credentials of generation `gen`: force a refresh (once per generation). */
 void af__kube_creds_invalidate(struct af_kube *k, unsigned gen);
 /* Sets the common options on `h` for `path_query`. Returns the header list to free. */

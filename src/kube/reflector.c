@@ -71,15 +71,12 @@ bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k)
 
 static void mark_dirty(struct af_kube *k);
 
-void af__kube_price_node(struct af_kube *k, struct af_node_info *n)
+/* Prices a node about to be cached with the book of ->live, when there is one, under the
+ * config it was decoded with; under ->cache_lock. */
+static void price_node(struct af_kube *k, const struct af_config *cfg, struct af_node_info *n)
 {
-    struct af_config *cfg;
-
-    if (!k->live)
-        return;
-    cfg = af_config_holder_get(k->cfg);
-    af_node_price(cfg->catalog, cfg->policy, k->live, n);
-    af_config_unref(cfg);
+    if (k->live)
+        af_node_price(cfg->catalog, cfg->policy, k->live, n);
 }
 
 size_t af_kube_reprice(struct af_kube *k)
@@ -185,17 +182,20 @@ static void update_counts(struct af_kube *k);
 static void apply_items(struct reflector *r, struct list_items *li)
 {
     struct af_kube *k = r->k;
+    struct af_config *cfg;
     if (!li->n_nodes && !li->n_pods)
         return;
+    cfg = af_config_holder_get(k->cfg);
     pthread_mutex_lock(&k->cache_lock);
     for (size_t i = 0; i < li->n_nodes; i++) {
-        af__kube_price_node(k, li->nodes[i]);
+        price_node(k, cfg, li->nodes[i]);
         af_cache_upsert_node(k->cache, li->nodes[i]);
     }
     for (size_t i = 0; i < li->n_pods; i++)
         af_cache_upsert_pod(k->cache, li->pods[i]);
     update_counts(k);
     pthread_mutex_unlock(&k->cache_lock);
+    af_config_unref(cfg);
     li->n_nodes = li->n_pods = 0;
 }
 
@@ -476,9 +476,6 @@ static void process_batch(struct reflector *r)
         if (nev == AF_ARRAY_SIZE(evs))
             break; /* apply this batch; the rest is handled by the next call */
     }
-    if (cfg)
-        af_config_unref(cfg);
-
     if (nev) {
         uint64_t applied = 0;
         pthread_mutex_lock(&k->cache_lock);
@@ -488,7 +485,7 @@ static void process_batch(struct reflector *r)
             case AF_WATCH_ADDED:
             case AF_WATCH_MODIFIED:
                 if (ev->node) {
-                    af__kube_price_node(k, ev->node);
+                    price_node(k, cfg, ev->node);   /* decoded: cfg was taken */
                     af_cache_upsert_node(k->cache, af_node_info_ref(ev->node));
                 }
                 if (ev->pod)
@@ -526,6 +523,8 @@ static void process_batch(struct reflector *r)
             mark_dirty(k);
         }
     }
+    if (cfg)
+        af_config_unref(cfg);
     /* keep the unconsumed tail */
     if (start > 0) {
         memmove(buf, buf + start, n - start);
