@@ -238,7 +238,8 @@ int main(int argc, char **argv)
     size_t repriced = 0;
     for (int r = 0; r < REPRICES; r++) {
         uint64_t r0 = af_now_ns();
-        repriced += af_cache_reprice(c, cfg->catalog, cfg->policy, books[r % 2]);
+        struct af_price_inputs in = {.live = books[r % 2]};
+        repriced += af_cache_reprice(c, cfg->catalog, cfg->policy, &in);
         uint64_t r1 = af_now_ns();
         struct af_snapshot *ns = af_cache_snapshot(c);
         resnap_ns[r] = af_now_ns() - r1;

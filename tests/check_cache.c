@@ -328,8 +328,8 @@ START_TEST(test_reprice_replaces_records_snapshots_keep_theirs)
     ck_assert_int_eq(af_prices_set(live, AF_PRICE_ON_DEMAND, "eu-west-1", "m7g.large", 0.0892, 5), 0);
     af_prices_freeze(live);
 
-    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, live), 1);   /* only a is in eu-west-1 */
-    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, live), 0);   /* nothing changes twice */
+    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, &(struct af_price_inputs){.live = live}), 1);   /* only a is in eu-west-1 */
+    ck_assert_uint_eq(af_cache_reprice(c, &cat, &pol, &(struct af_price_inputs){.live = live}), 0);   /* nothing changes twice */
     struct af_snapshot *s2 = af_cache_snapshot(c);
     ck_assert_str_eq(af_snapshot_find_node(s1, "a")->info->price_source, "catalog");
     ck_assert_double_eq(af_snapshot_find_node(s1, "a")->info->hourly_usd, 0.0816);

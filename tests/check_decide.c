@@ -306,8 +306,8 @@ START_TEST(test_price_sources_in_order_and_their_reasons)
     ck_assert_int_eq(af_prices_set(live, AF_PRICE_ON_DEMAND, "eu-west-1", "m7g.large", 0.0892, now - 60), 0);
     ck_assert_int_eq(af_prices_set(live, AF_PRICE_SPOT, "eu-west-1a", "g5.xlarge", 0.41, now - 30), 0);
     af_prices_freeze(live);
-    af_node_price(&cat, &pol, live, a);
-    af_node_price(&cat, &pol, live, b);
+    af_node_price(&cat, &pol, &(struct af_price_inputs){.live = live}, a);
+    af_node_price(&cat, &pol, &(struct af_price_inputs){.live = live}, b);
     ck_assert_str_eq(a->price_source, "aws-catalog-spot");
     ck_assert_double_eq_tol(a->hourly_usd, 1.123 * 0.4, 1e-9);
     ck_assert(!a->price_other_region);
@@ -325,7 +325,7 @@ START_TEST(test_price_sources_in_order_and_their_reasons)
     }
     ck_assert_int_eq(af_prices_set(live, AF_PRICE_SPOT, "eu-west-1b", "g5.xlarge", 0.3871, now - 300), 0);
     af_prices_freeze(live);
-    af_node_price(&cat, &pol, live, a);
+    af_node_price(&cat, &pol, &(struct af_price_inputs){.live = live}, a);
     ck_assert_str_eq(a->price_source, "aws-spot");
     ck_assert_double_eq_tol(a->hourly_usd, 0.3871, 1e-12);
     af_node_price_reason(a, &cat, &pol, now, why, sizeof(why));
@@ -333,7 +333,7 @@ START_TEST(test_price_sources_in_order_and_their_reasons)
 
     /* an annotation beats every source */
     a->annotated_usd = 0.25;
-    af_node_price(&cat, &pol, live, a);
+    af_node_price(&cat, &pol, &(struct af_price_inputs){.live = live}, a);
     ck_assert_str_eq(a->price_source, "annotation");
     ck_assert_double_eq(a->hourly_usd, 0.25);
     af_prices_unref(live);

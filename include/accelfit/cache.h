@@ -72,14 +72,14 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p);
 /* Both of the above for a decoder's item callback (af_item_cb): `cache` is the struct af_cache. */
 void af_cache_upsert_item(void *cache, struct af_node_info *node, struct af_pod_info *pod);
 /*
- * Prices every cached node again (af_node_price) with `live` (NULL: none), after a new price
- * book came: a node whose price changes gets a new record, so snapshots taken before keep
- * theirs. Returns how many changed.
+ * Prices every cached node again (af_node_price) with `in` (NULL: none), after a new price
+ * book or new NodeOverlays came: a node whose price changes gets a new record, so snapshots
+ * taken before keep theirs. Returns how many changed.
  */
 struct af_policy;
-struct af_prices;
+struct af_price_inputs;
 size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
-                        const struct af_policy *pol, const struct af_prices *live);
+                        const struct af_policy *pol, const struct af_price_inputs *in);
 void af_cache_delete_node(struct af_cache *c, const char *name);
 void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
 

@@ -84,6 +84,27 @@ enum af_cpu_backfill {
     AF_CPU_BACKFILL_NEVER,     /* never: no CPU-only pod on them, stated or not */
 };
 
+/* How a prepaid node (an ODCR or a Capacity Block) is priced (prices.prepaid). */
+enum af_prepaid_mode {
+    AF_PREPAID_MARGINAL = 0,   /* at what a pod adds: nothing, the reservation is paid anyway */
+    AF_PREPAID_AMORTIZED,      /* at the reservation's rate, as if it were bought by the hour */
+};
+
+/*
+ * A Savings Plan or negotiated discount on on-demand usage (prices.discounts): `pct` off
+ * the on-demand price of the nodes whose family is in `families` or whose class is in
+ * `classes`; with neither, of every on-demand node (a Compute Savings Plan). The first
+ * that matches a node applies.
+ */
+struct af_discount {
+    char *name;
+    double pct;                /* in [0, 100) */
+    char **families;
+    size_t n_families;
+    uint32_t classes;          /* bit (1u << class) */
+    int line;
+};
+
 struct af_policy {
     char *source;              /* file name or "<embedded>" */
     struct af_rule *rules;
@@ -109,8 +130,13 @@ struct af_policy {
     /* Filter. */
     enum af_cpu_backfill cpu_backfill;   /* filter.cpu_backfill */
 
-    /* Prices. */
+    /* Prices (docs/pricing.md, src/config/pricing.c). */
     double default_spot_discount_pct;        /* when the catalog has none */
+    enum af_prepaid_mode prepaid;            /* prices.prepaid */
+    double block_end_margin_s;               /* prices.capacity_block_end_margin */
+    double keep_prepaid_whole;               /* prices.keep_prepaid_whole, a fraction */
+    struct af_discount *discounts;           /* prices.discounts, in file order */
+    size_t n_discounts;
 
     /* Rollouts (accelfit/rollout.h), in file order: a pod belongs to the first that
      * matches it. */

@@ -74,18 +74,34 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
 #define AF_PRICE_SOURCE_CATALOG_SPOT "catalog-spot"
 #define AF_PRICE_SOURCE_POLICY_SPOT "policy"
 #define AF_PRICE_SOURCE_UNKNOWN "unknown"
+/* Then, on what those give (docs/pricing.md#what-the-cluster-really-pays):
+ *   overlay            a Karpenter NodeOverlay's price or priceAdjustment (price_by: its name)
+ *   savings-plan       a discount of the policy's prices.discounts (price_by: its name)
+ *   prepaid            an ODCR or Capacity Block: 0 (prices.prepaid marginal, the default),
+ *                      or its rate (amortized); rate_usd_hr and rate_source keep the rate */
+#define AF_PRICE_SOURCE_OVERLAY "overlay"
+#define AF_PRICE_SOURCE_SAVINGS_PLAN "savings-plan"
+#define AF_PRICE_SOURCE_PREPAID "prepaid"
 
 struct af_prices;
+struct af_overlays;
+
+/* What prices nodes beyond their own records; any member may be NULL. */
+struct af_price_inputs {
+    const struct af_prices *live;          /* prices read from AWS */
+    const struct af_overlays *overlays;    /* Karpenter NodeOverlays of the cluster */
+};
 
 /*
  * Prices a classified node (price_known, hourly_usd, price_source, price_as_of,
- * price_other_region) from what classification kept of it (instance_type, spot, region,
- * zone, annotated_usd), the prices read from AWS (`live`; NULL when none) and the catalog,
- * in the order of the sources above. af_node_classify calls it with no live prices; a new
- * price book re-prices every node with it (af_cache_reprice). Cannot fail.
+ * price_other_region, rate_*, price_by, reservation_end) from what classification kept of
+ * it (instance_type, spot, region, zone, annotated_usd, labels, prepaid), the prices read
+ * from AWS and the NodeOverlays (`in`; NULL when none), the policy's discounts and prepaid
+ * mode, and the catalog, in the order of the sources above. af_node_classify calls it with
+ * no inputs; new inputs re-price every node with it (af_cache_reprice). Cannot fail.
  */
 void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
-                   const struct af_prices *live, struct af_node_info *n);
+                   const struct af_price_inputs *in, struct af_node_info *n);
 
 /*
  * One sentence for people on where a node's price comes from and how old it is, as of unix
@@ -177,6 +193,9 @@ struct af_plan {
      * every such node, not with the node's own free amounts (/explain keeps those).
      * kube-scheduler counts identical reasons in the pod's FailedScheduling event. */
     bool brief_reasons;
+    /* The unix time the caller decides at (0: not known; a Capacity Block's end is then not
+     * judged). Set by the caller after af_plan_pod: the core reads no clock. */
+    double now;
 };
 
 /* Resolves the pod's intent and its usable tiers. Cannot fail. */
@@ -232,6 +251,18 @@ double af_pod_share_usd(const struct af_resources *requests, const struct af_nod
 bool af_plan_model_fits(const struct af_plan *plan, const struct af_pod_info *pod,
                         const struct af_node_info *node);
 
+/*
+ * Whether the pod cannot finish on `node` before its Capacity Block (or other reservation
+ * with an end) ends: the time left (*left_s) is less than the policy's
+ * capacity_block_end_margin plus the pod's expected run time (af_pod_info.expected_s; 0 when
+ * not known, so a pod of unknown length still avoids a block's last margin). False when
+ * the node has no known end or plan->now is 0. Prioritize ranks such a node below every
+ * other node that passes. Cannot fail.
+ */
+bool af_plan_block_ends(const struct af_policy *pol, const struct af_plan *plan,
+                        const struct af_pod_info *pod, const struct af_node_info *node,
+                        double *left_s);
+
 /* The tier of `node` for this plan (index into plan->sel.tiers), -1 when none. */
 int af_plan_node_tier(const struct af_plan *plan, const struct af_node_info *node);
 
@@ -262,6 +293,8 @@ struct af_node_decision {
     int live_devices, live_idle;       /* devices measured, of which idle */
     double s_live;                     /* the live part in [0,1] */
     int score_alloc;                   /* the score on allocation alone */
+    int prepaid_level;                 /* ranked above its tier's pay-as-you-go nodes: 1 an
+                                        * empty prepaid node, 2 one in use (above 1); 0 not */
 };
 
 struct af_filter_summary {

@@ -279,6 +279,16 @@ void af_profile_init(struct af_profile *p);
 
 enum af_kind { AF_KIND_NODE = 0, AF_KIND_POD = 1 };
 
+/* Prepaid capacity a node runs on (af_node_info.prepaid). */
+enum af_prepaid {
+    AF_PREPAID_NONE = 0,
+    AF_PREPAID_ODCR,           /* an On-Demand Capacity Reservation (reservation type default) */
+    AF_PREPAID_BLOCK,          /* an EC2 Capacity Block for ML (reservation type capacity-block) */
+    AF_PREPAID_RESERVED,       /* reserved, of a type no label or annotation names */
+};
+/* "odcr", "capacity-block", "reserved"; "" for none. Cannot fail. */
+const char *af_prepaid_name(enum af_prepaid p);
+
 /*
  * A node as decisions need it. Immutable after it is built; shared between
  * snapshots by reference count (af_node_info_ref/unref).
@@ -325,6 +335,31 @@ struct af_node_info {
     /* The node group: eks.amazonaws.com/nodegroup, karpenter.sh/nodepool or
      * alpha.eksctl.io/nodegroup-name (the first present); NULL when none. */
     char *node_group;
+    /* Its labels, packed "key\0value\0...\0\0" (af_node_label): what Karpenter
+     * NodeOverlay requirements are matched against when prices are applied again. */
+    char *labels;
+    /* Prepaid capacity (docs/pricing.md#prepaid-capacity): a Capacity Reservation (ODCR)
+     * or a Capacity Block, from Karpenter's or EKS's labels or accelfit's annotations. */
+    enum af_prepaid prepaid;
+    const char *prepaid_source;      /* static: the label or annotation that said so */
+    char *reservation_id;            /* "cr-0123..."; NULL when not known */
+    /* When the reservation ends (unix time; 0: not known or open-ended), and who said so:
+     * AWS (DescribeCapacityReservations) or the accelfit.io/capacity-reservation-end
+     * annotation, which classification keeps in annotated_end. */
+    double reservation_end;
+    const char *reservation_end_source;   /* static: "aws", "annotation"; NULL */
+    double annotated_end;
+    /* What the node costs by the hour whether a pod runs there or not: its price before the
+     * prepaid step (for a prepaid node, the amortized rate of the reservation), and where
+     * that came from (an AF_PRICE_SOURCE_* name). Reports use it; decisions use hourly_usd. */
+    bool rate_known;
+    double rate_usd_hr;
+    const char *rate_source;
+    /* The NodeOverlay or policy discount that set or adjusted the price, and the price
+     * before it; NULL and 0 when none did. */
+    char *price_by;
+    double price_before_usd;
+    const char *base_source;         /* static: the source before overlays, discounts, prepaid */
 };
 
 /* The pod's declared intent, as annotation strings (NULL when absent). */
@@ -370,6 +405,13 @@ struct af_pod_info {
     int restarts;              /* restarts summed over container statuses */
     double started_unix;       /* status.startTime, 0 when unknown */
     struct af_mig_profile mig; /* the MIG profile requested, when requests.v[AF_RES_MIG] > 0 */
+    /* How long the pod is expected to run, in seconds (0: not known): its
+     * accelfit.io/expected-duration annotation, else its spec.activeDeadlineSeconds (an
+     * upper bound). A pod that cannot finish before a Capacity Block ends ranks below
+     * nodes where it can (docs/pricing.md#capacity-blocks-end). */
+    double expected_s;
+    const char *expected_source;   /* static: the annotation or field that said so; NULL */
+    bool expected_bad;             /* the annotation was set but is not a duration */
     struct af_pod_annotations ann;
     struct af_resources requests;  /* effective requests (docs/extender-protocol.md §3) */
 };
@@ -379,6 +421,8 @@ struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls 
 struct af_node_info *af_node_info_copy(const struct af_node_info *n);
 struct af_node_info *af_node_info_ref(struct af_node_info *n);
 void af_node_info_unref(struct af_node_info *n);       /* NULL is fine */
+/* The value of a node's label (NULL when absent). */
+const char *af_node_label(const struct af_node_info *n, const char *key);
 /* The value of a label of a managed pod (NULL when absent or not kept). */
 const char *af_pod_label(const struct af_pod_info *p, const char *key);
 struct af_pod_info *af_pod_info_new(void);

@@ -83,4 +83,61 @@ void af_prices_holder_destroy(struct af_prices_holder *h);
 struct af_prices *af_prices_holder_get(struct af_prices_holder *h);          /* new ref */
 void af_prices_holder_swap(struct af_prices_holder *h, struct af_prices *p);  /* steals p */
 
+/* ---- Karpenter NodeOverlays ------------------------------------------------------------- */
+
+/*
+ * What a Karpenter NodeOverlay (karpenter.sh/v1alpha1) says about prices: the instance
+ * types its requirements select cost `price`, or their price adjusted by `priceAdjustment`
+ * ("+10%", "-15%", "+0.5", "-0.50"). Matched against a node's labels (the labels Karpenter
+ * gives the nodes it launches carry the same keys its requirements name). Precedence is
+ * Karpenter's (NodeOverlayList.OrderByWeight): the higher weight first, and of equal
+ * weights the name later in the alphabet first; the first overlay that matches and sets a
+ * price decides. An overlay that sets only capacity has no say on prices.
+ */
+enum af_overlay_op {
+    AF_OVERLAY_IN = 0, AF_OVERLAY_NOT_IN, AF_OVERLAY_EXISTS, AF_OVERLAY_DOES_NOT_EXIST,
+    AF_OVERLAY_GT, AF_OVERLAY_LT, AF_OVERLAY_GTE, AF_OVERLAY_LTE,
+};
+enum af_overlay_price { AF_OVERLAY_NO_PRICE = 0, AF_OVERLAY_PRICE, AF_OVERLAY_ADD, AF_OVERLAY_PCT };
+
+struct af_overlay_req {
+    char *key;
+    enum af_overlay_op op;
+    char **values;
+    size_t n_values;
+};
+
+struct af_overlay {
+    char *name;
+    int weight;                     /* 0 when not set */
+    struct af_overlay_req *reqs;
+    size_t n_reqs;
+    enum af_overlay_price mode;
+    double value;                   /* the price, the amount added, or the percent */
+};
+
+/* A set of overlays, immutable once made and shared by reference count. */
+struct af_overlays {
+    atomic_int refs;
+    struct af_overlay *v;           /* in precedence order */
+    size_t n;
+};
+
+/* "+10%", "-0.50", "-100%" (Karpenter's pattern): 0 with mode and value, -1 when not one. */
+int af_overlay_parse_adjustment(const char *s, enum af_overlay_price *mode, double *value)
+    AF_MUST_CHECK;
+/* "5.00": 0 with the price, -1 when not one (digits, an optional fraction). */
+int af_overlay_parse_price(const char *s, double *usd) AF_MUST_CHECK;
+/* Takes the n overlays of `v` (and v itself) and orders them by precedence. */
+struct af_overlays *af_overlays_new(struct af_overlay *v, size_t n);
+struct af_overlays *af_overlays_ref(struct af_overlays *o);     /* NULL is fine */
+void af_overlays_unref(struct af_overlays *o);                  /* NULL is fine */
+void af_overlay_release(struct af_overlay *ov);                 /* its fields, not itself */
+/* The overlay that prices a node with labels `packed` ("k\0v\0...\0\0"), or NULL. */
+const struct af_overlay *af_overlays_match(const struct af_overlays *o, const char *packed);
+/* `usd` as the overlay prices it (never below 0). */
+double af_overlay_apply(const struct af_overlay *ov, double usd);
+/* "price 12.5", "price +10%", "price -0.50": how it prices, for people. */
+void af_overlay_describe(const struct af_overlay *ov, char *buf, size_t len);
+
 #endif

@@ -369,6 +369,8 @@ struct af_sim_side_stats {
     double cost_by_class[AF_SIM_CLASSES];
     double node_hours_by_class[AF_SIM_CLASSES];
     double idle_accel_usd;
+    double prepaid_idle_usd;           /* prepaid capacity left idle, at its rate (ODCRs,
+                                        * Capacity Blocks: paid whether used or not) */
     double pod_hours;                  /* work done: pod run time, system pods excluded */
     int placed;                        /* trace pods placed (once each) */
     int placed_by_class[AF_SIM_CLASSES];
@@ -425,6 +427,7 @@ struct af_sim_result {
     size_t n_rollouts;
     struct af_sim_placement *placements[2];   /* per trace pod, in trace order; accelfit, kube */
     bool autoscale;                    /* af_sim_options.autoscale was given */
+    bool has_prepaid;                  /* the cluster has prepaid nodes (ODCRs, blocks) */
     double consolidate_after;
     char **launched_names;             /* names of launched nodes placements point to (owned) */
     size_t n_launched_names;

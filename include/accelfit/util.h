@@ -230,6 +230,11 @@ uint64_t af_now_ns(void);
 /* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 when
  * not one. */
 double af_parse_rfc3339(const char *s);
+/* A duration as the policy and annotations write it: whole numbers with units s, m, h, d,
+ * summed ("90s", "1h30m", "2d"), or "0"; at most AF_DURATION_MAX_S (ten years). Returns 0
+ * with *out in seconds, -1 when malformed. */
+#define AF_DURATION_MAX_S (3650.0 * 86400)
+int af_parse_duration(const char *s, double *out) AF_MUST_CHECK;
 /* How long `secs` is, for people: "12 s", "4 min", "3 h", "5 days" (negative: "0 s"). */
 void af_format_age(double secs, char *buf, size_t len);
 double af_wall_time(void);

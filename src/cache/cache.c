@@ -333,11 +333,13 @@ static bool same_price(const struct af_node_info *a, const struct af_node_info *
 {
     return a->price_known == b->price_known && a->hourly_usd == b->hourly_usd &&
            a->price_as_of == b->price_as_of && a->price_other_region == b->price_other_region &&
-           !strcmp(a->price_source, b->price_source);
+           !strcmp(a->price_source, b->price_source) && a->rate_known == b->rate_known &&
+           a->rate_usd_hr == b->rate_usd_hr && a->reservation_end == b->reservation_end &&
+           !strcmp(a->price_by ? a->price_by : "", b->price_by ? b->price_by : "");
 }
 
 size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
-                        const struct af_policy *pol, const struct af_prices *live)
+                        const struct af_policy *pol, const struct af_price_inputs *in)
 {
     size_t changed = 0;
 
@@ -346,7 +348,7 @@ size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
         if (!old)
             continue;
         n = af_node_info_copy(old);
-        af_node_price(cat, pol, live, n);
+        af_node_price(cat, pol, in, n);
         if (same_price(old, n)) {
             af_node_info_unref(n);
             continue;

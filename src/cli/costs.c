@@ -151,7 +151,8 @@ static int load_file(const struct costs_opts *o, struct af_config *cfg, struct a
     if (o->aws_pricing) {
         /* AWS's prices of the regions the file's nodes are in, then the nodes priced again */
         struct af_prices *book = af_cli_read_prices("costs", *out, &o->aws);
-        af_cache_reprice(cache, cfg->catalog, cfg->policy, book);
+        struct af_price_inputs in = {.live = book};
+        af_cache_reprice(cache, cfg->catalog, cfg->policy, &in);
         af_prices_unref(book);
         af_snapshot_unref(*out);
         *out = af_cache_snapshot(cache);

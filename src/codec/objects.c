@@ -474,6 +474,31 @@ static void pod_rollout_fields(json_t *meta, json_t *status, struct af_pod_info 
     }
 }
 
+/*
+ * How long the pod is expected to run: accelfit.io/expected-duration ("6h", "1h30m"),
+ * else spec.activeDeadlineSeconds (the most it may run). A malformed annotation is noted
+ * and leaves the deadline to speak.
+ */
+static void pod_expected_duration(json_t *meta, json_t *spec, struct af_pod_info *p)
+{
+    const char *ann = af__codec_get_str(af__codec_get(meta, "annotations"),
+                                        "accelfit.io/expected-duration");
+    json_t *dl = af__codec_get(spec, "activeDeadlineSeconds");
+    double s;
+
+    if (ann && af_parse_duration(ann, &s) == 0 && s > 0) {
+        p->expected_s = s;
+        p->expected_source = "annotation accelfit.io/expected-duration";
+        return;
+    }
+    p->expected_bad = ann != NULL;
+    if (json_is_integer(dl) && json_integer_value(dl) > 0 &&
+        json_integer_value(dl) <= (json_int_t)AF_DURATION_MAX_S) {
+        p->expected_s = (double)json_integer_value(dl);
+        p->expected_source = "spec.activeDeadlineSeconds";
+    }
+}
+
 /* The MIG profile the pod's containers name first ("nvidia.com/mig-1g.5gb"). */
 static void pod_mig_profile(json_t *spec, struct af_pod_info *p)
 {
@@ -606,6 +631,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     phase = af__codec_get_str(af__codec_get(obj, "status"), "phase");
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
     pod_rollout_fields(meta, af__codec_get(obj, "status"), p);   /* reads p->terminal */
+    pod_expected_duration(meta, spec, p);
     *out = p;
     return 0;
 }

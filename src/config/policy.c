@@ -13,6 +13,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/select.h"
+#include "config/pricing.h"
 #include "config/rollout.h"
 #include "config/tenant.h"
 #include "config/utilization.h"
@@ -36,7 +37,9 @@ static const char *const neuron_keys[] = {"frameworks", NULL};
 static const char *const scoring_keys[] = {"strategy", "weights", NULL};
 static const char *const weight_keys[] = {"tier", "utilization", "cost", NULL};
 static const char *const filter_keys[] = {"cpu_backfill", NULL};
-static const char *const prices_keys[] = {"default_spot_discount_pct", NULL};
+static const char *const prices_keys[] = {"default_spot_discount_pct", "prepaid",
+                                          "capacity_block_end_margin", "keep_prepaid_whole",
+                                          "discounts", NULL};
 static const char *const prefer_keys[] = {"enabled",    "when",    "key", "required",
                                           "namespaces", "tenants", NULL};
 static const char *const rule_keys[] = {"name", "match", "tiers", "strict", "reason", NULL};
@@ -73,6 +76,7 @@ void af_policy_free(struct af_policy *p)
     for (size_t i = 0; i < p->prefer.n_tenants; i++)
         af_free(p->prefer.tenants[i]);
     af_free(p->prefer.tenants);
+    af__pricing_free(p);
     af_free(p->source);
     af_free(p);
 }
@@ -98,6 +102,9 @@ static void policy_defaults(struct af_policy *p)
     p->w_cost = 0.2;
     p->cpu_backfill = AF_CPU_BACKFILL_OFF;
     p->default_spot_discount_pct = 60;
+    p->prepaid = AF_PREPAID_MARGINAL;
+    p->block_end_margin_s = 1800;
+    p->keep_prepaid_whole = 0;
     af_util_policy_defaults(&p->util);
 }
 
@@ -755,6 +762,9 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
                 return af__ydoc_err(d, x, AF_EINVAL,
                                     "'prices.default_spot_discount_pct' must be in [0, 100)");
         }
+        rc = af__pricing_load(d, v, p);   /* src/config/pricing.c */
+        if (rc)
+            return rc;
     }
     v = af__ymap_get(d, root, "rules");
     if (!v)

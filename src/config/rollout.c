@@ -23,7 +23,6 @@
 #define MAX_ROLLOUTS 1000
 #define MAX_STAGES 100
 /* Durations and stage times stay within ten years: anything longer is a typo. */
-#define MAX_DURATION_S (3650.0 * 86400)
 
 /* The brake when a rollout does not set one (docs/rollouts.md). */
 #define BRAKE_NOT_READY_S 600
@@ -170,52 +169,6 @@ static bool env_name(const char *s)
  * A duration: one or more whole numbers each followed by a unit, s, m, h or d ("90s",
  * "10m", "24h", "2d", "1h30m"); "0" alone is zero. At most ten years. Returns 0 or -1.
  */
-static int parse_duration(const char *s, double *out)
-{
-    double total = 0;
-
-    if (!strcmp(s, "0")) {
-        *out = 0;
-        return 0;
-    }
-    if (!*s)
-        return -1;
-    while (*s) {
-        int64_t n = 0;
-        int digits = 0;
-        double unit;
-        for (; *s >= '0' && *s <= '9'; s++, digits++) {
-            if (digits >= 10)
-                return -1;
-            n = n * 10 + (*s - '0');
-        }
-        if (!digits)
-            return -1;
-        switch (*s) {
-        case 's':
-            unit = 1;
-            break;
-        case 'm':
-            unit = 60;
-            break;
-        case 'h':
-            unit = 3600;
-            break;
-        case 'd':
-            unit = 86400;
-            break;
-        default:
-            return -1;
-        }
-        s++;
-        total += (double)n * unit;
-        if (total > MAX_DURATION_S)
-            return -1;
-    }
-    *out = total;
-    return 0;
-}
-
 /* Days from 1970-01-01 to the civil date y-m-d (proleptic Gregorian). */
 static int64_t days_from_civil(int64_t y, int m, int d)
 {
@@ -299,7 +252,7 @@ static int load_duration(struct af__ydoc *d, yaml_node_t *v, const char *what, b
 
     if (rc)
         return rc;
-    if (parse_duration(s, out))
+    if (af_parse_duration(s, out))
         return af__ydoc_err(d, v, AF_EINVAL,
                             "'%s' must be a duration such as 90s, 10m, 24h, 2d or 1h30m (whole "
                             "numbers, each with a unit; at most 3650d), not '%s'",
@@ -1312,7 +1265,3 @@ int af__rollouts_check_catalog(const struct af_policy *p, const struct af_catalo
     return 0;
 }
 
-int af__parse_duration(const char *s, double *out)
-{
-    return parse_duration(s, out);
-}

@@ -100,6 +100,57 @@ static bool is_spot(const struct af_kv *labels, size_t n_labels, bool *known)
     return (k && !strcasecmp(k, "spot")) || (e && !strcasecmp(e, "spot"));
 }
 
+/*
+ * Prepaid capacity from the labels Karpenter and EKS give such nodes, else accelfit's
+ * annotations (docs/pricing.md#prepaid-capacity):
+ *   karpenter.sh/capacity-type: reserved, with karpenter.k8s.aws/capacity-reservation-type
+ *     default (an ODCR) or capacity-block, and karpenter.k8s.aws/capacity-reservation-id;
+ *   eks.amazonaws.com/capacityType: CAPACITY_BLOCK (a managed node group on a block);
+ *   accelfit.io/capacity-reservation-id and accelfit.io/capacity-reservation-type (the
+ *     same two values) on any node, and accelfit.io/capacity-reservation-end (RFC 3339).
+ */
+static void prepaid(const struct af_kv *labels, size_t n_labels, const struct af_kv *anns,
+                    size_t n_anns, struct af_node_info *out)
+{
+    const char *k = kv_get(labels, n_labels, "karpenter.sh/capacity-type");
+    const char *e = kv_get(labels, n_labels, "eks.amazonaws.com/capacityType");
+    const char *type = kv_get(labels, n_labels, "karpenter.k8s.aws/capacity-reservation-type");
+    const char *id = kv_get(labels, n_labels, "karpenter.k8s.aws/capacity-reservation-id");
+    const char *a_type = kv_get(anns, n_anns, "accelfit.io/capacity-reservation-type");
+    const char *a_id = kv_get(anns, n_anns, "accelfit.io/capacity-reservation-id");
+    const char *a_end = kv_get(anns, n_anns, "accelfit.io/capacity-reservation-end");
+
+    out->prepaid = AF_PREPAID_NONE;
+    out->prepaid_source = NULL;
+    if (k && !strcmp(k, "reserved")) {
+        out->prepaid = AF_PREPAID_RESERVED;
+        out->prepaid_source = "label karpenter.sh/capacity-type=reserved";
+    } else if (e && !strcmp(e, "CAPACITY_BLOCK")) {
+        out->prepaid = AF_PREPAID_BLOCK;
+        out->prepaid_source = "label eks.amazonaws.com/capacityType=CAPACITY_BLOCK";
+    } else if (a_id || a_type) {
+        out->prepaid = AF_PREPAID_RESERVED;
+        out->prepaid_source = a_id ? "annotation accelfit.io/capacity-reservation-id"
+                                   : "annotation accelfit.io/capacity-reservation-type";
+    } else {
+        return;
+    }
+    if (!type)
+        type = a_type;
+    if (type && !strcmp(type, "capacity-block"))
+        out->prepaid = AF_PREPAID_BLOCK;
+    else if (type && !strcmp(type, "default") && out->prepaid == AF_PREPAID_RESERVED)
+        out->prepaid = AF_PREPAID_ODCR;
+    if (!out->reservation_id)
+        out->reservation_id = af_xstrdup(id ? id : a_id);
+    out->annotated_end = 0;
+    if (a_end) {
+        double t = af_parse_rfc3339(a_end);
+        if (t > 0)
+            out->annotated_end = t;
+    }
+}
+
 /* A decimal price such as "32.77" or "0.5"; false when malformed, negative or absurd. */
 static bool parse_price(const char *s, double *out)
 {
@@ -200,6 +251,27 @@ static bool gpu_shared(const struct af_kv *labels, size_t n_labels, const struct
     if (strategy && (!strcmp(strategy, "time-slicing") || !strcmp(strategy, "mps")))
         return true;
     return replicas && atoi(replicas) > 1;
+}
+
+/* "key\0value\0...\0\0" of the pairs; NULL for none. */
+static char *pack_kv(const struct af_kv *kv, size_t n)
+{
+    size_t len = 1;
+    char *out, *w;
+
+    if (!n)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(kv[i].key) + strlen(kv[i].value) + 2;
+    out = w = af_xmalloc(len);
+    for (size_t i = 0; i < n; i++) {
+        size_t a = strlen(kv[i].key) + 1, b = strlen(kv[i].value) + 1;
+        memcpy(w, kv[i].key, a);
+        memcpy(w + a, kv[i].value, b);
+        w += a + b;
+    }
+    *w = '\0';
+    return out;
 }
 
 void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
@@ -321,6 +393,11 @@ void af_node_classify(const struct af_catalog *cat, const struct af_policy *pol,
 
     /* Capacity type, place and price. */
     out->spot = is_spot(labels, n_labels, &out->capacity_known);
+    prepaid(labels, n_labels, annotations, n_annotations, out);
+    if (out->prepaid != AF_PREPAID_NONE)
+        out->capacity_known = true;
+    if (!out->labels)
+        out->labels = pack_kv(labels, n_labels);
     if (!out->region)
         out->region = af_xstrdup(kv_first(labels, n_labels, region_labels));
     if (!out->zone)
@@ -352,8 +429,10 @@ static const char *spot_discount(const struct af_instance_type *t, const struct 
     return src;
 }
 
-void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
-                   const struct af_prices *live, struct af_node_info *n)
+/* The price before overlays, discounts and prepaid capacity: the sources of decide.h in
+ * their order, annotation to catalog. */
+static void base_price(const struct af_catalog *cat, const struct af_policy *pol,
+                       const struct af_prices *live, struct af_node_info *n)
 {
     const struct af_instance_type *t = n->instance_type ? af_catalog_find(cat, n->instance_type)
                                                         : NULL;
@@ -409,6 +488,75 @@ void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
     }
 }
 
+/* The first discount of the policy that covers the node: its family, or its class, or
+ * every on-demand node when it names neither. */
+static const struct af_discount *discount_for(const struct af_policy *pol,
+                                              const struct af_node_info *n)
+{
+    for (size_t i = 0; pol && i < pol->n_discounts; i++) {
+        const struct af_discount *d = &pol->discounts[i];
+        bool any = !d->n_families && !d->classes;
+        bool cls = n->cls >= 0 && n->cls < AF_CLASS__COUNT && (d->classes & (1u << n->cls));
+        bool fam = false;
+        for (size_t k = 0; n->family && k < d->n_families && !fam; k++)
+            fam = !strcmp(d->families[k], n->family);
+        if (any || cls || fam)
+            return d;
+    }
+    return NULL;
+}
+
+void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
+                   const struct af_price_inputs *in, struct af_node_info *n)
+{
+    const struct af_overlay *ov;
+    const struct af_discount *d;
+
+    base_price(cat, pol, in ? in->live : NULL, n);
+    n->base_source = n->price_source;
+    af_free(n->price_by);
+    n->price_by = NULL;
+    n->price_before_usd = 0;
+    /* What the cluster really pays by the hour, where it says so: a NodeOverlay (as
+     * Karpenter prices the type), else a discount on on-demand usage. An annotated price
+     * is taken as it is. */
+    ov = in && strcmp(n->price_source, AF_PRICE_SOURCE_ANNOTATION)
+             ? af_overlays_match(in->overlays, n->labels)
+             : NULL;
+    if (ov && (n->price_known || ov->mode == AF_OVERLAY_PRICE)) {
+        n->price_before_usd = n->price_known ? n->hourly_usd : 0;
+        n->hourly_usd = af_overlay_apply(ov, n->hourly_usd);
+        n->price_known = true;
+        n->price_source = AF_PRICE_SOURCE_OVERLAY;
+        n->price_by = af_xstrdup(ov->name);
+    } else if (n->price_known && !n->spot && n->prepaid != AF_PREPAID_BLOCK &&
+               strcmp(n->price_source, AF_PRICE_SOURCE_ANNOTATION) &&
+               (d = discount_for(pol, n)) != NULL) {
+        n->price_before_usd = n->hourly_usd;
+        n->hourly_usd *= 1.0 - d->pct / 100.0;
+        n->price_source = AF_PRICE_SOURCE_SAVINGS_PLAN;
+        n->price_by = af_xstrdup(d->name);
+    }
+    n->rate_known = n->price_known;
+    n->rate_usd_hr = n->hourly_usd;
+    n->rate_source = n->price_source;
+    n->reservation_end = 0;
+    n->reservation_end_source = NULL;
+    if (n->prepaid == AF_PREPAID_NONE)
+        return;
+    if (n->annotated_end > 0) {
+        n->reservation_end = n->annotated_end;
+        n->reservation_end_source = "annotation";
+    }
+    /* Prepaid: the reservation is paid whether a pod runs here or not, so what a pod adds
+     * is nothing (marginal, the default); amortized keeps the reservation's rate. */
+    n->price_source = AF_PRICE_SOURCE_PREPAID;
+    if (!pol || pol->prepaid == AF_PREPAID_MARGINAL) {
+        n->price_known = true;
+        n->hourly_usd = 0;
+    }
+}
+
 /* "of 2026-07-20, 129 days old" for a list price read at `as_of` (nothing when unknown). */
 static void fmt_list_date(double as_of, double now, char *buf, size_t len)
 {
@@ -424,12 +572,14 @@ static void fmt_list_date(double as_of, double now, char *buf, size_t len)
              tm.tm_mday, age);
 }
 
-void af_node_price_reason(const struct af_node_info *n, const struct af_catalog *cat,
-                          const struct af_policy *pol, double now, char *buf, size_t len)
+/* Where the base price came from (the sources annotation to catalog). */
+static void base_reason(const struct af_node_info *n, const struct af_catalog *cat,
+                        const struct af_policy *pol, double now, char *buf, size_t len)
 {
     const struct af_instance_type *t = n->instance_type ? af_catalog_find(cat, n->instance_type)
                                                         : NULL;
-    const char *src = n->price_source ? n->price_source : AF_PRICE_SOURCE_UNKNOWN;
+    const char *src = n->base_source ? n->base_source
+                      : n->price_source ? n->price_source : AF_PRICE_SOURCE_UNKNOWN;
     const char *list_region = cat && cat->price_region ? cat->price_region : "us-east-1";
     char age[24], date[96], disc[128] = "";
     double pct = -1;
@@ -475,4 +625,51 @@ void af_node_price_reason(const struct af_node_info *n, const struct af_catalog 
         snprintf(buf, len, "no price: the catalog has no price of %s, AWS gave none and the "
                            "node has no accelfit.io/hourly-price", n->instance_type);
     }
+}
+
+/* "1h50m", "3 days": time left, for people. */
+static void fmt_left(double secs, char *buf, size_t len)
+{
+    if (secs <= 0)
+        snprintf(buf, len, "has ended");
+    else if (secs < 48 * 3600)
+        snprintf(buf, len, "ends in %dh%02dm", (int)(secs / 3600), (int)(secs / 60) % 60);
+    else
+        snprintf(buf, len, "ends in %d days", (int)(secs / 86400));
+}
+
+void af_node_price_reason(const struct af_node_info *n, const struct af_catalog *cat,
+                          const struct af_policy *pol, double now, char *buf, size_t len)
+{
+    char base[320], adj[448], left[48] = "", end[96] = "";
+    const char *src = n->price_source ? n->price_source : AF_PRICE_SOURCE_UNKNOWN;
+
+    base_reason(n, cat, pol, now, base, sizeof(base));
+    if (n->price_by && n->base_source && !strcmp(n->rate_source ? n->rate_source : "",
+                                                 AF_PRICE_SOURCE_OVERLAY))
+        snprintf(adj, sizeof(adj), "NodeOverlay %s: %.4g $/h, on %s", n->price_by,
+                 n->rate_usd_hr, base);
+    else if (n->price_by)
+        snprintf(adj, sizeof(adj), "discount %s: %.4g $/h, %.4g before it, on %s", n->price_by,
+                 n->rate_usd_hr, n->price_before_usd, base);
+    else
+        snprintf(adj, sizeof(adj), "%s", base);
+    if (strcmp(src, AF_PRICE_SOURCE_PREPAID)) {
+        snprintf(buf, len, "%s", adj);
+        return;
+    }
+    if (n->reservation_end > 0) {
+        fmt_left(n->reservation_end - now, left, sizeof(left));
+        snprintf(end, sizeof(end), ", %s (%s)", left,
+                 n->reservation_end_source ? n->reservation_end_source : "?");
+    }
+    snprintf(buf, len, "prepaid %s%s%s (%s)%s: %s; its rate %s",
+             af_prepaid_name(n->prepaid), n->reservation_id ? " " : "",
+             n->reservation_id ? n->reservation_id : "", n->prepaid_source ? n->prepaid_source : "",
+             end,
+             !pol || pol->prepaid == AF_PREPAID_MARGINAL
+                 ? "a pod adds nothing here, the reservation is paid whether it runs or not "
+                   "(prices.prepaid: marginal)"
+                 : "priced at the reservation's rate (prices.prepaid: amortized)",
+             adj);
 }

@@ -350,6 +350,61 @@ static void memo_copy(char *dst, const char *src)
  * reasons of nodes without room, one snprintf and three amounts each, were a third of a
  * filter-and-prioritize cycle at 500 candidates).
  */
+bool af_plan_block_ends(const struct af_policy *pol, const struct af_plan *plan,
+                        const struct af_pod_info *pod, const struct af_node_info *node,
+                        double *left_s)
+{
+    double margin = pol ? pol->block_end_margin_s : 1800;
+
+    if (plan->now <= 0 || !node || node->reservation_end <= 0)
+        return false;
+    *left_s = node->reservation_end - plan->now;
+    return *left_s < margin + (pod ? pod->expected_s : 0);
+}
+
+/* "1h50m" for people. */
+static void hm(double s, char *buf, size_t len)
+{
+    if (s <= 0)
+        snprintf(buf, len, "0m");
+    else if (s < 3600)
+        snprintf(buf, len, "%dm", (int)(s / 60));
+    else
+        snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+/* Appends why a passing node near its reservation's end ranks last. */
+static void block_note(const struct af_policy *pol, const struct af_plan *plan,
+                       const struct af_pod_info *pod, const struct af_node_info *node, char *buf,
+                       size_t len)
+{
+    double left;
+    char l[24], r[24], m[24];
+    size_t used = strlen(buf);
+
+    if (!af_plan_block_ends(pol, plan, pod, node, &left) || used + 1 >= len)
+        return;
+    hm(left, l, sizeof(l));
+    hm(pod->expected_s, r, sizeof(r));
+    hm(pol ? pol->block_end_margin_s : 1800, m, sizeof(m));
+    if (pod->expected_s > 0)
+        snprintf(buf + used, len - used,
+                 "; %s%s%s %s in %s; the pod runs up to %s (%s), with %s to drain: ranked "
+                 "below nodes where it can finish",
+                 node->prepaid == AF_PREPAID_BLOCK ? "capacity block" : "capacity reservation",
+                 node->reservation_id ? " " : "", node->reservation_id ? node->reservation_id : "",
+                 left > 0 ? "ends" : "ended",
+                 l, r, pod->expected_source ? pod->expected_source : "", m);
+    else
+        snprintf(buf + used, len - used,
+                 "; %s%s%s %s in %s, within the last %s before its end: ranked below nodes "
+                 "that stay",
+                 node->prepaid == AF_PREPAID_BLOCK ? "capacity block" : "capacity reservation",
+                 node->reservation_id ? " " : "", node->reservation_id ? node->reservation_id : "",
+                 left > 0 ? "ends" : "ended",
+                 l, m);
+}
+
 static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan,
                          const struct af_pod_info *pod, const struct af_node_view *nodes,
                          const char *const *names, size_t n, struct af_node_decision *out,
@@ -482,6 +537,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
                 m->key[slot] = d->tier;
             }
             memo_copy(d->reason, m->text[slot]);
+            block_note(pol, plan, pod, nodes[i].info, d->reason, sizeof(d->reason));
         } else if (d->tier < best) {
             int cause, key;
 
@@ -613,6 +669,82 @@ static bool marginal(const struct af_pod_info *pod, const struct af_node_view *v
     return true;
 }
 
+/*
+ * Within tier t, raises the passing nodes of level >= `upper` above those below it: the
+ * upper ones shift together, so that the lowest lands just above the best of the rest and
+ * their own order stays; where 10 is too low a ceiling for that, the others above the
+ * lowest upper one come down to just below it.
+ */
+static void raise_above(struct af_node_decision *out, size_t n, int t, int upper)
+{
+    int lo = 11, hi = -1, best = -1, to;
+
+    for (size_t i = 0; i < n; i++) {
+        if (out[i].verdict != AF_VERDICT_PASS || out[i].tier != t)
+            continue;
+        if (out[i].prepaid_level >= upper) {
+            lo = out[i].score < lo ? out[i].score : lo;
+            hi = out[i].score > hi ? out[i].score : hi;
+        } else if (out[i].score > best) {
+            best = out[i].score;
+        }
+    }
+    if (hi < 0 || best < 0 || lo > best)
+        return;
+    to = best + 1;
+    if (to + (hi - lo) > 10)
+        to = 10 - (hi - lo);
+    for (size_t i = 0; i < n; i++) {
+        if (out[i].verdict != AF_VERDICT_PASS || out[i].tier != t)
+            continue;
+        if (out[i].prepaid_level >= upper)
+            out[i].score += to - lo;
+        else if (out[i].score >= to)
+            out[i].score = to > 0 ? to - 1 : 0;
+    }
+}
+
+/*
+ * Prepaid capacity first (docs/pricing.md#how-a-zero-price-ranks): the pod adds nothing on
+ * a prepaid node (prices.prepaid: marginal), so within one tier a prepaid node with room
+ * ranks above every pay-as-you-go node, whatever their utilization, and one already in use
+ * above an empty one (whole prepaid nodes stay whole for the jobs that need them); across
+ * tiers the blend decides as for any price (a zero price is the best cost term, never a
+ * better tier). prices.keep_prepaid_whole: an empty prepaid node is lifted only for a pod
+ * that takes at least that share of its main resource. A node whose reservation ends
+ * before the pod could finish is never lifted.
+ */
+static void prepaid_first(const struct af_policy *pol, const struct af_plan *plan,
+                          const struct af_pod_info *pod, const struct af_node_view *nodes,
+                          size_t n, struct af_node_decision *out, enum af_res res)
+{
+    int n_tiers = (int)plan->sel.n_tiers;
+    bool any = false;
+
+    if (pol && pol->prepaid != AF_PREPAID_MARGINAL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const struct af_node_view *v = &nodes[i];
+        double left, alloc, share;
+        bool used;
+
+        if (out[i].verdict != AF_VERDICT_PASS || v->info->prepaid == AF_PREPAID_NONE ||
+            !out[i].has_room || af_plan_block_ends(pol, plan, pod, v->info, &left))
+            continue;
+        alloc = (double)v->info->allocatable.v[res];
+        share = alloc > 0 ? (double)pod->requests.v[res] / alloc : 1.0;
+        used = v->npods - v->nsystem > 0;
+        if (!used && pol && share < pol->keep_prepaid_whole)
+            continue;
+        out[i].prepaid_level = used ? 2 : 1;
+        any = true;
+    }
+    for (int t = 0; any && t < n_tiers; t++) {
+        raise_above(out, n, t, 1);
+        raise_above(out, n, t, 2);
+    }
+}
+
 void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
                    const struct af_pod_info *pod, const struct af_node_view *nodes,
                    const char *const *names, size_t n, struct af_node_decision *out)
@@ -671,6 +803,7 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
         score = lround(s);
         d->score = score < 0 ? 0 : score > 10 ? 10 : (int)score;
     }
+    prepaid_first(pol, plan, pod, nodes, n, out, res);
     /* A CPU-only pod on accelerator nodes (backfill, or not stated): they rank below every
      * other node that passes, whatever their price, so accelerators stay for accelerator
      * work while a CPU node can take the pod. */
@@ -681,6 +814,22 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
                 floor_ = out[i].score;
         for (size_t i = 0; floor_ <= 10 && i < n; i++)
             if (out[i].verdict == AF_VERDICT_PASS && out[i].tier == last &&
+                out[i].score >= floor_)
+                out[i].score = floor_ > 0 ? floor_ - 1 : 0;
+    }
+    /* Last: a node whose reservation ends before the pod could finish (or within the
+     * drain margin) ranks below every node where it can, whatever else it has for it. */
+    {
+        int floor_ = 11;
+        double left;
+        for (size_t i = 0; i < n; i++)
+            if (out[i].verdict == AF_VERDICT_PASS &&
+                !af_plan_block_ends(pol, plan, pod, nodes[i].info, &left) &&
+                out[i].score < floor_)
+                floor_ = out[i].score;
+        for (size_t i = 0; floor_ <= 10 && i < n; i++)
+            if (out[i].verdict == AF_VERDICT_PASS &&
+                af_plan_block_ends(pol, plan, pod, nodes[i].info, &left) &&
                 out[i].score >= floor_)
                 out[i].score = floor_ > 0 ? floor_ - 1 : 0;
     }

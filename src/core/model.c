@@ -499,6 +499,8 @@ void af_profile_init(struct af_profile *p)
 
 /* ---- records ---------------------------------------------------------------------- */
 
+static char *packed_dup(const char *packed);
+
 struct af_node_info *af_node_info_new(void)
 {
     struct af_node_info *n = af_xcalloc(1, sizeof(*n));
@@ -519,6 +521,9 @@ struct af_node_info *af_node_info_copy(const struct af_node_info *n)
     c->node_group = af_xstrdup(n->node_group);
     c->region = af_xstrdup(n->region);
     c->zone = af_xstrdup(n->zone);
+    c->labels = packed_dup(n->labels);
+    c->reservation_id = af_xstrdup(n->reservation_id);
+    c->price_by = af_xstrdup(n->price_by);
     return c;
 }
 
@@ -539,12 +544,25 @@ void af_node_info_unref(struct af_node_info *n)
     free(n->node_group);
     free(n->region);
     free(n->zone);
+    free(n->labels);
+    free(n->reservation_id);
+    free(n->price_by);
     free(n);
 }
 
-const char *af_pod_label(const struct af_pod_info *p, const char *key)
+const char *af_prepaid_name(enum af_prepaid p)
 {
-    for (const char *k = p ? p->labels : NULL; k && *k;) {
+    switch (p) {
+    case AF_PREPAID_ODCR: return "odcr";
+    case AF_PREPAID_BLOCK: return "capacity-block";
+    case AF_PREPAID_RESERVED: return "reserved";
+    default: return "";
+    }
+}
+
+static const char *packed_get(const char *packed, const char *key)
+{
+    for (const char *k = packed; k && *k;) {
         const char *v = k + strlen(k) + 1;
         if (!strcmp(k, key))
             return v;
@@ -552,6 +570,33 @@ const char *af_pod_label(const struct af_pod_info *p, const char *key)
     }
     return NULL;
 }
+
+const char *af_node_label(const struct af_node_info *n, const char *key)
+{
+    return packed_get(n ? n->labels : NULL, key);
+}
+
+const char *af_pod_label(const struct af_pod_info *p, const char *key)
+{
+    return packed_get(p ? p->labels : NULL, key);
+}
+
+/* A copy of a packed "k\0v\0...\0\0" string (NULL stays NULL). */
+static char *packed_dup(const char *packed)
+{
+    const char *k = packed;
+    if (!k)
+        return NULL;
+    while (*k)
+        k += strlen(k) + 1, k += strlen(k) + 1;
+    {
+        size_t len = (size_t)(k - packed) + 1;
+        char *c = af_xmalloc(len);
+        memcpy(c, packed, len);
+        return c;
+    }
+}
+
 
 struct af_pod_info *af_pod_info_new(void)
 {

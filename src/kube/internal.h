@@ -86,6 +86,7 @@ struct af_kube {
     pthread_mutex_t cache_lock;
     struct af_cache *cache;    /* protected by ->cache_lock */
     struct af_prices *live;    /* the book nodes are priced with; protected by ->cache_lock */
+    struct af_overlays *overlays;   /* Karpenter NodeOverlays (overlays.c); ->cache_lock */
 
     /* credentials, protected by ->cred_lock */
     pthread_mutex_t cred_lock;

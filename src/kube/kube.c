@@ -209,6 +209,7 @@ void af_kube_stop(struct af_kube *k)
     free(k->seen);
     af_cache_free(k->cache);
     af_prices_unref(k->live);
+    af_overlays_unref(k->overlays);
     free(k->file_token);
     free(k->exec_token);
     free(k->exec_cert);

@@ -71,12 +71,22 @@ bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k)
 
 static void mark_dirty(struct af_kube *k);
 
-/* Prices a node about to be cached with the book of ->live, when there is one, under the
- * config it was decoded with; under ->cache_lock. */
+/* Prices a node about to be cached with the book of ->live and the NodeOverlays of
+ * ->overlays, when there are any, under the config it was decoded with; under ->cache_lock. */
 static void price_node(struct af_kube *k, const struct af_config *cfg, struct af_node_info *n)
 {
-    if (k->live)
-        af_node_price(cfg->catalog, cfg->policy, k->live, n);
+    struct af_price_inputs in = {.live = k->live, .overlays = k->overlays};
+
+    if (k->live || k->overlays)
+        af_node_price(cfg->catalog, cfg->policy, &in, n);
+}
+
+/* Under ->cache_lock: prices every cached node with ->live and ->overlays. */
+static size_t reprice_locked(struct af_kube *k, const struct af_config *cfg)
+{
+    struct af_price_inputs in = {.live = k->live, .overlays = k->overlays};
+
+    return af_cache_reprice(k->cache, cfg->catalog, cfg->policy, &in);
 }
 
 size_t af_kube_reprice(struct af_kube *k)
@@ -92,7 +102,23 @@ size_t af_kube_reprice(struct af_kube *k)
     pthread_mutex_lock(&k->cache_lock);
     af_prices_unref(k->live);
     k->live = p;
-    changed = af_cache_reprice(k->cache, cfg->catalog, cfg->policy, k->live);
+    changed = reprice_locked(k, cfg);
+    pthread_mutex_unlock(&k->cache_lock);
+    af_config_unref(cfg);
+    if (changed)
+        mark_dirty(k);
+    return changed;
+}
+
+size_t af__kube_set_overlays(struct af_kube *k, struct af_overlays *o)
+{
+    struct af_config *cfg = af_config_holder_get(k->cfg);
+    size_t changed;
+
+    pthread_mutex_lock(&k->cache_lock);
+    af_overlays_unref(k->overlays);
+    k->overlays = o;
+    changed = reprice_locked(k, cfg);
     pthread_mutex_unlock(&k->cache_lock);
     af_config_unref(cfg);
     if (changed)

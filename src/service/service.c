@@ -518,6 +518,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
 
         memset(&sum, 0, sizeof(sum));
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        plan->now = af_wall_time();   /* a Capacity Block's end is judged against it */
         warn_bad_annotations(svc, pod, plan);
         plan->brief_reasons = true;   /* one text per cause: the scheduler's event counts them */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
@@ -600,6 +601,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         struct af_util_snapshot *us = af_prom_acquire(svc->util);
 
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        plan->now = af_wall_time();   /* a Capacity Block's end is judged against it */
         warn_bad_annotations(svc, pod, plan);
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
@@ -701,6 +703,7 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
 
         dec = af_xmalloc((n + 1) * sizeof(*dec));   /* af_filter initializes every entry */
         af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
+        plan->now = af_wall_time();   /* a Capacity Block's end is judged against it */
         /* the side filter steered the unit to: evicting elsewhere would not help it */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         /* nor would evicting for a node the tenant's budget refuses */
@@ -1014,6 +1017,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
 
     memset(&sum, 0, sizeof(sum));
     af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
+    plan->now = af_wall_time();
     /* what filter would do, remembering nothing */
     steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
     af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, AF_BUDGET_SPEND,

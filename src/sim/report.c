@@ -84,6 +84,9 @@ void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud)
     ROW("node-hours paid", false, TEXT(0, "%.1f", nh[0]), TEXT(1, "%.1f", nh[1]), TEXT(2, "-"));
     ROW("idle accelerator cost", false, MONEY(0, s[0].idle_accel_usd),
         MONEY(1, s[1].idle_accel_usd), TEXT(2, "-"));
+    if (r->has_prepaid)
+        ROW("prepaid capacity idle", false, MONEY(0, s[0].prepaid_idle_usd),
+            MONEY(1, s[1].prepaid_idle_usd), TEXT(2, "-"));
     ROW("pods placed", false, TEXT(0, "%d of %zu", s[0].placed, r->n_pods),
         TEXT(1, "%d of %zu", s[1].placed, r->n_pods), TEXT(2, "%d", s[2].placed));
     ROW("on their first-tier class", true, TEXT(0, "%d", s[0].first_tier),
@@ -322,6 +325,7 @@ static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool b
             nh += s->node_hours_by_class[c];
         err |= json_fixed(b, "node_hours", nh, 1, true);
         err |= json_money(b, "idle_accelerator_usd", s->idle_accel_usd, true);
+        err |= json_money(b, "prepaid_idle_usd", s->prepaid_idle_usd, true);
         err |= af_buf_printf(b,
                              ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"waited\":%d,\"unplaced\":%d",
                              s->first_tier, s->fallbacks, s->outside, s->waited, s->unplaced);

@@ -43,9 +43,12 @@ static int class_slot(const struct af_node_info *n)
     return n->cls >= 0 && n->cls < AF_CLASS__COUNT ? (int)n->cls : AF_CLASS__COUNT;
 }
 
+/* What running a node adds to the bill by the hour: its price, and nothing for prepaid
+ * capacity (an ODCR or Capacity Block is paid whether it runs work or not, the same on
+ * every side; what it leaves idle is counted apart, at its rate). */
 static double node_price(const struct af_node_info *n)
 {
-    return n->price_known ? n->hourly_usd : 0;
+    return n->price_known && n->prepaid == AF_PREPAID_NONE ? n->hourly_usd : 0;
 }
 
 /* ---- one run ------------------------------------------------------------------------------- */
@@ -110,6 +113,7 @@ struct run {
     double rate[AF_SIM_CLASSES];       /* $/hour of paid nodes per class */
     int busy[AF_SIM_CLASSES];          /* paid nodes per class */
     double idle_rate;
+    double prepaid_idle_rate;          /* $/hour of prepaid capacity left idle, at its rate */
     double t;
     int next_bucket;
     int *rollout_target, *rollout_source;   /* running pods per rollout */
@@ -170,6 +174,11 @@ static void node_rates(struct run *r, size_t i, int sign)
     int slot = class_slot(n);
     int64_t held, dev = af_costs_devices(n, &r->own[i].used, &held);   /* as /costs counts */
 
+    /* Prepaid capacity is paid all along: its idle devices are money on the floor. */
+    if (n->prepaid != AF_PREPAID_NONE && n->rate_known && !r->launched[i]) {
+        double idle = dev > 0 ? (double)(dev - held) / (double)dev : r->workload[i] > 0 ? 0 : 1;
+        r->prepaid_idle_rate += sign * n->rate_usd_hr * idle;
+    }
     /* A cluster node is paid while it runs work; a launched one from launch to removal. */
     if (r->launched[i] ? r->gone[i] : r->workload[i] <= 0)
         return;
@@ -214,6 +223,7 @@ static void advance(struct run *r, double t)
             r->st->cost_series[(size_t)b * AF_SIM_CLASSES + c] += usd;
         }
         r->st->idle_accel_usd += r->idle_rate * dt;
+        r->st->prepaid_idle_usd += r->prepaid_idle_rate * dt;
         r->t = upto;
         if (upto >= edge) {
             sample_rollouts(r, b);
@@ -431,6 +441,7 @@ static bool decide(struct run *r, size_t p)
         struct af_rollout_decision rd;
         struct af_tenant_decision td;
         af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
+        open_plan.now = r->start_unix + r->t;
         plan = open_plan;
         af_rollouts_steer(r->rollouts, r->cfg, snap, pod->info, r->start_unix + r->t, 0, &plan,
                           &rd);
@@ -793,6 +804,15 @@ static void run_side(struct run *r, struct af_sim_trace *tr)
 {
     size_t next = 0, n_trace = tr->n_pods;
 
+    /* Prepaid nodes start all idle; node_rates follows each change from here. */
+    r->prepaid_idle_rate = 0;
+    for (size_t i = 0; i < r->cl->n_nodes; i++) {
+        const struct af_node_info *n = r->nodes[i].info;
+        if (n->prepaid != AF_PREPAID_NONE && n->rate_known) {
+            r->prepaid_idle_rate += n->rate_usd_hr;
+            r->res->has_prepaid = true;
+        }
+    }
     for (size_t p = 0; p < r->n_bound; p++) {
         /* Bound where the cluster file shows them; the node is known to exist. */
         const char *name = r->all[p]->info->node_name;

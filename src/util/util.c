@@ -887,3 +887,49 @@ bool af_is_json_number(const char *s)
     }
     return !*s;
 }
+
+int af_parse_duration(const char *s, double *out)
+{
+    double total = 0;
+
+    if (!strcmp(s, "0")) {
+        *out = 0;
+        return 0;
+    }
+    if (!*s)
+        return -1;
+    while (*s) {
+        int64_t n = 0;
+        int digits = 0;
+        double unit;
+        for (; *s >= '0' && *s <= '9'; s++, digits++) {
+            if (digits >= 10)
+                return -1;
+            n = n * 10 + (*s - '0');
+        }
+        if (!digits)
+            return -1;
+        switch (*s) {
+        case 's':
+            unit = 1;
+            break;
+        case 'm':
+            unit = 60;
+            break;
+        case 'h':
+            unit = 3600;
+            break;
+        case 'd':
+            unit = 86400;
+            break;
+        default:
+            return -1;
+        }
+        s++;
+        total += (double)n * unit;
+        if (total > AF_DURATION_MAX_S)
+            return -1;
+    }
+    *out = total;
+    return 0;
+}
