@@ -298,4 +298,14 @@ int af_codec_admission_affinity(const struct af_admission *a, const struct af_pr
 int af_codec_encode_admission(const char *uid, const char *patch, size_t patch_len,
                               const struct af_warnings *w, struct af_buf *out) AF_MUST_CHECK;
 
+/*
+ * A NodeOverlayList (the API server's list of karpenter.sh/v1alpha1 NodeOverlays, or a JSON
+ * array of them) into a new set of overlays (accelfit/prices.h). An overlay whose price
+ * fields are malformed is logged and left out; the others stand. 0, or AF_EPARSE/AF_ETYPE
+ * when the text is not such a list.
+ */
+struct af_overlays;
+int af_codec_decode_overlays(const char *json, size_t len, struct af_overlays **out,
+                             struct af_error *err) AF_MUST_CHECK;
+
 #endif

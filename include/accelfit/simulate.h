@@ -96,6 +96,7 @@ struct af_sim_cluster {
     size_t n_nodes;
     struct af_sim_pod *bound;          /* pods the cluster file shows bound to one of its nodes */
     size_t n_bound;
+    struct af_overlays *overlays;      /* the file's Karpenter NodeOverlays; NULL: none */
 };
 
 struct af_sim_trace {

@@ -26,6 +26,10 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
  * `cb`; items of other kinds are ignored (0). Used by lists whole and streamed. */
 /* The kind a misspelled one was likely meant to be ("Nodee" -> "Node"), or NULL. */
 const char *af__codec_kind_hint(const char *kind);
+/* A NodeOverlay object (src/codec/overlay.c) into *out; 0 or an error naming it. */
+struct af_overlay;
+int af__codec_overlay_from_json(json_t *obj, const char *where, struct af_overlay *out,
+                                struct af_error *err);
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a

@@ -101,6 +101,7 @@ struct af_kube {
      * (managed pods, terminal ones included) */
     struct reflector refl[3];
     pthread_t publisher;
+    pthread_t overlays_thread;     /* overlays.c */
 
     /* events, protected by ->ev_lock */
     struct af_kube_state *state;   /* state.c; NULL until af_kube_state_start */
@@ -172,5 +173,14 @@ void af__kube_state_stop(struct af_kube *k);
 /* events.c */
 void *af__kube_events_main(void *arg);   /* arg: struct af_kube * */
 void af__kube_ev_item_free(struct ev_item *e);
+
+/* reflector.c: sleeps `s` seconds or until stop; false when stopping. */
+bool af__kube_sleep(struct af_kube *k, double s);
+/* reflector.c: takes `o` (NULL: none) as the NodeOverlays nodes are priced with and prices
+ * every cached node again; how many changed. */
+struct af_overlays;
+size_t af__kube_set_overlays(struct af_kube *k, struct af_overlays *o);
+/* overlays.c: the NodeOverlay thread. */
+void *af__kube_overlays_main(void *arg);
 
 #endif

@@ -11,6 +11,7 @@
  *   publisher      coalesces "dirty" signals for publish_interval_s, builds a
  *                  snapshot under ->cache_lock and swaps it into the publisher
  *   events         drains the Event queue, POSTs core/v1 Events
+ *   overlays       Karpenter's NodeOverlays, when the API server serves them (overlays.c)
  *   state x2       (af_kube_state_start) the rollouts' shared state: its watch and its
  *                  writer (state.c)
  *
@@ -170,6 +171,7 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     pthread_create(&k->ev_thread, NULL, af__kube_events_main, k);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_create(&k->refl[i].thread, NULL, af__kube_reflector_main, &k->refl[i]);
+    pthread_create(&k->overlays_thread, NULL, af__kube_overlays_main, k);
     *out = k;
     return 0;
 }
@@ -196,6 +198,7 @@ void af_kube_stop(struct af_kube *k)
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_join(k->refl[i].thread, NULL);
     af__kube_state_stop(k);
+    pthread_join(k->overlays_thread, NULL);
     pthread_join(k->publisher, NULL);
     pthread_join(k->ev_thread, NULL);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++) {

@@ -71,6 +71,11 @@ bool af__kube_backoff_sleep(struct af_kube_backoff *b, struct af_kube *k)
 
 static void mark_dirty(struct af_kube *k);
 
+bool af__kube_sleep(struct af_kube *k, double s)
+{
+    return sleep_stop(k, s);
+}
+
 /* Prices a node about to be cached with the book of ->live and the NodeOverlays of
  * ->overlays, when there are any, under the config it was decoded with; under ->cache_lock. */
 static void price_node(struct af_kube *k, const struct af_config *cfg, struct af_node_info *n)

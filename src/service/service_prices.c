@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/costs.h"
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
 
@@ -62,6 +63,57 @@ void af_service_prices_status(struct af_service *svc, const struct af_catalog *c
     af_prices_unref(p);
 }
 
+/*
+ * Prepaid capacity by node: accelerators (a CPU node counts as one) and their rate left
+ * idle, so that avg_over_time(accelfit_prepaid_idle_accelerators[1d]) * 24 is the
+ * accelerator-hours a reservation sat idle over the last day.
+ */
+static int render_prepaid(struct af_buf *o, const struct af_snapshot *snap)
+{
+    static const char *const names[] = {"accelfit_prepaid_accelerators",
+                                        "accelfit_prepaid_idle_accelerators",
+                                        "accelfit_prepaid_idle_usd_per_hour"};
+    static const char *const helps[] = {
+        "Accelerators of a prepaid node (an ODCR or Capacity Block; a CPU node counts 1).",
+        "Of those, accelerators no pod holds.",
+        "The reservation's rate of its idle accelerators: money paid for nothing, by the hour."};
+    int rc = 0;
+
+    for (int k = 0; k < 3 && !rc; k++) {
+        rc = af_metrics_header(o, names[k], "gauge", helps[k]);
+        for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
+            const struct af_node_view *v = &snap->nodes[i];
+            const struct af_node_info *ni = v->info;
+            int64_t held, dev;
+            double idle;
+            if (!ni || ni->prepaid == AF_PREPAID_NONE)
+                continue;
+            dev = af_costs_devices(ni, &v->used, &held);
+            if (dev <= 0) {
+                dev = 1;
+                held = v->npods - v->nsystem > 0;
+            }
+            idle = (double)(dev - held);
+            rc = af_buf_printf(o, "%s{node=\"", names[k]);
+            if (!rc)
+                rc = af_metrics_label(o, ni->name);
+            if (!rc)
+                rc = af_buf_printf(o, "\",reservation=\"");
+            if (!rc)
+                rc = af_metrics_label(o, ni->reservation_id ? ni->reservation_id : "");
+            if (!rc)
+                rc = af_buf_printf(o, "\",type=\"%s\"} ", af_prepaid_name(ni->prepaid));
+            if (!rc)
+                rc = k == 0   ? af_buf_printf(o, "%lld\n", (long long)dev)
+                     : k == 1 ? af_buf_printf(o, "%.0f\n", idle)
+                              : af_buf_printf(o, "%.4f\n", ni->rate_known
+                                                              ? ni->rate_usd_hr * idle / dev
+                                                              : 0);
+        }
+    }
+    return rc;
+}
+
 /* Nodes of the snapshot by where their price comes from. */
 static int render_node_sources(struct af_buf *o, const struct af_snapshot *snap)
 {
@@ -70,7 +122,8 @@ static int render_node_sources(struct af_buf *o, const struct af_snapshot *snap)
         AF_PRICE_SOURCE_AWS,              AF_PRICE_SOURCE_AWS_CATALOG_SPOT,
         AF_PRICE_SOURCE_AWS_POLICY_SPOT,  AF_PRICE_SOURCE_CATALOG,
         AF_PRICE_SOURCE_CATALOG_SPOT,     AF_PRICE_SOURCE_POLICY_SPOT,
-        AF_PRICE_SOURCE_UNKNOWN};
+        AF_PRICE_SOURCE_OVERLAY,          AF_PRICE_SOURCE_SAVINGS_PLAN,
+        AF_PRICE_SOURCE_PREPAID,          AF_PRICE_SOURCE_UNKNOWN};
     size_t count[AF_ARRAY_SIZE(sources)] = {0}, other_region = 0;
     int rc;
 
@@ -95,6 +148,8 @@ static int render_node_sources(struct af_buf *o, const struct af_snapshot *snap)
                                "no price of their own region being known.");
     if (!rc)
         rc = af_buf_printf(o, "accelfit_nodes_priced_from_other_region %zu\n", other_region);
+    if (!rc)
+        rc = render_prepaid(o, snap);
     return rc;
 }
 
