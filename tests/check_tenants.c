@@ -856,6 +856,10 @@ START_TEST(test_costs_document_and_gauges_follow_the_cluster)
     ck_assert_ptr_nonnull(
         strstr(out.buf, "accelfit_tenant_budget_dollars_per_hour{tenant=\"research\"} 15\n"));
     ck_assert_ptr_null(strstr(out.buf, "accelfit_tenant_budget_dollars_per_hour{tenant=\"batch\"}"));
+    /* the mode, for alerts: research's budget is hard, production's soft, batch has none */
+    ck_assert_ptr_nonnull(strstr(out.buf, "accelfit_tenant_budget_hard{tenant=\"research\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(out.buf, "accelfit_tenant_budget_hard{tenant=\"production\"} 0\n"));
+    ck_assert_ptr_null(strstr(out.buf, "accelfit_tenant_budget_hard{tenant=\"batch\"}"));
     ck_assert_ptr_nonnull(strstr(out.buf, "accelfit_idle_cost_dollars_per_hour{class=\"nvidia-a100\","
                                           "node_group=\"gpu-p4d\"} 10.9559\n"));
     af_buf_reset(&out);

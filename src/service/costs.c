@@ -387,6 +387,26 @@ done:
 
 /* ---- metrics ------------------------------------------------------------------------------------------ */
 
+/* accelfit_tenant_budget_hard: 1 for a hard budget, 0 for a soft one (tenants with one), so
+ * an alert can tell a tenant whose premium pods are refused from one that only ranks lower. */
+static int render_budget_modes(const struct af_policy *pol, struct af_buf *o)
+{
+    int rc = af_metrics_header(o, "accelfit_tenant_budget_hard", "gauge",
+                               "1 when the tenant's budget is hard (premium nodes refused "
+                               "over it), 0 when soft (tenants with a budget).");
+
+    for (size_t i = 0; i < pol->n_tenants && !rc; i++) {
+        if (!pol->tenants[i].has_budget)
+            continue;
+        rc = af_buf_puts(o, "accelfit_tenant_budget_hard{tenant=\"");
+        if (!rc)
+            rc = af_metrics_label(o, pol->tenants[i].name);
+        if (!rc)
+            rc = af_buf_printf(o, "\"} %d\n", pol->tenants[i].over_budget == AF_OVER_BUDGET_HARD);
+    }
+    return rc;
+}
+
 int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, struct af_buf *o)
 {
     struct af_snapshot *snap = svc ? af_publisher_acquire(svc->pub) : NULL;
@@ -428,6 +448,8 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
         if (!rc)
             rc = af_buf_puts(o, "\n");
     }
+    if (!rc)
+        rc = render_budget_modes(pol, o);
     if (!rc)
         rc = af_metrics_header(o, "accelfit_idle_cost_dollars_per_hour", "gauge",
                                "Allocatable accelerators no pod requested, at their share of "

@@ -40,6 +40,8 @@
 
 #include "accelfit/util.h"
 #include "support/burst.h"
+#include "support/fake_aws.h"
+#include "support/monitoring.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -58,6 +60,7 @@ static const char *acc_args[48];     /* its args, as rendered and rewritten */
 static char *acc_arg_store[48];
 static int health_port;
 static pid_t sched_pid;
+static const char *extra_acc_args[8];   /* appended to the rendered args (NULL-terminated) */
 
 /* ---- processes and files ------------------------------------------------------------------ */
 
@@ -349,6 +352,12 @@ static void start_accelfit(int port)
     acc_arg_store[n] = af_xstrdup("--max-staleness=5");
     acc_args[n] = acc_arg_store[n];
     n++;
+    for (const char *const *e = extra_acc_args; *e; e++) {
+        ck_assert_uint_lt(n, AF_ARRAY_SIZE(acc_args) - 1);
+        acc_arg_store[n] = af_xstrdup(*e);
+        acc_args[n] = acc_arg_store[n];
+        n++;
+    }
     acc_args[n] = NULL;
     json_decref(dep);
     af_test_server_start_on(&acc, port, acc_args, tls_phase, NULL, NULL);
@@ -1391,6 +1400,362 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
 }
 END_TEST
 
+/* ---- monitoring: a real Prometheus with the rules the manifests install ---------------------- */
+
+static struct af_test_fake_aws aws;
+static pid_t prom_pid;
+static int prom_port;
+static char *prom_dir;
+
+/* The Prometheus Operator's CRDs the monitoring overlay needs (ServiceMonitor and
+ * PrometheusRule), as the Operator's bundle defines their names and versions. */
+static const char operator_crds[] = "tests/fixtures/monitoring/operator-crds.yaml";
+
+/* GET `path` of the test's Prometheus; the parsed answer (caller decrefs) or NULL. */
+static json_t *prom_get(const char *path)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *url = af_xasprintf("http://127.0.0.1:%d%s", prom_port, path);
+    json_t *j = NULL;
+
+    af_test_http(c, NULL, url, NULL, 0, NULL, &r);
+    if (!r.curl_rc && r.status == 200)
+        j = json_loads(r.body, 0, NULL);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    af_free(url);
+    return j;
+}
+
+/* The instant result of `expr` (borrowed from *holder, which the caller decrefs), or NULL. */
+static json_t *prom_query(const char *expr, json_t **holder)
+{
+    CURL *c = curl_easy_init();
+    char *q = curl_easy_escape(c, expr, 0), *path = af_xasprintf("/api/v1/query?query=%s", q);
+
+    *holder = prom_get(path);
+    curl_free(q);
+    curl_easy_cleanup(c);
+    af_free(path);
+    return *holder ? json_object_get(json_object_get(*holder, "data"), "result") : NULL;
+}
+
+/* How many series `expr` returns now (-1: the query failed). */
+static int prom_count(const char *expr)
+{
+    json_t *h, *res = prom_query(expr, &h);
+    int n = res ? (int)json_array_size(res) : -1;
+    json_decref(h);
+    return n;
+}
+
+/* The rules of the applied PrometheusRule, as a rules file, and a Prometheus scraping this
+ * accelfit's health port and the API server every second with them. */
+static void start_prometheus(void)
+{
+    json_t *rule = kubectl_json("-n accelfit get prometheusrule accelfit");
+    char *rules = json_dumps(json_object_get(rule, "spec"), JSON_INDENT(1));
+    char *cfg, *cfgflag, *data, *listen, *log, *path;
+
+    ck_assert_msg(access("/usr/bin/prometheus", X_OK) == 0,
+                  "no /usr/bin/prometheus: scripts/install-deps.sh installs the package 'prometheus'");
+    prom_dir = af_xasprintf("%s/prometheus", work);
+    must(run(NULL, "mkdir -p '%s/data'", prom_dir), "mkdir");
+    path = af_xasprintf("%s/rules.json", prom_dir);
+    write_file(path, rules, strlen(rules));
+    af_free(path);
+    prom_port = af_test_free_port();
+    cfg = af_xasprintf(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "rule_files: [%s/rules.json]\n"
+        "scrape_configs:\n"
+        "  - job_name: accelfit\n"
+        "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+        "  - job_name: apiserver\n"
+        "    scheme: https\n"
+        "    authorization: {credentials_file: %s/run/admin.token}\n"
+        "    tls_config: {ca_file: %s/run/pki/ca.crt}\n"
+        "    static_configs: [{targets: ['127.0.0.1:6443']}]\n",
+        prom_dir, health_port, k8s, k8s);
+    path = af_xasprintf("%s/prometheus.yml", prom_dir);
+    write_file(path, cfg, strlen(cfg));
+    af_free(path);
+    cfgflag = af_xasprintf("--config.file=%s/prometheus.yml", prom_dir);
+    data = af_xasprintf("--storage.tsdb.path=%s/data", prom_dir);
+    listen = af_xasprintf("--web.listen-address=127.0.0.1:%d", prom_port);
+    log = af_xasprintf("%s/prometheus.log", prom_dir);
+    prom_pid = fork();
+    ck_assert_int_ge(prom_pid, 0);
+    if (prom_pid == 0) {
+        FILE *f = freopen(log, "a", stdout);
+        (void)f;
+        dup2(STDOUT_FILENO, STDERR_FILENO);
+        setpgid(0, 0);
+        execl("/usr/bin/prometheus", "prometheus", cfgflag, data, listen, "--log.level=warn",
+              (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, prom_count("up{job=\"accelfit\"} == 1") == 1),
+                  "Prometheus never scraped accelfit (log: %s)", log);
+    af_free(cfg), af_free(cfgflag), af_free(data), af_free(listen), af_free(log);
+    free(rules);
+    json_decref(rule);
+}
+
+static void monitoring_setup(void)
+{
+    static const char *const args[] = {"--aws-pricing", "--aws-spot-refresh=3", NULL};
+
+    ck_assert_msg(af_test_fake_aws_start(&aws), "the fake AWS needs python3 and openssl");
+    af_test_fake_aws_static_keys(&aws);
+    af_test_fake_aws_do(&aws, "on_demand",
+                        "{\"region\": \"us-west-2\", \"prices\": {\"p4d.24xlarge\": \"33.5000000000\", "
+                        "\"g5.2xlarge\": \"1.2120000000\", \"g5.48xlarge\": \"16.2880000000\", "
+                        "\"trn1.32xlarge\": \"21.5000000000\", \"inf2.xlarge\": \"0.7582000000\", "
+                        "\"inf2.48xlarge\": \"12.9813000000\", \"c6i.4xlarge\": \"0.6800000000\"}}");
+    af_test_fake_aws_do(&aws, "spot",
+                        "{\"region\": \"us-west-2\", \"items\": [{\"zone\": \"us-west-2b\", "
+                        "\"type\": \"g5.2xlarge\", \"price\": \"0.4800\", \"ago\": 60}]}");
+    memcpy(extra_acc_args, args, sizeof(args));
+    tls_phase = true;
+    phase_setup("manifests/overlays/tls");
+    /* what `kubectl apply -k manifests/monitoring` installs, with the CRDs it needs */
+    must(kubectl(NULL, "apply -f '%s/%s' >/dev/null", AF_SOURCE_DIR, operator_crds),
+         "creating the Prometheus Operator's CRDs");
+    must(kubectl(NULL, "wait --for condition=established --timeout=60s "
+                       "crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com "
+                       ">/dev/null"), "waiting for the CRDs");
+    apply_manifests("manifests/monitoring");
+    start_prometheus();
+}
+
+static void monitoring_teardown(void)
+{
+    int st;
+    if (prom_pid > 0) {
+        kill(-prom_pid, SIGTERM);
+        waitpid(prom_pid, &st, 0);
+        prom_pid = 0;
+    }
+    af_free(prom_dir);
+    prom_dir = NULL;
+    phase_teardown();
+    extra_acc_args[0] = NULL;
+    af_test_fake_aws_stop(&aws);
+}
+
+/* A pod of `ns` bound to `node` with `gpus` GPUs, as if scheduled and running. */
+static void create_bound_pod(const char *ns, const char *name, const char *node, int gpus)
+{
+    json_t *pod = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:[{s:s, s:s, s:{s:{s:i}, s:{s:i}}}]}}", "apiVersion", "v1",
+        "kind", "Pod", "metadata", "name", name, "namespace", ns, "spec", "nodeName", node,
+        "containers", "name", "c", "image", "registry.k8s.io/pause:3.9", "resources", "requests",
+        "nvidia.com/gpu", gpus, "limits", "nvidia.com/gpu", gpus);
+    must(kubectl_create(pod), "creating a bound pod");
+    must(kubectl(NULL, "-n %s patch pod %s --subresource=status --type=merge "
+                       "-p '{\"status\":{\"phase\":\"Running\"}}' >/dev/null", ns, name),
+         "setting the pod Running");
+}
+
+/* The alerts the conditions of the test must raise, and those that may or may not (the
+ * machine's load decides): every other alert's expression must return nothing. */
+static const char *const must_fire[] = {"AccelfitRolloutHalted", "AccelfitTenantOverBudgetHard",
+                                        "AccelfitAWSPricesFailing",
+                                        "AccelfitUtilizationDown" /* --prometheus: nothing there */};
+static const char *const may_fire[] = {"AccelfitRolloutClaimsLocal", "AccelfitExtenderSlow"};
+
+static bool listed(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            return true;
+    return false;
+}
+
+/* True once every must_fire alert's expression returns a series. */
+static bool conditions_visible(json_t *queries)
+{
+    json_t *q;
+    size_t i;
+
+    json_array_foreach(queries, i, q)
+        if (listed(must_fire, AF_ARRAY_SIZE(must_fire), json_string_value(json_object_get(q, "name"))) &&
+            prom_count(json_string_value(json_object_get(q, "expr"))) <= 0)
+            return false;
+    return true;
+}
+
+/* True when Prometheus lists `alert` in `state` ("firing", "pending"). */
+static bool alert_in_state(const char *alert, const char *state)
+{
+    json_t *j = prom_get("/api/v1/alerts"), *a;
+    size_t i;
+    bool found = false;
+
+    json_array_foreach(json_object_get(json_object_get(j, "data"), "alerts"), i, a)
+        found = found || (!strcmp(json_string_value(json_object_get(json_object_get(a, "labels"),
+                                                                    "alertname")) ?: "", alert) &&
+                          !strcmp(json_string_value(json_object_get(a, "state")) ?: "", state));
+    json_decref(j);
+    return found;
+}
+
+/* Whether every panel query returns data; the first that does not in *missing. */
+static bool panels_answer(json_t *queries, const char **missing)
+{
+    json_t *q;
+    size_t i;
+
+    json_array_foreach(queries, i, q) {
+        if (strcmp(json_string_value(json_object_get(q, "kind")), "panel"))
+            continue;
+        if (prom_count(json_string_value(json_object_get(q, "expr"))) <= 0) {
+            *missing = json_string_value(json_object_get(q, "name"));
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * A real Prometheus scrapes a real accelfit on the real control plane, with the rules the
+ * monitoring overlay installed: a rollout halted by its brake, a tenant over its hard budget and
+ * an AWS spot price source that stops answering make exactly their alerts' expressions return
+ * series; every metric a rule or panel names is in /metrics; every panel query returns data; then
+ * the webhook fails open (failurePolicy Ignore, accelfit unreachable) and the API server's
+ * counter raises AccelfitWebhookFailingOpen.
+ */
+START_TEST(test_alerts_and_panels_on_a_real_prometheus)
+{
+    json_t *queries = af_test_monitoring_queries(), *q;
+    double started = (double)time(NULL);
+    const char *missing = "";
+    char *metrics = NULL, *api_metrics = NULL;
+    struct census c;
+    size_t i;
+
+    /* a rollout, its replicas through the webhook, a target pod failing: halted */
+    clone_node(NODE_G5, "ip-10-0-4-10.us-west-2.compute.internal", "g5.48xlarge", 8);
+    clone_node(NODE_INF2, "ip-10-0-5-10.us-west-2.compute.internal", "inf2.48xlarge", 12);
+    install_rollout_policy();
+    make_namespace("e2e-roll");
+    create_replicas(10, true);
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, all_bound("e2e-roll", "llm-", 10)), "replicas not bound");
+    c = census("e2e-roll", "llm-");
+    ck_assert_int_ge(c.target, 1);
+    {
+        json_t *list = kubectl_json("-n e2e-roll get pods"), *p;
+        const char *victim = NULL;
+        json_array_foreach(json_object_get(list, "items"), i, p) {
+            const char *side = json_string_value(json_object_get(json_object_get(
+                json_object_get(p, "metadata"), "annotations"), "accelfit.io/rollout-side"));
+            if (!victim && side && !strcmp(side, "target"))
+                victim = json_string_value(json_object_get(json_object_get(p, "metadata"), "name"));
+        }
+        ck_assert_ptr_nonnull(victim);
+        must(kubectl(NULL, "-n e2e-roll patch pod %s --subresource=status --type=merge "
+                           "-p '{\"status\":{\"phase\":\"Failed\"}}' >/dev/null", victim),
+             "setting a target pod Failed");
+        json_decref(list);
+    }
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, halted("llm-to-inf2")), "the rollout did not halt");
+
+    /* research (hard budget, $60/h in the base policy) runs two p4d nodes' worth: $67/h */
+    clone_node(NODE_P4D, "ip-10-0-6-10.us-west-2.compute.internal", "p4d.24xlarge", 8);
+    make_namespace("research");
+    create_bound_pod("research", "train-a", NODE_P4D, 8);
+    create_bound_pod("research", "train-b", "ip-10-0-6-10.us-west-2.compute.internal", 8);
+
+    /* AWS spot prices were read; now every EC2 call is throttled: the spot source fails */
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, metric("accelfit_aws_prices_age_seconds") >= 0),
+                  "no AWS price was ever read (log: %s)", acc.log_path);
+    af_test_fake_aws_do(&aws, "fault", "{\"kind\": \"throttle\", \"service\": \"ec2\", \"count\": 1000000}");
+
+    /* the expressions of the alerts these conditions raise return series; the rest nothing */
+    ck_assert_msg(AF_TEST_WAIT_FOR(180, conditions_visible(queries)),
+                  "not every expected alert's expression returned data (Prometheus: %s)", prom_dir);
+    json_array_foreach(queries, i, q) {
+        const char *name = json_string_value(json_object_get(q, "name"));
+        const char *expr = json_string_value(json_object_get(q, "expr"));
+        int n;
+        if (strcmp(json_string_value(json_object_get(q, "kind")), "alert"))
+            continue;
+        n = prom_count(expr);
+        ck_assert_msg(n >= 0, "%s: the query failed: %s", name, expr);
+        if (listed(must_fire, AF_ARRAY_SIZE(must_fire), name))
+            ck_assert_msg(n > 0, "%s returned nothing", name);
+        else if (!listed(may_fire, AF_ARRAY_SIZE(may_fire), name))
+            ck_assert_msg(n == 0, "%s returned %d series though nothing is wrong there: %s", name,
+                          n, expr);
+    }
+    /* the rule itself is evaluated: no `for`, it fires */
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, alert_in_state("AccelfitRolloutHalted", "firing")),
+                  "Prometheus does not list AccelfitRolloutHalted as firing");
+
+    /* every panel query answers (rates need two scrapes in their window) */
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, panels_answer(queries, &missing)),
+                  "the panel '%s' has no data", missing);
+
+    /* the webhook fails open: Ignore, and nothing answers where it points */
+    must(kubectl(NULL, "patch mutatingwebhookconfiguration accelfit --type=json -p '["
+                       "{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"Ignore\"},"
+                       "{\"op\":\"replace\",\"path\":\"/webhooks/0/clientConfig/url\","
+                       "\"value\":\"https://127.0.0.1:9/mutate\"}]' >/dev/null"),
+         "failurePolicy Ignore");
+    create_replicas(1, true);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, prom_count("ALERTS{alertname=\"AccelfitWebhookFailingOpen\"}") > 0),
+                  "AccelfitWebhookFailingOpen did not fire");
+
+    /* every metric named is exported: accelfit's by accelfit, apiserver_* by the API server */
+    ck_assert_int_eq(acc_get(false, "/metrics", &metrics), 200);
+    must(kubectl(&api_metrics, "get --raw /metrics"), "the API server's /metrics");
+    json_array_foreach(queries, i, q) {
+        json_t *names = af_test_metric_names(json_string_value(json_object_get(q, "expr"))), *n;
+        size_t k;
+        json_array_foreach(names, k, n) {
+            const char *name = json_string_value(n);
+            const char *body = !strncmp(name, "apiserver_", 10) ? api_metrics : metrics;
+            char *line = af_xasprintf("\n%s", name);
+            const char *at;
+            bool found = false;
+            if (!strcmp(name, "up"))
+                continue;   /* Prometheus's own */
+            for (at = strstr(body, line); at && !found; at = strstr(at + 1, line))
+                found = at[strlen(line)] == '{' || at[strlen(line)] == ' ';
+            ck_assert_msg(found, "%s '%s' reads %s, which is not in %s's /metrics",
+                          json_string_value(json_object_get(q, "kind")),
+                          json_string_value(json_object_get(q, "name")), name,
+                          body == metrics ? "accelfit" : "the API server");
+            af_free(line);
+        }
+        json_decref(names);
+    }
+
+    /* the dashboard as a picture, from the same queries (docs/operations.md shows one) */
+    {
+        const char *out = getenv("AF_DASHBOARD_SVG");
+        char *svg = out ? af_xstrdup(out) : af_xasprintf("%s/dashboard.svg", work);
+        char *log = NULL;
+        int rc = run(&log, "python3 '%s/scripts/render-dashboard.py' --prometheus http://127.0.0.1:%d "
+                           "--dashboard '%s/%s' --start %.0f --end %.0f --out '%s' 2>&1",
+                     AF_SOURCE_DIR, prom_port, AF_SOURCE_DIR, AF_TEST_DASHBOARD, started,
+                     (double)time(NULL), svg);
+        char *text = NULL;
+        ck_assert_msg(rc == 0, "render-dashboard.py: %s", log);
+        must(run(&text, "cat '%s'", svg), "reading the picture");
+        ck_assert_msg(strstr(text, "Spend vs budget") && strstr(text, "class=\"series\""),
+                      "the picture has no panels");
+        af_free(text), af_free(log), af_free(svg);
+    }
+    delete_pods("e2e-roll");
+    delete_pods("research");
+    af_free(metrics), af_free(api_metrics);
+    json_decref(queries);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------------------ */
 
 static Suite *e2e_suite(void)
@@ -1412,6 +1777,11 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_rollout_state_survives_a_restart);
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
     tcase_add_test(tc, test_preferences_through_the_real_webhook);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("monitoring");
+    tcase_add_unchecked_fixture(tc, monitoring_setup, monitoring_teardown);
+    tcase_add_test(tc, test_alerts_and_panels_on_a_real_prometheus);
     suite_add_tcase(s, tc);
     return s;
 }
