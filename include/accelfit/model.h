@@ -325,6 +325,9 @@ struct af_node_info {
     /* The node group: eks.amazonaws.com/nodegroup, karpenter.sh/nodepool or
      * alpha.eksctl.io/nodegroup-name (the first present); NULL when none. */
     char *node_group;
+    /* Every label, "key\0value\0...\0\0" (NULL: none): what a pod's nodeSelector and
+     * required node affinity are matched against (accelfit/placement.h). */
+    char *labels;
 };
 
 /* The pod's declared intent, as annotation strings (NULL when absent). */
@@ -341,6 +344,8 @@ struct af_pod_annotations {
 };
 
 /* A pod as decisions need it. Immutable after it is built; shared by refcount. */
+struct af_placement;
+
 struct af_pod_info {
     atomic_int refcnt;
     char *ns;
@@ -372,6 +377,9 @@ struct af_pod_info {
     struct af_mig_profile mig; /* the MIG profile requested, when requests.v[AF_RES_MIG] > 0 */
     struct af_pod_annotations ann;
     struct af_resources requests;  /* effective requests (docs/extender-protocol.md §3) */
+    /* Managed pods: nodeName, nodeSelector and required node affinity (accelfit/placement.h),
+     * NULL when it says none; owned. */
+    struct af_placement *placement;
 };
 
 struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls UNKNOWN */
@@ -379,6 +387,8 @@ struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls 
 struct af_node_info *af_node_info_copy(const struct af_node_info *n);
 struct af_node_info *af_node_info_ref(struct af_node_info *n);
 void af_node_info_unref(struct af_node_info *n);       /* NULL is fine */
+/* The value of a node label (NULL when absent). Borrowed. */
+const char *af_node_label(const struct af_node_info *n, const char *key);
 /* The value of a label of a managed pod (NULL when absent or not kept). */
 const char *af_pod_label(const struct af_pod_info *p, const char *key);
 struct af_pod_info *af_pod_info_new(void);

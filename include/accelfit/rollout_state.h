@@ -49,6 +49,9 @@ struct af_rollout_decision {
     int rollout;                       /* index into cfg->policy->rollouts; -1: not in one */
     enum af_rollout_side side;
     bool fallback;                     /* the share asked for the target, which had no room */
+    /* The pod's nodeName, nodeSelector or required node affinity admits no node of the
+     * target's classes: the unit stays on the source (counted with the fallbacks). */
+    bool pinned;
     bool halted;                       /* the brake is on: the target takes no new units */
     double share;                      /* target share in force */
     struct af_rollout_count count;     /* what the decision counted (before this unit) */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "accelfit/placement.h"
 #include "accelfit/util.h"
 
 /* ---- classes --------------------------------------------------------------- */
@@ -519,6 +520,16 @@ struct af_node_info *af_node_info_copy(const struct af_node_info *n)
     c->node_group = af_xstrdup(n->node_group);
     c->region = af_xstrdup(n->region);
     c->zone = af_xstrdup(n->zone);
+    c->labels = NULL;
+    if (n->labels) {
+        const char *k = n->labels;
+        size_t len;
+        while (*k)
+            k += strlen(k) + 1;   /* a key or a value */
+        len = (size_t)(k - n->labels) + 1;
+        c->labels = af_xmalloc(len);
+        memcpy(c->labels, n->labels, len);
+    }
     return c;
 }
 
@@ -539,7 +550,19 @@ void af_node_info_unref(struct af_node_info *n)
     free(n->node_group);
     free(n->region);
     free(n->zone);
+    free(n->labels);
     free(n);
+}
+
+const char *af_node_label(const struct af_node_info *n, const char *key)
+{
+    for (const char *k = n ? n->labels : NULL; k && *k;) {
+        const char *v = k + strlen(k) + 1;
+        if (!strcmp(k, key))
+            return v;
+        k = v + strlen(v) + 1;
+    }
+    return NULL;
 }
 
 const char *af_pod_label(const struct af_pod_info *p, const char *key)
@@ -592,5 +615,6 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->rollout_claim);
     free(p->ann.neuron_core_version);
     free(p->ann.instances);
+    af_placement_free(p->placement);
     free(p);
 }

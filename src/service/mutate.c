@@ -249,7 +249,12 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                         r->name, d.reason);
         goto out;
     }
-    if (d.halted && d.side == AF_SIDE_SOURCE)
+    if (d.pinned && d.side == AF_SIDE_SOURCE) {
+        af_warnings_add(w, "accelfit: %.250s", d.reason);
+        AF_LOG(AF_LOG_INFO, "pod kept on the source: its node constraints admit no target node",
+               "rollout", r->name, "namespace", pod->ns, "pod", pod_label(a, pod), "why",
+               d.reason, NULL);
+    } else if (d.halted && d.side == AF_SIDE_SOURCE)
         af_warnings_add(w, "accelfit: rollout %.63s is halted by its brake; the pod stays on "
                         "the source",
                         r->name);

@@ -913,6 +913,7 @@ static void render_rollout(struct jw *w, const struct af_config *cfg,
         jw_null(w, "side");
     jw_bool(w, "restricts_filter", !r->variant && rd->side != AF_SIDE_NONE);
     jw_bool(w, "fallback", rd->fallback);
+    jw_bool(w, "pinned", rd->pinned);
     jw_bool(w, "halted", rd->halted);
     jw_num(w, "share", rd->share);
     jw_open(w, "counted", "{");
