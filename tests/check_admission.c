@@ -812,6 +812,47 @@ START_TEST(test_pinned_pod_stays_on_the_source)
 }
 END_TEST
 
+static void nobody(void *ud)
+{
+    (void)ud;
+}
+
+/*
+ * A replica whose rollout state is shared but not read yet (a restart: the state object holds
+ * the stage) is not ready for the webhook: /readyz answers 503 saying so, and a review is
+ * allowed unchanged with a warning rather than decided as a rollout just begun would. Once
+ * read (or AF_ROLLOUT_STATE_READ_GRACE_S later) it is ready and decides.
+ */
+START_TEST(test_unread_rollout_state_is_not_ready)
+{
+    struct af_buf out = AF_BUF_INIT(1u << 16);
+    json_t *req;
+    struct answer a;
+
+    service_with(VARIANT_ROLLOUT("llm-to-inf2", "1.0"), true, true);
+    af_rollouts_set_observer(svc.rollouts, nobody, NULL);
+    ck_assert_int_eq(af_service_readyz(&svc, &out), 503);
+    ck_assert_msg(strstr(out.buf, "rollout state not read yet"), "%s", out.buf);
+    a = post_file(REQ_A, &req);
+    ck_assert_ptr_null(a.patch);
+    ck_assert(warned(&a, "not applied: rollout state not read yet"));
+    answer_clear(&a);
+    json_decref(req);
+    ck_assert(!af_rollouts_state_unread(svc.rollouts,
+                                        af_wall_time() + AF_ROLLOUT_STATE_READ_GRACE_S + 1));
+
+    af_rollouts_absorb(svc.rollouts, NULL, 0);   /* read: no object yet */
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_service_readyz(&svc, &out), 200);
+    a = post_file(REQ_A, &req);
+    ck_assert_ptr_nonnull(a.patch);
+    ck_assert(!warned(&a, "not read"));
+    answer_clear(&a);
+    json_decref(req);
+    af_buf_release(&out);
+}
+END_TEST
+
 /* ---- allowed, unchanged ---------------------------------------------------------------------- */
 
 enum unchanged_case { NO_MATCH, NO_ROLLOUTS, NO_STATE, NOT_SYNCED, UNMANAGED };
@@ -1896,6 +1937,7 @@ static Suite *af_admission_suite(void)
     tcase_add_test(tc, test_dry_run_is_decided_but_not_remembered);
     tcase_add_test(tc, test_target_without_room_falls_back_to_the_source);
     tcase_add_loop_test(tc, test_pinned_pod_stays_on_the_source, 0, (int)AF_ARRAY_SIZE(pinned));
+    tcase_add_test(tc, test_unread_rollout_state_is_not_ready);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("unchanged");

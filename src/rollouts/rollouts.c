@@ -1353,6 +1353,19 @@ void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void
     pthread_mutex_unlock(&rs->lock);
 }
 
+bool af_rollouts_state_unread(struct af_rollouts *rs, double now)
+{
+    bool unread;
+
+    if (!rs)
+        return false;
+    pthread_mutex_lock(&rs->lock);
+    unread = rs->on_change && !rs->absorbed &&
+             now - rs->shared_since < AF_ROLLOUT_STATE_READ_GRACE_S;
+    pthread_mutex_unlock(&rs->lock);
+    return unread;
+}
+
 size_t af_rollouts_export(struct af_rollouts *rs, const struct af_config *cfg, double now,
                           struct af_rollout_record **out)
 {

@@ -193,6 +193,11 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                         r->name, why ? why : "no cluster snapshot");
         goto out;
     }
+    if (af_rollouts_state_unread(svc->rollouts, af_wall_time())) {
+        af_warnings_add(w, "accelfit: rollout %.63s not applied: %s; pod created as written",
+                        r->name, AF_ROLLOUT_STATE_UNREAD);
+        goto out;
+    }
     other = second_match(pol, k, pod);
     if (other >= 0)
         af_warnings_add(w, "accelfit: the pod matches rollouts %.63s and %.63s; the first, "
