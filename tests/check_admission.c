@@ -732,6 +732,127 @@ START_TEST(test_target_without_room_falls_back_to_the_source)
 }
 END_TEST
 
+/*
+ * A pod whose nodeName, nodeSelector or required node affinity admits no inferentia2 node is
+ * not rewritten into one that can never be scheduled: at share 1.0 its unit stays on the
+ * source, counted with the fallbacks, and the warning says which constraint. Preferred
+ * affinity and constraints an inf2 node meets leave it to the share (the target).
+ */
+static const struct {
+    const char *key;      /* a field of the pod's spec */
+    const char *json;     /* its value */
+    const char *side;     /* the side the unit gets */
+    const char *warn;     /* what a warning must say (NULL: no pinned warning) */
+} pinned[] = {
+    {"nodeSelector", "{\"node.kubernetes.io/instance-type\":\"g5.12xlarge\"}", "source",
+     "nodeSelector node.kubernetes.io/instance-type=g5.12xlarge admits no inferentia2 node"},
+    {"nodeSelector", "{\"node.kubernetes.io/instance-type\":\"inf2.24xlarge\"}", "target", NULL},
+    {"affinity",
+     "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+     "[{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"In\","
+     "\"values\":[\"g5.12xlarge\",\"g6.12xlarge\"]}]}]}}}",
+     "source", "required node affinity node.kubernetes.io/instance-type In g5.12xlarge,g6.12xlarge"},
+    {"affinity",
+     "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+     "[{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"In\","
+     "\"values\":[\"g5.12xlarge\"]}]},{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":"
+     "\"In\",\"values\":[\"inf2-b\"]}]}]}}}",
+     "target", NULL},
+    {"affinity",
+     "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":"
+     "[{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":"
+     "\"NotIn\",\"values\":[\"inf2.24xlarge\"]}]}]}}}",
+     "source", "admits no inferentia2 node"},
+    {"affinity",
+     "{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":100,"
+     "\"preference\":{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/instance-type\","
+     "\"operator\":\"In\",\"values\":[\"g5.12xlarge\"]}]}}]}}",
+     "target", NULL},
+};
+
+START_TEST(test_pinned_pod_stays_on_the_source)
+{
+    size_t len;
+    char *text = af_test_read(REQ_A, &len), *body;
+    json_t *req = json_loadb(text, len, 0, NULL), *patched;
+    struct af_config *cfg;
+    struct af_snapshot *snap;
+    struct af_rollout_status st;
+    struct answer a;
+    char why[300];
+
+    service_with(VARIANT_ROLLOUT("llm-to-inf2", "1.0"), true, true);
+    json_object_set_new(json_object_get(obj_of(req), "spec"), pinned[_i].key,
+                        json_loads(pinned[_i].json, 0, NULL));
+    body = json_dumps(req, JSON_COMPACT);
+    a = post(body, strlen(body), NULL);
+    ck_assert_ptr_nonnull(a.patch);
+    patched = af_test_jsonpatch_apply(obj_of(req), a.patch, why, sizeof(why));
+    ck_assert_msg(patched != NULL, "%s", why);
+    ck_assert_str_eq(annotation(patched, "accelfit.io/rollout-side"), pinned[_i].side);
+    if (pinned[_i].warn) {
+        ck_assert_msg(warned(&a, pinned[_i].warn), "no warning says '%s': %s", pinned[_i].warn,
+                      json_dumps(a.warnings, 0));
+        assert_annotations_only(req, a.patch, "llm-to-inf2", "source");
+    } else {
+        ck_assert(!warned(&a, "admits no"));
+        assert_target_pod(patched, "llm-to-inf2");
+    }
+    cfg = af_config_holder_get(&holder);
+    snap = af_publisher_acquire(&pub);
+    af_rollouts_status(svc.rollouts, cfg, snap, af_wall_time(), 0, &st);
+    ck_assert_int_eq((int)st.fallbacks, pinned[_i].warn ? 1 : 0);
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+    json_decref(patched);
+    answer_clear(&a);
+    free(body);
+    json_decref(req);
+    af_free(text);
+}
+END_TEST
+
+static void nobody(void *ud)
+{
+    (void)ud;
+}
+
+/*
+ * A replica whose rollout state is shared but not read yet (a restart: the state object holds
+ * the stage) is not ready for the webhook: /readyz answers 503 saying so, and a review is
+ * allowed unchanged with a warning rather than decided as a rollout just begun would. Once
+ * read (or AF_ROLLOUT_STATE_READ_GRACE_S later) it is ready and decides.
+ */
+START_TEST(test_unread_rollout_state_is_not_ready)
+{
+    struct af_buf out = AF_BUF_INIT(1u << 16);
+    json_t *req;
+    struct answer a;
+
+    service_with(VARIANT_ROLLOUT("llm-to-inf2", "1.0"), true, true);
+    af_rollouts_set_observer(svc.rollouts, nobody, NULL);
+    ck_assert_int_eq(af_service_readyz(&svc, &out), 503);
+    ck_assert_msg(strstr(out.buf, "rollout state not read yet"), "%s", out.buf);
+    a = post_file(REQ_A, &req);
+    ck_assert_ptr_null(a.patch);
+    ck_assert(warned(&a, "not applied: rollout state not read yet"));
+    answer_clear(&a);
+    json_decref(req);
+    ck_assert(!af_rollouts_state_unread(svc.rollouts,
+                                        af_wall_time() + AF_ROLLOUT_STATE_READ_GRACE_S + 1));
+
+    af_rollouts_absorb(svc.rollouts, NULL, 0);   /* read: no object yet */
+    af_buf_reset(&out);
+    ck_assert_int_eq(af_service_readyz(&svc, &out), 200);
+    a = post_file(REQ_A, &req);
+    ck_assert_ptr_nonnull(a.patch);
+    ck_assert(!warned(&a, "not read"));
+    answer_clear(&a);
+    json_decref(req);
+    af_buf_release(&out);
+}
+END_TEST
+
 /* ---- allowed, unchanged ---------------------------------------------------------------------- */
 
 enum unchanged_case { NO_MATCH, NO_ROLLOUTS, NO_STATE, NOT_SYNCED, UNMANAGED };
@@ -1815,6 +1936,8 @@ static Suite *af_admission_suite(void)
     tcase_add_test(tc, test_placement_rollout_gets_only_annotations);
     tcase_add_test(tc, test_dry_run_is_decided_but_not_remembered);
     tcase_add_test(tc, test_target_without_room_falls_back_to_the_source);
+    tcase_add_loop_test(tc, test_pinned_pod_stays_on_the_source, 0, (int)AF_ARRAY_SIZE(pinned));
+    tcase_add_test(tc, test_unread_rollout_state_is_not_ready);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("unchanged");

@@ -565,6 +565,66 @@ START_TEST(test_selection_is_deterministic)
 }
 END_TEST
 
+/*
+ * The first reason of rank 1 speaks of rank 1: the rule's reason only when rank 1 is the
+ * class the rule lists first; a first choice dropped says why and what to state.
+ */
+static const struct {
+    enum af_workload w;
+    double params;
+    enum af_objective o;
+    const char *want;     /* in rank 1's first reason */
+} first_reason_cases[] = {
+    {AF_WORKLOAD_INFERENCE, 7e9, AF_OBJECTIVE_COST, "first choice, inferentia2, is out: framework unknown"},
+    {AF_WORKLOAD_TRAINING, 70e9, AF_OBJECTIVE_BALANCED, NULL},
+    {AF_WORKLOAD_TRAINING, 70e9, AF_OBJECTIVE_COST, "first choice, trainium1, is out: framework unknown"},
+    {AF_WORKLOAD_TRAINING, 405e9, AF_OBJECTIVE_COST, "first choice, trainium1, is out: framework unknown"},
+};
+
+START_TEST(test_rank_one_reason_speaks_of_rank_one)
+{
+    struct af_selection *s = af_xmalloc(sizeof(*s));
+    const struct af_rule *rule = NULL;
+
+    select_for(s, first_reason_cases[_i].w, first_reason_cases[_i].params,
+               first_reason_cases[_i].o, AF_FRAMEWORK_UNKNOWN, true, false);
+    ck_assert_uint_gt(s->n_tiers, 0);
+    for (size_t r = 0; r < cfg->policy->n_rules; r++)
+        if (!strcmp(cfg->policy->rules[r].name, s->rule))
+            rule = &cfg->policy->rules[r];
+    ck_assert_ptr_nonnull(rule);
+    if (s->tiers[0].cls != rule->tiers[0].cls)
+        ck_assert_msg(strcmp(s->tiers[0].reasons[0], rule->reason),
+                      "rank 1 is %s with the reason of %s: %s", af_class_name(s->tiers[0].cls),
+                      af_class_name(rule->tiers[0].cls), rule->reason);
+    if (first_reason_cases[_i].want) {
+        ck_assert_msg(strstr(s->tiers[0].reasons[0], first_reason_cases[_i].want), "%s",
+                      s->tiers[0].reasons[0]);
+        ck_assert_msg(strstr(s->tiers[0].reasons[0], "--framework pytorch"), "%s",
+                      s->tiers[0].reasons[0]);
+    }
+    af_free(s);
+}
+END_TEST
+
+/* The batch-inference rule says the cheapest that holds the model comes first (order:
+ * price): whatever the objective, ranks go by what the workload pays within a kind. */
+START_TEST(test_batch_inference_is_cheapest_first)
+{
+    struct af_selection *s = af_xmalloc(sizeof(*s));
+
+    select_for(s, AF_WORKLOAD_BATCH_INFERENCE, 70e9, AF_OBJECTIVE_BALANCED, AF_FRAMEWORK_UNKNOWN,
+               false, false);
+    ck_assert_uint_gt(s->n_tiers, 2);
+    for (size_t i = 1; i < s->n_tiers; i++)
+        ck_assert_msg(s->tiers[i - 1].workload_usd <= s->tiers[i].workload_usd,
+                      "rank %zu pays %.2f, rank %zu %.2f", i, s->tiers[i - 1].workload_usd, i + 1,
+                      s->tiers[i].workload_usd);
+    ck_assert_msg(strstr(s->tiers[0].reasons[0], "orders by price"), "%s", s->tiers[0].reasons[0]);
+    af_free(s);
+}
+END_TEST
+
 static Suite *af_select_suite(void)
 {
     Suite *s = suite_create("select");
@@ -592,6 +652,9 @@ static Suite *af_select_suite(void)
     tcase_add_test(tc, test_no_matching_rule_gives_no_tiers);
     tcase_add_test(tc, test_max_instances_limits_sharding);
     tcase_add_test(tc, test_selection_is_deterministic);
+    tcase_add_loop_test(tc, test_rank_one_reason_speaks_of_rank_one, 0,
+                        (int)AF_ARRAY_SIZE(first_reason_cases));
+    tcase_add_test(tc, test_batch_inference_is_cheapest_first);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -48,6 +48,9 @@ struct af_rule {
      * (the default) they are preferences, and every other class the pod's requests and
      * physics allow is a last tier, so no pod waits while a node that fits sits idle. */
     bool strict;
+    /* order: price — the tiers go by what the workload pays within an accelerator kind, as
+     * objective cost orders every rule; false (order: rule): as listed. */
+    bool order_by_price;
     char *reason;              /* why, in plain words (docs/decision-framework.md) */
     int line;                  /* where the rule starts in its file */
 };

@@ -335,8 +335,9 @@ struct af_node_info {
     /* The node group: eks.amazonaws.com/nodegroup, karpenter.sh/nodepool or
      * alpha.eksctl.io/nodegroup-name (the first present); NULL when none. */
     char *node_group;
-    /* Its labels, packed "key\0value\0...\0\0" (af_node_label): what Karpenter
-     * NodeOverlay requirements are matched against when prices are applied again. */
+    /* Every label, packed "key\0value\0...\0\0" (NULL: none; af_node_label): what a
+     * pod's nodeSelector and required node affinity (accelfit/placement.h) and Karpenter
+     * NodeOverlay requirements (when prices are applied again) are matched against. */
     char *labels;
     /* Prepaid capacity (docs/pricing.md#prepaid-capacity): a Capacity Reservation (ODCR)
      * or a Capacity Block, from Karpenter's or EKS's labels or accelfit's annotations. */
@@ -376,6 +377,8 @@ struct af_pod_annotations {
 };
 
 /* A pod as decisions need it. Immutable after it is built; shared by refcount. */
+struct af_placement;
+
 struct af_pod_info {
     atomic_int refcnt;
     char *ns;
@@ -414,6 +417,9 @@ struct af_pod_info {
     bool expected_bad;             /* the annotation was set but is not a duration */
     struct af_pod_annotations ann;
     struct af_resources requests;  /* effective requests (docs/extender-protocol.md §3) */
+    /* Managed pods: nodeName, nodeSelector and required node affinity (accelfit/placement.h),
+     * NULL when it says none; owned. */
+    struct af_placement *placement;
 };
 
 struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls UNKNOWN */

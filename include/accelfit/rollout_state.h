@@ -49,6 +49,9 @@ struct af_rollout_decision {
     int rollout;                       /* index into cfg->policy->rollouts; -1: not in one */
     enum af_rollout_side side;
     bool fallback;                     /* the share asked for the target, which had no room */
+    /* The pod's nodeName, nodeSelector or required node affinity admits no node of the
+     * target's classes: the unit stays on the source (counted with the fallbacks). */
+    bool pinned;
     bool halted;                       /* the brake is on: the target takes no new units */
     double share;                      /* target share in force */
     struct af_rollout_count count;     /* what the decision counted (before this unit) */
@@ -204,6 +207,9 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
 /* Shared, the brake halts nothing until the shared state was read once (a halt could undo an
  * acknowledgement made elsewhere), or this long after sharing began (it cannot be read). */
 #define AF_ROLLOUT_STATE_READ_GRACE_S 30.0
+/* Why a replica that has not read it yet is not ready for the webhook (/readyz, warnings). */
+#define AF_ROLLOUT_STATE_UNREAD                                                                    \
+    "rollout state not read yet: ConfigMap " AF_ROLLOUT_STATE_OBJECT " (at most 30 s)"
 
 /*
  * Calls `fn(ud)` (NULL: nobody) on every change of what replicas share: a rollout begun or
@@ -211,6 +217,14 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
  * from request threads: it must only wake someone (af_kube_state_notify), never block.
  */
 void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void *ud);
+
+/*
+ * True while the state is shared and not read once yet, for at most
+ * AF_ROLLOUT_STATE_READ_GRACE_S after sharing began (wall clock `now`): a replica that
+ * decided now would decide as a rollout just begun would (the first stage), so it is not
+ * ready for the webhook. NULL is fine (false). Cannot fail.
+ */
+bool af_rollouts_state_unread(struct af_rollouts *rs, double now);
 
 /*
  * Every rollout of cfg->policy (begun now when not seen before), as records at `now`: a new

@@ -59,8 +59,14 @@ struct af_selection {
     const char *rule_reason;                   /* its reason; borrowed */
     bool strict;                               /* the rule's tiers are the only classes allowed */
     bool price_ordered;                        /* objective cost: tiers ordered by price within a kind */
+    bool rule_priced;                          /* ... because the rule says order: price */
     bool reordered;                            /* ... and the rule's first tier is not rank 1 */
     enum af_class rule_first;                  /* the rule's first tier's class (when reordered) */
+    /* The class the rule lists first (af_select sets it, `listed`): rank 1 gets the rule's
+     * reason only when it is that class; otherwise its reason says why that class is not
+     * rank 1 (dropped, or ruled out by the pod's requests). */
+    bool listed;
+    enum af_class listed_first;
     struct af_tier tiers[AF_CLASS__COUNT];
     size_t n_tiers;
     struct af_dropped dropped[AF_CLASS__COUNT];

@@ -25,6 +25,7 @@
 
 #include "accelfit/codec.h"
 #include "accelfit/decide.h"
+#include "accelfit/placement.h"
 
 #include "codec/internal.h"
 
@@ -247,6 +248,8 @@ static char *dup_scalar(json_t *obj, const char *key)
 
 /* ---- Node ------------------------------------------------------------------------------- */
 
+static char *packed_labels(json_t *labels);
+
 /* The MIG profiles a node advertises (mixed strategy: nvidia.com/mig-1g.5gb: 7). */
 static void node_mig_profiles(json_t *alloc, struct af_node_info *n)
 {
@@ -304,6 +307,7 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
         return rc;
     }
     node_mig_profiles(af__codec_get(status, "allocatable"), n);
+    n->labels = packed_labels(af__codec_get(meta, "labels"));
     labels = kv_list(af__codec_get(meta, "labels"), &n_labels, &lbufs);
     anns = kv_list(af__codec_get(meta, "annotations"), &n_anns, &abufs);
     af_node_classify(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, labels, n_labels, anns,
@@ -426,6 +430,78 @@ static char *packed_labels(json_t *labels)
     if (af_buf_add(&b, "", 1))
         af_assert(!"unbounded buffer refused output");
     return af_buf_detach(&b, NULL);
+}
+
+/* One requirement of a nodeSelectorTerm (matchExpressions or, `field`, matchFields). */
+static void match_expr(json_t *e, bool field, struct af_match_expr *out)
+{
+    static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"};
+    const char *op = af__codec_get_str(e, "operator"), *key = af__codec_get_str(e, "key");
+    json_t *values = af__codec_get(e, "values"), *v;
+    size_t i;
+
+    out->key = af_xstrdup(key ? key : "");
+    out->field = field;
+    out->op = AF_MATCH_UNKNOWN;
+    for (i = 0; op && i < AF_ARRAY_SIZE(ops); i++)
+        if (!strcmp(op, ops[i]))
+            out->op = (enum af_match_op)i;
+    out->values = af_xcalloc(json_array_size(values) + 1, sizeof(*out->values));
+    json_array_foreach(json_is_array(values) ? values : NULL, i, v) {
+        char buf[SCALAR_MAX];
+        const char *text = scalar_text(v, buf, sizeof(buf));
+        if (text)
+            out->values[out->n_values++] = af_xstrdup(text);
+    }
+}
+
+/* spec.nodeName, spec.nodeSelector and the required node affinity (NULL: none of them). */
+static struct af_placement *pod_placement(json_t *spec)
+{
+    json_t *sel = af__codec_get(spec, "nodeSelector"), *terms, *t, *v;
+    json_t *req = af__codec_get(af__codec_get(af__codec_get(spec, "affinity"), "nodeAffinity"),
+                                "requiredDuringSchedulingIgnoredDuringExecution");
+    const char *node = af__codec_get_str(spec, "nodeName"), *key;
+    struct af_placement *p;
+    size_t i;
+
+    if ((!node || !*node) && (!json_is_object(sel) || !json_object_size(sel)) &&
+        !json_is_object(req))
+        return NULL;
+    p = af_xcalloc(1, sizeof(*p));
+    if (node && *node)
+        p->node_name = af_xstrdup(node);
+    if (json_is_object(sel) && json_object_size(sel)) {
+        p->selector = af_xcalloc(json_object_size(sel), sizeof(*p->selector));
+        json_object_foreach(sel, key, v) {
+            char buf[SCALAR_MAX];
+            const char *text = scalar_text(v, buf, sizeof(buf));
+            struct af_match_expr *e = &p->selector[p->n_selector++];
+            e->key = af_xstrdup(key);
+            e->op = AF_MATCH_IN;
+            e->values = af_xcalloc(1, sizeof(*e->values));
+            e->values[0] = af_xstrdup(text ? text : "");
+            e->n_values = 1;
+        }
+    }
+    if (json_is_object(req)) {
+        p->has_required = true;
+        terms = af__codec_get(req, "nodeSelectorTerms");
+        p->terms = af_xcalloc(json_array_size(terms) + 1, sizeof(*p->terms));
+        json_array_foreach(json_is_array(terms) ? terms : NULL, i, t) {
+            json_t *ex = af__codec_get(t, "matchExpressions"), *fs = af__codec_get(t, "matchFields");
+            struct af_match_term *term = &p->terms[p->n_terms++];
+            size_t k;
+            json_t *e;
+            term->exprs = af_xcalloc(json_array_size(ex) + json_array_size(fs) + 1,
+                                     sizeof(*term->exprs));
+            json_array_foreach(json_is_array(ex) ? ex : NULL, k, e)
+                match_expr(e, false, &term->exprs[term->n_exprs++]);
+            json_array_foreach(json_is_array(fs) ? fs : NULL, k, e)
+                match_expr(e, true, &term->exprs[term->n_exprs++]);
+        }
+    }
+    return p;
 }
 
 /*
@@ -632,6 +708,8 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
     pod_rollout_fields(meta, af__codec_get(obj, "status"), p);   /* reads p->terminal */
     pod_expected_duration(meta, spec, p);
+    if (p->managed)
+        p->placement = pod_placement(spec);
     *out = p;
     return 0;
 }

@@ -42,7 +42,8 @@ static const char *const prices_keys[] = {"default_spot_discount_pct", "prepaid"
                                           "discounts", NULL};
 static const char *const prefer_keys[] = {"enabled",    "when",    "key", "required",
                                           "namespaces", "tenants", NULL};
-static const char *const rule_keys[] = {"name", "match", "tiers", "strict", "reason", NULL};
+static const char *const rule_keys[] = {"name", "match", "tiers", "strict", "order", "reason",
+                                        NULL};
 static const char *const match_keys[] = {"workload",           "objective",  "framework",
                                          "neuron_ready",       "min_params", "max_params",
                                          "max_latency_slo_ms", NULL};
@@ -468,6 +469,19 @@ static int load_rule(struct af__ydoc *d, yaml_node_t *n, struct af_rule *r)
         rc = af__ynode_bool(d, v, "strict", &r->strict);
         if (rc)
             return rc;
+    }
+
+    v = af__ymap_get(d, n, "order");
+    if (v) {
+        rc = af__ynode_string(d, v, "order", &s);
+        if (rc)
+            return rc;
+        if (strcmp(s, "rule") && strcmp(s, "price"))
+            return af__ydoc_err(d, v, AF_EINVAL,
+                                "rules[].order of rule '%s' is '%s'; use rule (as listed) or "
+                                "price (what the workload pays, cheapest first)",
+                                r->name, s);
+        r->order_by_price = !strcmp(s, "price");
     }
 
     v = af__ymap_get(d, n, "reason");

@@ -121,11 +121,48 @@ static void gib_pair(double a, double b, char *sa, char *sb, size_t n)
     }
 }
 
+/*
+ * How many of the node's devices (or NeuronCores) of `per` GiB each the model would need on
+ * each instance, into `out` ("; it would need 2 of this node's 8 devices"); false (and ""
+ * in `out`) when that is not a count a pod can request (host memory, MIG slices).
+ */
+static bool devices_needed(const struct af_plan *plan, const struct af_pod_info *pod,
+                           const struct af_node_info *node, double per, char *out, size_t n)
+{
+    static const enum af_res devs[] = {AF_RES_GPU, AF_RES_NEURON, AF_RES_NEURONDEVICE,
+                                       AF_RES_AMD_GPU};
+    bool cores = !(plan->devices > 0);
+    int64_t have = 0;
+    double want;
+
+    out[0] = '\0';
+    if (plan->requested == AF_ACCEL_NONE || pod->requests.v[AF_RES_MIG] > 0 || !(per > 0))
+        return false;
+    if (cores)
+        have = node->allocatable.v[AF_RES_NEURONCORE];
+    else
+        for (size_t i = 0; i < AF_ARRAY_SIZE(devs); i++)
+            if (node->allocatable.v[devs[i]] > have)
+                have = node->allocatable.v[devs[i]];
+    want = ceil(plan->need_gib / plan->instances / per - 1e-9);
+    if (!(want >= 1) || want > 1e6)
+        return false;
+    if (have > 0 && want <= (double)have)
+        snprintf(out, n, "; it would need %.0f of this node's %lld %s", want, (long long)have,
+                 cores ? "NeuronCores" : "devices");
+    else if (have > 0)
+        snprintf(out, n, "; it would need %.0f %s, more than this node's %lld", want,
+                 cores ? "NeuronCores" : "devices", (long long)have);
+    else
+        snprintf(out, n, "; it would need %.0f %s", want, cores ? "NeuronCores" : "devices");
+    return true;
+}
+
 static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *pod,
                          const struct af_node_info *node, char *out, size_t n)
 {
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    char params[24], what[96], need[24], got[24];
+    char params[24], what[96], need[24], got[24], more[96] = "";
     double per, units, cap;
 
     if (!(plan->need_gib > 0))
@@ -162,6 +199,17 @@ static bool does_not_fit(const struct af_plan *plan, const struct af_pod_info *p
         return false;
     af_format_count(plan->profile.model_params, params, sizeof(params));
     gib_pair(plan->need_gib, cap, need, got, sizeof(need));
+    if (devices_needed(plan, pod, node, per, more, sizeof(more)) && plan->instances > 1)
+        return snprintf(out, n,
+                 "model does not fit: %s %s needs %s GiB; the pod gets %s here, %.1f GiB, "
+                 "x %d instances = %s GiB%s",
+                 params, af_workload_name(plan->profile.workload), need, what,
+                 per * units, plan->instances, got, more) >= 0;
+    if (more[0])
+        return snprintf(out, n, "model does not fit: %s %s needs %s GiB; the pod gets %s here, "
+                                "%s GiB%s",
+                        params, af_workload_name(plan->profile.workload), need, what, got,
+                        more) >= 0;
     /* (a reason longer than `out` is cut short; the snprintf value only says it did) */
     if (plan->instances > 1)
         return snprintf(out, n,
@@ -525,6 +573,15 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
             d->verdict = AF_VERDICT_PASS;
             if (!reasons)
                 continue;
+            if (nodes[i].info->unschedulable) {   /* not the memo's: said per node */
+                tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));
+                snprintf(d->reason, sizeof(d->reason),
+                         "tier %d (%s): rule %s%s; the node is cordoned (spec.unschedulable), "
+                         "the scheduler's view decides",
+                         d->tier + 1, mine, plan->sel.rule ? plan->sel.rule : "none",
+                         plan->stated ? "" : ", inferred: ranks, does not filter");
+                continue;
+            }
             /* The text depends on the class, the tier and room: once per class and tier. */
             if (!m->have[slot] || m->key[slot] != d->tier) {
                 tier_label(plan, d->tier, nodes[i].info->cls, mine, sizeof(mine));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "accelfit/placement.h"
 #include "accelfit/util.h"
 
 /* ---- classes --------------------------------------------------------------- */
@@ -637,5 +638,6 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->rollout_claim);
     free(p->ann.neuron_core_version);
     free(p->ann.instances);
+    af_placement_free(p->placement);
     free(p);
 }

@@ -104,8 +104,8 @@ static const char *neuron_block(const struct af_policy *pol, const struct af_pro
         if (neuron_requested)
             return NULL;
         snprintf(buf, n,
-                 "framework unknown: the AWS Neuron SDK takes only %s, so a Neuron class needs "
-                 "the framework stated",
+                 "framework unknown: the AWS Neuron SDK takes only %s; state it "
+                 "(--framework pytorch, or annotation accelfit.io/framework)",
                  list);
         return buf;
     }
@@ -542,24 +542,41 @@ void af_selection_label(struct af_selection *sel)
             while (k < sel->n_tiers && sel->tiers[k].cls != sel->rule_first)
                 k++;
             snprintf(t->reasons[0], AF_REASON_MAX,
-                     "objective cost: of the tiers of rule %s, the workload pays least here "
+                     "%s: of the tiers of rule %s, the workload pays least here "
                      "(%s/h); the rule's first choice, %s, is rank %zu",
+                     sel->rule_priced ? "the rule orders by price" : "objective cost",
                      sel->rule ? sel->rule : "none", pays, af_class_name(sel->rule_first),
                      k + 1);
         } else if (sel->reordered && t->cls == sel->rule_first) {
             snprintf(t->reasons[0], AF_REASON_MAX,
-                     "the first choice of rule %s; objective cost ranks it %zu: the workload "
+                     "the first choice of rule %s; %s ranks it %zu: the workload "
                      "pays %s/h here, more than on the tiers above",
-                     sel->rule ? sel->rule : "none", i + 1, pays);
+                     sel->rule ? sel->rule : "none",
+                     sel->rule_priced ? "its order: price" : "objective cost", i + 1, pays);
+        } else if (i == 0 && sel->listed && t->cls != sel->listed_first) {
+            const char *why = NULL;
+            for (size_t d = 0; d < sel->n_dropped && !why; d++)
+                if (sel->dropped[d].cls == sel->listed_first)
+                    why = sel->dropped[d].reason;
+            if (why)
+                af_reasonf(t->reasons[0], "rule %.50s's first choice, %s, is out: %s",
+                         sel->rule ? sel->rule : "none", af_class_name(sel->listed_first), why);
+            else
+                snprintf(t->reasons[0], AF_REASON_MAX,
+                         "rule %.60s lists %s (%s) first, which the pod's accelerator request "
+                         "rules out; this is its first tier the pod can use",
+                         sel->rule ? sel->rule : "none", af_class_name(sel->listed_first),
+                         af_accel_kind_name(af_class_kind(sel->listed_first)));
         } else if (i == 0 && sel->rule_reason)
             snprintf(t->reasons[0], AF_REASON_MAX, "%s", sel->rule_reason);
         else if (i == 0)
             snprintf(t->reasons[0], AF_REASON_MAX, "first choice");
         else if (sel->price_ordered)
             snprintf(t->reasons[0], AF_REASON_MAX,
-                     "fallback %zu of rule %s (objective cost: cheapest first within an "
+                     "fallback %zu of rule %s (%s cheapest first within an "
                      "accelerator kind): used when the tiers above have no room",
-                     i, sel->rule ? sel->rule : "none");
+                     i, sel->rule ? sel->rule : "none",
+                     sel->rule_priced ? "order: price," : "objective cost:");
         else
             snprintf(t->reasons[0], AF_REASON_MAX,
                      "fallback %zu of rule %s: used when the tiers above have no room", i,
@@ -625,6 +642,10 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
     out->rule = rule->name;
     out->rule_reason = rule->reason;
     out->strict = rule->strict;
+    if (rule->n_tiers) {
+        out->listed = true;
+        out->listed_first = rule->tiers[0].cls;
+    }
 
     for (size_t i = 0; i < rule->n_tiers && out->n_tiers < AF_ARRAY_SIZE(out->tiers); i++) {
         const struct af_tier_spec *ts = &rule->tiers[i];
@@ -653,10 +674,11 @@ void af_select(const struct af_policy *pol, const struct af_catalog *cat,
     }
     if (!out->n_tiers && needed > 0)
         find_outside(pol, cat, profile, neuron_requested, needed, out);
-    if (profile->objective == AF_OBJECTIVE_COST) {
+    if (profile->objective == AF_OBJECTIVE_COST || rule->order_by_price) {
         enum af_class before = out->n_tiers ? out->tiers[0].cls : AF_CLASS_UNKNOWN;
         order_by_price(out);
         out->price_ordered = true;
+        out->rule_priced = profile->objective != AF_OBJECTIVE_COST;
         out->reordered = out->n_tiers && out->tiers[0].cls != before;
         out->rule_first = before;
         compare_kinds(out, profile);

@@ -27,6 +27,7 @@
 #include "accelfit/rollout_state.h"
 
 #include "accelfit/decide.h"
+#include "accelfit/placement.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -868,6 +869,7 @@ static bool node_has_room(const struct af_node_view *v, const struct af_resource
     int64_t pods = n->allocatable.v[AF_RES_PODS];
 
     if (n->unschedulable || (pods > 0 && v->npods >= pods) ||
+        !af_placement_admits(pod->placement, n) ||
         !af_res_fits(req, &n->allocatable, &v->used, NULL))
         return false;
     if (req->v[AF_RES_MIG] > 0) {
@@ -886,6 +888,34 @@ static bool target_has_room(const struct crollout *cr, const struct af_resources
         if (node_has_room(cr->tnodes[i], req, pod))
             return true;
     return false;
+}
+
+/* True when the pod's nodeName, nodeSelector or required node affinity admits none of the
+ * target's nodes (and there are some to judge by: with none in the cache, an autoscaler may
+ * still launch one, and room decides). */
+static bool target_pinned_away(const struct crollout *cr, const struct af_pod_info *pod)
+{
+    if (!af_placement_constrains(pod->placement) || !cr->n_tnodes)
+        return false;
+    for (size_t i = 0; i < cr->n_tnodes; i++)
+        if (af_placement_admits(pod->placement, cr->tnodes[i]->info))
+            return false;
+    return true;
+}
+
+/* A unit recalled on the source whose pod could not take the target anyway says why. */
+static void pinned_note(const struct crollout *cr, const struct af_pod_info *pod,
+                        enum af_rollout_side side, struct af_rollout_decision *out)
+{
+    char what[160];
+    size_t at = strlen(out->reason);
+
+    if (side != AF_SIDE_SOURCE || !target_pinned_away(cr, pod))
+        return;
+    out->pinned = true;
+    af_placement_describe(pod->placement, what, sizeof(what));
+    snprintf(out->reason + at, sizeof(out->reason) - at,
+             "; its %.150s admits no target node, so it stays there", what);
 }
 
 /* ---- deciding ------------------------------------------------------------------------------ */
@@ -964,6 +994,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                 "rollout %.63s: unit %.100s is on the %s side (annotation "
                 "accelfit.io/rollout-side)",
                 r->name, out->unit, af_rollout_side_name(side));
+        pinned_note(cr, pod, side, out);
         goto done;
     }
     /* 2. a pod of the unit is in the cache with a side */
@@ -977,6 +1008,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                     "rollout %.63s: unit %.100s is on the %s side already (a pod of it in the "
                     "cache)",
                     r->name, out->unit, af_rollout_side_name(u->side));
+            pinned_note(cr, pod, u->side, out);
             goto done;
         }
         e = pending_find(rs, key);
@@ -1012,6 +1044,17 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         af_reasonf(out->reason,
                 "rollout %.63s is halted (%.120s): unit %.60s goes to the source", r->name,
                 t->halt_reason, out->unit);
+    } else if (side == AF_SIDE_TARGET && target_pinned_away(cr, pod)) {
+        char what[160];
+        side = AF_SIDE_SOURCE;
+        out->fallback = true;
+        out->pinned = true;
+        af_class_mask_names(r->target, cls, sizeof(cls));
+        af_placement_describe(pod->placement, what, sizeof(what));
+        af_reasonf(out->reason,
+                "rollout %.63s: the share sends unit %.60s to the target, but its %.150s "
+                "admits no %.60s node: it stays on the source",
+                r->name, out->unit, what, cls);
     } else if (side == AF_SIDE_TARGET && !target_has_room(cr, &req, pod)) {
         af_class_mask_names(r->target, cls, sizeof(cls));
         if (r->fallback == AF_FALLBACK_SOURCE) {
@@ -1310,6 +1353,19 @@ void af_rollouts_set_observer(struct af_rollouts *rs, void (*fn)(void *ud), void
     pthread_mutex_unlock(&rs->lock);
 }
 
+bool af_rollouts_state_unread(struct af_rollouts *rs, double now)
+{
+    bool unread;
+
+    if (!rs)
+        return false;
+    pthread_mutex_lock(&rs->lock);
+    unread = rs->on_change && !rs->absorbed &&
+             now - rs->shared_since < AF_ROLLOUT_STATE_READ_GRACE_S;
+    pthread_mutex_unlock(&rs->lock);
+    return unread;
+}
+
 size_t af_rollouts_export(struct af_rollouts *rs, const struct af_config *cfg, double now,
                           struct af_rollout_record **out)
 {
@@ -1554,6 +1610,25 @@ int af_rollouts_render(struct af_rollouts *rs, const struct af_config *cfg,
  * its requests already pick the side, so the plan is left alone and the decision is
  * only read (an unannotated pod runs as written and is not decided here).
  */
+/* A variant pod the webhook has not seen: when its node constraints would keep it on the
+ * source, /explain says so (a decision that remembers nothing). */
+static void pinned_explain(struct af_rollouts *rs, const struct af_config *cfg,
+                           const struct af_snapshot *snap, const struct af_pod_info *pod,
+                           double now, int i, struct af_rollout_decision *rd)
+{
+    struct af_rollout_decision d;
+    size_t at = strlen(rd->reason);
+
+    if (!af_placement_constrains(pod->placement))
+        return;
+    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, now, AF_ROLLOUTS_PEEK, &d);
+    if (d.rollout != i || !d.pinned)
+        return;
+    rd->pinned = true;
+    snprintf(rd->reason + at, sizeof(rd->reason) - at, "; the webhook would keep it there: %s",
+             d.reason);
+}
+
 void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
                        unsigned flags, struct af_plan *plan, struct af_rollout_decision *rd)
@@ -1577,6 +1652,7 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
                  "variant rollout %.63s: the pod carries no accelfit.io/rollout-side annotation "
                  "(the webhook did not rewrite it): it runs as written",
                  r->name);
+        pinned_explain(rs, cfg, snap, pod, now, i, rd);
         return;
     }
     af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, now,

@@ -193,6 +193,11 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                         r->name, why ? why : "no cluster snapshot");
         goto out;
     }
+    if (af_rollouts_state_unread(svc->rollouts, af_wall_time())) {
+        af_warnings_add(w, "accelfit: rollout %.63s not applied: %s; pod created as written",
+                        r->name, AF_ROLLOUT_STATE_UNREAD);
+        goto out;
+    }
     other = second_match(pol, k, pod);
     if (other >= 0)
         af_warnings_add(w, "accelfit: the pod matches rollouts %.63s and %.63s; the first, "
@@ -249,7 +254,12 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                         r->name, d.reason);
         goto out;
     }
-    if (d.halted && d.side == AF_SIDE_SOURCE)
+    if (d.pinned && d.side == AF_SIDE_SOURCE) {
+        af_warnings_add(w, "accelfit: %.250s", d.reason);
+        AF_LOG(AF_LOG_INFO, "pod kept on the source: its node constraints admit no target node",
+               "rollout", r->name, "namespace", pod->ns, "pod", pod_label(a, pod), "why",
+               d.reason, NULL);
+    } else if (d.halted && d.side == AF_SIDE_SOURCE)
         af_warnings_add(w, "accelfit: rollout %.63s is halted by its brake; the pod stays on "
                         "the source",
                         r->name);

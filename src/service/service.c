@@ -165,6 +165,11 @@ int af_service_readyz(struct af_service *svc, struct af_buf *out)
     struct af_config *cfg = af_config_holder_get(svc->config);
     bool ok = af_service_ready(svc, &why);
 
+    if (ok && cfg && cfg->policy && cfg->policy->n_rollouts &&
+        af_rollouts_state_unread(svc->rollouts, af_wall_time())) {
+        ok = false;
+        why = AF_ROLLOUT_STATE_UNREAD;
+    }
     af_service_utilization_status(svc, live, sizeof(live));
     af_service_prices_status(svc, cfg ? cfg->catalog : NULL, prices, sizeof(prices));
     af_config_unref(cfg);
@@ -916,6 +921,7 @@ static void render_rollout(struct jw *w, const struct af_config *cfg,
         jw_null(w, "side");
     jw_bool(w, "restricts_filter", !r->variant && rd->side != AF_SIDE_NONE);
     jw_bool(w, "fallback", rd->fallback);
+    jw_bool(w, "pinned", rd->pinned);
     jw_bool(w, "halted", rd->halted);
     jw_num(w, "share", rd->share);
     jw_open(w, "counted", "{");
