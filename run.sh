@@ -112,7 +112,7 @@ fuzz)
         exit 1
     fi
     fuzz_build
-    harnesses=(args objects policy catalog cluster numbers prom trace admission nodepools)
+    harnesses=(args objects policy catalog cluster numbers prom trace admission nodepools aws)
     each=$(( seconds / (${#harnesses[@]} + 1) ))
     [ "$each" -ge 1 ] || each=1
     mkdir -p build-fuzz/artifacts

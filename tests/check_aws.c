@@ -22,6 +22,8 @@
 #include "support/http_client.h"
 #include "support/support.h"
 
+#include "aws/internal.h"
+
 static struct af_test_fake_aws fake;
 static bool have_fake;
 
@@ -481,6 +483,178 @@ START_TEST(test_aws_hanging_endpoint_times_out)
                       strstr(err, "within 1 s"),
                   "%s", err);
     af_test_fake_aws_do(&fake, "release", NULL);
+}
+END_TEST
+
+/* ---- hostile answers: bounded in memory and time (docs/pricing.md, "Bounds") -------------- */
+
+struct xml_seen {
+    int calls, bad_paths;
+};
+
+static void xml_count(void *ud, const char *path, const char *text)
+{
+    struct xml_seen *x = ud;
+
+    (void)text;
+    x->calls++;
+    x->bad_paths += path[0] != '/';
+}
+
+/* The XML reader refuses an element past its depth or path limit without pushing it, and so
+ * never pops it either: the callback never sees an empty path. */
+START_TEST(test_aws_xml_reader_never_pops_an_element_it_refused)
+{
+    struct af_buf doc = AF_BUF_INIT(0);
+    struct xml_seen x = {0};
+    char err[256] = "";
+
+    /* an empty root element whose name alone is longer than the path limit */
+    af_assert(af_buf_add(&doc, "<", 1) == 0);
+    for (int i = 0; i < 600; i++)
+        af_assert(af_buf_add(&doc, "a", 1) == 0);
+    af_assert(af_buf_add(&doc, "/>", 2) == 0);
+    ck_assert_int_eq(af__xml_parse(doc.buf, doc.len, xml_count, &x, err, sizeof(err)),
+                     AF_EPARSE);
+    ck_assert_msg(strstr(err, "element path too long"), "%s", err);
+    ck_assert_int_eq(x.bad_paths, 0);
+    ck_assert_int_eq(x.calls, 0);
+    /* an empty element one level deeper than the depth limit */
+    af_buf_reset(&doc);
+    for (int i = 0; i < 32; i++)
+        af_assert(af_buf_add(&doc, "<a>", 3) == 0);
+    af_assert(af_buf_add(&doc, "<b/>", 4) == 0);
+    for (int i = 0; i < 32; i++)
+        af_assert(af_buf_add(&doc, "</a>", 4) == 0);
+    x = (struct xml_seen){0};
+    ck_assert_int_eq(af__xml_parse(doc.buf, doc.len, xml_count, &x, err, sizeof(err)),
+                     AF_EPARSE);
+    ck_assert_msg(strstr(err, "nested too deep"), "%s", err);
+    ck_assert_int_eq(x.bad_paths, 0);
+    ck_assert_int_eq(x.calls, 0);
+    af_buf_release(&doc);
+}
+END_TEST
+
+struct endless_case {
+    const char *service;
+    unsigned what;
+    const char *body;
+};
+
+static const struct endless_case endless_cases[] = {
+    {"pricing", AF_AWS_ON_DEMAND, "{\"FormatVersion\":\"aws_v1\",\"PriceList\":[],"
+                                  "\"NextToken\":\"again\"}"},
+    {"ec2", AF_AWS_SPOT, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet/>"
+                         "<nextToken>again</nextToken></DescribeSpotPriceHistoryResponse>"},
+};
+
+/* An endpoint whose every page names a next one: the read stops at the page cap and fails;
+ * what it read is not taken as complete. */
+START_TEST(test_aws_endless_next_token_fails_at_the_page_cap)
+{
+    const struct endless_case *c = &endless_cases[_i];
+    json_t *head = json_string(c->body);
+    char err[512] = "", *body = json_dumps(head, JSON_ENCODE_ANY);
+    size_t n;
+    int rc;
+
+    NEED_FAKE();
+    af_test_fake_aws_static_keys(&fake);
+    af_test_fake_aws_do(&fake, "fault",
+                        "{\"kind\": \"raw\", \"service\": \"%s\", \"count\": 100000, "
+                        "\"content_type\": \"%s\", \"head\": %s}",
+                        c->service, _i == 0 ? "application/x-amz-json-1.1" : "text/xml", body);
+    ck_assert_ptr_null(read_book(&quick, c->what, err, sizeof(err), &rc));
+    ck_assert_int_eq(rc, AF_ETOOBIG);
+    ck_assert_msg(strstr(err, "more than 100 pages"), "%s", err);
+    n = count(c->service, NULL);
+    ck_assert_uint_eq(n, 100);
+    free(body);
+    json_decref(head);
+}
+END_TEST
+
+/* A slow endpoint that never stops paging: the read ends at its deadline (five page
+ * timeouts), long before the page cap. */
+START_TEST(test_aws_read_has_a_deadline)
+{
+    struct af_aws_options o = quick;
+    char err[512] = "";
+    size_t n;
+    int rc;
+
+    NEED_FAKE();
+    af_test_fake_aws_static_keys(&fake);
+    o.timeout_s = 2;
+    af_test_fake_aws_do(&fake, "fault",
+                        "{\"kind\": \"raw\", \"service\": \"ec2\", \"count\": 100000, "
+                        "\"delay\": 0.3, \"head\": \"<DescribeSpotPriceHistoryResponse>"
+                        "<spotPriceHistorySet/><nextToken>again</nextToken>"
+                        "</DescribeSpotPriceHistoryResponse>\"}");
+    ck_assert_ptr_null(read_book(&o, AF_AWS_SPOT, err, sizeof(err), &rc));
+    /* on a machine too slow to answer one page within 2 s, the page timeout ends it first */
+    ck_assert_msg((rc == AF_ETIMEDOUT && strstr(err, "not finished within 10 s")) ||
+                      rc == AF_ECONN,
+                  "%d %s", rc, err);
+    n = count("ec2", NULL);
+    ck_assert_uint_lt(n, 100);
+}
+END_TEST
+
+/* One page with more (zone, type) pairs than any region has: refused, not kept. And the same
+ * pair a great many times is kept once (the newest). */
+START_TEST(test_aws_spot_items_bounded_and_deduplicated)
+{
+    struct af_prices *p;
+    struct af_buf items = AF_BUF_INIT(0);
+    char err[512] = "", *body;
+    int rc;
+
+    NEED_FAKE();
+    af_test_fake_aws_static_keys(&fake);
+    for (int i = 0; i <= AF__AWS_MAX_SPOT_PAIRS; i++)
+        af_assert(af_buf_printf(&items, "<item><availabilityZone>eu-west-1a</availabilityZone>"
+                                        "<instanceType>t%d.x</instanceType><spotPrice>0.5"
+                                        "</spotPrice><timestamp>2026-01-01T00:00:00.000Z"
+                                        "</timestamp></item>",
+                                i) == 0);
+    body = af_xasprintf("{\"kind\": \"raw\", \"service\": \"ec2\", \"head\": "
+                        "\"<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>%s"
+                        "</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>\"}",
+                        items.buf);
+    af_test_fake_aws_do(&fake, "fault", "%s", body);
+    ck_assert_ptr_null(read_book(&quick, AF_AWS_SPOT, err, sizeof(err), &rc));
+    ck_assert_int_eq(rc, AF_ETOOBIG);
+    ck_assert_msg(strstr(err, "more than 20000 zone and instance type pairs"), "%s", err);
+    af_free(body);
+    af_buf_release(&items);
+
+    /* 50,000 items of one pair over two pages: one price, the newest */
+    af_test_fake_aws_do(&fake, "fault",
+                        "{\"kind\": \"raw\", \"service\": \"ec2\", \"count\": 1, \"head\": "
+                        "\"<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>\", \"item\": "
+                        "\"<item><availabilityZone>eu-west-1a</availabilityZone><instanceType>"
+                        "g5.xlarge</instanceType><spotPrice>0.5</spotPrice><timestamp>"
+                        "2026-01-01T00:00:00.000Z</timestamp></item>\", \"repeat\": 25000, "
+                        "\"tail\": \"<item><availabilityZone>eu-west-1a</availabilityZone>"
+                        "<instanceType>g5.xlarge</instanceType><spotPrice>0.7</spotPrice>"
+                        "<timestamp>2026-01-02T00:00:00.000Z</timestamp></item>"
+                        "</spotPriceHistorySet><nextToken>2</nextToken>"
+                        "</DescribeSpotPriceHistoryResponse>\"}");
+    af_test_fake_aws_do(&fake, "fault",
+                        "{\"kind\": \"raw\", \"service\": \"ec2\", \"count\": 1, \"head\": "
+                        "\"<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>\", \"item\": "
+                        "\"<item><availabilityZone>eu-west-1a</availabilityZone><instanceType>"
+                        "g5.xlarge</instanceType><spotPrice>0.5</spotPrice><timestamp>"
+                        "2026-01-01T00:00:00.000Z</timestamp></item>\", \"repeat\": 25000, "
+                        "\"tail\": \"</spotPriceHistorySet><nextToken/>"
+                        "</DescribeSpotPriceHistoryResponse>\"}");
+    p = read_book(&quick, AF_AWS_SPOT, err, sizeof(err), &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_uint_eq(af_prices_count(p), 1);
+    assert_price(p, AF_PRICE_SPOT, "eu-west-1a", "g5.xlarge", 0.7);
+    af_prices_unref(p);
 }
 END_TEST
 
@@ -1113,6 +1287,11 @@ Suite *af_aws_suite(void)
     tcase_add_loop_test(tc, test_aws_malformed_or_error_answer_gives_clear_error, 0,
                         (int)AF_ARRAY_SIZE(malformed_cases));
     tcase_add_test(tc, test_aws_hanging_endpoint_times_out);
+    tcase_add_test(tc, test_aws_xml_reader_never_pops_an_element_it_refused);
+    tcase_add_loop_test(tc, test_aws_endless_next_token_fails_at_the_page_cap, 0,
+                        (int)AF_ARRAY_SIZE(endless_cases));
+    tcase_add_test(tc, test_aws_read_has_a_deadline);
+    tcase_add_test(tc, test_aws_spot_items_bounded_and_deduplicated);
     suite_add_tcase(s, tc);
 
     tcase_add_checked_fixture(th, setup, teardown);

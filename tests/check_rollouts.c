@@ -1324,7 +1324,9 @@ START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
     ck_assert_int_eq(d.side, AF_SIDE_SOURCE);
     ck_assert_str_eq(c.id, "r1-1");
     ck_assert_str_eq(c.unit, "");
-    /* replica 2 reads the ledger twice: counted once, and the next unit goes to the target */
+    /* replica 2, running the rollout too, reads the ledger twice: counted once, and the
+     * next unit goes to the target */
+    af_rollouts_status(other, cfg, snap, 1.9e9, 0, &st);
     seen[0] = c;
     af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 1, keep);
     ck_assert(keep[0]);
@@ -1362,6 +1364,73 @@ START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
     af_snapshot_unref(snap);
     af_pod_info_unref(pod);
     af_rollouts_free(other);
+}
+END_TEST
+
+/*
+ * A ledger written by someone else than accelfit (anyone who may write ConfigMaps in its
+ * namespace): an entry from far in the future expires like any other, entries of a rollout
+ * this replica does not run or of another generation are not counted, and however many
+ * entries are read, at most AF_ROLLOUT_PENDING_MAX decisions are pending.
+ */
+START_TEST(test_hostile_claims_are_bounded_and_expire)
+{
+    const size_t n = AF_ROLLOUT_PENDING_MAX + 2000;
+    struct af_rollout_claim *v = af_xcalloc(n, sizeof(*v));
+    bool *keep = af_xcalloc(n, sizeof(*keep));
+    struct af_rollout_decision d;
+    struct af_rollout_claim c;
+    struct af_rollout_status st;
+    struct af_snapshot *snap;
+    struct af_pod_info *pod;
+    struct podspec anon = {.name = "x", .labels = "\"app\":\"llm\""};
+    double now = 1.9e9;
+
+    rollout(0, "to-l4", "ml", "llm", A10G, L4, 0.5);
+    cluster(2, 1, 8);
+    snap = af_publisher_acquire(&pub);
+    pod = pod_info(&anon);
+    af_free(pod->name);
+    pod->name = af_xstrdup("");
+    /* the generation of the rollout, as a claim of its own carries it */
+    ck_assert(af_rollouts_decide_claim(svc.rollouts, cfg, snap, pod, NULL, now, "own-1", &d,
+                                       &c));
+    af_rollouts_unclaim(svc.rollouts, "own-1");
+
+    /* one entry from the year 10^292, and one of another generation */
+    v[0] = c;
+    snprintf(v[0].id, sizeof(v[0].id), "future");
+    v[0].at = 1e300;
+    v[1] = c;
+    snprintf(v[1].id, sizeof(v[1].id), "old-generation");
+    v[1].generation = c.generation + 1;
+    v[2] = c;
+    snprintf(v[2].id, sizeof(v[2].id), "not-a-rollout");
+    snprintf(v[2].rollout, sizeof(v[2].rollout), "nobody-runs-this");
+    af_rollouts_absorb_claims(svc.rollouts, v, 3, now, keep);
+    ck_assert(keep[0]);
+    af_rollouts_status(svc.rollouts, cfg, snap, now, 0, &st);
+    ck_assert_int_eq(st.pending, 1);   /* only the future one counts */
+    /* the future entry is gone once the TTL (and the clock skew allowed) has passed */
+    now += AF_ROLLOUT_PENDING_TTL_S + AF_ROLLOUT_CLAIM_SKEW_S + 1;
+    af_rollouts_absorb_claims(svc.rollouts, v, 1, now, keep);
+    ck_assert(!keep[0]);
+    af_rollouts_status(svc.rollouts, cfg, snap, now, 0, &st);
+    ck_assert_int_eq(st.pending, 0);
+
+    /* more entries than a replica counts: the pending decisions stay bounded */
+    for (size_t i = 0; i < n; i++) {
+        v[i] = c;
+        snprintf(v[i].id, sizeof(v[i].id), "flood-%zu", i);
+        v[i].at = now;
+    }
+    af_rollouts_absorb_claims(svc.rollouts, v, n, now, keep);
+    af_rollouts_status(svc.rollouts, cfg, snap, now, 0, &st);
+    ck_assert_int_eq(st.pending, AF_ROLLOUT_PENDING_MAX);
+    af_snapshot_unref(snap);
+    af_pod_info_unref(pod);
+    af_free(keep);
+    af_free(v);
 }
 END_TEST
 
@@ -1742,6 +1811,7 @@ Suite *af_rollouts_suite(void)
     tcase_add_test(tc, test_pod_in_no_rollout_is_untouched);
     tcase_add_test(tc, test_unmanaged_pods_are_ignored);
     tcase_add_test(tc, test_pending_decisions_expire);
+    tcase_add_test(tc, test_hostile_claims_are_bounded_and_expire);
     tcase_add_test(tc, test_claims_count_on_every_replica_and_settle_by_their_pod);
     suite_add_tcase(s, tc);
 

@@ -171,6 +171,12 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
 
 /* The ConfigMap, beside AF_ROLLOUT_STATE_OBJECT, that holds the ledger. */
 #define AF_ROLLOUT_CLAIMS_OBJECT "accelfit-rollout-claims"
+/* Entries of the ledger written and read at most (the newest; a ConfigMap < 1 MiB). */
+#define AF_ROLLOUT_CLAIMS_MAX 2000
+/* An entry's time is taken as at most this far ahead of the reader's clock. */
+#define AF_ROLLOUT_CLAIM_SKEW_S 30.0
+/* Decisions not yet seen that one replica counts at most: ledger entries past it wait. */
+#define AF_ROLLOUT_PENDING_MAX (4 * AF_ROLLOUT_CLAIMS_MAX)
 
 /*
  * af_rollouts_decide_ex (flags 0) for a decision that is about to be claimed in the ledger:
@@ -192,10 +198,13 @@ void af_rollouts_unclaim(struct af_rollouts *rs, const char *id);
 /*
  * The ledger as read (`v`, borrowed, `n` entries): each entry this replica does not count
  * yet becomes a decision not yet seen, counted by every later decision as if made here
- * (unless its unit is in the cache with a side already, or it is of another generation of
- * the rollout). keep[i] (n of them) says whether entry i should stay in the ledger: false
- * once older than AF_ROLLOUT_PENDING_TTL_S or no longer counted here (its unit seen in the
- * cache, or expired). Cannot fail.
+ * (unless its unit is in the cache with a side already, its rollout is not one this replica
+ * runs, it is of another generation of the rollout, or AF_ROLLOUT_PENDING_MAX decisions are
+ * pending already). An entry's time is taken as at most AF_ROLLOUT_CLAIM_SKEW_S ahead of
+ * `now`, so that none lives longer than the TTL. keep[i] (n of them) says whether entry i
+ * should stay in the ledger: false once older than AF_ROLLOUT_PENDING_TTL_S or no longer
+ * counted here (its unit seen in the cache, or expired). Linear in n and the decisions
+ * pending (ids and units are looked up in hash sets). Cannot fail.
  */
 void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_claim *v,
                                size_t n, double now, bool *keep);

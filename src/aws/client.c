@@ -380,6 +380,17 @@ static void parse_error(const struct af_buf *body, struct aws_error *e)
             *p = ' ';
 }
 
+void af__aws_error_parse(const char *doc, size_t len, char *code, size_t code_len, char *msg,
+                         size_t msg_len)
+{
+    struct af_buf b = {(char *)doc, len, len, len};
+    struct aws_error e;
+
+    parse_error(&b, &e);
+    snprintf(code, code_len, "%s", e.code);
+    snprintf(msg, msg_len, "%s", e.message);
+}
+
 static bool is_throttled(long status, const char *code)
 {
     static const char *const codes[] = {"Throttling",       "ThrottlingException",
@@ -473,10 +484,26 @@ static void answer_free(struct sts_answer *a)
     af_free(a->expiration);
 }
 
+int af__aws_sts_take(struct af__aws *c, const char *what, const char *doc, size_t len, char *err,
+                     size_t errlen)
+{
+    struct sts_answer a = {0};
+    int rc = af__xml_parse(doc ? doc : "", doc ? len : 0, sts_xml_cb, &a, err, errlen);
+
+    if (rc) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", err);
+        rc = af__aws_fail(err, errlen, rc, "%s: %s", what, why);
+    } else {
+        rc = take_credentials(c, what, &a, err, errlen);
+    }
+    answer_free(&a);
+    return rc;
+}
+
 static int fetch_irsa(struct af__aws *c, char *err, size_t errlen)
 {
     struct af_buf body = AF_BUF_INIT(AF__AWS_MAX_BODY);
-    struct sts_answer a = {0};
     char *what = af_xasprintf("sts AssumeRoleWithWebIdentity%s%s", c->region[0] ? " " : "",
                               c->region);
     char *token = NULL, *form = NULL, *url = af__aws_url(c, AF__AWS_STS, c->region);
@@ -502,16 +529,8 @@ static int fetch_irsa(struct af__aws *c, char *err, size_t errlen)
                        NULL, &body, err, errlen);
     if (rc)
         goto out;
-    rc = af__xml_parse(body.buf, body.len, sts_xml_cb, &a, err, errlen);
-    if (rc) {
-        char why[256];
-        snprintf(why, sizeof(why), "%s", err);
-        rc = af__aws_fail(err, errlen, rc, "%s: %s", what, why);
-        goto out;
-    }
-    rc = take_credentials(c, what, &a, err, errlen);
+    rc = af__aws_sts_take(c, what, body.buf, body.len, err, errlen);
 out:
-    answer_free(&a);
     af_buf_release(&body);
     af_free(form);
     af_free(token);

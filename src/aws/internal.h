@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "accelfit/aws.h"
 #include "accelfit/util.h"
@@ -98,7 +99,67 @@ typedef void (*af__xml_fn)(void *ud, const char *path, const char *text);
 int af__xml_parse(const char *doc, size_t len, af__xml_fn fn, void *ud, char *err,
                   size_t errlen) AF_MUST_CHECK;
 
+/* The code and message of an AWS error document (JSON __type/message, or XML Error/Code and
+ * Error/Message), each "" when the body is neither. Cannot fail. */
+void af__aws_error_parse(const char *doc, size_t len, char *code, size_t code_len, char *msg,
+                         size_t msg_len);
+/* Takes the credentials of an STS AssumeRoleWithWebIdentity answer into c->creds. Returns 0,
+ * or AF_EPARSE with `err` (starting with `what`) when the answer is not XML or lacks one. */
+int af__aws_sts_take(struct af__aws *c, const char *what, const char *doc, size_t len, char *err,
+                     size_t errlen) AF_MUST_CHECK;
+
 /* ---- the reads ------------------------------------------------------------------------------ */
+
+/*
+ * The bounds of one read (docs/pricing.md, "Bounds"): at most AF__AWS_MAX_PAGES pages (a read
+ * that would need more fails: its answer is not taken as complete), all of them within
+ * AF__AWS_READ_DEADLINE_PAGES times the page timeout, at most AF__AWS_MAX_PRICES prices from
+ * the on-demand documents, and of spot at most AF__AWS_MAX_SPOT_ITEMS items in all pages and
+ * AF__AWS_MAX_SPOT_PAIRS distinct (zone, type) pairs, kept de-duplicated as they come.
+ */
+#define AF__AWS_MAX_PAGES 100
+#define AF__AWS_READ_DEADLINE_PAGES 5
+#define AF__AWS_MAX_PRICES 20000
+#define AF__AWS_MAX_SPOT_ITEMS 200000
+#define AF__AWS_MAX_SPOT_PAIRS 20000
+
+/*
+ * One page of a GetProducts answer: each price of its PriceList documents goes to fn (*n
+ * counts them; more than AF__AWS_MAX_PRICES fails), and *next is set to its NextToken (a new
+ * string, NULL when none). Returns 0, or AF_EPARSE/AF_ETOOBIG with `err` starting with `what`.
+ */
+int af__aws_products_page(const char *what, const char *doc, size_t len, const char *region,
+                          const char *const *types, double now, af_aws_price_fn fn, void *ud,
+                          size_t *n, char **next, char *err, size_t errlen) AF_MUST_CHECK;
+
+/* A spot read in progress: the newest item of each (zone, type) of the pages read so far. */
+struct af__spot_item {
+    char zone[32];
+    char type[64];
+    char price[32];
+    double ts;
+    bool bad_ts;
+};
+struct af__spot_read {
+    const char *const *types;   /* borrowed; NULL: every type */
+    struct af__spot_item *items;
+    size_t n, cap;
+    uint32_t *ix;               /* slot + 1, open addressing over (zone, type) */
+    size_t ix_size;
+    size_t seen;                /* items in all pages */
+    struct af__spot_item cur;
+    char root[64];
+    char *next;                 /* the last page's nextToken; NULL: none */
+    char bad[192];              /* the first refusal; "" while none */
+};
+/* Adds one page of a DescribeSpotPriceHistory answer (sets r->next). Returns 0, or AF_EPARSE
+ * (not the answer, an item without a zone, type, price or timestamp) or AF_ETOOBIG (over the
+ * bounds above) with `err` starting with `what`. */
+int af__aws_spot_page(struct af__spot_read *r, const char *what, const char *doc, size_t len,
+                      char *err, size_t errlen) AF_MUST_CHECK;
+/* Gives fn each pair's price (a zero price skipped), by zone and type; returns how many. */
+size_t af__aws_spot_emit(struct af__spot_read *r, af_aws_price_fn fn, void *ud);
+void af__aws_spot_release(struct af__spot_read *r);
 
 int af__aws_read_on_demand(struct af__aws *c, const char *region,
                            const char *const *types, af_aws_price_fn fn, void *ud, char *err,

@@ -7,12 +7,14 @@
  * product.attributes.instanceType names the type, and each price dimension of its
  * terms.OnDemand terms gives pricePerUnit.USD (a zero price, which AWS lists for some
  * products, is skipped). Spot: EC2 DescribeSpotPriceHistory (Query API, XML) for Linux/UNIX
- * from now, which gives the price in force per zone and type, paged by nextToken; when a
- * page holds a pair twice the newest timestamp wins. A read that gives no price at all
- * fails: an unknown region reads as empty.
+ * from now, which gives the price in force per zone and type, paged by nextToken; items are
+ * kept one per pair as they come, the newest timestamp winning. A read that gives no price
+ * at all fails: an unknown region reads as empty. Each read is bounded (internal.h): pages,
+ * time, prices, items and pairs; a read past a bound fails and the last prices stay.
  */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,6 @@
 
 #include "accelfit/model.h"
 #include "aws/internal.h"
-
-#define MAX_PAGES 1000
 
 static bool wanted(const char *const *types, const char *type)
 {
@@ -108,6 +108,66 @@ out:
     return rc;
 }
 
+int af__aws_products_page(const char *what, const char *doc, size_t len, const char *region,
+                          const char *const *types, double now, af_aws_price_fn fn, void *ud,
+                          size_t *n, char **next, char *err, size_t errlen)
+{
+    json_t *j = json_loadb(doc ? doc : "", doc ? len : 0, 0, NULL), *list, *v;
+    const char *tok;
+    size_t i;
+    int rc = 0;
+
+    *next = NULL;
+    list = json_object_get(j, "PriceList");
+    if (!json_is_array(list)) {
+        rc = af__aws_fail(err, errlen, AF_EPARSE, "%s: answer %s", what,
+                          j ? "without a PriceList" : "is not JSON");
+        goto out;
+    }
+    json_array_foreach(list, i, v) {
+        if (!json_is_string(v)) {
+            rc = af__aws_fail(err, errlen, AF_EPARSE, "%s: PriceList[%zu] is not a string", what,
+                              i);
+            goto out;
+        }
+        rc = price_document(what, i, json_string_value(v), region, types, now, fn, ud, n, err,
+                            errlen);
+        if (rc)
+            goto out;
+        if (*n > AF__AWS_MAX_PRICES) {
+            rc = af__aws_fail(err, errlen, AF_ETOOBIG, "%s: more than %d prices", what,
+                              AF__AWS_MAX_PRICES);
+            goto out;
+        }
+    }
+    tok = json_string_value(json_object_get(j, "NextToken"));
+    if (tok && *tok)
+        *next = af_xstrdup(tok);
+out:
+    json_decref(j);
+    return rc;
+}
+
+/* Whether a read that began at `t0` (af_now_ns) has used up its time; says so in `err`. */
+static bool past_deadline(const struct af__aws *c, uint64_t t0, const char *what, int pages,
+                          int *rc, char *err, size_t errlen)
+{
+    double limit = AF__AWS_READ_DEADLINE_PAGES * c->timeout_s;
+
+    if ((double)(af_now_ns() - t0) / 1e9 <= limit)
+        return false;
+    *rc = af__aws_fail(err, errlen, AF_ETIMEDOUT, "%s: not finished within %g s (%d pages read)",
+                       what, limit, pages);
+    return true;
+}
+
+static int too_many_pages(const char *what, char *err, size_t errlen)
+{
+    return af__aws_fail(err, errlen, AF_ETOOBIG,
+                        "%s: more than %d pages (the answer was not taken as complete)", what,
+                        AF__AWS_MAX_PAGES);
+}
+
 int af__aws_read_on_demand(struct af__aws *c, const char *region, const char *const *types,
                            af_aws_price_fn fn, void *ud, char *err, size_t errlen)
 {
@@ -115,13 +175,12 @@ int af__aws_read_on_demand(struct af__aws *c, const char *region, const char *co
     char *what = af_xasprintf("pricing GetProducts %s", region);
     char *url = af__aws_url(c, AF__AWS_PRICING, "us-east-1"), *next = NULL;
     double now = af_wall_time();
+    uint64_t t0 = af_now_ns();
     size_t n = 0;
     int rc = 0, pages = 0;
 
     do {
         char *req = products_request(region, types, next);
-        json_t *j, *list, *v;
-        size_t i;
 
         rc = af__aws_call(c,
                           &(struct af__aws_req){.what = what, .service = AF__AWS_PRICING,
@@ -134,30 +193,16 @@ int af__aws_read_on_demand(struct af__aws *c, const char *region, const char *co
         next = NULL;
         if (rc)
             break;
-        j = json_loadb(body.buf, body.len, 0, NULL);
-        list = json_object_get(j, "PriceList");
-        if (!json_is_array(list)) {
-            rc = af__aws_fail(err, errlen, AF_EPARSE, "%s: answer %s", what,
-                              j ? "without a PriceList" : "is not JSON");
-            json_decref(j);
+        pages++;
+        rc = af__aws_products_page(what, body.buf, body.len, region, types, now, fn, ud, &n,
+                                   &next, err, errlen);
+        if (rc)
             break;
-        }
-        json_array_foreach(list, i, v) {
-            if (!json_is_string(v)) {
-                rc = af__aws_fail(err, errlen, AF_EPARSE,
-                                  "%s: PriceList[%zu] is not a string", what, i);
-                break;
-            }
-            rc = price_document(what, i, json_string_value(v), region, types, now, fn, ud, &n,
-                                err, errlen);
-            if (rc)
-                break;
-        }
-        if (json_string_value(json_object_get(j, "NextToken")) &&
-            *json_string_value(json_object_get(j, "NextToken")))
-            next = af_xstrdup(json_string_value(json_object_get(j, "NextToken")));
-        json_decref(j);
-    } while (!rc && next && ++pages < MAX_PAGES);
+        if (next && pages >= AF__AWS_MAX_PAGES)
+            rc = too_many_pages(what, err, errlen);
+        else if (next)
+            past_deadline(c, t0, what, pages, &rc, err, errlen);
+    } while (!rc && next);
     if (!rc && n == 0)
         rc = af__aws_fail(err, errlen, AF_ENOENT, "%s: no on-demand prices", what);
     af_free(next);
@@ -169,59 +214,180 @@ int af__aws_read_on_demand(struct af__aws *c, const char *region, const char *co
 
 /* ---- spot ------------------------------------------------------------------------------------ */
 
-struct spot_item {
-    char zone[32];
-    char type[64];
-    char price[32];
-    double ts;
-    bool bad_ts;
-};
+static uint32_t pair_hash(const char *zone, const char *type)
+{
+    uint32_t h = 2166136261u;
 
-struct spot_page {
-    struct spot_item *items;
-    size_t n, cap;
-    struct spot_item cur;
-    char root[64];
-    char *next;
-};
+    for (const char *p = zone; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h = (h ^ 0xff) * 16777619u;
+    for (const char *p = type; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+/* The slot of (zone, type) in r->ix: its item's, or the empty one it would take. */
+static size_t pair_slot(const struct af__spot_read *r, const char *zone, const char *type)
+{
+    size_t pos = pair_hash(zone, type) & (r->ix_size - 1);
+
+    while (r->ix[pos]) {
+        const struct af__spot_item *it = &r->items[r->ix[pos] - 1];
+        if (!strcmp(it->zone, zone) && !strcmp(it->type, type))
+            break;
+        pos = (pos + 1) & (r->ix_size - 1);
+    }
+    return pos;
+}
+
+static void pairs_grow(struct af__spot_read *r)
+{
+    af_free(r->ix);
+    r->ix_size = r->ix_size ? r->ix_size * 2 : 64;
+    r->ix = af_xcalloc(r->ix_size, sizeof(*r->ix));
+    for (size_t i = 0; i < r->n; i++)
+        r->ix[pair_slot(r, r->items[i].zone, r->items[i].type)] = (uint32_t)(i + 1);
+}
+
+static void spot_bad(struct af__spot_read *r, const char *fmt, ...) AF_PRINTF(2, 3);
+static void spot_bad(struct af__spot_read *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->bad[0])
+        return;
+    va_start(ap, fmt);
+    vsnprintf(r->bad, sizeof(r->bad), fmt, ap);
+    va_end(ap);
+}
+
+/* An item has ended: kept when it is the newest of its pair so far. */
+static void spot_item_end(struct af__spot_read *r)
+{
+    struct af__spot_item *it = &r->cur;
+    double price;
+    size_t pos;
+
+    if (r->bad[0])
+        return;
+    if (++r->seen > AF__AWS_MAX_SPOT_ITEMS) {
+        spot_bad(r, "more than %d items", AF__AWS_MAX_SPOT_ITEMS);
+        return;
+    }
+    if (!it->zone[0] || !it->type[0] || it->bad_ts ||
+        af_parse_decimal(it->price, 0, AF_PRICE_MAX_USD_HR, &price)) {
+        spot_bad(r, "item %zu (%s %s) has no zone, type, price or timestamp", r->seen - 1,
+                 it->zone, it->type);
+        return;
+    }
+    if (!wanted(r->types, it->type))
+        return;
+    if (2 * (r->n + 1) > r->ix_size)
+        pairs_grow(r);
+    pos = pair_slot(r, it->zone, it->type);
+    if (r->ix[pos]) {   /* a pair seen before: the newest price wins */
+        struct af__spot_item *old = &r->items[r->ix[pos] - 1];
+        if (it->ts >= old->ts)
+            *old = *it;
+        return;
+    }
+    if (r->n >= AF__AWS_MAX_SPOT_PAIRS) {
+        spot_bad(r, "more than %d zone and instance type pairs", AF__AWS_MAX_SPOT_PAIRS);
+        return;
+    }
+    AF_GROW(r->items, r->cap, r->n + 1);
+    r->items[r->n++] = *it;
+    r->ix[pos] = (uint32_t)r->n;
+}
 
 static void spot_cb(void *ud, const char *path, const char *text)
 {
     static const char item[] = "/DescribeSpotPriceHistoryResponse/spotPriceHistorySet/item";
-    struct spot_page *pg = ud;
-    const char *leaf = strrchr(path, '/') + 1;
+    struct af__spot_read *r = ud;
+    const char *leaf = strrchr(path, '/');
 
+    if (!leaf)
+        return;
+    leaf++;
     if (!strchr(path + 1, '/')) {
-        snprintf(pg->root, sizeof(pg->root), "%s", path + 1);
+        snprintf(r->root, sizeof(r->root), "%s", path + 1);
     } else if (!strcmp(path, "/DescribeSpotPriceHistoryResponse/nextToken")) {
-        af_free(pg->next);
-        pg->next = *text ? af_xstrdup(text) : NULL;
+        af_free(r->next);
+        r->next = *text ? af_xstrdup(text) : NULL;
     } else if (!strcmp(path, item)) {
-        AF_GROW(pg->items, pg->cap, pg->n + 1);
-        pg->items[pg->n++] = pg->cur;
-        memset(&pg->cur, 0, sizeof(pg->cur));
+        spot_item_end(r);
+        memset(&r->cur, 0, sizeof(r->cur));
     } else if (!strncmp(path, item, sizeof(item) - 1) && path[sizeof(item) - 1] == '/') {
         if (!strcmp(leaf, "availabilityZone"))
-            snprintf(pg->cur.zone, sizeof(pg->cur.zone), "%s", text);
+            snprintf(r->cur.zone, sizeof(r->cur.zone), "%s", text);
         else if (!strcmp(leaf, "instanceType"))
-            snprintf(pg->cur.type, sizeof(pg->cur.type), "%s", text);
+            snprintf(r->cur.type, sizeof(r->cur.type), "%s", text);
         else if (!strcmp(leaf, "spotPrice"))
-            snprintf(pg->cur.price, sizeof(pg->cur.price), "%s", text);
+            snprintf(r->cur.price, sizeof(r->cur.price), "%s", text);
         else if (!strcmp(leaf, "timestamp"))
-            pg->cur.bad_ts = af__aws_parse_time(text, &pg->cur.ts) != 0;
+            r->cur.bad_ts = af__aws_parse_time(text, &r->cur.ts) != 0;
     }
+}
+
+int af__aws_spot_page(struct af__spot_read *r, const char *what, const char *doc, size_t len,
+                      char *err, size_t errlen)
+{
+    int rc;
+
+    af_free(r->next);
+    r->next = NULL;
+    r->root[0] = '\0';
+    memset(&r->cur, 0, sizeof(r->cur));
+    rc = af__xml_parse(doc ? doc : "", doc ? len : 0, spot_cb, r, err, errlen);
+    if (rc) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", err);
+        return af__aws_fail(err, errlen, rc, "%s: %s", what, why);
+    }
+    if (strcmp(r->root, "DescribeSpotPriceHistoryResponse"))
+        return af__aws_fail(err, errlen, AF_EPARSE,
+                            "%s: answer is not a DescribeSpotPriceHistoryResponse", what);
+    if (r->bad[0])
+        return af__aws_fail(err, errlen, strstr(r->bad, "more than") ? AF_ETOOBIG : AF_EPARSE,
+                            "%s: %s", what, r->bad);
+    return 0;
 }
 
 static int item_cmp(const void *a, const void *b)
 {
-    const struct spot_item *x = a, *y = b;
+    const struct af__spot_item *x = a, *y = b;
     int c = strcmp(x->zone, y->zone);
 
-    if (!c)
-        c = strcmp(x->type, y->type);
-    if (!c)
-        c = (x->ts > y->ts) - (x->ts < y->ts);
-    return c;
+    return c ? c : strcmp(x->type, y->type);
+}
+
+size_t af__aws_spot_emit(struct af__spot_read *r, af_aws_price_fn fn, void *ud)
+{
+    size_t emitted = 0;
+
+    if (r->n)   /* an empty read has no array: qsort must not be given NULL */
+        qsort(r->items, r->n, sizeof(*r->items), item_cmp);
+    for (size_t i = 0; i < r->n; i++) {
+        struct af__spot_item *it = &r->items[i];
+        double price;
+
+        if (af_parse_decimal(it->price, 0, AF_PRICE_MAX_USD_HR, &price) || price <= 0)
+            continue;
+        fn(ud, AF_PRICE_SPOT, it->zone, it->type, price, it->ts);
+        emitted++;
+    }
+    af_free(r->ix);   /* the order changed: the index is no longer valid */
+    r->ix = NULL;
+    r->ix_size = 0;
+    return emitted;
+}
+
+void af__aws_spot_release(struct af__spot_read *r)
+{
+    af_free(r->items);
+    af_free(r->ix);
+    af_free(r->next);
+    memset(r, 0, sizeof(*r));
 }
 
 static char *spot_request(CURL *h, const char *const *types, const char *next)
@@ -259,16 +425,13 @@ int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *
     struct af_buf body = AF_BUF_INIT(AF__AWS_MAX_BODY);
     char *what = af_xasprintf("ec2 DescribeSpotPriceHistory %s", region);
     char *url = af__aws_url(c, AF__AWS_EC2, region);
-    struct spot_page pg = {0};
-    size_t emitted = 0;
+    struct af__spot_read r = {.types = types};
+    uint64_t t0 = af_now_ns();
     int rc = 0, pages = 0;
 
     do {
-        char *req = spot_request(c->curl, types, pg.next);
+        char *req = spot_request(c->curl, types, r.next);
 
-        af_free(pg.next);
-        pg.next = NULL;
-        pg.root[0] = '\0';
         rc = af__aws_call(c,
                           &(struct af__aws_req){.what = what, .service = AF__AWS_EC2,
                                                 .region = region, .url = url, .body = req,
@@ -279,49 +442,18 @@ int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *
         af_free(req);
         if (rc)
             break;
-        rc = af__xml_parse(body.buf, body.len, spot_cb, &pg, err, errlen);
-        if (rc) {
-            char why[256];
-            snprintf(why, sizeof(why), "%s", err);
-            rc = af__aws_fail(err, errlen, rc, "%s: %s", what, why);
+        pages++;
+        rc = af__aws_spot_page(&r, what, body.buf, body.len, err, errlen);
+        if (rc)
             break;
-        }
-        if (strcmp(pg.root, "DescribeSpotPriceHistoryResponse")) {
-            rc = af__aws_fail(err, errlen, AF_EPARSE,
-                              "%s: answer is not a DescribeSpotPriceHistoryResponse", what);
-            break;
-        }
-    } while (pg.next && ++pages < MAX_PAGES);
-    for (size_t i = 0; !rc && i < pg.n; i++) {
-        struct spot_item *it = &pg.items[i];
-        double price;
-
-        if (!it->zone[0] || !it->type[0] || it->bad_ts ||
-            af_parse_decimal(it->price, 0, AF_PRICE_MAX_USD_HR, &price))
-            rc = af__aws_fail(err, errlen, AF_EPARSE,
-                              "%s: item %zu (%s %s) has no zone, type, price or timestamp", what,
-                              i, it->zone, it->type);
-    }
-    if (!rc) {
-        if (pg.n)   /* an empty page has no array: qsort must not be given NULL */
-            qsort(pg.items, pg.n, sizeof(*pg.items), item_cmp);
-        for (size_t i = 0; i < pg.n; i++) {
-            struct spot_item *it = &pg.items[i], *nx = i + 1 < pg.n ? it + 1 : NULL;
-            double price;
-
-            if (nx && !strcmp(nx->zone, it->zone) && !strcmp(nx->type, it->type))
-                continue;   /* an older price of the pair */
-            if (!wanted(types, it->type) ||
-                af_parse_decimal(it->price, 0, AF_PRICE_MAX_USD_HR, &price) || price <= 0)
-                continue;
-            fn(ud, AF_PRICE_SPOT, it->zone, it->type, price, it->ts);
-            emitted++;
-        }
-        if (emitted == 0)
-            rc = af__aws_fail(err, errlen, AF_ENOENT, "%s: no spot prices", what);
-    }
-    af_free(pg.items);
-    af_free(pg.next);
+        if (r.next && pages >= AF__AWS_MAX_PAGES)
+            rc = too_many_pages(what, err, errlen);
+        else if (r.next)
+            past_deadline(c, t0, what, pages, &rc, err, errlen);
+    } while (!rc && r.next);
+    if (!rc && af__aws_spot_emit(&r, fn, ud) == 0)
+        rc = af__aws_fail(err, errlen, AF_ENOENT, "%s: no spot prices", what);
+    af__aws_spot_release(&r);
     af_free(url);
     af_free(what);
     af_buf_release(&body);

@@ -3,7 +3,9 @@
  * A bounded reader of the small XML documents EC2 and STS answer with (internal.h): expat
  * in one pass, each element handed to a callback with its path and text when it ends. A
  * DOCTYPE is refused (AWS sends none, and entities are how XML bombs work), and depth,
- * path and text are capped.
+ * path and text are capped. An element refused for its depth or path is never pushed, so
+ * its end must not pop: expat may still call the end handler of an element whose start
+ * stopped the parser (an empty one), and those ends are counted off against `refused`.
  */
 #include <expat.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@ struct xml_state {
     char path[MAX_PATH];
     size_t path_len[MAX_DEPTH + 1];
     int depth;
+    int refused;               /* starts refused (not pushed) whose end is still to come */
     struct af_buf text;
     const char *failure;
 };
@@ -41,11 +44,17 @@ static void on_start(void *ud, const XML_Char *name, const XML_Char **attrs)
 
     (void)attrs;
     local = local ? local + 1 : name;
+    if (st->refused || st->failure) {
+        st->refused++;
+        return;
+    }
     if (st->depth >= MAX_DEPTH) {
+        st->refused++;
         fail(st, "elements nested too deep");
         return;
     }
     if (n + 1 + strlen(local) >= sizeof(st->path)) {
+        st->refused++;
         fail(st, "element path too long");
         return;
     }
@@ -59,6 +68,12 @@ static void on_end(void *ud, const XML_Char *name)
     struct xml_state *st = ud;
 
     (void)name;
+    if (st->refused) {   /* the end of an element never pushed */
+        st->refused--;
+        return;
+    }
+    if (st->depth <= 0 || st->failure)
+        return;
     st->fn(st->ud, st->path, st->text.buf ? st->text.buf : "");
     af_buf_reset(&st->text);
     st->path[st->path_len[--st->depth]] = '\0';

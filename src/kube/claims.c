@@ -24,6 +24,7 @@
 
 #include "accelfit/kube.h"
 #include "accelfit/rollout.h"
+#include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
@@ -71,12 +72,25 @@ out:
     return ok;
 }
 
-/* Takes what the API server says the ledger is (obj NULL: it does not exist). */
+static int claim_cmp_at(const void *a, const void *b)
+{
+    const struct af_rollout_claim *x = a, *y = b;
+
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/*
+ * Takes what the API server says the ledger is (obj NULL: it does not exist). Whoever may
+ * write ConfigMaps in the namespace may write the ledger: an entry's time is taken as at
+ * most AF_ROLLOUT_CLAIM_SKEW_S ahead of this clock (so that it expires), and of more than
+ * AF_ROLLOUT_CLAIMS_MAX entries the newest are kept, the others logged and dropped.
+ */
 static void learn(struct af_kube_claims *c, json_t *obj)
 {
     json_t *data = json_object_get(obj, "data"), *val;
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"),
                                                        "resourceVersion"));
+    double limit = af_wall_time() + AF_ROLLOUT_CLAIM_SKEW_S;
     const char *key;
 
     af_free(c->v);
@@ -84,8 +98,24 @@ static void learn(struct af_kube_claims *c, json_t *obj)
     c->v = af_xcalloc(json_object_size(data) + 1, sizeof(*c->v));
     c->n = 0;
     json_object_foreach(data, key, val) {
-        if (json_is_string(val) && claim_parse(key, json_string_value(val), &c->v[c->n]))
-            c->n++;
+        struct af_rollout_claim *e = &c->v[c->n];
+
+        if (!json_is_string(val) || !claim_parse(key, json_string_value(val), e))
+            continue;
+        if (e->at > limit)
+            e->at = limit;
+        c->n++;
+    }
+    if (c->n > AF_ROLLOUT_CLAIMS_MAX) {
+        char n[24];
+
+        snprintf(n, sizeof(n), "%zu", c->n);
+        AF_LOG(AF_LOG_WARN, "rollout claim ledger has too many entries, reading the newest",
+               "configmap", c->name, "entries", n, NULL);
+        qsort(c->v, c->n, sizeof(*c->v), claim_cmp_at);
+        memmove(c->v, c->v + (c->n - AF_ROLLOUT_CLAIMS_MAX),
+                AF_ROLLOUT_CLAIMS_MAX * sizeof(*c->v));
+        c->n = AF_ROLLOUT_CLAIMS_MAX;
     }
     c->rv = rv ? af_xstrdup(rv) : NULL;
     c->exists = obj != NULL;

@@ -1188,44 +1188,79 @@ void af_rollouts_unclaim(struct af_rollouts *rs, const char *id)
     pthread_mutex_unlock(&rs->lock);
 }
 
-/* Whether ledger entry `id` is a decision counted here (pending) or no longer counted. */
-static bool claim_in(const struct af_rollouts *rs, const char *id, bool retired)
+/* A set of borrowed strings, open addressing: what af_rollouts_absorb_claims looks up. */
+struct strset {
+    const char **slot;
+    size_t size;
+};
+
+static void strset_init(struct strset *set, size_t n)
 {
-    if (retired) {
-        for (size_t i = 0; i < rs->n_retired; i++)
-            if (!strcmp(rs->retired[i].claim, id))
-                return true;
-        return false;
-    }
-    for (size_t i = 0; i < rs->n_pending; i++)
-        if (rs->pending[i].claim && !strcmp(rs->pending[i].claim, id))
-            return true;
-    return false;
+    set->size = 16;
+    while (set->size < 2 * n + 2)
+        set->size *= 2;
+    set->slot = af_xcalloc(set->size, sizeof(*set->slot));
+}
+
+/* The slot of `s`: its own, or the empty one it would take. */
+static size_t strset_slot(const struct strset *set, const char *s)
+{
+    size_t pos = hash_str(s) & (set->size - 1);
+
+    while (set->slot[pos] && strcmp(set->slot[pos], s))
+        pos = (pos + 1) & (set->size - 1);
+    return pos;
+}
+
+static bool strset_has(const struct strset *set, const char *s)
+{
+    return set->slot[strset_slot(set, s)] != NULL;
+}
+
+/* Adds `s` (borrowed); the set was sized for it at init. */
+static void strset_add(struct strset *set, const char *s)
+{
+    set->slot[strset_slot(set, s)] = s;
 }
 
 void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_claim *v,
                                size_t n, double now, bool *keep)
 {
+    struct strset retired, claimed, keys;
+
     pthread_mutex_lock(&rs->lock);
     pending_expire(rs, now);
     retired_expire(rs, now);
+    strset_init(&retired, rs->n_retired);
+    for (size_t i = 0; i < rs->n_retired; i++)
+        strset_add(&retired, rs->retired[i].claim);
+    strset_init(&claimed, rs->n_pending + n);
+    strset_init(&keys, rs->n_pending + n);
+    for (size_t i = 0; i < rs->n_pending; i++) {
+        if (rs->pending[i].claim)
+            strset_add(&claimed, rs->pending[i].claim);
+        if (rs->pending[i].key)
+            strset_add(&keys, rs->pending[i].key);
+    }
     for (size_t i = 0; i < n; i++) {
         const struct af_rollout_claim *c = &v[i];
         const struct track *t = track_find(rs, c->rollout);
+        double at = fmin(c->at, now + AF_ROLLOUT_CLAIM_SKEW_S);
         const struct unit *u;
         struct pending *e;
         char *key = NULL;
 
-        keep[i] = now - c->at <= AF_ROLLOUT_PENDING_TTL_S && !claim_in(rs, c->id, true) &&
+        keep[i] = now - at <= AF_ROLLOUT_PENDING_TTL_S && !strset_has(&retired, c->id) &&
                   !(rs->have_census && census_has_claim(&rs->census, c->id));
-        if (!keep[i] || claim_in(rs, c->id, false) ||
+        if (!keep[i] || strset_has(&claimed, c->id) ||
             (c->side != AF_SIDE_SOURCE && c->side != AF_SIDE_TARGET) ||
-            (t && t->hash != c->generation))   /* another generation: not counted here */
+            !t || t->hash != c->generation ||   /* not a rollout of this generation here */
+            rs->n_pending >= AF_ROLLOUT_PENDING_MAX)
             continue;
         if (c->unit[0]) {
             key = af_xasprintf("%s\x1f%s", c->rollout, c->unit);
             u = rs->have_census ? census_find(&rs->census, key) : NULL;
-            if (pending_find(rs, key)) {   /* decided here too */
+            if (strset_has(&keys, key)) {   /* decided here too */
                 af_free(key);
                 continue;
             }
@@ -1235,17 +1270,24 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
         AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
         e = &rs->pending[rs->n_pending++];
         memset(e, 0, sizeof(*e));
-        e->rollout = af_xstrdup(c->rollout);
+        e->rollout = af_xstrdup(t->name);
         e->key = key;
         e->side = c->side;
-        e->decided = e->used = c->at;
+        e->decided = e->used = at;
         e->claim = af_xstrdup(c->id);
         if (u && u->side != AF_SIDE_NONE) {   /* its unit is in the cache already */
             pending_remove(rs, rs->n_pending - 1);
             keep[i] = false;
+            continue;
         }
+        strset_add(&claimed, e->claim);
+        if (e->key)
+            strset_add(&keys, e->key);
     }
     pthread_mutex_unlock(&rs->lock);
+    af_free(retired.slot);
+    af_free(claimed.slot);
+    af_free(keys.slot);
 }
 
 void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,

@@ -29,7 +29,7 @@
 #include "service/internal.h"
 
 #define CLAIMS_BATCH 64       /* reviews committed in one write at most */
-#define CLAIMS_MAX 2000       /* ledger entries kept at most (the newest): a ConfigMap < 1 MiB */
+#define CLAIMS_MAX AF_ROLLOUT_CLAIMS_MAX   /* ledger entries kept at most (the newest) */
 
 struct af_claims {
     struct af_service *svc;

@@ -33,7 +33,9 @@ A plain-HTTP control channel on 127.0.0.1 takes POST /<command> with a JSON body
   fault {kind, service?, count?, status?, code?, message?}   the next `count` requests to
         `service` (pricing, ec2, sts, pod; default any) fail: kind throttle (the service's
         throttling error), malformed (200 with a broken body), hang (no answer until
-        `release`), error (status, code, message as given)
+        `release`), error (status, code, message as given), raw (answers status, default
+        200, with body `head` + `item` * `repeat` + `tail` of content_type, after `delay`
+        seconds: hostile answers)
   release                          ends every hang
   expire_credentials               every issued temporary key has expired
   requests                         [{service, akid, token, ok, error, ...}] so far
@@ -375,7 +377,7 @@ class Handler(BaseHTTPRequestHandler):
             entry["ok"] = True
         except Malformed as m:
             entry["error"] = "malformed"
-            self.send(200, m.ctype, m.body)
+            self.send(m.status, m.ctype, m.body)
         except AwsError as e:
             entry["error"] = "%s: %s" % (e.code, e.message)
             self.send_error_doc(service, e)
@@ -397,6 +399,12 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "error":
             raise AwsError(fault.get("status", 400), fault.get("code", "InternalFailure"),
                            fault.get("message", "injected"))
+        if kind == "raw":
+            time.sleep(fault.get("delay", 0))
+            body = (fault.get("head", "") + fault.get("item", "") * fault.get("repeat", 0) +
+                    fault.get("tail", ""))
+            raise Malformed(fault.get("content_type", "text/xml;charset=UTF-8"), body,
+                            fault.get("status", 200))
         if kind == "malformed":
             if service == "pricing":
                 raise Malformed("application/x-amz-json-1.1",
@@ -564,9 +572,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class Malformed(Exception):
-    def __init__(self, ctype, body):
-        super().__init__(body)
-        self.ctype, self.body = ctype, body
+    def __init__(self, ctype, body, status=200):
+        super().__init__("malformed")
+        self.ctype, self.body, self.status = ctype, body, status
 
 
 def xml_escape(s):
