@@ -29,7 +29,7 @@
 #include "kube/internal.h"
 
 #define OVERLAY_GV "/apis/karpenter.sh/v1alpha1"
-#define OVERLAY_PATH OVERLAY_GV "/nodeoverlays"
+#define OVERLAY_PATH "/apis/karpenter.sh/v1alpha1/nodeoverlays"
 #define OVERLAY_DISCOVERY_S 60.0
 #define OVERLAY_TIMEOUT_MS 10000L
 #define OVERLAY_WATCH_BYTES (1u << 20)
