@@ -732,6 +732,46 @@ static bool spot_read_after(struct af_prices_holder *h, double t)
     return source(h, AF_PRICE_SPOT, "eu-west-1", &s) && s.read_at > t && !s.error[0];
 }
 
+/* DescribeCapacityReservations as EC2 answers it (tests/fixtures/aws): the active
+ * reservation's type, zone, kind and end; a reservation without an id is refused. */
+START_TEST(test_aws_reservations_page)
+{
+    size_t len = 0, n = 0;
+    char *doc = af_test_read("tests/fixtures/aws/describe-capacity-reservations-response.xml",
+                             &len);
+    struct af_prices *book = af_prices_new();
+    const struct af_reservation *r;
+    char err[256], *next = NULL;
+
+    ck_assert_int_eq(af__aws_reservations_page("ec2 t", doc, len, "us-east-1", book, &n, &next,
+                                               err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_ptr_null(next);
+    r = af_prices_reservation(book, "cr-1234abcd56EXAMPLE");
+    ck_assert_ptr_nonnull(r);
+    ck_assert(r->block);
+    ck_assert_str_eq(r->zone, "us-east-1a");
+    ck_assert_str_eq(r->instance_type, "p5.48xlarge");
+    ck_assert_str_eq(r->region, "us-east-1");
+    ck_assert_double_eq(r->end, af_parse_rfc3339("2026-11-29T11:30:00Z"));
+    ck_assert_ptr_eq(af_prices_reservation_in(book, "us-east-1a", "p5.48xlarge"), r);
+    ck_assert_ptr_null(af_prices_reservation_in(book, "us-east-1b", "p5.48xlarge"));
+    af_free(doc);
+    {
+        static const char bad[] =
+            "<DescribeCapacityReservationsResponse><capacityReservationSet><item>"
+            "<state>active</state><availabilityZone>us-east-1a</availabilityZone></item>"
+            "</capacityReservationSet></DescribeCapacityReservationsResponse>";
+        ck_assert_int_eq(af__aws_reservations_page("ec2 t", bad, strlen(bad), "us-east-1", book,
+                                                   &n, &next, err, sizeof(err)),
+                         AF_EPARSE);
+        ck_assert_msg(strstr(err, "ec2 t: a reservation without an id or zone"), "%s", err);
+    }
+    af_prices_unref(book);
+}
+END_TEST
+
 START_TEST(test_aws_refresh_keeps_last_prices_when_a_read_fails)
 {
     struct af_aws_options o = quick;
@@ -1036,6 +1076,11 @@ static char *serve_call(CURL *c, const struct af_test_server *s, const char *pat
     "\"NodeNames\": [\"ip-10-0-1-10.us-west-2.compute.internal\", "                          \
     "\"ip-10-0-3-30.us-west-2.compute.internal\", \"spot-1\"]}"
 
+#define RESV_EXPLAIN                                                                         \
+    "{\"Pod\": {\"metadata\": {\"name\": \"p\", \"namespace\": \"default\"}, \"spec\": "      \
+    "{\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": {\"cpu\": \"1\"}}}]}}, " \
+    "\"NodeNames\": [\"block-1\", \"mng-1\"]}"
+
 /* A string member of `o`, "" when absent or not a string. */
 static const char *str_of(const json_t *o, const char *key)
 {
@@ -1162,6 +1207,105 @@ static bool readyz_has(CURL *c, const struct af_test_server *s, const char *want
     *body = serve_call(c, s, "/readyz", NULL, status);
     return strstr(*body, want) != NULL;
 }
+
+/* True once /explain says `want` of node `name`'s price. */
+static bool reason_has(CURL *c, const struct af_test_server *s, const char *name,
+                       const char *want)
+{
+    long st;
+    char *b = serve_call(c, s, "/explain", RESV_EXPLAIN, &st);
+    json_t *j = json_loads(b, 0, NULL);
+    json_t *n = explained(j, name);
+    bool yes = n && strstr(str_of(n, "price_reason"), want) != NULL;
+
+    json_decref(j);
+    af_free(b);
+    return yes;
+}
+
+/* A prepaid node's reservation from EC2 DescribeCapacityReservations: its type and when it
+ * ends, by its id or, when its labels name none, as the only reservation of its type in its
+ * zone; without the IAM permission the annotation's end stands and /readyz says why. */
+START_TEST(test_reservations_from_aws)
+{
+    struct af_test_fake_api api;
+    struct af_test_server s;
+    CURL *c;
+    long st;
+    char *b;
+
+    NEED_FAKE();
+    if (!af_test_fake_api_start(&api))
+        return;
+    af_test_fake_aws_static_keys(&fake);
+    af_test_fake_aws_do(&fake, "reservations",
+                        "{\"region\": \"us-west-2\", \"items\": ["
+                        "{\"id\": \"cr-0b10c000000000001\", \"type\": \"p4d.24xlarge\", "
+                        "\"zone\": \"us-west-2a\", \"block\": true, \"end_in\": 7200},"
+                        "{\"id\": \"cr-0aa0000000000000a\", \"type\": \"g5.12xlarge\", "
+                        "\"zone\": \"us-west-2b\", \"end_in\": 90000},"
+                        "{\"id\": \"cr-0ffff00000000000f\", \"type\": \"g5.12xlarge\", "
+                        "\"zone\": \"us-west-2c\", \"state\": \"expired\"}]}");
+    af_test_fake_api_do(&api, "add_node",
+                        "{\"name\": \"block-1\", \"instance_type\": \"p4d.24xlarge\", "
+                        "\"gpus\": 8, \"labels\": {\"karpenter.sh/capacity-type\": \"reserved\", "
+                        "\"karpenter.k8s.aws/capacity-reservation-id\": \"cr-0b10c000000000001\", "
+                        "\"topology.kubernetes.io/region\": \"us-west-2\", "
+                        "\"topology.kubernetes.io/zone\": \"us-west-2a\"}}");
+    af_test_fake_api_do(&api, "add_node",
+                        "{\"name\": \"mng-1\", \"instance_type\": \"g5.12xlarge\", "
+                        "\"gpus\": 4, \"labels\": {\"eks.amazonaws.com/capacityType\": "
+                        "\"CAPACITY_BLOCK\", \"topology.kubernetes.io/region\": \"us-west-2\", "
+                        "\"topology.kubernetes.io/zone\": \"us-west-2b\"}}");
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, "--aws-pricing", NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    /* the label says reserved; AWS says a Capacity Block, ending in two hours */
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, reason_has(c, &s, "block-1",
+                                                   "prepaid capacity-block cr-0b10c000000000001 "
+                                                   "(label karpenter.sh/capacity-type=reserved), "
+                                                   "ends in ")),
+                  "never priced from AWS's reservation");
+    ck_assert(reason_has(c, &s, "block-1", " (aws): a pod adds nothing here"));
+    ck_assert(reason_has(c, &s, "block-1", "ends in 1h5") || reason_has(c, &s, "block-1", "ends in 2h00m"));
+    /* no id on the managed node group's node: the only reservation of its type in its zone */
+    ck_assert(reason_has(c, &s, "mng-1", "prepaid capacity-block cr-0aa0000000000000a "
+                                         "(label eks.amazonaws.com/capacityType=CAPACITY_BLOCK), "
+                                         "ends in 25h00m (aws)") ||
+              reason_has(c, &s, "mng-1", "ends in 24h59m (aws)"));
+    b = serve_call(c, &s, "/readyz", NULL, &st);
+    ck_assert_msg(strstr(b, "prices: aws reservations us-west-2: 2 reservations, read "), "%s", b);
+    af_free(b);
+    b = NULL;
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+
+    /* without ec2:DescribeCapacityReservations: the annotation's end, and /readyz says why */
+    af_test_fake_aws_do(&fake, "reservations", "{\"region\": \"us-west-2\", \"items\": [], "
+                                               "\"denied\": true}");
+    af_test_fake_api_do(&api, "modify_node",
+                        "{\"name\": \"block-1\", \"annotations\": "
+                        "{\"accelfit.io/capacity-reservation-end\": \"2099-01-01T00:00:00Z\"}}");
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, "--aws-pricing", NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, readyz_has(c, &s, "prices: aws reservations us-west-2: "
+                                                          "degraded: ec2 DescribeCapacityReservations "
+                                                          "us-west-2: UnauthorizedOperation",
+                                                   &b, &st)),
+                  "%s", b);
+    ck_assert_msg(strstr(b, "prepaid nodes keep the ends their annotations give"), "%s", b);
+    af_free(b);
+    ck_assert(AF_TEST_WAIT_FOR(30, reason_has(c, &s, "block-1", "(annotation)")));
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&api);
+}
+END_TEST
 
 /* Without credentials AWS says nothing: nodes keep the catalog's prices and /readyz says why,
  * still ready. */
@@ -1313,6 +1457,8 @@ Suite *af_aws_suite(void)
     tcase_add_test(serve, test_serve_prices_nodes_from_aws_and_says_so);
     tcase_add_test(serve, test_serve_without_credentials_keeps_catalog_prices_and_says_why);
     tcase_add_test(serve, test_costs_with_aws_prices);
+    tcase_add_test(serve, test_reservations_from_aws);
+    tcase_add_test(serve, test_aws_reservations_page);
     suite_add_tcase(s, serve);
     return s;
 }

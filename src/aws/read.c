@@ -460,6 +460,56 @@ int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *
     return rc;
 }
 
+int af__aws_read_reservations(struct af__aws *c, const char *region, struct af_prices *book,
+                              size_t *n, char *err, size_t errlen)
+{
+    struct af_buf body = AF_BUF_INIT(AF__AWS_MAX_BODY);
+    char *what = af_xasprintf("ec2 DescribeCapacityReservations %s", region);
+    char *url = af__aws_url(c, AF__AWS_EC2, region);
+    char *next = NULL;
+    uint64_t t0 = af_now_ns();
+    int rc = 0, pages = 0;
+
+    *n = 0;
+    do {
+        struct af_buf form = AF_BUF_INIT(0);
+        char *req, *e = next ? curl_easy_escape(c->curl, next, 0) : NULL;
+
+        af_assert(af_buf_printf(&form, "Action=DescribeCapacityReservations&Version=2016-11-15"
+                                       "&MaxResults=1000&Filter.1.Name=state"
+                                       "&Filter.1.Value.1=active%s%s",
+                                e ? "&NextToken=" : "", e ? e : "") == 0);
+        curl_free(e);
+        req = af_buf_detach(&form, NULL);
+        af_free(next);
+        next = NULL;
+        rc = af__aws_call(c,
+                          &(struct af__aws_req){.what = what, .service = AF__AWS_EC2,
+                                                .region = region, .url = url, .body = req,
+                                                .content_type =
+                                                    "application/x-www-form-urlencoded; "
+                                                    "charset=utf-8"},
+                          &body, err, errlen);
+        af_free(req);
+        if (rc)
+            break;
+        pages++;
+        rc = af__aws_reservations_page(what, body.buf, body.len, region, book, n, &next, err,
+                                       errlen);
+        if (rc)
+            break;
+        if (next && pages >= AF__AWS_MAX_PAGES)
+            rc = too_many_pages(what, err, errlen);
+        else if (next)
+            past_deadline(c, t0, what, pages, &rc, err, errlen);
+    } while (!rc && next);
+    af_free(next);
+    af_free(url);
+    af_free(what);
+    af_buf_release(&body);
+    return rc;
+}
+
 /* ---- one-shot ---------------------------------------------------------------------------------- */
 
 int af_aws_read(const struct af_aws_options *opt, const char *region, unsigned what,
@@ -516,12 +566,18 @@ int af_aws_read_into(struct af_prices *book, const struct af_aws_options *opt,
         char e[sizeof(src.error)] = "";
         int rc;
 
-        if (!(what & (k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND : AF_AWS_SPOT)))
+        if (!(what & (k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND
+                      : k == AF_PRICE_SPOT    ? AF_AWS_SPOT
+                                              : AF_AWS_RESERVATIONS)))
             continue;
-        rc = k == AF_PRICE_ON_DEMAND
-                 ? af__aws_read_on_demand(&c, region, opt->instance_types, book_add, &s, e,
-                                          sizeof(e))
-                 : af__aws_read_spot(&c, region, opt->instance_types, book_add, &s, e, sizeof(e));
+        if (k == AF_PRICE_RESERVATIONS)
+            rc = af__aws_read_reservations(&c, region, book, &s.n[k], e, sizeof(e));
+        else
+            rc = k == AF_PRICE_ON_DEMAND
+                     ? af__aws_read_on_demand(&c, region, opt->instance_types, book_add, &s, e,
+                                              sizeof(e))
+                     : af__aws_read_spot(&c, region, opt->instance_types, book_add, &s, e,
+                                         sizeof(e));
         snprintf(src.region, sizeof(src.region), "%s", region);
         src.tried_at = af_wall_time();
         if (rc) {

@@ -74,11 +74,14 @@ static bool refresh(struct af_aws_pricing *ap, struct af__aws *c, enum af_price_
         if (old[i].kind == kind && !strcmp(old[i].region, region))
             src = old[i];
     snprintf(src.region, sizeof(src.region), "%s", region);
-    rc = kind == AF_PRICE_ON_DEMAND
-             ? af__aws_read_on_demand(c, region, ap->opt.instance_types, sink_add, &s, err,
-                                      sizeof(err))
-             : af__aws_read_spot(c, region, ap->opt.instance_types, sink_add, &s, err,
-                                 sizeof(err));
+    if (kind == AF_PRICE_RESERVATIONS)
+        rc = af__aws_read_reservations(c, region, s.book, &s.n, err, sizeof(err));
+    else
+        rc = kind == AF_PRICE_ON_DEMAND
+                 ? af__aws_read_on_demand(c, region, ap->opt.instance_types, sink_add, &s, err,
+                                          sizeof(err))
+                 : af__aws_read_spot(c, region, ap->opt.instance_types, sink_add, &s, err,
+                                     sizeof(err));
     if (rc == AF_ECANCELED) {
         af_prices_unref(s.book);
         af_prices_unref(cur);
@@ -94,8 +97,8 @@ static bool refresh(struct af_aws_pricing *ap, struct af__aws *c, enum af_price_
         src.read_at = src.tried_at;
         src.n_prices = s.n;
         src.error[0] = '\0';
-        AF_LOG(AF_LOG_INFO, "read aws prices", "source",
-               kind == AF_PRICE_ON_DEMAND ? "on-demand" : "spot", "region", region, NULL);
+        AF_LOG(AF_LOG_INFO, "read aws prices", "source", af_price_kind_name(kind), "region",
+               region, NULL);
     }
     af_prices_set_source(s.book, &src);
     af_prices_holder_swap(ap->holder, s.book);
@@ -137,7 +140,10 @@ static void note_regions(struct af_aws_pricing *ap)
 static void *run(void *arg)
 {
     struct af_aws_pricing *ap = arg;
-    const double every[AF_PRICE__KINDS] = {ap->opt.on_demand_refresh_s, ap->opt.spot_refresh_s};
+    /* capacity reservations as often as spot prices: a Capacity Block's end matters within
+     * minutes, and a new reservation should be seen soon */
+    const double every[AF_PRICE__KINDS] = {ap->opt.on_demand_refresh_s, ap->opt.spot_refresh_s,
+                                           ap->opt.spot_refresh_s};
     struct af__aws c;
 
     af__aws_init(&c, &ap->opt, &ap->stop);

@@ -85,7 +85,7 @@ static const char *when(double t, char *buf, size_t len)
 
 static const char *kind_name(enum af_price_kind k)
 {
-    return k == AF_PRICE_SPOT ? "spot" : "on-demand";
+    return af_price_kind_name(k);
 }
 
 static int print_json(const struct rows *r, const char *region)

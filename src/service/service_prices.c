@@ -19,7 +19,7 @@
 
 static const char *kind_name(enum af_price_kind k)
 {
-    return k == AF_PRICE_SPOT ? "spot" : "on-demand";
+    return af_price_kind_name(k);
 }
 
 void af_service_prices_status(struct af_service *svc, const struct af_catalog *cat, char *out,
@@ -50,15 +50,20 @@ void af_service_prices_status(struct af_service *svc, const struct af_catalog *c
             af_format_age(now - s->read_at, age, sizeof(age));
             snprintf(read, sizeof(read), "read %s ago", age);
         }
+        bool resv = s->kind == AF_PRICE_RESERVATIONS;
         if (s->error[0])
             used += (size_t)snprintf(out + used, n - used,
                                      "prices: aws %s %s: degraded: %s; %s%s\n",
                                      kind_name(s->kind), s->region, s->error, read,
-                                     s->read_at > 0 ? ", those prices stay"
-                                                    : "; nodes keep the catalog's prices");
+                                     s->read_at > 0 ? (resv ? ", those reservations stay"
+                                                            : ", those prices stay")
+                                     : resv ? "; prepaid nodes keep the ends their "
+                                              "annotations give"
+                                            : "; nodes keep the catalog's prices");
         else
-            used += (size_t)snprintf(out + used, n - used, "prices: aws %s %s: %zu prices, %s\n",
-                                     kind_name(s->kind), s->region, s->n_prices, read);
+            used += (size_t)snprintf(out + used, n - used, "prices: aws %s %s: %zu %s, %s\n",
+                                     kind_name(s->kind), s->region, s->n_prices,
+                                     resv ? "reservations" : "prices", read);
     }
     af_prices_unref(p);
 }

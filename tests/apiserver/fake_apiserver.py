@@ -21,8 +21,8 @@ a real kube-apiserver v1.26 sends them.
 
 A plain-HTTP control channel on 127.0.0.1 (--admin-port) takes POST /<command> with a
 JSON body:
-  add_node {name, instance_type?, gpus?, cpu?, labels?}
-  modify_node {name, gpus?, unschedulable?, labels?}
+  add_node {name, instance_type?, gpus?, cpu?, labels?, annotations?}
+  modify_node {name, gpus?, unschedulable?, labels?, annotations?}
   delete_node {name}
   add_pod {ns, name, node?, cpu?, memory?, gpus?, phase?}   modify_pod (same)
   delete_pod {ns, name}
@@ -276,6 +276,8 @@ class State:
         if "unschedulable" in a:
             n["spec"]["unschedulable"] = bool(a["unschedulable"])
         md["labels"].update(a.get("labels", {}))   # e.g. karpenter.sh/capacity-type: spot
+        if a.get("annotations"):
+            md.setdefault("annotations", {}).update(a["annotations"])
         return n
 
     def make_pod(self, a):

@@ -525,6 +525,8 @@ struct podspec {
     const char *annotations;    /* JSON object text, or NULL */
     const char *labels;         /* JSON object text, or NULL */
     const char *owner_kind, *owner_name;
+    int devices;                /* of `device`; 0: 1 */
+    const char *node_selector;  /* JSON object text, or NULL */
 };
 
 static json_t *pod_json(const char *ns, const struct podspec *p)
@@ -534,7 +536,9 @@ static json_t *pod_json(const char *ns, const struct podspec *p)
 
     res = json_pack("{s:s, s:s}", "cpu", "100m", "memory", "128Mi");
     if (p->device) {
-        json_object_set_new(res, p->device, json_string("1"));
+        char count[16];
+        snprintf(count, sizeof(count), "%d", p->devices > 0 ? p->devices : 1);
+        json_object_set_new(res, p->device, json_string(count));
         json_array_append_new(tol, json_pack("{s:s, s:s, s:s}", "key", p->device, "operator",
                                              "Exists", "effect", "NoSchedule"));
     }
@@ -559,6 +563,9 @@ static json_t *pod_json(const char *ns, const struct podspec *p)
                     "tolerations", tol);
     json_decref(res);
     ck_assert_ptr_nonnull(pod);
+    if (p->node_selector)
+        json_object_set_new(json_object_get(pod, "spec"), "nodeSelector",
+                            json_loads(p->node_selector, 0, NULL));
     return pod;
 }
 
@@ -766,6 +773,156 @@ START_TEST(test_placements_on_an_eks_node_mix)
     delete_pods("e2e-place");
     must(kubectl(NULL, "delete node ip-10-0-2-99.us-west-2.compute.internal >/dev/null"),
          "delete node");
+}
+END_TEST
+
+/* ---- what the cluster really pays ------------------------------------------------------------ */
+
+#define POOL "{\"e2e.accelfit.io/pool\": \"prepaid\"}"
+
+/* A node of the test's own pool: `type` with `gpus` GPUs, its capacity labels and
+ * annotations (kubectl label / annotate arguments, "" for none). */
+static void pool_node(const char *name, const char *type, int gpus, const char *labels,
+                      const char *annotations)
+{
+    char family[32];
+
+    snprintf(family, sizeof(family), "%.*s", (int)(strchr(type, '.') - type), type);
+    clone_node(NODE_P4D, name, type, gpus);
+    must(kubectl(NULL, "label node %s --overwrite e2e.accelfit.io/pool=prepaid "
+                       "karpenter.k8s.aws/instance-family=%s %s >/dev/null",
+                 name, family, labels),
+         "label node");
+    if (*annotations)
+        must(kubectl(NULL, "annotate node %s --overwrite %s >/dev/null", name, annotations),
+             "annotate node");
+}
+
+/* Creates pod `name` in e2e-prepaid and returns the node the real scheduler bound it to. */
+static char *place(const char *name, int gpus, const char *annotations, const char *selector)
+{
+    struct podspec p = {.name = name, .device = "nvidia.com/gpu", .devices = gpus,
+                        .annotations = annotations, .node_selector = selector};
+
+    create_pod("e2e-prepaid", &p);
+    return bound_node("e2e-prepaid", name);
+}
+
+static void apply_text(const char *yaml)
+{
+    char *path = af_xasprintf("%s/apply-%d.yaml", work, rand());
+
+    write_file(path, yaml, strlen(yaml));
+    must(kubectl(NULL, "apply -f '%s' >/dev/null", path), "kubectl apply");
+    unlink(path);
+    af_free(path);
+}
+
+/* True when /metrics counts `n` nodes priced by a NodeOverlay. */
+static bool overlay_nodes(double n)
+{
+    return metric("accelfit_nodes_by_price_source{source=\"overlay\"}") == n;
+}
+
+/*
+ * Nodes labelled as Karpenter and EKS label prepaid capacity (a p5.48xlarge Capacity
+ * Block, an ODCR p4d), on-demand p5, p4d and g6e, a spot g5; NodeOverlays served by the real
+ * API server as Karpenter's CRD serves them; pods scheduled by the real kube-scheduler with
+ * the shipped config (docs/pricing.md#what-the-cluster-really-pays).
+ */
+START_TEST(test_prepaid_capacity_and_overlays_on_the_real_scheduler)
+{
+    char ends[64], ann[160], *node, *crd;
+    time_t end = time(NULL) + 2 * 3600;   /* the block ends in two hours */
+    struct tm tm;
+
+    gmtime_r(&end, &tm);
+    strftime(ends, sizeof(ends), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    crd = af_xasprintf("%s/tests/fixtures/karpenter/nodeoverlays-crd.yaml", AF_SOURCE_DIR);
+    must(kubectl(NULL, "apply -f '%s' >/dev/null", crd), "install the NodeOverlay CRD");
+    must(kubectl(NULL, "wait --for=condition=Established crd/nodeoverlays.karpenter.sh "
+                       "--timeout=60s >/dev/null"),
+         "NodeOverlay CRD established");
+    af_free(crd);
+    snprintf(ann, sizeof(ann), "accelfit.io/capacity-reservation-end=%s", ends);
+    pool_node("cb-p5", "p5.48xlarge", 8,
+              "karpenter.sh/capacity-type=reserved "
+              "karpenter.k8s.aws/capacity-reservation-type=capacity-block "
+              "karpenter.k8s.aws/capacity-reservation-id=cr-0b10c000000000001",
+              ann);
+    pool_node("od-p5", "p5.48xlarge", 8, "karpenter.sh/capacity-type=on-demand", "");
+    pool_node("odcr-p4d", "p4d.24xlarge", 8,
+              "karpenter.sh/capacity-type=reserved "
+              "karpenter.k8s.aws/capacity-reservation-type=default "
+              "karpenter.k8s.aws/capacity-reservation-id=cr-0dc00000000000002",
+              "");
+    pool_node("od-p4d", "p4d.24xlarge", 8, "karpenter.sh/capacity-type=on-demand", "");
+    pool_node("g6e-a", "g6e.12xlarge", 4,
+              "karpenter.sh/capacity-type=on-demand karpenter.sh/nodepool=pool-a", "");
+    pool_node("g6e-b", "g6e.12xlarge", 4,
+              "karpenter.sh/capacity-type=on-demand karpenter.sh/nodepool=pool-b", "");
+    pool_node("spot-g5", "g5.12xlarge", 4, "karpenter.sh/capacity-type=spot", "");
+    make_namespace("e2e-prepaid");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, metric("accelfit_nodes_by_price_source{source=\"prepaid\"}") == 2),
+                  "accelfit never priced the two reserved nodes as prepaid (%g)",
+                  metric("accelfit_nodes_by_price_source{source=\"prepaid\"}"));
+
+    /* 1. Training that suits both H100 nodes goes to the paid-for block, not to on-demand
+     *    at $55/h; then the next one joins it there. */
+    node = place("train-short", 1,
+                 "{\"accelfit.io/workload\": \"training\", \"accelfit.io/model-params\": \"1B\", "
+                 "\"accelfit.io/objective\": \"performance\"}",
+                 POOL);
+    ck_assert_str_eq(node, "cb-p5");
+    af_free(node);
+    /* 2. A Job that runs six hours avoids the block that ends in two, and says why. */
+    node = place("train-6h", 1,
+                 "{\"accelfit.io/workload\": \"training\", \"accelfit.io/model-params\": \"1B\", "
+                 "\"accelfit.io/objective\": \"performance\", "
+                 "\"accelfit.io/expected-duration\": \"6h\"}",
+                 POOL);
+    ck_assert_str_eq(node, "od-p5");
+    af_free(node);
+    /* 3. An A100 pod without annotations: the ODCR before the on-demand p4d. */
+    node = place("a100-plain", 8, NULL,
+                 "{\"e2e.accelfit.io/pool\": \"prepaid\", "
+                 "\"node.kubernetes.io/instance-type\": \"p4d.24xlarge\"}");
+    ck_assert_str_eq(node, "odcr-p4d");
+    af_free(node);
+    delete_pods("e2e-prepaid");
+
+    /* 4. A NodeOverlay changes the order as it changes Karpenter's: the same g6e costs four
+     *    times as much in pool-a, then in pool-b. */
+    apply_text("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\n"
+               "metadata: {name: pool-a-dear}\nspec:\n  weight: 10\n"
+               "  priceAdjustment: \"+300%\"\n  requirements:\n"
+               "    - {key: karpenter.sh/nodepool, operator: In, values: [pool-a]}\n");
+    /* the CRD came after accelfit: its discovery sees it within 15 s */
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, overlay_nodes(1)), "accelfit never applied the overlay");
+    node = place("l40s-1", 1, NULL,
+                 "{\"e2e.accelfit.io/pool\": \"prepaid\", "
+                 "\"node.kubernetes.io/instance-type\": \"g6e.12xlarge\"}");
+    ck_assert_str_eq(node, "g6e-b");
+    af_free(node);
+    delete_pods("e2e-prepaid");
+    must(kubectl(NULL, "delete nodeoverlay pool-a-dear >/dev/null"), "delete overlay");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(0)), "the overlay's price outlived it");
+    apply_text("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\n"
+               "metadata: {name: pool-b-dear}\nspec:\n  weight: 10\n"
+               "  priceAdjustment: \"+300%\"\n  requirements:\n"
+               "    - {key: karpenter.sh/nodepool, operator: In, values: [pool-b]}\n");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(1)), "accelfit never applied the overlay");
+    node = place("l40s-2", 1, NULL,
+                 "{\"e2e.accelfit.io/pool\": \"prepaid\", "
+                 "\"node.kubernetes.io/instance-type\": \"g6e.12xlarge\"}");
+    ck_assert_str_eq(node, "g6e-a");
+    af_free(node);
+    delete_pods("e2e-prepaid");
+    must(kubectl(NULL, "delete nodeoverlay pool-b-dear >/dev/null"), "delete overlay");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(0)), "the overlay's price outlived it");
+    must(kubectl(NULL, "delete node cb-p5 od-p5 odcr-p4d od-p4d g6e-a g6e-b spot-g5 "
+                       ">/dev/null"),
+         "delete the pool's nodes");
 }
 END_TEST
 
@@ -1050,8 +1207,10 @@ START_TEST(test_a_jobs_pods_are_one_unit)
         snprintf(job, sizeof(job), "train-%d", j);
         snprintf(gen, sizeof(gen), "train-%d-", j);
         for (int k = 0; k < 3; k++) {
-            struct podspec p = {gen, "nvidia.com/gpu", "{\"accelfit.io/workload\":\"inference\"}",
-                                "{\"accelfit.io/managed\":\"true\"}", "Job", job};
+            struct podspec p = {.name = gen, .device = "nvidia.com/gpu",
+                                .annotations = "{\"accelfit.io/workload\":\"inference\"}",
+                                .labels = "{\"accelfit.io/managed\":\"true\"}",
+                                .owner_kind = "Job", .owner_name = job};
             json_array_append_new(json_object_get(list, "items"), pod_json("e2e-jobs", &p));
         }
     }
@@ -1769,6 +1928,7 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_probes_as_kubelet_sends_them);
     tcase_add_test(tc, test_placements_on_an_eks_node_mix);
     tcase_add_test(tc, test_api_server_restart_under_a_live_accelfit);
+    tcase_add_test(tc, test_prepaid_capacity_and_overlays_on_the_real_scheduler);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tls");
