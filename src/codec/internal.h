@@ -30,6 +30,10 @@ const char *af__codec_kind_hint(const char *kind);
 struct af_overlay;
 int af__codec_overlay_from_json(json_t *obj, const char *where, struct af_overlay *out,
                                 struct af_error *err);
+/* The NodeOverlays among the items of a cluster file's root (objects.c); *out NULL when
+ * there are none. 0, or the first bad overlay's error. */
+struct af_overlays;
+int af__codec_file_overlays(json_t *root, struct af_overlays **out, struct af_error *err);
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a

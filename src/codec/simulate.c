@@ -341,8 +341,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
     json_t *root = NULL, *items, *it;
     struct cluster_pod *pods = NULL;
     size_t n_pods = 0, cap_pods = 0, cap_nodes = 0, cap_bound = 0, cap_trace = 0, i;
-    struct af_overlay *ovs = NULL;
-    size_t n_ovs = 0, cap_ovs = 0;
     double first = -1, last = -1;
     int rc;
 
@@ -382,13 +380,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
             n->info = info;
             n->labels = pairs(af__codec_get(af__codec_get(it, "metadata"), "labels"), &n->n_labels);
             node_taints(af__codec_get(it, "spec"), n);
-        } else if (kind && !strcmp(kind, "NodeOverlay")) {
-            /* priced with them once every node is read */
-            AF_GROW(ovs, cap_ovs, n_ovs + 1);
-            rc = af__codec_overlay_from_json(it, at, &ovs[n_ovs], err);
-            if (rc)
-                goto done;
-            n_ovs++;
         } else if (kind && !strcmp(kind, "Pod")) {
             struct af_pod_info *info;
             struct cluster_pod *cp;
@@ -413,13 +404,12 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
             }
         }
     }
-    if (n_ovs) {
+    rc = af__codec_file_overlays(items, &out->overlays, err);
+    if (rc)
+        goto done;
+    if (out->overlays) {
         /* the nodes priced again as the file's NodeOverlays price them (docs/pricing.md) */
-        struct af_price_inputs in;
-        out->overlays = af_overlays_new(ovs, n_ovs);
-        ovs = NULL;
-        n_ovs = 0;
-        in = (struct af_price_inputs){.overlays = out->overlays};
+        struct af_price_inputs in = {.overlays = out->overlays};
         for (i = 0; i < out->n_nodes; i++)
             af_node_price(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, &in,
                           out->nodes[i].info);
@@ -483,9 +473,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
         rc = trace_finish(name, trace, last > first ? last - first : 3600, err);
     }
 done:
-    for (size_t k = 0; k < n_ovs; k++)
-        af_overlay_release(&ovs[k]);
-    af_free(ovs);
     for (size_t k = 0; k < n_pods; k++)
         if (pods[k].pod.info)
             sim_pod_release(&pods[k].pod);
