@@ -642,6 +642,83 @@ START_TEST(test_body_over_max_body_is_413)
 }
 END_TEST
 
+/* A body of `n` bytes: {"Pod":{"x":[{},{},...]}} padded to length. */
+static char *bracket_body(size_t n)
+{
+    char *b = af_xmalloc(n + 1);
+    size_t i = 0;
+
+    i += (size_t)snprintf(b, n + 1, "{\"Pod\":{\"x\":[{}");
+    while (i + 3 + 3 <= n) {
+        memcpy(b + i, ",{}", 3);
+        i += 3;
+    }
+    memcpy(b + i, "]}}", 3);
+    i += 3;
+    memset(b + i, ' ', n - i);
+    b[n] = '\0';
+    return b;
+}
+
+/*
+ * With the default --max-body (16 MiB), each route reads what its caller can send: an
+ * AdmissionReview at most 3.5 MiB, the small routes 64 KiB, the extender verbs --max-body;
+ * and a body of mostly brackets is refused before a tree of it is built, on every route
+ * that reads JSON, while the server keeps answering.
+ */
+START_TEST(test_each_route_caps_its_body_and_its_json_values)
+{
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--log-level", "info",
+                                NULL};
+    static const char *const dense_routes[] = {"/filter", "/prioritize", "/preempt", "/explain",
+                                               "/mutate"};
+    struct af_test_server s;
+    struct af_test_resp r;
+    CURL *c = curl_easy_init();
+    char *big = af_xmalloc((4u << 20) + 1), *dense, *u;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    memset(big, ' ', 4u << 20);
+    big[4u << 20] = '\0';
+    /* 4 MiB is over /mutate's cap, not over /filter's */
+    u = url(&s, "/mutate");
+    af_test_http(c, "POST", u, big, 4u << 20, NULL, &r);
+    ck_assert_int_eq(r.curl_rc, CURLE_OK);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_msg(strstr(r.body, "request body exceeds 3670016 bytes"), "%s", r.body);
+    af_test_resp_free(&r);
+    af_free(u);
+    u = url(&s, "/filter");
+    af_test_http(c, "POST", u, big, 4u << 20, NULL, &r);
+    ck_assert_int_eq(r.status, 200);   /* read, and not JSON: an Error answer */
+    af_test_resp_free(&r);
+    af_free(u);
+    u = url(&s, "/rollouts/ack");
+    af_test_http(c, "POST", u, big, 100000, NULL, &r);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_msg(strstr(r.body, "request body exceeds 65536 bytes"), "%s", r.body);
+    af_test_resp_free(&r);
+    af_free(u);
+
+    /* 3 MB of "[{},{},...]": a million values, refused before decoding */
+    dense = bracket_body(3000000);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(dense_routes); i++) {
+        u = url(&s, dense_routes[i]);
+        af_test_http(c, "POST", u, dense, strlen(dense), NULL, &r);
+        ck_assert_int_eq(r.curl_rc, CURLE_OK);
+        ck_assert_msg(r.status == 413 && strstr(r.body, "JSON values in 3000000 bytes"),
+                      "%s: %ld %s", dense_routes[i], r.status, r.body);
+        af_test_resp_free(&r);
+        af_free(u);
+    }
+    good_filter_on(c, &s);
+    af_free(dense);
+    af_free(big);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+}
+END_TEST
+
 static int raw_connect(int port)
 {
     struct sockaddr_in sa;
@@ -2879,6 +2956,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_lowercase_keys_are_accepted);
     tcase_add_test(tc, test_prioritize_scores_input_hosts_in_range);
     tcase_add_test(tc, test_body_over_max_body_is_413);
+    tcase_add_test(tc, test_each_route_caps_its_body_and_its_json_values);
     tcase_add_test(tc, test_slow_sender_is_dropped);
     tcase_add_test(tc, test_idle_keepalive_connection_survives_the_read_timeout);
     tcase_add_test(tc, test_chunked_request_body_is_411_at_once);
