@@ -135,6 +135,21 @@ struct af_prices *af_prices_copy(const struct af_prices *p, enum af_price_kind k
     return c;
 }
 
+struct af_prices *af_prices_copy_without_region(const struct af_prices *p, const char *region)
+{
+    struct af_prices *c = af_prices_new();
+
+    if (!p)
+        return c;
+    for (size_t i = 0; i < p->n; i++)
+        if (!in_source(&p->entries[i], p->entries[i].kind, region))
+            add_entry(c, &p->entries[i]);
+    for (size_t i = 0; i < p->n_sources; i++)
+        if (strcmp(p->sources[i].region, region))
+            af_prices_set_source(c, &p->sources[i]);
+    return c;
+}
+
 static bool key_ok(const char *s, size_t max)
 {
     size_t n = s ? strlen(s) : 0;
