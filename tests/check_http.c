@@ -2936,6 +2936,77 @@ START_TEST(test_connection_closed_while_deferred_is_safe)
 }
 END_TEST
 
+/* CPU seconds process `pid` has used (user and system). */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long ut = 0, st = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    p = strrchr(buf, ')');   /* the command may hold spaces; fields 14 and 15 follow */
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                            &st), 2);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * A byte pipelined behind a webhook call whose answer waits for its claim: the connection
+ * is not read while the answer is parked, so the service thread sleeps meanwhile (it used
+ * to spin on the byte libwebsockets offered again and again); the answer still comes, and
+ * the connection closes after it.
+ */
+START_TEST(test_pipelined_byte_behind_a_parked_answer_is_not_read)
+{
+    struct af_test_fake_api f;
+    struct af_test_server s;
+    size_t body_len;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    char *req = raw_request("POST", "/mutate", body), *two = af_xasprintf("%sX", req);
+    char buf[8192];
+    struct pollfd pf;
+    double cpu0, cpu1, t0, wall;
+    ssize_t got;
+    int fd;
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy), af_free(body), af_free(req), af_free(two);
+        return;
+    }
+    start_replica(&s, 0, &f, policy);
+    af_test_fake_api_do(&f, "slow_configmaps", "{\"seconds\":2,\"count\":2}");
+    fd = raw_connect(s.port);
+    cpu0 = cpu_seconds(s.pid);
+    t0 = af_wall_time();
+    ck_assert_int_eq(write(fd, two, strlen(two)), (ssize_t)strlen(two));
+    pf = (struct pollfd){fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&pf, 1, 30000), 1);
+    cpu1 = cpu_seconds(s.pid);
+    wall = af_wall_time() - t0;
+    got = read(fd, buf, sizeof(buf) - 1);
+    ck_assert_int_gt(got, 0);
+    buf[got] = '\0';
+    ck_assert_msg(!strncmp(buf, "HTTP/1.1 200", 12), "%s", buf);
+    /* parked for the slow claim (2 s): a spinning thread would use about all of it */
+    printf("pipelined byte behind a parked answer: %.2f s of CPU in %.2f s parked\n",
+           cpu1 - cpu0, wall);
+    if (wall > 1.0)
+        ck_assert_msg(cpu1 - cpu0 < 0.3 * wall, "%.2f s of CPU in %.2f s parked", cpu1 - cpu0,
+                      wall);
+    close(fd);
+    server_still_serves(&s, "after a parked answer with a pipelined byte");
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&f);
+    af_free(policy), af_free(body), af_free(req), af_free(two);
+}
+END_TEST
+
 Suite *af_http_suite(void);
 Suite *af_http_suite(void)
 {
@@ -3007,6 +3078,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
     tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
     tcase_add_test(tc, test_extender_calls_flow_while_a_claim_waits);
+    tcase_add_test(tc, test_pipelined_byte_behind_a_parked_answer_is_not_read);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pipelining");
