@@ -16,6 +16,7 @@
 
 #include "accelfit/aws.h"
 #include "accelfit/config.h"
+#include "accelfit/http.h"
 #include "accelfit/prices.h"
 #include "support/fake_api.h"
 #include "support/fake_aws.h"
@@ -700,6 +701,12 @@ static bool has_price(struct af_prices_holder *h, enum af_price_kind k, const ch
 }
 
 /* The source record of (kind, region) in the holder's book. */
+static void updated_quiet(void *ud, struct af_prices *book)
+{
+    (void)ud;
+    ck_assert_ptr_nonnull(book);
+}
+
 static bool source(struct af_prices_holder *h, enum af_price_kind k, const char *region,
                    struct af_price_source *out)
 {
@@ -910,6 +917,123 @@ static bool fake_saw_hang(void)
     json_decref(all);
     return hung;
 }
+
+/* Node regions a relabelling node could make up: many, and some not regions at all. */
+struct many {
+    pthread_mutex_t lock;
+    bool made_up;
+};
+
+static size_t many_regions(void *ud, char (*out)[32], size_t max)
+{
+    static const char *const junk[] = {"not a region", "../../etc/passwd", "EU-WEST-1",
+                                       "eu-west-1a", "eu-west-123", "x-west-1"};
+    struct many *m = ud;
+    size_t n = 0;
+
+    snprintf(out[n++], 32, "eu-west-1");
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; m->made_up && i < AF_ARRAY_SIZE(junk) && n < max; i++)
+        snprintf(out[n++], 32, "%s", junk[i]);
+    for (int i = 1; m->made_up && i <= 60 && n < max; i++)
+        snprintf(out[n++], 32, "zz-made-up-%d", i);
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+/* Sources in the book of regions other than eu-west-1 (and all sources). */
+static size_t other_sources(struct af_prices_holder *h, size_t *all)
+{
+    struct af_prices *p = af_prices_holder_get(h);
+    const struct af_price_source *s = af_prices_sources(p, all);
+    size_t n = 0;
+
+    for (size_t i = 0; i < *all; i++)
+        n += strcmp(s[i].region, "eu-west-1") != 0;
+    af_prices_unref(p);
+    return n;
+}
+
+/* Requests the fake saw that named a region other than eu-west-1 (ec2 is per region). */
+static size_t other_region_requests(void)
+{
+    json_t *all = requests(), *r;
+    size_t i, n = 0;
+
+    json_array_foreach(all, i, r) {
+        const char *region = json_string_value(json_object_get(r, "region"));
+        n += region && strcmp(region, "eu-west-1") && strcmp(json_string_value(json_object_get(r, "service")), "pricing");
+    }
+    json_decref(all);
+    return n;
+}
+
+/*
+ * Node labels name regions: what is not an AWS region's name is never asked about, at most
+ * 32 regions are read, and a region no node names any more is forgotten after three spot
+ * refresh intervals: no more requests, and its prices and sources leave the book.
+ */
+START_TEST(test_aws_regions_are_checked_capped_and_forgotten)
+{
+    struct many m = {PTHREAD_MUTEX_INITIALIZER, true};
+    struct af_aws_options o = quick;
+    struct af_prices_holder h;
+    struct af_aws_pricing *ap;
+    size_t all, before;
+    double usd;
+
+    NEED_FAKE();
+    af_test_fake_aws_static_keys(&fake);
+    af_prices_holder_init(&h);
+    o.spot_refresh_s = 1;   /* forgotten after 3 s */
+    ck_assert_int_eq(af_aws_pricing_start(&ap, &o, &h, many_regions, &m, updated_quiet, NULL), 0);
+    ck_assert(AF_TEST_WAIT_FOR(60, has_price(&h, AF_PRICE_ON_DEMAND, "eu-west-1", "m5.large",
+                                             &usd) &&
+                                       other_sources(&h, &all) == 2 * 31));
+    ck_assert_uint_eq(all, 64);
+    /* the nodes leave the made-up regions */
+    pthread_mutex_lock(&m.lock);
+    m.made_up = false;
+    pthread_mutex_unlock(&m.lock);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, other_sources(&h, &all) == 0), "%zu sources left", all);
+    ck_assert(has_price(&h, AF_PRICE_ON_DEMAND, "eu-west-1", "m5.large", &usd));
+    before = other_region_requests();
+    nanosleep(&(struct timespec){3, 0}, NULL);
+    ck_assert_uint_eq(other_region_requests(), before);
+    af_aws_pricing_stop(ap);
+    af_prices_holder_destroy(&h);
+}
+END_TEST
+
+/* /readyz's price lines, with more sources than fit: whole lines, and a count of the rest. */
+START_TEST(test_readyz_price_lines_stay_whole)
+{
+    struct af_prices_holder h;
+    struct af_prices *book = af_prices_new();
+    struct af_service svc = {.prices = &h};
+    char out[1500];
+    size_t lines = 0;
+
+    af_prices_holder_init(&h);
+    for (int i = 0; i < 64; i++) {
+        struct af_price_source src = {.kind = i % 2, .tried_at = af_wall_time()};
+        snprintf(src.region, sizeof(src.region), "zz-made-up-%d", i / 2);
+        snprintf(src.error, sizeof(src.error), "ec2 DescribeSpotPriceHistory zz-made-up-%d: "
+                 "no spot prices", i / 2);
+        af_prices_set_source(book, &src);
+    }
+    af_prices_freeze(book);
+    af_prices_holder_swap(&h, book);
+    af_service_prices_status(&svc, NULL, out, sizeof(out));
+    ck_assert_uint_lt(strlen(out), sizeof(out) - 1);
+    ck_assert_msg(out[strlen(out) - 1] == '\n', "cut mid-line: %s", out);
+    for (const char *p = out; (p = strchr(p, '\n')); p++)
+        lines++;
+    ck_assert_uint_gt(lines, 2);
+    ck_assert_msg(strstr(out, "more sources not shown here\n"), "%s", out);
+    af_prices_holder_destroy(&h);
+}
+END_TEST
 
 START_TEST(test_aws_stop_interrupts_a_hanging_request)
 {
@@ -1443,6 +1567,8 @@ Suite *af_aws_suite(void)
     tcase_add_test(th, test_aws_refresh_keeps_last_prices_when_a_read_fails);
     tcase_add_test(th, test_aws_expired_token_renews_with_rotated_token_file);
     tcase_add_test(th, test_aws_new_region_read_when_kicked);
+    tcase_add_test(th, test_aws_regions_are_checked_capped_and_forgotten);
+    tcase_add_test(th, test_readyz_price_lines_stay_whole);
     tcase_add_test(th, test_aws_stop_interrupts_a_hanging_request);
     suite_add_tcase(s, th);
 

@@ -68,6 +68,9 @@ struct af_prices *af_prices_new(void);
  * `region` is not NULL. */
 struct af_prices *af_prices_copy(const struct af_prices *p, enum af_price_kind kind,
                                  const char *region);
+/* A new, unfrozen book with every price and source of `p` (NULL: empty) except those of
+ * `region`, of both kinds (its on-demand prices, its zones' spot prices, its sources). */
+struct af_prices *af_prices_copy_without_region(const struct af_prices *p, const char *region);
 /*
  * Adds a price: `where` is the region (on-demand) or the zone (spot), `usd_hr` finite,
  * > 0 and <= AF_PRICE_MAX_USD_HR, `as_of` the unix time it was read. A second price for

@@ -109,6 +109,9 @@ void af__aws_error_parse(const char *doc, size_t len, char *code, size_t code_le
 int af__aws_sts_take(struct af__aws *c, const char *what, const char *doc, size_t len, char *err,
                      size_t errlen) AF_MUST_CHECK;
 
+/* Whether `name` is shaped as an AWS region's ("us-east-1", "us-gov-west-1"). */
+bool af__aws_region_valid(const char *name);
+
 /* ---- the reads ------------------------------------------------------------------------------ */
 
 /*

@@ -152,6 +152,26 @@ const char *af_price_kind_name(enum af_price_kind k)
     }
 }
 
+struct af_prices *af_prices_copy_without_region(const struct af_prices *p, const char *region)
+{
+    struct af_prices *c = af_prices_new();
+
+    if (!p)
+        return c;
+    for (size_t i = 0; i < p->n; i++)
+        if (!in_source(&p->entries[i], p->entries[i].kind, region))
+            add_entry(c, &p->entries[i]);
+    for (size_t i = 0; i < p->n_resv; i++)
+        if (strcmp(p->resv[i].region, region)) {
+            AF_GROW(c->resv, c->cap_resv, c->n_resv + 1);
+            c->resv[c->n_resv++] = p->resv[i];
+        }
+    for (size_t i = 0; i < p->n_sources; i++)
+        if (strcmp(p->sources[i].region, region))
+            af_prices_set_source(c, &p->sources[i]);
+    return c;
+}
+
 static bool key_ok(const char *s, size_t max)
 {
     size_t n = s ? strlen(s) : 0;

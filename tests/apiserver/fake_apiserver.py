@@ -216,6 +216,12 @@ class State:
         md = obj.setdefault("metadata", {})
         if md.get("name", name) != name or md.get("namespace", ns) != ns:
             return 400, "BadRequest", "the name or namespace of the object does not match the request"
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in (obj.get("data") or {}).items()
+                   if isinstance(v, str))
+        if size > 1048576:
+            # as the API server refuses it (ValidateConfigMap: data and binaryData together)
+            return 422, "Invalid", ('ConfigMap "%s" is invalid: []: Too long: must have at most '
+                                    '1048576 bytes' % name)
         if create:
             if old is not None:
                 return 409, "AlreadyExists", 'configmaps "%s" already exists' % name
