@@ -264,6 +264,51 @@ START_TEST(test_too_large_for_the_rule_names_classes_that_hold_it)
 }
 END_TEST
 
+/* One convention for machine output: --output json everywhere, --json short for it. */
+static const char *const json_alias_cmds[][12] = {
+    {"recommend", "--workload", "inference", "--model-params", "7B", NULL},
+    {"costs", "--demo", NULL},
+    {"simulate", "--demo", "--workload", AF_SOURCE_DIR "/examples/traces/demo-day.yaml", NULL},
+};
+
+START_TEST(test_json_is_short_for_output_json)
+{
+    const char *a[16], *b[16];
+    char *out_a = NULL, *out_b = NULL, *err = NULL;
+    size_t n = 1;
+
+    a[0] = b[0] = "accelfit";
+    for (size_t k = 0; json_alias_cmds[_i][k]; k++, n++)
+        a[n] = b[n] = json_alias_cmds[_i][k];
+    a[n] = "--output";
+    a[n + 1] = "json";
+    a[n + 2] = NULL;
+    b[n] = "--json";
+    b[n + 1] = NULL;
+    ck_assert_int_eq(af_test_exec(a, NULL, &out_a, &err), 0);
+    af_free(err);
+    ck_assert_int_eq(af_test_exec(b, NULL, &out_b, &err), 0);
+    af_free(err);
+    ck_assert_msg(out_a[0] == '{', "%s", out_a);
+    ck_assert_str_eq(out_a, out_b);
+    af_free(out_a);
+    af_free(out_b);
+}
+END_TEST
+
+/* prices takes --output as the others do (its --json stays): a bad format is usage. */
+START_TEST(test_prices_takes_output)
+{
+    const char *argv[] = {"accelfit", "prices", "--output", "yaml", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "--output must be table or json, not 'yaml'"), "%s", err);
+    af_free(out);
+    af_free(err);
+}
+END_TEST
+
 START_TEST(test_help_prints_usage_and_examples)
 {
     const char *argv[] = {"accelfit", "recommend", "--help", NULL};
@@ -509,6 +554,9 @@ static Suite *af_recommend_suite(void)
     tcase_add_test(tc, test_cost_order_shows_its_figure_and_reasons_match_the_rank);
     tcase_add_test(tc, test_too_large_for_the_rule_names_classes_that_hold_it);
     tcase_add_test(tc, test_file_errors_name_the_path_and_what_is_wrong);
+    tcase_add_loop_test(tc, test_json_is_short_for_output_json, 0,
+                        (int)AF_ARRAY_SIZE(json_alias_cmds));
+    tcase_add_test(tc, test_prices_takes_output);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -49,7 +49,8 @@ static const char usage[] =
     "  --policy FILE      policy with the tenants (default: the embedded policy: one\n"
     "                     default tenant without a budget)\n"
     "  --catalog FILE     instance catalog (default: the embedded policies/catalog.yaml)\n"
-    "  --output FORMAT    table (default) or json (the document of GET /costs)\n"
+    "  --output FORMAT    table (default) or json (the document of GET /costs); --json is\n"
+    "                     short for --output json\n"
     "  --aws-pricing      charge nodes AWS's prices, read once: the on-demand price of each\n"
     "                     node's region and the spot price of each spot node's zone\n"
     "                     (docs/pricing.md: credentials as accelfit serve --aws-pricing);\n"
@@ -94,6 +95,10 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
         }
         if (!strcmp(a, "--aws-pricing")) {
             o->aws_pricing = true;
+            continue;
+        }
+        if (!strcmp(a, "--json")) {   /* --output json, as every command takes it */
+            o->json = true;
             continue;
         }
         if (!strcmp(a, "--in-cluster")) {

@@ -35,7 +35,7 @@ static const char recommend_usage[] =
     "  --framework FW           pytorch, tensorflow, jax or other (default: unknown)\n"
     "  --neuron-ready           a Neuron-compiled artifact exists (Trainium/Inferentia allowed)\n"
     "  --precision P            fp32, bf16, fp16 or int8 (inference weights; default: policy)\n"
-    "  --output FORMAT          table (default) or json\n"
+    "  --output FORMAT          table (default) or json; --json is short for --output json\n"
     "  --catalog FILE           instance catalog YAML (default: the built-in catalog)\n"
     "  --policy FILE            policy YAML (default: the built-in policy)\n"
     "  -h, --help               show this help\n"
@@ -184,6 +184,10 @@ int af_cmd_recommend(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(recommend_usage, stdout);
             return 0;
+        }
+        if (af_cli_flag(argc, argv, &i, "--json", NULL) == 1) {   /* --output json */
+            output = "json";
+            continue;
         }
         if (af_cli_flag(argc, argv, &i, "--neuron-ready", NULL) == 1) {
             p.neuron_ready = true;
