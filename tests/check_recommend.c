@@ -309,6 +309,42 @@ START_TEST(test_prices_takes_output)
 }
 END_TEST
 
+/* check-policy --output json: the policy, or where it is wrong, for a machine (CI). */
+START_TEST(test_check_policy_json)
+{
+    const char *ok[] = {"accelfit", "check-policy", "--output", "json", NULL};
+    char *path = af_test_temp_path("bad-policy.yaml");
+    const char *bad[] = {"accelfit", "check-policy", "--policy", path, "--json", NULL};
+    char *out = NULL, *err = NULL;
+    json_t *j, *e;
+    FILE *f;
+
+    ck_assert_int_eq(af_test_exec(ok, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_msg(j && json_is_true(json_object_get(j, "ok")), "%s", out);
+    ck_assert_uint_gt(json_array_size(json_object_get(j, "rules")), 5);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "policy")), "<embedded>");
+    json_decref(j);
+    af_free(out), af_free(err);
+
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("apiVersion: accelfit.io/v1\nkind: Policy\nscoring:\n  weights: {tier: -1}\n", f);
+    fclose(f);
+    ck_assert_int_eq(af_test_exec(bad, NULL, &out, &err), 2);
+    j = json_loads(out, 0, NULL);
+    e = json_object_get(j, "error");
+    ck_assert_msg(j && json_is_false(json_object_get(j, "ok")), "%s", out);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "file")), path);
+    ck_assert_int_eq(json_integer_value(json_object_get(e, "line")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(e, "column")), 19);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "message")),
+                     "'scoring.weights.tier' must be between 0 and 1000000, not '-1'");
+    json_decref(j);
+    af_free(out), af_free(err), af_free(path);
+}
+END_TEST
+
 START_TEST(test_help_prints_usage_and_examples)
 {
     const char *argv[] = {"accelfit", "recommend", "--help", NULL};
@@ -557,6 +593,7 @@ static Suite *af_recommend_suite(void)
     tcase_add_loop_test(tc, test_json_is_short_for_output_json, 0,
                         (int)AF_ARRAY_SIZE(json_alias_cmds));
     tcase_add_test(tc, test_prices_takes_output);
+    tcase_add_test(tc, test_check_policy_json);
     suite_add_tcase(s, tc);
     return s;
 }
