@@ -345,6 +345,40 @@ START_TEST(test_check_policy_json)
 }
 END_TEST
 
+/* Multi-node inference and fp8 weights, as a pod can state them (accelfit.io/instances,
+ * accelfit.io/precision): 405B fp16 fits no single instance; over two it does, and fp8
+ * halves what 70B needs. */
+START_TEST(test_instances_and_fp8)
+{
+    const char *one[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                         "405B", "--output", "json", NULL};
+    const char *two[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                         "405B", "--instances", "2", "--output", "json", NULL};
+    const char *fp8[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                         "70B", "--precision", "fp8", "--output", "json", NULL};
+    char *out = NULL, *err = NULL;
+    json_t *j, *t;
+
+    ck_assert_int_eq(af_test_exec(one, NULL, &out, &err), 3);   /* nothing holds it */
+    af_free(out), af_free(err);
+    ck_assert_int_eq(af_test_exec(two, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    t = json_array_get(json_object_get(j, "tiers"), 0);
+    ck_assert_msg(t && json_integer_value(json_object_get(t, "instances")) == 2, "%s", out);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "profile"),
+                                                        "instances")), 2);
+    json_decref(j);
+    af_free(out), af_free(err);
+    ck_assert_int_eq(af_test_exec(fp8, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "profile"),
+                                                       "precision")), "fp8");
+    ck_assert_msg(json_real_value(json_object_get(j, "memory_needed_gib")) < 80, "%s", out);
+    json_decref(j);
+    af_free(out), af_free(err);
+}
+END_TEST
+
 START_TEST(test_help_prints_usage_and_examples)
 {
     const char *argv[] = {"accelfit", "recommend", "--help", NULL};
@@ -395,7 +429,9 @@ static const char *const bad_inputs[][12] = {
     {"--workload", "inference", "--latency-slo-ms", "ten", NULL},
     {"--workload", "inference", "--objective", "cheap", NULL},
     {"--workload", "inference", "--framework", "caffe", NULL},
-    {"--workload", "inference", "--precision", "fp8", NULL},
+    {"--workload", "inference", "--precision", "fp4", NULL},
+    {"--workload", "inference", "--instances", "0", NULL},
+    {"--workload", "inference", "--instances", "two", NULL},
     {"--workload", "inference", "--output", "xml", NULL},
     {"--workload", "inference", "--catalog", "/nonexistent/catalog.yaml", NULL},
     {"--workload", "inference", "--policy", "/nonexistent/policy.yaml", NULL},
@@ -594,6 +630,7 @@ static Suite *af_recommend_suite(void)
                         (int)AF_ARRAY_SIZE(json_alias_cmds));
     tcase_add_test(tc, test_prices_takes_output);
     tcase_add_test(tc, test_check_policy_json);
+    tcase_add_test(tc, test_instances_and_fp8);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -34,7 +34,10 @@ static const char recommend_usage[] =
     "  --latency-slo-ms MS      latency target in milliseconds, a positive integer\n"
     "  --framework FW           pytorch, tensorflow, jax or other (default: unknown)\n"
     "  --neuron-ready           a Neuron-compiled artifact exists (Trainium/Inferentia allowed)\n"
-    "  --precision P            fp32, bf16, fp16 or int8 (inference weights; default: policy)\n"
+    "  --precision P            fp32, bf16, fp16, int8 or fp8 (inference weights; default: policy)\n"
+    "  --instances N            the job spans up to N instances, the model split across them\n"
+    "                           (annotation accelfit.io/instances; default: the policy's\n"
+    "                           memory.max_instances for the workload)\n"
     "  --output FORMAT          table (default) or json; --json is short for --output json\n"
     "  --catalog FILE           instance catalog YAML (default: the built-in catalog)\n"
     "  --policy FILE            policy YAML (default: the built-in policy)\n"
@@ -107,6 +110,8 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
         put(b, ", Neuron-ready");
     if (p->precision >= 0)
         outf(b, ", %s", af_precision_name(p->precision));
+    if (p->instances > 0)
+        outf(b, ", up to %d instance%s", p->instances, p->instances == 1 ? "" : "s");
     put(b, "\n");
     if (!s->rule) {
         outf(b, "no rule of policy %s matches this workload\n", cfg->policy->source);
@@ -171,7 +176,7 @@ int af_cmd_recommend(int argc, char **argv)
 {
     const char *cmd = "recommend";
     const char *workload = NULL, *params = NULL, *objective = NULL, *slo = NULL;
-    const char *framework = NULL, *precision = NULL, *output = "table";
+    const char *framework = NULL, *precision = NULL, *output = "table", *instances = NULL;
     const char *catalog = NULL, *policy = NULL;
     struct af_selection *sel = NULL;
     struct af_config *cfg = NULL;
@@ -208,6 +213,7 @@ int af_cmd_recommend(int argc, char **argv)
         VALUE_FLAG("--latency-slo-ms", slo)
         VALUE_FLAG("--framework", framework)
         VALUE_FLAG("--precision", precision)
+        VALUE_FLAG("--instances", instances)
         VALUE_FLAG("--output", output)
         VALUE_FLAG("--catalog", catalog)
         VALUE_FLAG("--policy", policy)
@@ -220,8 +226,9 @@ int af_cmd_recommend(int argc, char **argv)
     {
         /* The same reading as the server's /recommend (af_profile_set). */
         static const char *const keys[] = {"workload",  "model-params", "objective",
-                                           "latency-slo-ms", "framework", "precision"};
-        const char *vals[] = {workload, params, objective, slo, framework, precision};
+                                           "latency-slo-ms", "framework", "precision",
+                                           "instances"};
+        const char *vals[] = {workload, params, objective, slo, framework, precision, instances};
         char msg[300];
         for (size_t k = 0; k < AF_ARRAY_SIZE(keys); k++)
             if (vals[k] && af_profile_set(&p, keys[k], vals[k], msg, sizeof(msg)))

@@ -120,7 +120,7 @@ static int parse_precision(struct af__ydoc *d, yaml_node_t *v, const char *what,
     p = af_precision_parse(s);
     if (p < 0)
         return af__ydoc_err(d, v, AF_EINVAL,
-                            "unknown precision '%s' in '%s' (known: fp32, bf16, fp16, int8)", s,
+                            "unknown precision '%s' in '%s' (known: fp32, bf16, fp16, int8, fp8)", s,
                             what);
     *out = (enum af_precision)p;
     return 0;
@@ -155,7 +155,7 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
                 if (prec < 0)
                     return af__ydoc_err(d, af__ydoc_node(d, ip->key), AF_EINVAL,
                                         "unknown precision '%s' in memory.bytes_per_param "
-                                        "(known: fp32, bf16, fp16, int8)",
+                                        "(known: fp32, bf16, fp16, int8, fp8)",
                                         pk);
                 char path[80];
                 snprintf(path, sizeof(path), "memory.bytes_per_param.%s", pk);
