@@ -216,6 +216,69 @@ START_TEST(test_aws_no_credentials_says_what_to_set)
 }
 END_TEST
 
+/*
+ * A workstation's credentials, as the AWS SDKs find them: profile AWS_PROFILE (else
+ * default) of AWS_SHARED_CREDENTIALS_FILE (else ~/.aws/credentials), then of the config
+ * file ([profile NAME]); a profile that only runs credential_process says so.
+ */
+START_TEST(test_aws_shared_credentials_file_and_profiles)
+{
+    char *creds = af_test_temp_path("credentials"), *config = af_test_temp_path("config");
+    struct af_prices *p;
+    char err[600] = "";
+    int rc;
+
+    NEED_FAKE();
+    af_test_fake_aws_do(&fake, "credentials", "{\"akid\": \"AKIAFAKESTATIC\", \"secret\": "
+                                              "\"static/secret+key\"}");
+    write_file(creds, "[default]\naws_access_key_id = AKIAWRONG\naws_secret_access_key = no\n"
+                      "\n# the one in use\n[work]\naws_access_key_id = AKIAFAKESTATIC\n"
+                      "aws_secret_access_key = static/secret+key\n");
+    setenv("AWS_SHARED_CREDENTIALS_FILE", creds, 1);
+    setenv("AWS_PROFILE", "work", 1);
+    p = read_book(&quick, AF_AWS_ON_DEMAND, err, sizeof(err), &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    assert_price(p, AF_PRICE_ON_DEMAND, "eu-west-1", "g5.xlarge", 1.123);
+    af_prices_unref(p);
+
+    /* the config file's [profile NAME] holds keys too */
+    write_file(config, "[profile ci]\nregion = eu-west-1\naws_access_key_id = AKIAFAKESTATIC\n"
+                       "aws_secret_access_key = static/secret+key\n"
+                       "[profile sso]\ncredential_process = /usr/bin/fetch-creds\n");
+    setenv("AWS_CONFIG_FILE", config, 1);
+    setenv("AWS_PROFILE", "ci", 1);
+    p = read_book(&quick, AF_AWS_ON_DEMAND, err, sizeof(err), &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    af_prices_unref(p);
+
+    setenv("AWS_PROFILE", "sso", 1);
+    ck_assert_ptr_null(read_book(&quick, AF_AWS_ON_DEMAND, err, sizeof(err), &rc));
+    ck_assert_int_eq(rc, AF_EUNAUTH);
+    ck_assert_msg(strstr(err, "profile sso uses credential_process, which accelfit does not run"),
+                  "%s", err);
+    unsetenv("AWS_PROFILE");
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials", 1);
+    setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config", 1);
+    af_free(creds);
+    af_free(config);
+}
+END_TEST
+
+/* No credentials at all fails both reads alike: accelfit costs says it once. */
+START_TEST(test_costs_without_credentials_says_so_once)
+{
+    const char *argv[] = {"accelfit", "costs", "--demo", "--aws-pricing", NULL};
+    char *out = NULL, *err = NULL, *first;
+
+    NEED_FAKE();
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    first = strstr(err, "no AWS credentials");
+    ck_assert_msg(first && !strstr(first + 1, "no AWS credentials"), "%s", err);
+    af_free(out);
+    af_free(err);
+}
+END_TEST
+
 START_TEST(test_aws_service_endpoint_variable_wins)
 {
     char err[512] = "";
@@ -1545,6 +1608,8 @@ Suite *af_aws_suite(void)
     tcase_add_loop_test(tc, test_aws_wrong_secret_is_refused_with_awss_message, 0,
                         (int)AF_ARRAY_SIZE(sig_cases));
     tcase_add_test(tc, test_aws_no_credentials_says_what_to_set);
+    tcase_add_test(tc, test_aws_shared_credentials_file_and_profiles);
+    tcase_add_test(tc, test_costs_without_credentials_says_so_once);
     tcase_add_test(tc, test_aws_service_endpoint_variable_wins);
     tcase_add_test(tc, test_aws_irsa_exchanges_token_and_signs_with_session_token);
     tcase_add_test(tc, test_aws_credentials_renewed_before_expiry);

@@ -780,6 +780,40 @@ START_TEST(test_slow_sender_is_dropped)
 }
 END_TEST
 
+/*
+ * --read-timeout counts from the headers, however the body arrives: with 8 s, a client that
+ * sends part of its body and pauses 6 s (more than libwebsockets' own 5 s between body
+ * chunks) is still answered.
+ */
+START_TEST(test_read_timeout_holds_between_body_chunks)
+{
+    struct af_test_server srv;
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--read-timeout", "8",
+                                NULL};
+    static const char head[] = "POST /healthz-not HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                               "application/json\r\nContent-Length: 4\r\n\r\n{}";
+    char buf[512];
+    ssize_t got;
+    int fd;
+
+    af_test_server_start(&srv, args, false, NULL, NULL);
+    fd = raw_connect(srv.port);
+    ck_assert_int_eq(write(fd, head, sizeof(head) - 1), (ssize_t)(sizeof(head) - 1));
+    ck_assert_msg(!closed_within(fd, 6000), "dropped before --read-timeout");
+    ck_assert_int_eq(write(fd, "  ", 2), 2);
+    {
+        struct pollfd p = {fd, POLLIN, 0};
+        ck_assert_int_eq(poll(&p, 1, 10000), 1);
+    }
+    got = read(fd, buf, sizeof(buf) - 1);
+    ck_assert_int_gt(got, 0);
+    buf[got] = '\0';
+    ck_assert_msg(!strncmp(buf, "HTTP/1.1 404", 12), "%s", buf);
+    close(fd);
+    ck_assert_int_eq(af_test_server_stop(&srv), 0);
+}
+END_TEST
+
 START_TEST(test_idle_keepalive_connection_survives_the_read_timeout)
 {
     /* Read timeout is for requests in progress; an idle kept-alive connection stays. */
@@ -2601,7 +2635,8 @@ START_TEST(test_bad_flags_exit_2_with_one_line)
         {"accelfit", "serve", "--demo", "--when-not-ready", "maybe", NULL},
         {"accelfit", "serve", "--demo", "--listen", "nowhere", NULL},
         {"accelfit", "serve", "--demo", "--health-listen", "nowhere", NULL},
-        {"accelfit", "serve", "--demo", "--health-listen", ":8888", NULL},
+        /* the default --listen is loopback: the same address twice */
+        {"accelfit", "serve", "--demo", "--health-listen", "127.0.0.1:8888", NULL},
         {"accelfit", "serve", "--demo", "--max-body", "lots", NULL},
         {"accelfit", "serve", "--demo", "--listen", NULL},
         {"accelfit", "serve", "--cluster", "/nonexistent/cluster.yaml", NULL},
@@ -2614,6 +2649,9 @@ START_TEST(test_bad_flags_exit_2_with_one_line)
         ck_assert_str_eq(out, "");
         ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "case %zu: not one line: %s", i,
                       err);
+        if (i == 6)
+            ck_assert_msg(strstr(err, "--health-listen must differ from --listen: "
+                                      "'127.0.0.1:8888'"), "%s", err);
         af_free(out);
         af_free(err);
     }
@@ -3029,6 +3067,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_body_over_max_body_is_413);
     tcase_add_test(tc, test_each_route_caps_its_body_and_its_json_values);
     tcase_add_test(tc, test_slow_sender_is_dropped);
+    tcase_add_test(tc, test_read_timeout_holds_between_body_chunks);
     tcase_add_test(tc, test_idle_keepalive_connection_survives_the_read_timeout);
     tcase_add_test(tc, test_chunked_request_body_is_411_at_once);
     tcase_add_test(tc, test_metrics_count_the_real_status_code);

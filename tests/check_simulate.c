@@ -994,6 +994,14 @@ static const struct {
     {"pods: [{at: 5}]\n", "pods[0]: name: missing"},
     {"pods: [{name: a}, {name: a}]\n", "pod default/a appears twice"},
     {"pods: [{name: a, requests: {cpu: lots}}]\n", "pods[0] (a)"},
+    {"pods:\n  - name: a\n    requests:\n      cpu: \"1\"\n      memory: 6Gii\n",
+     "t.yaml:5:7: pods[0] (a)"},
+    /* An arrival after the trace's end would be counted nowhere: refused, with its line. */
+    {"end: 24h\npods:\n  - name: a\n  - name: late\n    at: 30h\n",
+     "t.yaml:5:5: pods[1] (late): at: 108000 s is after the trace's end (end: 86400 s)"},
+    {"end: 24h\npods:\n  - name: a\n    replicas: 30\n    every: 1h\n",
+     "t.yaml:4:5: pods[0] (a): replicas: the last of 30 would arrive at 104400 s, after the "
+     "trace's end"},
     {"pods: [{name: a, owner: Job}]\n", "owner: expected KIND/NAME"},
     {"pods: [{name: a, replicas: 0}]\n", "replicas: expected an integer"},
     {"pods: [{name: a, tolerations: [{operator: Maybe}]}]\n", "operator: expected Exists or Equal"},

@@ -53,6 +53,9 @@ struct af__aws {
     } creds;
     void *curl;                      /* CURL *, kept for keep-alive */
     struct af__aws_stop *stop;       /* borrowed; may be NULL */
+    /* Static credentials from a shared file: "profile P of FILE", for messages. Without
+     * credentials, what the shared files said (a profile that uses credential_process). */
+    char creds_from[300];
 };
 
 enum af__aws_service { AF__AWS_PRICING = 0, AF__AWS_EC2, AF__AWS_STS, AF__AWS_POD };

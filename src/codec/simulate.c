@@ -598,6 +598,17 @@ static int trace_entry(json_t *e, const char *where, double every_default,
                             "%s (%.60s): the last replica would arrive after 100 years (at + "
                             "(replicas - 1) x every), the limit of a trace",
                             where, name);
+    /* A trace with an end (out->end, set before its entries) holds no arrival after it. */
+    if (out->end > 0 && at > out->end)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s (%.60s): at: %.0f s is after the trace's end (end: %.0f s); "
+                            "nothing would run it",
+                            where, name, at, out->end);
+    if (out->end > 0 && at + (double)(replicas - 1) * every > out->end)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s (%.60s): replicas: the last of %lld would arrive at %.0f s, "
+                            "after the trace's end (end: %.0f s)",
+                            where, name, replicas, at + (double)(replicas - 1) * every, out->end);
     if ((size_t)replicas > AF_SIM_MAX_PODS - out->n_pods)
         return af_error_set(err, AF_ETOOBIG, "", 0, 0,
                             "%s (%.60s): the trace would hold more than %d pods (all entries' "
@@ -727,6 +738,14 @@ static void locate_error(const char *text, size_t len, struct af_error *err)
         m += n;
         if (!strncmp(m, " (", 2) && strchr(m, ')'))
             m = strchr(m, ')') + 1;
+        /* A request the pod decoder refused is the entry's requests.KEY */
+        if (!strncmp(m, ".spec.containers[0].resources.", 30)) {
+            size_t k;
+            m += 30;
+            k = strcspn(m, ":");
+            snprintf(path + used, sizeof(path) - used, ".%.*s", (int)k, m);
+            m = "";
+        }
         if (*m == ':')
             m++;
         while (*m == ' ')
@@ -841,6 +860,7 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
                           "at most 100 years");
         goto finish;
     }
+    out->end = end;   /* entries are checked against it; trace_finish sets it for good */
     arr = af__codec_get(root, "pods");
     if (!json_is_array(arr)) {
         rc = af_error_set(err, AF_ETYPE, name, 0, 0, "pods: expected a list, got %s",

@@ -981,6 +981,26 @@ static const char rollout_policy[] =
     "      resources: {aws.amazon.com/neuron: 1}\n"
     "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
     "    brake: {failed: true}\n"
+    "  - name: pin-to-inf2\n"
+    "    selector: {namespace: e2e-pin}\n"
+    "    source: [nvidia-a10g]\n"
+    "    target: [inferentia2]\n"
+    "    share: 1.0\n"
+    "    fallback: wait\n"
+    "    variant:\n"
+    "      resources: {aws.amazon.com/neuron: 1}\n"
+    "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
+    "    brake: {failed: true}\n"
+    "  - name: staged-to-inf2\n"
+    "    selector: {namespace: e2e-stage}\n"
+    "    source: [nvidia-a10g]\n"
+    "    target: [inferentia2]\n"
+    "    stages: [{share: 0}, {share: 1.0, after: 20s}]\n"
+    "    fallback: wait\n"
+    "    variant:\n"
+    "      resources: {aws.amazon.com/neuron: 1}\n"
+    "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
+    "    brake: {failed: true}\n"
     "  - name: burst-to-inf2\n"
     "    selector: {namespace: e2e-burst}\n"
     "    source: [nvidia-a10g]\n"
@@ -1917,6 +1937,195 @@ START_TEST(test_alerts_and_panels_on_a_real_prometheus)
 }
 END_TEST
 
+/* ---- pods that say where they run, and a restart mid-rollout ------------------------------- */
+
+/* Creates `pod` (steals it) through the webhook; kubectl's output, warnings included, in *out. */
+static int kubectl_create_said(json_t *pod, char **out)
+{
+    char *path = af_xasprintf("%s/create-%d.json", work, rand());
+    char *text = json_dumps(pod, JSON_COMPACT);
+    int rc;
+
+    write_file(path, text, strlen(text));
+    rc = run(out, "'%s/bin/kubectl' --kubeconfig '%s/admin.kubeconfig' create -f '%s' 2>&1", k8s,
+             k8s, path);
+    unlink(path);
+    free(text);
+    af_free(path);
+    json_decref(pod);
+    return rc;
+}
+
+static const char *pod_side(const char *ns, const char *name, char **owned)
+{
+    must(kubectl(owned, "-n %s get pod %s -o jsonpath='{.metadata.annotations."
+                        "accelfit\\.io/rollout-side}'", ns, name), "get the pod's side");
+    return *owned;
+}
+
+/* The rollout's fallbacks as /rollouts counts them (-1: not there). */
+static int fallbacks(const char *name)
+{
+    json_t *r = rollout_state(name);
+    json_t *v = json_object_get(r, "fallbacks");
+    int n = json_is_integer(v) ? (int)json_integer_value(v) : -1;
+
+    json_decref(r);
+    return n;
+}
+
+/*
+ * Pods of a rollout at share 1.0 to inf2 (fallback: wait) that say where they must run,
+ * created through the real API server and webhook: a nodeSelector or required node affinity
+ * that admits no inf2 node keeps the unit on the source, bound to an A10G node, counted as a
+ * fallback, with the constraint named in kubectl's warning and in /explain; a preferred
+ * affinity for g5, a required affinity that admits inf2 too, and a nodeSelector an inf2 node
+ * carries leave it to the share (the target); a pod created with nodeName is left as written.
+ */
+START_TEST(test_a_pinned_pod_stays_on_the_source)
+{
+    static const struct {
+        const char *name, *key, *json, *side, *warn;
+    } cases[] = {
+        {"sel-g5", "nodeSelector", "{\"node.kubernetes.io/instance-type\":\"g5.48xlarge\"}",
+         "source", "nodeSelector node.kubernetes.io/instance-type=g5.48xlarge admits no "
+                   "inferentia2 node: it stays on the source"},
+        {"req-g5", "affinity",
+         "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+         "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/"
+         "instance-type\",\"operator\":\"In\",\"values\":[\"g5.48xlarge\",\"g5.12xlarge\"]}]}]}}}",
+         "source", "required node affinity node.kubernetes.io/instance-type In g5.48xlarge"},
+        {"req-not-inf2", "affinity",
+         "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+         "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/"
+         "instance-type\",\"operator\":\"NotIn\",\"values\":[\"inf2.48xlarge\",\"inf2.xlarge\"]}]}]}}}",
+         "source", "admits no inferentia2 node"},
+        {"pref-g5", "affinity",
+         "{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":"
+         "100,\"preference\":{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/instance-type\","
+         "\"operator\":\"In\",\"values\":[\"g5.48xlarge\"]}]}}]}}",
+         "target", NULL},
+        {"req-either", "affinity",
+         "{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"
+         "\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"node.kubernetes.io/"
+         "instance-type\",\"operator\":\"In\",\"values\":[\"g5.48xlarge\"]}]},{\"matchExpressions\":"
+         "[{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"In\",\"values\":"
+         "[\"inf2.48xlarge\"]}]}]}}}",
+         "target", NULL},
+        {"sel-inf2", "nodeSelector", "{\"node.kubernetes.io/instance-type\":\"inf2.48xlarge\"}",
+         "target", NULL},
+    };
+    int pinned = 0;
+    char *body = NULL, *out = NULL, *side = NULL, *node;
+
+    make_namespace("e2e-pin");
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++) {
+        struct podspec p = {.name = cases[i].name, .device = "nvidia.com/gpu",
+                            .annotations = "{\"accelfit.io/workload\":\"inference\"}",
+                            .labels = "{\"accelfit.io/managed\":\"true\"}"};
+        json_t *pod = pod_json("e2e-pin", &p);
+        json_object_set_new(json_object_get(pod, "spec"), cases[i].key,
+                            json_loads(cases[i].json, 0, NULL));
+        af_free(out);
+        ck_assert_msg(kubectl_create_said(pod, &out) == 0, "%s: %.1500s", cases[i].name, out);
+        if (cases[i].warn)
+            ck_assert_msg(strstr(out, cases[i].warn), "%s: kubectl printed no warning '%s':\n%.1500s",
+                          cases[i].name, cases[i].warn, out);
+        else
+            ck_assert_msg(!strstr(out, "admits no"), "%s: %.1500s", cases[i].name, out);
+        pinned += cases[i].warn != NULL;
+        af_free(side);
+        ck_assert_str_eq(pod_side("e2e-pin", cases[i].name, &side), cases[i].side);
+        node = bound_node("e2e-pin", cases[i].name);
+        ck_assert_msg(!strncmp(node, cases[i].warn ? "ip-10-0-4-" : "ip-10-0-5-", 10) ||
+                          !strcmp(node, cases[i].warn ? NODE_G5 : NODE_INF2),
+                      "%s bound to %s", cases[i].name, node);
+        af_free(node);
+    }
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, fallbacks("pin-to-inf2") == pinned),
+                  "/rollouts counts %d fallbacks, not %d", fallbacks("pin-to-inf2"), pinned);
+    ck_assert_int_eq(units("pin-to-inf2", "source"), pinned);
+
+    /* /explain of the pod as stored says why it is on the source */
+    ck_assert_int_eq(acc_get(true, "/explain?pod=e2e-pin/sel-g5", &body), 200);
+    {
+        json_t *ex = json_loads(body, 0, NULL), *ro = json_object_get(ex, "rollout");
+        ck_assert_msg(json_is_true(json_object_get(ro, "pinned")) &&
+                          strstr(json_string_value(json_object_get(ro, "reason")) ?: "",
+                                 "admits no inferentia2 node"),
+                      "%.1500s", json_string_value(json_object_get(ro, "reason")) ?: body);
+        json_decref(ex);
+    }
+
+    /* bound at creation: never rewritten, counted where it runs */
+    {
+        struct podspec p = {.name = "named", .device = "nvidia.com/gpu",
+                            .labels = "{\"accelfit.io/managed\":\"true\"}"};
+        json_t *pod = pod_json("e2e-pin", &p);
+        json_object_set_new(json_object_get(pod, "spec"), "nodeName", json_string(NODE_G5));
+        af_free(out);
+        ck_assert_int_eq(kubectl_create_said(pod, &out), 0);
+        ck_assert_msg(strstr(out, "spec.nodeName"), "%.1500s", out);
+        af_free(side);
+        ck_assert_str_eq(pod_side("e2e-pin", "named", &side), "");
+        ck_assert_msg(AF_TEST_WAIT_FOR(30, units("pin-to-inf2", "source") == pinned + 1),
+                      "the bound pod is not counted on the source");
+    }
+    af_free(body), af_free(out), af_free(side);
+    delete_pods("e2e-pin");
+}
+END_TEST
+
+/* The share of rollout `name` in force, as /rollouts says (-1: not there). */
+static double share_in_force(const char *name)
+{
+    json_t *r = rollout_state(name);
+    json_t *v = json_object_get(json_object_get(r, "share"), "target");
+    double share = json_is_number(v) ? json_number_value(v) : -1;
+
+    json_decref(r);
+    return share;
+}
+
+/*
+ * A staged rollout (share 0, then 1.0 after 20 s) well into its second stage: accelfit
+ * restarts, and the first new units it answers the moment it says it is ready go to the
+ * target, as the stage the state object records says, not to the source as a rollout just
+ * begun would send them.
+ */
+START_TEST(test_a_restarted_replica_decides_at_the_recorded_stage)
+{
+    struct af_test_burst_client cl[AF_TEST_BURST_CLIENTS];
+    struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
+    size_t len;
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &len);
+    char *began;
+    json_t *r;
+
+    replace_all(&body, "\"ml\"", "\"e2e-stage\"");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, share_in_force("staged-to-inf2") == 1.0),
+                  "staged-to-inf2 never reached its second stage");
+    began = rollout_began("staged-to-inf2");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, (r = state_record("staged-to-inf2")) != NULL),
+                  "the rollout's begin never reached the state object");
+    json_decref(r);
+    for (int round = 0; round < 3; round++) {
+        char *now;
+        af_test_server_stop(&acc);
+        start_accelfit(acc.port);   /* returns as soon as /readyz says 200 */
+        af_test_burst(&acc, &acc, body, 4, cl);
+        af_test_burst_add(sum, cl);
+        now = rollout_began("staged-to-inf2");
+        ck_assert_msg(!strcmp(now, began), "began %s before the restart, %s after", began, now);
+        af_free(now);
+    }
+    ck_assert_int_eq(sum->failed, 0);
+    ck_assert_msg(sum->target == 12, "%d of 12 new units went to the source after a restart "
+                  "(log: %s)", sum->source, acc.log_path);
+    af_free(body), af_free(began), af_free(sum);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------------------ */
 
 static Suite *e2e_suite(void)
@@ -1938,6 +2147,8 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_a_jobs_pods_are_one_unit);
     tcase_add_test(tc, test_rollout_state_survives_a_restart);
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
+    tcase_add_test(tc, test_a_pinned_pod_stays_on_the_source);
+    tcase_add_test(tc, test_a_restarted_replica_decides_at_the_recorded_stage);
     tcase_add_test(tc, test_preferences_through_the_real_webhook);
     suite_add_tcase(s, tc);
 
