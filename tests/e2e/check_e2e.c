@@ -892,34 +892,31 @@ START_TEST(test_prepaid_capacity_and_overlays_on_the_real_scheduler)
     delete_pods("e2e-prepaid");
 
     /* 4. A NodeOverlay changes the order as it changes Karpenter's: the same g6e costs four
-     *    times as much in pool-a, then in pool-b. */
-    apply_text("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\n"
-               "metadata: {name: pool-a-dear}\nspec:\n  weight: 10\n"
-               "  priceAdjustment: \"+300%\"\n  requirements:\n"
-               "    - {key: karpenter.sh/nodepool, operator: In, values: [pool-a]}\n");
-    /* the CRD came after accelfit: its discovery sees it within 15 s */
-    ck_assert_msg(AF_TEST_WAIT_FOR(60, overlay_nodes(1)), "accelfit never applied the overlay");
-    node = place("l40s-1", 1, NULL,
-                 "{\"e2e.accelfit.io/pool\": \"prepaid\", "
-                 "\"node.kubernetes.io/instance-type\": \"g6e.12xlarge\"}");
-    ck_assert_str_eq(node, "g6e-b");
-    af_free(node);
-    delete_pods("e2e-prepaid");
-    must(kubectl(NULL, "delete nodeoverlay pool-a-dear >/dev/null"), "delete overlay");
-    ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(0)), "the overlay's price outlived it");
-    apply_text("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\n"
-               "metadata: {name: pool-b-dear}\nspec:\n  weight: 10\n"
-               "  priceAdjustment: \"+300%\"\n  requirements:\n"
-               "    - {key: karpenter.sh/nodepool, operator: In, values: [pool-b]}\n");
-    ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(1)), "accelfit never applied the overlay");
-    node = place("l40s-2", 1, NULL,
-                 "{\"e2e.accelfit.io/pool\": \"prepaid\", "
-                 "\"node.kubernetes.io/instance-type\": \"g6e.12xlarge\"}");
-    ck_assert_str_eq(node, "g6e-a");
-    af_free(node);
-    delete_pods("e2e-prepaid");
-    must(kubectl(NULL, "delete nodeoverlay pool-b-dear >/dev/null"), "delete overlay");
-    ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(0)), "the overlay's price outlived it");
+     *    times as much in pool-a, then in pool-b, and the pod goes to the other pool. */
+    for (int k = 0; k < 2; k++) {
+        const char *dear = k == 0 ? "a" : "b", *cheap = k == 0 ? "g6e-b" : "g6e-a";
+        char *yaml = af_xasprintf("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\n"
+                                  "metadata: {name: pool-%s-dear}\nspec:\n  weight: 10\n"
+                                  "  priceAdjustment: \"+300%%\"\n  requirements:\n"
+                                  "    - {key: karpenter.sh/nodepool, operator: In, values: "
+                                  "[pool-%s]}\n",
+                                  dear, dear);
+        char pod[16];
+        apply_text(yaml);
+        af_free(yaml);
+        /* the CRD came after accelfit: its discovery sees it within 15 s */
+        ck_assert_msg(AF_TEST_WAIT_FOR(60, overlay_nodes(1)), "accelfit never applied pool-%s-dear",
+                      dear);
+        snprintf(pod, sizeof(pod), "l40s-%d", k);
+        node = place(pod, 1, NULL,
+                     "{\"e2e.accelfit.io/pool\": \"prepaid\", "
+                     "\"node.kubernetes.io/instance-type\": \"g6e.12xlarge\"}");
+        ck_assert_str_eq(node, cheap);
+        af_free(node);
+        delete_pods("e2e-prepaid");
+        must(kubectl(NULL, "delete nodeoverlay pool-%s-dear >/dev/null", dear), "delete overlay");
+        ck_assert_msg(AF_TEST_WAIT_FOR(30, overlay_nodes(0)), "the overlay's price outlived it");
+    }
     must(kubectl(NULL, "delete node cb-p5 od-p5 odcr-p4d od-p4d g6e-a g6e-b spot-g5 "
                        ">/dev/null"),
          "delete the pool's nodes");
