@@ -51,10 +51,13 @@ void af_service_prices_status(struct af_service *svc, const struct af_catalog *c
             af_format_age(now - s->read_at, age, sizeof(age));
             snprintf(read, sizeof(read), "read %s ago", age);
         }
-        bool resv = s->kind == AF_PRICE_RESERVATIONS;
+        bool resv = s->kind == AF_PRICE_RESERVATIONS, same = false;
+        /* an error every source shares (no credentials) is said in full once */
+        for (size_t j = 0; j < i && s->error[0] && !same; j++)
+            same = !strcmp(src[j].error, s->error);
         if (s->error[0])
             snprintf(line, sizeof(line), "prices: aws %s %s: degraded: %s; %s%s\n",
-                     kind_name(s->kind), s->region, s->error, read,
+                     kind_name(s->kind), s->region, same ? "the error above" : s->error, read,
                      s->read_at > 0 ? (resv ? ", those reservations stay" : ", those prices stay")
                      : resv         ? "; prepaid nodes keep the ends their annotations give"
                                     : "; nodes keep the catalog's prices");
