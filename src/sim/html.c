@@ -4,8 +4,8 @@
  * (the rows af_sim_render_text prints, from the same function), tenant spend,
  * and charts drawn as inline SVG — cost per hour over time by class for each
  * scheduler and the lower bound, placements by class, and each rollout's share
- * on its target over time. No scripts, no fonts or styles fetched: the file can
- * be mailed and opened offline.
+ * on its target over time, on the page of accelfit/page.h (shared with `accelfit
+ * costs --report`): no scripts, no fonts or styles fetched.
  */
 #include "accelfit/simulate.h"
 
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/page.h"
 #include "sim/internal.h"
 
 /* One colour per class slot (the last for unknown). */
@@ -26,65 +27,21 @@ static const char *const palette[AF_SIM_CLASSES] = {
 
 static const char *const side_color[AF_SIM__SIDES] = {"#e6550d", "#3182bd", "#31a354"};
 
-struct page {
-    struct af_buf *b;
-    int err;
-};
-
-static void put(struct page *p, const char *s)
-{
-    p->err |= af_buf_puts(p->b, s);
-}
-
-static void AF_PRINTF(2, 3) putf(struct page *p, const char *fmt, ...)
-{
-    char tmp[2048];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        p->err |= af_buf_add(p->b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
-
-/* Text into HTML: & < > " escaped. */
-static void esc(struct page *p, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': put(p, "&amp;"); break;
-        case '<': put(p, "&lt;"); break;
-        case '>': put(p, "&gt;"); break;
-        case '"': put(p, "&quot;"); break;
-        default: p->err |= af_buf_add(p->b, s, 1);
-        }
-    }
-}
-
-/* A round step for an axis up to `max` with about `ticks` ticks. */
-static double nice_step(double max, int ticks)
-{
-    double raw = max / ticks, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
-}
-
 /* ---- the table -------------------------------------------------------------------------- */
 
 static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 {
-    struct page *p = ud;
+    struct af_page *p = ud;
 
-    put(p, indent ? "<tr class=\"sub\"><th>" : "<tr><th>");
-    esc(p, label);
-    put(p, "</th>");
+    af_page_put(p, indent ? "<tr class=\"sub\"><th>" : "<tr><th>");
+    af_page_esc(p, label);
+    af_page_put(p, "</th>");
     for (int s = 0; s < AF_SIM__SIDES; s++) {
-        put(p, "<td>");
-        esc(p, cell[s]);
-        put(p, "</td>");
+        af_page_put(p, "<td>");
+        af_page_esc(p, cell[s]);
+        af_page_put(p, "</td>");
     }
-    put(p, "</tr>\n");
+    af_page_put(p, "</tr>\n");
 }
 
 /* ---- charts ------------------------------------------------------------------------------- */
@@ -96,41 +53,41 @@ static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 #define MT 10
 #define MR 10
 
-static void axes(struct page *p, double ymax, double step, const char *yfmt, double hours)
+static void axes(struct af_page *p, double ymax, double step, const char *yfmt, double hours)
 {
-    double xstep = nice_step(hours > 0 ? hours : 1, 6);
+    double xstep = af_page_nice_step(hours > 0 ? hours : 1, 6);
     int pw = CW - ML - MR, ph = CH - MT - MB;
 
     for (double y = 0; y <= ymax + 1e-9; y += step) {
         double py = MT + ph - ph * y / ymax;
-        putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>", ML, py,
+        af_page_putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>", ML, py,
              CW - MR, py);
-        putf(p, "<text x=\"%d\" y=\"%.1f\" class=\"yl\">", ML - 4, py + 4);
-        putf(p, yfmt, y);
-        put(p, "</text>");
+        af_page_putf(p, "<text x=\"%d\" y=\"%.1f\" class=\"yl\">", ML - 4, py + 4);
+        af_page_putf(p, yfmt, y);
+        af_page_put(p, "</text>");
     }
     for (double x = 0; x <= hours + 1e-9; x += xstep) {
         double px = ML + pw * x / hours;
-        putf(p, "<text x=\"%.1f\" y=\"%d\" class=\"xl\">%gh</text>", px, CH - 8, x);
+        af_page_putf(p, "<text x=\"%.1f\" y=\"%d\" class=\"xl\">%gh</text>", px, CH - 8, x);
     }
-    putf(p, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>", ML, MT + ph, CW - MR,
+    af_page_putf(p, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>", ML, MT + ph, CW - MR,
          MT + ph);
 }
 
 /* Stacked bars: dollars per hour by class in each bucket, for one side. */
-static void cost_chart(struct page *p, const struct af_sim_result *r, int side, double ymax)
+static void cost_chart(struct af_page *p, const struct af_sim_result *r, int side, double ymax)
 {
     const struct af_sim_side_stats *s = &r->side[side];
     double hours = r->horizon / 3600.0, bh = r->bucket_seconds / 3600.0;
-    double step = nice_step(ymax, 4);
+    double step = af_page_nice_step(ymax, 4);
     int pw = CW - ML - MR, ph = CH - MT - MB;
     char total[48];
 
     ymax = ceil(ymax / step) * step;
     af__sim_money(s->cost_usd, total, sizeof(total));
-    putf(p, "<figure><figcaption><b>%s</b> &mdash; %s over the trace</figcaption>",
+    af_page_putf(p, "<figure><figcaption><b>%s</b> &mdash; %s over the trace</figcaption>",
          af_sim_side_name((enum af_sim_side)side), total);
-    putf(p,
+    af_page_putf(p,
          "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
          "shape-rendering=\"crispEdges\">",
          CW, CH, CW, CH);
@@ -142,33 +99,33 @@ static void cost_chart(struct page *p, const struct af_sim_result *r, int side, 
             if (v <= 0)
                 continue;
             h = ph * v / ymax;
-            putf(p,
+            af_page_putf(p,
                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
                  "<title>%s %.2f $/h</title></rect>",
                  x, MT + ph - ph * y / ymax - h, w + 0.6, h, palette[c], af_sim_class_name(c), v);
             y += v;
         }
     }
-    put(p, "</svg></figure>\n");
+    af_page_put(p, "</svg></figure>\n");
 }
 
-static void legend(struct page *p, const struct af_sim_result *r)
+static void legend(struct af_page *p, const struct af_sim_result *r)
 {
-    put(p, "<div class=\"legend\">");
+    af_page_put(p, "<div class=\"legend\">");
     for (int c = 0; c < AF_SIM_CLASSES; c++) {
         bool used = false;
         for (int s = 0; s < AF_SIM__SIDES; s++)
             used |= r->side[s].cost_by_class[c] > 0 || r->side[s].placed_by_class[c] > 0;
         if (!used)
             continue;
-        putf(p, "<span><i style=\"background:%s\"></i>%s</span>", palette[c],
+        af_page_putf(p, "<span><i style=\"background:%s\"></i>%s</span>", palette[c],
              af_sim_class_name(c));
     }
-    put(p, "</div>\n");
+    af_page_put(p, "</div>\n");
 }
 
 /* Horizontal bars: pods placed per class, one bar per side. */
-static void placements_chart(struct page *p, const struct af_sim_result *r)
+static void placements_chart(struct af_page *p, const struct af_sim_result *r)
 {
     int rows = 0, max = 1, y = 8;
 
@@ -181,7 +138,7 @@ static void placements_chart(struct page *p, const struct af_sim_result *r)
         }
         rows += used;
     }
-    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", 480,
+    af_page_putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", 480,
          rows * 40 + 16, 480, rows * 40 + 16);
     for (int c = 0; c < AF_SIM_CLASSES; c++) {
         bool used = false;
@@ -189,11 +146,11 @@ static void placements_chart(struct page *p, const struct af_sim_result *r)
             used |= r->side[s].placed_by_class[c] > 0;
         if (!used)
             continue;
-        putf(p, "<text x=\"110\" y=\"%d\" class=\"yl\">%s</text>", y + 16, af_sim_class_name(c));
+        af_page_putf(p, "<text x=\"110\" y=\"%d\" class=\"yl\">%s</text>", y + 16, af_sim_class_name(c));
         for (int s = 0; s < AF_SIM__SIDES; s++) {
             int v = r->side[s].placed_by_class[c];
             double w = (480 - 160.0) * v / max;
-            putf(p,
+            af_page_putf(p,
                  "<rect x=\"116\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\">"
                  "<title>%s: %d</title></rect><text x=\"%.1f\" y=\"%d\" class=\"v\">%d</text>",
                  y + s * 11, w, side_color[s], af_sim_side_name((enum af_sim_side)s), v,
@@ -201,10 +158,10 @@ static void placements_chart(struct page *p, const struct af_sim_result *r)
         }
         y += 40;
     }
-    put(p, "</svg>\n");
+    af_page_put(p, "</svg>\n");
 }
 
-static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t k)
+static void rollout_chart(struct af_page *p, const struct af_sim_result *r, size_t k)
 {
     const struct af_sim_rollout_stats *ro = &r->rollouts[k];
     double hours = r->horizon / 3600.0;
@@ -212,20 +169,20 @@ static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t 
     char targets[200];
 
     af_class_mask_names(ro->target, targets, sizeof(targets));
-    put(p, "<figure><figcaption>rollout <b>");
-    esc(p, ro->name);
-    putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,
+    af_page_put(p, "<figure><figcaption>rollout <b>");
+    af_page_esc(p, ro->name);
+    af_page_putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,
          100 * ro->share);
     for (int s = 0; s < 2; s++) {
         char share[160];
         af__sim_rollout_share(ro, s, share, sizeof(share));
-        putf(p, "%s%s: ", s ? "; " : "", af_sim_side_name((enum af_sim_side)s));
-        esc(p, share);
+        af_page_putf(p, "%s%s: ", s ? "; " : "", af_sim_side_name((enum af_sim_side)s));
+        af_page_esc(p, share);
     }
-    put(p, "</figcaption>");
-    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);
+    af_page_put(p, "</figcaption>");
+    af_page_putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);
     axes(p, 1.0, 0.25, "%g", hours);
-    putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"target\"/>", ML,
+    af_page_putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"target\"/>", ML,
          MT + ph - ph * ro->share, CW - MR, MT + ph - ph * ro->share);
     for (int s = 0; s < 2; s++) {
         bool open = false;
@@ -233,88 +190,60 @@ static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t 
             double v = ro->achieved[s][b], x = ML + pw * (b + 1.0) / r->buckets;
             if (v < 0) {
                 if (open)
-                    put(p, "\"/>");
+                    af_page_put(p, "\"/>");
                 open = false;
                 continue;
             }
             if (!open)
-                putf(p, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
+                af_page_putf(p, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
                      side_color[s]);
-            putf(p, "%.1f,%.1f ", x, MT + ph - ph * v);
+            af_page_putf(p, "%.1f,%.1f ", x, MT + ph - ph * v);
             open = true;
         }
         if (open)
-            put(p, "\"/>");
+            af_page_put(p, "\"/>");
     }
-    put(p, "</svg></figure>\n");
+    af_page_put(p, "</svg></figure>\n");
 }
 
 /* ---- the page ------------------------------------------------------------------------------ */
 
-static const char style[] =
-    "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px;"
-    "max-width:1150px}h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}"
-    ".meta{color:#555;margin:0 0 4px}.summary{font-size:16px;background:#f3f7ee;border-left:4px "
-    "solid #31a354;padding:8px 12px;margin:14px 0}table{border-collapse:collapse}"
-    "th,td{padding:3px 12px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}"
-    "th:first-child{text-align:left;font-weight:normal}thead th{font-weight:600}"
-    "tr.sub th{padding-left:26px;color:#555}figure{display:inline-block;margin:0 16px 12px 0}"
-    "figcaption{margin-bottom:2px}.row{display:flex;gap:40px;align-items:flex-start}"
-    "h2.first{margin-top:0}.grid{stroke:#eee}.axis{stroke:#999}"
-    ".yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;"
-    "fill:#555}.v{font-size:10px;fill:#333}.target{stroke:#555;stroke-dasharray:5 4}"
-    ".legend span{margin-right:14px;white-space:nowrap}.legend i{display:inline-block;"
-    "width:11px;height:11px;margin-right:4px;vertical-align:-1px}"
-    ".note{color:#555;font-size:12px;max-width:900px}";
-
 int af_sim_render_html(const struct af_sim_result *r, const char *title, struct af_buf *out)
 {
-    struct page p = {out, 0};
+    struct af_page p = {out, 0};
     char line[400];
     double ymax = 0;
 
-    put(&p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width\">"
-            "<title>accelfit simulate");
-    if (title && *title) {
-        put(&p, ": ");
-        esc(&p, title);
-    }
-    putf(&p, "</title><style>%s</style></head>\n<body>\n<h1>accelfit simulate</h1>\n", style);
-    if (title && *title) {
-        put(&p, "<p class=\"meta\">");
-        esc(&p, title);
-        put(&p, "</p>\n");
-    }
-    putf(&p, "<p class=\"meta\">%zu nodes, %zu pods in the trace, %zu already running; %.1f hours. ",
+    af_page_begin(&p, "accelfit simulate", title);
+    af_page_putf(&p, "<p class=\"meta\">%zu nodes, %zu pods in the trace, %zu already running; %.1f hours. ",
          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
     af__sim_scan_text(r, line, sizeof(line));
-    esc(&p, line);
+    af_page_esc(&p, line);
     if (r->autoscale) {
-        put(&p, ". ");
+        af_page_put(&p, ". ");
         af__sim_autoscale_text(r, line, sizeof(line));
-        esc(&p, line);
+        af_page_esc(&p, line);
     }
-    put(&p, ".</p>\n<p class=\"summary\" id=\"summary\">");
+    af_page_put(&p, ".</p>\n<p class=\"summary\" id=\"summary\">");
     af__sim_summary(r, line, sizeof(line));
-    esc(&p, line);
-    put(&p, "</p>\n<div class=\"row\"><div>\n<table id=\"comparison\"><thead><tr><th></th>");
+    af_page_esc(&p, line);
+    af_page_put(&p, "</p>\n<div class=\"row\"><div>\n<table id=\"comparison\"><thead><tr><th></th>");
     for (int s = 0; s < AF_SIM__SIDES; s++)
-        putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
+        af_page_putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
              af_sim_side_name((enum af_sim_side)s));
-    put(&p, "</tr></thead><tbody>\n");
+    af_page_put(&p, "</tr></thead><tbody>\n");
     af__sim_rows(r, table_row, &p);
-    put(&p, "</tbody></table>\n</div><div>\n");
-    put(&p, "<h2 class=\"first\">Pods placed, by class</h2>\n<div class=\"legend\">");
+    af_page_put(&p, "</tbody></table>\n</div><div>\n");
+    af_page_put(&p, "<h2 class=\"first\">Pods placed, by class</h2>\n<div class=\"legend\">");
     for (int s = 0; s < AF_SIM__SIDES; s++)
-        putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
+        af_page_putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
              af_sim_side_name((enum af_sim_side)s));
-    put(&p, "</div>\n");
+    af_page_put(&p, "</div>\n");
     placements_chart(&p, r);
 
-    put(&p, "</div></div>\n");
+    af_page_put(&p, "</div></div>\n");
 
-    put(&p, "<h2>Cost per hour over the trace, by class</h2>\n");
+    af_page_put(&p, "<h2>Cost per hour over the trace, by class</h2>\n");
     legend(&p, r);
     for (int s = 0; s < AF_SIM__SIDES; s++)
         for (int b = 0; b < r->buckets; b++) {
@@ -330,48 +259,47 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
     for (int s = 0; s < AF_SIM__SIDES; s++)
         cost_chart(&p, r, s, ymax);
 
-    put(&p, "<div class=\"row\">");
+    af_page_put(&p, "<div class=\"row\">");
     if (r->n_rollouts) {
-        put(&p, "<div><h2>Rollouts</h2>\n<div class=\"legend\">");
+        af_page_put(&p, "<div><h2>Rollouts</h2>\n<div class=\"legend\">");
         for (int s = 0; s < 2; s++)
-            putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
+            af_page_putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
                  af_sim_side_name((enum af_sim_side)s));
-        put(&p, "<span>- - - target share</span></div>\n");
+        af_page_put(&p, "<span>- - - target share</span></div>\n");
         for (size_t k = 0; k < r->n_rollouts; k++)
             rollout_chart(&p, r, k);
-        put(&p, "</div>");
+        af_page_put(&p, "</div>");
     }
 
     if (r->n_tenants) {
-        put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>");
-        esc(&p, af__sim_tenants_title(r));
-        put(&p, "</th>");
+        af_page_put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>");
+        af_page_esc(&p, af__sim_tenants_title(r));
+        af_page_put(&p, "</th>");
         for (int s = 0; s < AF_SIM__SIDES; s++)
-            putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
+            af_page_putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
                  af_sim_side_name((enum af_sim_side)s));
-        put(&p, "</tr></thead><tbody>\n");
+        af_page_put(&p, "</tr></thead><tbody>\n");
         for (size_t i = 0; i < r->n_tenants; i++) {
             af__sim_tenant_label(&r->tenants[i], line, sizeof(line));
-            put(&p, "<tr><th colspan=\"4\">");
-            esc(&p, line);
-            put(&p, "</th></tr>\n");
+            af_page_put(&p, "<tr><th colspan=\"4\">");
+            af_page_esc(&p, line);
+            af_page_put(&p, "</th></tr>\n");
             af__sim_tenant_rows(r, i, table_row, &p);
         }
-        put(&p, "</tbody></table>\n<p class=\"note\">");
-        put(&p, r->tenants_from_policy
+        af_page_put(&p, "</tbody></table>\n<p class=\"note\">");
+        af_page_put(&p, r->tenants_from_policy
                     ? "Tenants are the policy's (a pod's namespace, else its accelfit.io/tenant "
                       "label, else default). accelfit's side applies their classes and budgets "
                       "as the server does, with the spend of that moment; kube-scheduler knows "
                       "nothing of budgets, and the lower bound ignores them."
                     : "Tenants are the trace's (a pod's accelfit.io/tenant label, else its "
                       "namespace): the policy has no tenants section, so no budgets.");
-        put(&p, " Spend is each running pod's share of its node's price.</p></div>");
+        af_page_put(&p, " Spend is each running pod's share of its node's price.</p></div>");
     }
-    put(&p, "</div>\n<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
+    af_page_put(&p, "</div>\n<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
             "runs on it. The lower bound prices each pod at the cheapest node that could hold "
             "it, packed perfectly, for the time both schedulers ran it: no scheduler can pay "
             "less for that work. kube-scheduler is modelled (docs/simulate.md says what the "
-            "model leaves out); accelfit's decisions are the server's own code.</p>\n"
-            "</body></html>\n");
-    return p.err ? AF_ETOOBIG : 0;
+            "model leaves out); accelfit's decisions are the server's own code.</p>\n");
+    return af_page_end(&p);
 }
