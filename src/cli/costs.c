@@ -476,7 +476,7 @@ static void report_tenants(struct af_page *p, const struct af_costs *c, const st
 static void report_idle(struct af_page *p, const struct af_costs *c)
 {
     static const char *const cols[] = {"class",    "nodes",    "price $/h",   "spend $/h",
-                                       "idle $/h", "idle devices", "idle $/h"};
+                                       "idle $/h", "idle devices", "of all idle"};
     static const char *const gcols[] = {"node group", "class", "idle devices", "idle $/h"};
     double scale = 0;
     char a[64], t[96];
