@@ -478,12 +478,9 @@ static void report_idle(struct af_page *p, const struct af_costs *c)
     static const char *const cols[] = {"class",    "nodes",    "price $/h",   "spend $/h",
                                        "idle $/h", "idle devices", "of all idle"};
     static const char *const gcols[] = {"node group", "class", "idle devices", "idle $/h"};
-    double scale = 0;
+    double scale = c->idle_usd_hr;   /* each class's bar: its share of all idle cost */
     char a[64], t[96];
 
-    for (int s = 0; s < AF_COSTS_CLASSES; s++)
-        if (c->classes[s].idle_usd_hr > scale)
-            scale = c->classes[s].idle_usd_hr;
     af_page_put(p, "<h2>Idle accelerator cost per class</h2>\n<table id=\"classes\">");
     head_row(p, cols, AF_ARRAY_SIZE(cols));
     for (int s = 0; s < AF_COSTS_CLASSES; s++) {
