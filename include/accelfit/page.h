@@ -20,6 +20,7 @@ struct af_page {
 
 void af_page_put(struct af_page *p, const char *s);
 void af_page_putf(struct af_page *p, const char *fmt, ...) AF_PRINTF(2, 3);
+void af_page_vputf(struct af_page *p, const char *fmt, va_list ap) AF_PRINTF(2, 0);
 /* Text into HTML: & < > " escaped. */
 void af_page_esc(struct af_page *p, const char *s);
 /* A round step (1, 2 or 5 x a power of ten) for an axis up to `max` with about `ticks`. */

@@ -4,8 +4,8 @@
  * (the rows af_sim_render_text prints, from the same function), tenant spend,
  * and charts drawn as inline SVG — cost per hour over time by class for each
  * scheduler and the lower bound, placements by class, and each rollout's share
- * on its target over time, on the page of accelfit/page.h (shared with `accelfit
- * costs --report`): no scripts, no fonts or styles fetched.
+ * on its target over time, on the page of accelfit/page.h: no scripts, no fonts or
+ * styles fetched, so the file can be mailed and opened offline.
  */
 #include "accelfit/simulate.h"
 
@@ -27,21 +27,46 @@ static const char *const palette[AF_SIM_CLASSES] = {
 
 static const char *const side_color[AF_SIM__SIDES] = {"#e6550d", "#3182bd", "#31a354"};
 
+/* The page of accelfit/page.h (shared with `accelfit costs --report`), by short names here. */
+static void put(struct af_page *p, const char *s)
+{
+    af_page_put(p, s);
+}
+
+static void AF_PRINTF(2, 3) putf(struct af_page *p, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    af_page_vputf(p, fmt, ap);
+    va_end(ap);
+}
+
+static void esc(struct af_page *p, const char *s)
+{
+    af_page_esc(p, s);
+}
+
+static double nice_step(double max, int ticks)
+{
+    return af_page_nice_step(max, ticks);
+}
+
 /* ---- the table -------------------------------------------------------------------------- */
 
 static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 {
     struct af_page *p = ud;
 
-    af_page_put(p, indent ? "<tr class=\"sub\"><th>" : "<tr><th>");
-    af_page_esc(p, label);
-    af_page_put(p, "</th>");
+    put(p, indent ? "<tr class=\"sub\"><th>" : "<tr><th>");
+    esc(p, label);
+    put(p, "</th>");
     for (int s = 0; s < AF_SIM__SIDES; s++) {
-        af_page_put(p, "<td>");
-        af_page_esc(p, cell[s]);
-        af_page_put(p, "</td>");
+        put(p, "<td>");
+        esc(p, cell[s]);
+        put(p, "</td>");
     }
-    af_page_put(p, "</tr>\n");
+    put(p, "</tr>\n");
 }
 
 /* ---- charts ------------------------------------------------------------------------------- */
@@ -55,22 +80,22 @@ static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 
 static void axes(struct af_page *p, double ymax, double step, const char *yfmt, double hours)
 {
-    double xstep = af_page_nice_step(hours > 0 ? hours : 1, 6);
+    double xstep = nice_step(hours > 0 ? hours : 1, 6);
     int pw = CW - ML - MR, ph = CH - MT - MB;
 
     for (double y = 0; y <= ymax + 1e-9; y += step) {
         double py = MT + ph - ph * y / ymax;
-        af_page_putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>", ML, py,
+        putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>", ML, py,
              CW - MR, py);
-        af_page_putf(p, "<text x=\"%d\" y=\"%.1f\" class=\"yl\">", ML - 4, py + 4);
-        af_page_putf(p, yfmt, y);
-        af_page_put(p, "</text>");
+        putf(p, "<text x=\"%d\" y=\"%.1f\" class=\"yl\">", ML - 4, py + 4);
+        putf(p, yfmt, y);
+        put(p, "</text>");
     }
     for (double x = 0; x <= hours + 1e-9; x += xstep) {
         double px = ML + pw * x / hours;
-        af_page_putf(p, "<text x=\"%.1f\" y=\"%d\" class=\"xl\">%gh</text>", px, CH - 8, x);
+        putf(p, "<text x=\"%.1f\" y=\"%d\" class=\"xl\">%gh</text>", px, CH - 8, x);
     }
-    af_page_putf(p, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>", ML, MT + ph, CW - MR,
+    putf(p, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>", ML, MT + ph, CW - MR,
          MT + ph);
 }
 
@@ -79,15 +104,15 @@ static void cost_chart(struct af_page *p, const struct af_sim_result *r, int sid
 {
     const struct af_sim_side_stats *s = &r->side[side];
     double hours = r->horizon / 3600.0, bh = r->bucket_seconds / 3600.0;
-    double step = af_page_nice_step(ymax, 4);
+    double step = nice_step(ymax, 4);
     int pw = CW - ML - MR, ph = CH - MT - MB;
     char total[48];
 
     ymax = ceil(ymax / step) * step;
     af__sim_money(s->cost_usd, total, sizeof(total));
-    af_page_putf(p, "<figure><figcaption><b>%s</b> &mdash; %s over the trace</figcaption>",
+    putf(p, "<figure><figcaption><b>%s</b> &mdash; %s over the trace</figcaption>",
          af_sim_side_name((enum af_sim_side)side), total);
-    af_page_putf(p,
+    putf(p,
          "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
          "shape-rendering=\"crispEdges\">",
          CW, CH, CW, CH);
@@ -99,29 +124,29 @@ static void cost_chart(struct af_page *p, const struct af_sim_result *r, int sid
             if (v <= 0)
                 continue;
             h = ph * v / ymax;
-            af_page_putf(p,
+            putf(p,
                  "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
                  "<title>%s %.2f $/h</title></rect>",
                  x, MT + ph - ph * y / ymax - h, w + 0.6, h, palette[c], af_sim_class_name(c), v);
             y += v;
         }
     }
-    af_page_put(p, "</svg></figure>\n");
+    put(p, "</svg></figure>\n");
 }
 
 static void legend(struct af_page *p, const struct af_sim_result *r)
 {
-    af_page_put(p, "<div class=\"legend\">");
+    put(p, "<div class=\"legend\">");
     for (int c = 0; c < AF_SIM_CLASSES; c++) {
         bool used = false;
         for (int s = 0; s < AF_SIM__SIDES; s++)
             used |= r->side[s].cost_by_class[c] > 0 || r->side[s].placed_by_class[c] > 0;
         if (!used)
             continue;
-        af_page_putf(p, "<span><i style=\"background:%s\"></i>%s</span>", palette[c],
+        putf(p, "<span><i style=\"background:%s\"></i>%s</span>", palette[c],
              af_sim_class_name(c));
     }
-    af_page_put(p, "</div>\n");
+    put(p, "</div>\n");
 }
 
 /* Horizontal bars: pods placed per class, one bar per side. */
@@ -138,7 +163,7 @@ static void placements_chart(struct af_page *p, const struct af_sim_result *r)
         }
         rows += used;
     }
-    af_page_putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", 480,
+    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", 480,
          rows * 40 + 16, 480, rows * 40 + 16);
     for (int c = 0; c < AF_SIM_CLASSES; c++) {
         bool used = false;
@@ -146,11 +171,11 @@ static void placements_chart(struct af_page *p, const struct af_sim_result *r)
             used |= r->side[s].placed_by_class[c] > 0;
         if (!used)
             continue;
-        af_page_putf(p, "<text x=\"110\" y=\"%d\" class=\"yl\">%s</text>", y + 16, af_sim_class_name(c));
+        putf(p, "<text x=\"110\" y=\"%d\" class=\"yl\">%s</text>", y + 16, af_sim_class_name(c));
         for (int s = 0; s < AF_SIM__SIDES; s++) {
             int v = r->side[s].placed_by_class[c];
             double w = (480 - 160.0) * v / max;
-            af_page_putf(p,
+            putf(p,
                  "<rect x=\"116\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\">"
                  "<title>%s: %d</title></rect><text x=\"%.1f\" y=\"%d\" class=\"v\">%d</text>",
                  y + s * 11, w, side_color[s], af_sim_side_name((enum af_sim_side)s), v,
@@ -158,7 +183,7 @@ static void placements_chart(struct af_page *p, const struct af_sim_result *r)
         }
         y += 40;
     }
-    af_page_put(p, "</svg>\n");
+    put(p, "</svg>\n");
 }
 
 static void rollout_chart(struct af_page *p, const struct af_sim_result *r, size_t k)
@@ -169,20 +194,20 @@ static void rollout_chart(struct af_page *p, const struct af_sim_result *r, size
     char targets[200];
 
     af_class_mask_names(ro->target, targets, sizeof(targets));
-    af_page_put(p, "<figure><figcaption>rollout <b>");
-    af_page_esc(p, ro->name);
-    af_page_putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,
+    put(p, "<figure><figcaption>rollout <b>");
+    esc(p, ro->name);
+    putf(p, "</b>: share of its running pods on %s (target %.0f%%)<br>", targets,
          100 * ro->share);
     for (int s = 0; s < 2; s++) {
         char share[160];
         af__sim_rollout_share(ro, s, share, sizeof(share));
-        af_page_putf(p, "%s%s: ", s ? "; " : "", af_sim_side_name((enum af_sim_side)s));
-        af_page_esc(p, share);
+        putf(p, "%s%s: ", s ? "; " : "", af_sim_side_name((enum af_sim_side)s));
+        esc(p, share);
     }
-    af_page_put(p, "</figcaption>");
-    af_page_putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);
+    put(p, "</figcaption>");
+    putf(p, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">", CW, CH, CW, CH);
     axes(p, 1.0, 0.25, "%g", hours);
-    af_page_putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"target\"/>", ML,
+    putf(p, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"target\"/>", ML,
          MT + ph - ph * ro->share, CW - MR, MT + ph - ph * ro->share);
     for (int s = 0; s < 2; s++) {
         bool open = false;
@@ -190,20 +215,20 @@ static void rollout_chart(struct af_page *p, const struct af_sim_result *r, size
             double v = ro->achieved[s][b], x = ML + pw * (b + 1.0) / r->buckets;
             if (v < 0) {
                 if (open)
-                    af_page_put(p, "\"/>");
+                    put(p, "\"/>");
                 open = false;
                 continue;
             }
             if (!open)
-                af_page_putf(p, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
+                putf(p, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
                      side_color[s]);
-            af_page_putf(p, "%.1f,%.1f ", x, MT + ph - ph * v);
+            putf(p, "%.1f,%.1f ", x, MT + ph - ph * v);
             open = true;
         }
         if (open)
-            af_page_put(p, "\"/>");
+            put(p, "\"/>");
     }
-    af_page_put(p, "</svg></figure>\n");
+    put(p, "</svg></figure>\n");
 }
 
 /* ---- the page ------------------------------------------------------------------------------ */
@@ -215,35 +240,35 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
     double ymax = 0;
 
     af_page_begin(&p, "accelfit simulate", title);
-    af_page_putf(&p, "<p class=\"meta\">%zu nodes, %zu pods in the trace, %zu already running; %.1f hours. ",
+    putf(&p, "<p class=\"meta\">%zu nodes, %zu pods in the trace, %zu already running; %.1f hours. ",
          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
     af__sim_scan_text(r, line, sizeof(line));
-    af_page_esc(&p, line);
+    esc(&p, line);
     if (r->autoscale) {
-        af_page_put(&p, ". ");
+        put(&p, ". ");
         af__sim_autoscale_text(r, line, sizeof(line));
-        af_page_esc(&p, line);
+        esc(&p, line);
     }
-    af_page_put(&p, ".</p>\n<p class=\"summary\" id=\"summary\">");
+    put(&p, ".</p>\n<p class=\"summary\" id=\"summary\">");
     af__sim_summary(r, line, sizeof(line));
-    af_page_esc(&p, line);
-    af_page_put(&p, "</p>\n<div class=\"row\"><div>\n<table id=\"comparison\"><thead><tr><th></th>");
+    esc(&p, line);
+    put(&p, "</p>\n<div class=\"row\"><div>\n<table id=\"comparison\"><thead><tr><th></th>");
     for (int s = 0; s < AF_SIM__SIDES; s++)
-        af_page_putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
+        putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
              af_sim_side_name((enum af_sim_side)s));
-    af_page_put(&p, "</tr></thead><tbody>\n");
+    put(&p, "</tr></thead><tbody>\n");
     af__sim_rows(r, table_row, &p);
-    af_page_put(&p, "</tbody></table>\n</div><div>\n");
-    af_page_put(&p, "<h2 class=\"first\">Pods placed, by class</h2>\n<div class=\"legend\">");
+    put(&p, "</tbody></table>\n</div><div>\n");
+    put(&p, "<h2 class=\"first\">Pods placed, by class</h2>\n<div class=\"legend\">");
     for (int s = 0; s < AF_SIM__SIDES; s++)
-        af_page_putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
+        putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
              af_sim_side_name((enum af_sim_side)s));
-    af_page_put(&p, "</div>\n");
+    put(&p, "</div>\n");
     placements_chart(&p, r);
 
-    af_page_put(&p, "</div></div>\n");
+    put(&p, "</div></div>\n");
 
-    af_page_put(&p, "<h2>Cost per hour over the trace, by class</h2>\n");
+    put(&p, "<h2>Cost per hour over the trace, by class</h2>\n");
     legend(&p, r);
     for (int s = 0; s < AF_SIM__SIDES; s++)
         for (int b = 0; b < r->buckets; b++) {
@@ -259,44 +284,44 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
     for (int s = 0; s < AF_SIM__SIDES; s++)
         cost_chart(&p, r, s, ymax);
 
-    af_page_put(&p, "<div class=\"row\">");
+    put(&p, "<div class=\"row\">");
     if (r->n_rollouts) {
-        af_page_put(&p, "<div><h2>Rollouts</h2>\n<div class=\"legend\">");
+        put(&p, "<div><h2>Rollouts</h2>\n<div class=\"legend\">");
         for (int s = 0; s < 2; s++)
-            af_page_putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
+            putf(&p, "<span><i style=\"background:%s\"></i>%s</span>", side_color[s],
                  af_sim_side_name((enum af_sim_side)s));
-        af_page_put(&p, "<span>- - - target share</span></div>\n");
+        put(&p, "<span>- - - target share</span></div>\n");
         for (size_t k = 0; k < r->n_rollouts; k++)
             rollout_chart(&p, r, k);
-        af_page_put(&p, "</div>");
+        put(&p, "</div>");
     }
 
     if (r->n_tenants) {
-        af_page_put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>");
-        af_page_esc(&p, af__sim_tenants_title(r));
-        af_page_put(&p, "</th>");
+        put(&p, "<div><h2>Tenant spend</h2>\n<table id=\"tenants\"><thead><tr><th>");
+        esc(&p, af__sim_tenants_title(r));
+        put(&p, "</th>");
         for (int s = 0; s < AF_SIM__SIDES; s++)
-            af_page_putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
+            putf(&p, "<th style=\"color:%s\">%s</th>", side_color[s],
                  af_sim_side_name((enum af_sim_side)s));
-        af_page_put(&p, "</tr></thead><tbody>\n");
+        put(&p, "</tr></thead><tbody>\n");
         for (size_t i = 0; i < r->n_tenants; i++) {
             af__sim_tenant_label(&r->tenants[i], line, sizeof(line));
-            af_page_put(&p, "<tr><th colspan=\"4\">");
-            af_page_esc(&p, line);
-            af_page_put(&p, "</th></tr>\n");
+            put(&p, "<tr><th colspan=\"4\">");
+            esc(&p, line);
+            put(&p, "</th></tr>\n");
             af__sim_tenant_rows(r, i, table_row, &p);
         }
-        af_page_put(&p, "</tbody></table>\n<p class=\"note\">");
-        af_page_put(&p, r->tenants_from_policy
+        put(&p, "</tbody></table>\n<p class=\"note\">");
+        put(&p, r->tenants_from_policy
                     ? "Tenants are the policy's (a pod's namespace, else its accelfit.io/tenant "
                       "label, else default). accelfit's side applies their classes and budgets "
                       "as the server does, with the spend of that moment; kube-scheduler knows "
                       "nothing of budgets, and the lower bound ignores them."
                     : "Tenants are the trace's (a pod's accelfit.io/tenant label, else its "
                       "namespace): the policy has no tenants section, so no budgets.");
-        af_page_put(&p, " Spend is each running pod's share of its node's price.</p></div>");
+        put(&p, " Spend is each running pod's share of its node's price.</p></div>");
     }
-    af_page_put(&p, "</div>\n<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
+    put(&p, "</div>\n<p class=\"note\">A node is paid while a pod that is not a DaemonSet or mirror pod "
             "runs on it. The lower bound prices each pod at the cheapest node that could hold "
             "it, packed perfectly, for the time both schedulers ran it: no scheduler can pay "
             "less for that work. kube-scheduler is modelled (docs/simulate.md says what the "

@@ -13,17 +13,22 @@ void af_page_put(struct af_page *p, const char *s)
     p->err |= af_buf_puts(p->b, s);
 }
 
-void af_page_putf(struct af_page *p, const char *fmt, ...)
+void af_page_vputf(struct af_page *p, const char *fmt, va_list ap)
 {
     char tmp[2048];
-    va_list ap;
-    int n;
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
 
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
     if (n > 0)
         p->err |= af_buf_add(p->b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+void af_page_putf(struct af_page *p, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    af_page_vputf(p, fmt, ap);
+    va_end(ap);
 }
 
 void af_page_esc(struct af_page *p, const char *s)
