@@ -18,6 +18,7 @@
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/simulate.h"
+#include "support/html.h"
 #include "support/support.h"
 
 static struct af_config *cfg;
@@ -807,46 +808,6 @@ END_TEST
 
 /* ---- the report ------------------------------------------------------------------------------------ */
 
-static const char *const void_tags[] = {"meta", "br", NULL};   /* HTML's; SVG's close with /> */
-
-/* Tags balance (void and self-closed ones aside), no scripts, nothing fetched. */
-static void assert_well_formed(const char *html)
-{
-    const char *stack[64];
-    int depth = 0;
-
-    ck_assert_ptr_nonnull(strstr(html, "<!DOCTYPE html>"));
-    ck_assert_ptr_null(strstr(html, "<script"));
-    ck_assert_ptr_null(strstr(html, "http://"));
-    ck_assert_ptr_null(strstr(html, "https://"));
-    ck_assert_ptr_null(strstr(html, "src="));
-    ck_assert_ptr_null(strstr(html, "href="));
-    for (const char *p = strchr(html, '<'); p; p = strchr(p + 1, '<')) {
-        const char *end = strchr(p, '>'), *name = p + 1;
-        size_t n;
-        bool closing = *name == '/', self = end && end[-1] == '/', is_void = false;
-        ck_assert_ptr_nonnull(end);
-        if (*name == '!')
-            continue;
-        if (closing)
-            name++;
-        n = strcspn(name, " >/");
-        for (int v = 0; void_tags[v]; v++)
-            is_void |= strlen(void_tags[v]) == n && !strncmp(void_tags[v], name, n);
-        if (closing) {
-            ck_assert_msg(depth > 0, "unexpected </%.*s>", (int)n, name);
-            depth--;
-            ck_assert_msg(!strncmp(stack[depth], name, n) && strcspn(stack[depth], " >/") == n,
-                          "</%.*s> closes <%.*s>", (int)n, name,
-                          (int)strcspn(stack[depth], " >/"), stack[depth]);
-        } else if (!self && !is_void) {
-            ck_assert_int_lt(depth, 64);
-            stack[depth++] = name;
-        }
-    }
-    ck_assert_int_eq(depth, 0);
-}
-
 START_TEST(test_html_report_is_well_formed_and_holds_the_table)
 {
     struct af_sim_cluster cl;
@@ -860,7 +821,7 @@ START_TEST(test_html_report_is_well_formed_and_holds_the_table)
     af_sim_run(cfg, &cl, &tr, NULL, &r);
     ck_assert_int_eq(af_sim_render_html(&r, "tiny <test> & co", &html), 0);
     ck_assert_int_eq(af_sim_render_text(&r, &text), 0);
-    assert_well_formed(html.buf);
+    af_test_html_well_formed(html.buf);
     ck_assert_ptr_nonnull(strstr(html.buf, "tiny &lt;test&gt; &amp; co"));
     ck_assert_ptr_nonnull(strstr(html.buf, "<svg"));
     /* Every dollar amount the table prints is on the page. */
@@ -1201,7 +1162,7 @@ START_TEST(test_demo_day_through_the_binary)
         len = fread(html, 1, (1 << 20) - 1, f);
         fclose(f);
         ck_assert_uint_gt(len, 1000);
-        assert_well_formed(html);
+        af_test_html_well_formed(html);
         ck_assert_ptr_nonnull(strstr(html, "team-llm: budget $60.00/h, hard"));
         ck_assert_ptr_nonnull(strstr(html, "hours over budget"));
         ck_assert_ptr_nonnull(strstr(html, "kube-scheduler: none on the target or source classes"));

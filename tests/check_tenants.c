@@ -6,8 +6,11 @@
  * time through the service as kube-scheduler drives it: bound pods arrive and
  * leave between requests (cache upserts and deletes, then a new snapshot), and
  * each filter, prioritize and /explain answers from the cluster as it is then.
+ * Prepaid capacity (docs/examples/prepaid-cluster.yaml): tenants' spend is what decisions
+ * charge (0 on a prepaid node under marginal pricing, the rate's share under amortized), the
+ * share of prepaid rates beside it, and each reservation's devices and rate used and idle.
  * Then the real binary: `accelfit serve` answering GET /costs and /metrics,
- * `accelfit costs` printing the same figures, and `accelfit serve --kubeconfig`
+ * `accelfit costs` printing the same figures (and its --report page), and `accelfit serve --kubeconfig`
  * watching tests/apiserver/fake_apiserver.py while a tenant's pod arrives (its
  * hard budget then refuses the A100) and leaves (the A100 is open again).
  */
@@ -27,6 +30,7 @@
 #include "accelfit/tenant.h"
 #include "accelfit/util.h"
 #include "support/fake_api.h"
+#include "support/html.h"
 #include "support/http_client.h"
 #include "support/support.h"
 
@@ -919,6 +923,132 @@ START_TEST(test_idle_gauge_past_the_bound_never_takes_a_group_name)
 }
 END_TEST
 
+
+/* ---- prepaid capacity ---------------------------------------------------------------------- */
+
+#define PREPAID_CLUSTER "docs/examples/prepaid-cluster.yaml"
+#define MULTI_TENANT "policies/examples/multi-tenant.yaml"
+
+/* docs/examples/prepaid-cluster.yaml's costs under policies/examples/multi-tenant.yaml, with
+ * `prepaid_line` ("  prepaid: amortized\n", or "" for the default) in its prices: section.
+ * *snap_out keeps the strings the costs borrow; caller unrefs both. */
+static struct af_costs *prepaid_costs(const char *prepaid_line, struct af_snapshot **snap_out)
+{
+    size_t len;
+    char *pol = af_test_read(MULTI_TENANT, &len), *text, *yaml;
+    const char *at = strstr(pol, "prices:\n");
+    struct af_config *c = NULL;
+    struct af_cache *k = af_cache_new();
+    struct af_error err;
+    struct af_snapshot *snap;
+    struct af_costs *costs;
+
+    ck_assert_ptr_nonnull(at);
+    text = af_xasprintf("%.*sprices:\n%s%s", (int)(at - pol), pol, prepaid_line,
+                        at + strlen("prices:\n"));
+    memset(&err, 0, sizeof(err));
+    if (af_config_load_mem(&c, "<embedded>", af_embedded_catalog_yaml,
+                           af_embedded_catalog_yaml_len, MULTI_TENANT, text, strlen(text),
+                           &err) != 0)
+        ck_abort_msg("policy: %s", err.text);
+    yaml = af_test_read(PREPAID_CLUSTER, &len);
+    ck_assert_msg(af_codec_decode_cluster(c, PREPAID_CLUSTER, yaml, len, af_cache_upsert_item, k,
+                                          &err) == 0,
+                  "%s", err.text);
+    snap = af_cache_snapshot(k);
+    costs = af_costs_compute(c->policy, snap->nodes, snap->n_nodes, snap->pods, snap->n_pods);
+    *snap_out = snap;
+    af_cache_free(k);
+    af_config_unref(c);
+    af_free(yaml);
+    af_free(text);
+    af_free(pol);
+    return costs;
+}
+
+/* Tenants 0..3 of multi-tenant.yaml: research, production, batch, default. */
+enum { RESEARCH, PRODUCTION, BATCH, DEFAULT_TENANT };
+
+/*
+ * Worked by hand. The Capacity Block's p5.48xlarge has the rate $31.46/h (annotation);
+ * train-0 takes 2 of its 8 GPUs (more than 24 of 191.45 cores or 256 of 2000 GiB): 1/4,
+ * $7.865/h; 6 GPUs idle, $23.595/h. The ODCR's g6e.12xlarge are $10.49264/h (catalog):
+ * chat-0 takes all of one, the other sits empty. embed-0 takes 1 of the on-demand g5's 4
+ * GPUs (more than 8 of 47.81 cores, 32 of 180 GiB): $5.672 x 1/4 = $1.418/h.
+ */
+START_TEST(test_prepaid_marginal_costs_tenants_nothing_and_reports_the_rate)
+{
+    struct af_snapshot *snap;
+    struct af_costs *c = prepaid_costs("", &snap);
+    const struct af_cost_prepaid *r;
+
+    /* decisions charge 0 on prepaid nodes: so does spend, and the budget sees it */
+    ck_assert_double_eq_tol(c->tenants[RESEARCH].spend_usd_hr, 0, 1e-9);
+    ck_assert_double_eq_tol(c->tenants[RESEARCH].prepaid_usd_hr, 7.865, 1e-6);
+    ck_assert_int_eq(c->tenants[RESEARCH].prepaid_pods, 1);
+    ck_assert_double_eq_tol(c->tenants[PRODUCTION].spend_usd_hr, 1.418, 1e-6);
+    ck_assert_double_eq_tol(c->tenants[PRODUCTION].prepaid_usd_hr, 10.49264, 1e-6);
+    ck_assert_int_eq(c->tenants[PRODUCTION].pods, 2);
+    ck_assert_double_eq_tol(c->tenants[BATCH].prepaid_usd_hr, 0, 1e-9);
+    /* the nodes cost their rates: 31.46 + 2 x 10.49264 + 5.672 + 0.68 */
+    ck_assert_double_eq_tol(c->price_usd_hr, 58.79728, 1e-6);
+    ck_assert_double_eq_tol(c->classes[AF_CLASS_NVIDIA_H100].price_usd_hr, 31.46, 1e-6);
+    /* idle at the rate, not at the 0 a pod would add */
+    ck_assert_double_eq_tol(c->classes[AF_CLASS_NVIDIA_H100].idle_usd_hr, 23.595, 1e-6);
+    ck_assert_double_eq_tol(c->classes[AF_CLASS_NVIDIA_L40S].idle_usd_hr, 10.49264, 1e-6);
+    ck_assert_int_eq((int)c->classes[AF_CLASS_NVIDIA_L40S].idle_devices, 4);
+
+    /* per reservation, by id then node */
+    ck_assert_uint_eq(c->n_prepaid, 3);
+    ck_assert_double_eq_tol(c->prepaid_usd_hr, 31.46 + 2 * 10.49264, 1e-6);
+    ck_assert_double_eq_tol(c->prepaid_used_usd_hr, 7.865 + 10.49264, 1e-6);
+    ck_assert_double_eq_tol(c->prepaid_idle_usd_hr, 23.595 + 10.49264, 1e-6);
+    ck_assert_int_eq((int)c->prepaid_devices, 16);
+    ck_assert_int_eq((int)c->prepaid_idle_devices, 10);
+    r = &c->prepaid[0];
+    ck_assert_str_eq(r->reservation, "cr-0a17d0c5");
+    ck_assert_str_eq(r->node, "ip-10-2-0-20.ec2.internal");
+    ck_assert_int_eq(r->type, AF_PREPAID_ODCR);
+    ck_assert_int_eq((int)r->idle_devices, 0);
+    ck_assert_double_eq_tol(r->used_usd_hr, 10.49264, 1e-6);
+    ck_assert_double_eq(r->end, 0);   /* an ODCR without an end */
+    r = &c->prepaid[1];
+    ck_assert_str_eq(r->node, "ip-10-2-0-21.ec2.internal");
+    ck_assert_int_eq((int)r->idle_devices, 4);
+    ck_assert_double_eq_tol(r->idle_usd_hr, 10.49264, 1e-6);
+    r = &c->prepaid[2];
+    ck_assert_str_eq(r->reservation, "cr-0e45b10c");
+    ck_assert_int_eq(r->type, AF_PREPAID_BLOCK);
+    ck_assert_int_eq(r->cls, AF_CLASS_NVIDIA_H100);
+    ck_assert_int_eq((int)r->devices, 8);
+    ck_assert_int_eq((int)r->idle_devices, 6);
+    ck_assert_double_eq_tol(r->used_usd_hr, 7.865, 1e-6);
+    ck_assert_double_eq_tol(r->idle_usd_hr, 23.595, 1e-6);
+    ck_assert_double_eq(r->end, af_parse_rfc3339("2030-01-01T00:00:00Z"));
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
+/* Under `prices.prepaid: amortized` decisions charge the rate: spend is the same share, the
+ * prepaid figures do not change, and no dollar is counted twice. */
+START_TEST(test_prepaid_amortized_charges_the_share_of_the_rate)
+{
+    struct af_snapshot *snap;
+    struct af_costs *c = prepaid_costs("  prepaid: amortized\n", &snap);
+
+    ck_assert_double_eq_tol(c->tenants[RESEARCH].spend_usd_hr, 7.865, 1e-6);
+    ck_assert_double_eq_tol(c->tenants[RESEARCH].prepaid_usd_hr, 7.865, 1e-6);
+    ck_assert_double_eq_tol(c->tenants[PRODUCTION].spend_usd_hr, 1.418 + 10.49264, 1e-6);
+    ck_assert_double_eq_tol(c->price_usd_hr, 58.79728, 1e-6);
+    ck_assert_double_eq_tol(c->classes[AF_CLASS_NVIDIA_H100].idle_usd_hr, 23.595, 1e-6);
+    ck_assert_double_eq_tol(c->prepaid_idle_usd_hr, 23.595 + 10.49264, 1e-6);
+    ck_assert(c->spend_usd_hr + c->idle_usd_hr <= c->price_usd_hr + 1e-9);
+    af_costs_unref(c);
+    af_snapshot_unref(snap);
+}
+END_TEST
+
 /* ---- the binary ---------------------------------------------------------------------------------- */
 
 START_TEST(test_serve_answers_costs_and_metrics)
@@ -1022,6 +1152,107 @@ START_TEST(test_costs_against_an_unreachable_api_server_fails_fast)
                   "%s", err);
     ck_assert_str_eq(out, "");
     af_free(out), af_free(err), af_free(text), af_free(want), af_free(kc);
+}
+END_TEST
+
+/* The table, the JSON and the --report page say the same of prepaid capacity; a report that
+ * cannot be written is an error naming the file, after the table. */
+START_TEST(test_costs_command_reports_prepaid_capacity_and_the_page)
+{
+    char dir[] = "/tmp/af-costs-report-XXXXXX";
+    char *report, *out = NULL, *err = NULL, *html, *cellv;
+    const char *argv[] = {"accelfit", "costs", "--cluster", af_test_path(PREPAID_CLUSTER),
+                          "--policy", af_test_path(MULTI_TENANT), "--report", NULL, NULL, NULL,
+                          NULL};
+    size_t len;
+    json_t *j, *r;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    report = af_xasprintf("%s/costs.html", dir);
+    argv[7] = report;
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_msg(strstr(out, "prepaid: 3 nodes reserved at $52.45/h, paid whether used or not: "
+                              "$18.36/h used, $34.09/h idle (10 of 16 devices idle)\n"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "research                 100.00  hard       0.00     100.00     1"
+                              "         7.87\n"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "cr-0a17d0c5          odcr           nvidia-l40s     0    4      "
+                              "0.00     10.49        -  ip-10-2-0-21.ec2.internal\n"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "cr-0e45b10c          capacity-block nvidia-h100     2    6      "
+                              "7.87     23.59 "),
+                  "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "report: "));
+    af_free(out), af_free(err);
+
+    /* the page: well formed, self-contained, the table's figures */
+    {
+        struct af_buf page = AF_BUF_INIT(0);
+        ck_assert_int_eq(af_buf_read_file(&page, report), 0);
+        html = af_buf_detach(&page, &len);
+    }
+    af_test_html_well_formed(html);
+    cellv = af_test_html_cell(html, "tenants", "research", 3);   /* spend */
+    ck_assert_str_eq(cellv, "0.00");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "tenants", "research", 6);   /* prepaid */
+    ck_assert_str_eq(cellv, "7.87");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "tenants", "production", 4);   /* left */
+    ck_assert_str_eq(cellv, "28.58");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "classes", "nvidia-h100", 4);   /* idle $/h */
+    ck_assert_str_eq(cellv, "23.59");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "groups", "inference-odcr", 2);
+    ck_assert_str_eq(cellv, "4 of 8");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "prepaid", "cr-0e45b10c", 5);   /* idle devices */
+    ck_assert_str_eq(cellv, "6");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "prepaid", "cr-0e45b10c", 8);   /* idle $/h */
+    ck_assert_str_eq(cellv, "23.59");
+    af_free(cellv);
+    cellv = af_test_html_cell(html, "prepaid", "cr-0e45b10c", 9);   /* ends in: days away */
+    ck_assert_msg(cellv && strchr(cellv, 'd'), "%s", cellv ? cellv : "(none)");
+    af_free(cellv);
+    ck_assert_ptr_nonnull(strstr(html, "3 nodes reserved at $52.45/h"));
+    af_free(html);
+
+    /* JSON: the rows of GET /costs */
+    argv[6] = "--output";
+    argv[7] = "json";
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    r = json_array_get(json_object_get(json_object_get(j, "prepaid"), "reservations"), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(r, "reservation")), "cr-0e45b10c");
+    ck_assert_str_eq(json_string_value(json_object_get(r, "type")), "capacity-block");
+    ck_assert_int_eq(json_integer_value(json_object_get(r, "idle_devices")), 6);
+    ck_assert_int_eq(cents(json_number_value(json_object_get(r, "idle_usd_hr"))), 2360);
+    ck_assert_str_eq(json_string_value(json_object_get(r, "ends_at")), "2030-01-01T00:00:00Z");
+    ck_assert_int_gt(json_integer_value(json_object_get(r, "ends_in_seconds")), 0);
+    r = json_array_get(json_object_get(json_object_get(j, "prepaid"), "reservations"), 0);
+    ck_assert(json_is_null(json_object_get(r, "ends_at")));
+    r = json_array_get(json_object_get(j, "tenants"), 0);
+    ck_assert_int_eq(cents(json_number_value(json_object_get(r, "spend_usd_hr"))), 0);
+    ck_assert_int_eq(cents(json_number_value(json_object_get(r, "prepaid_usd_hr"))), 787);
+    json_decref(j);
+    af_free(out), af_free(err);
+
+    /* a report that cannot be written */
+    argv[6] = "--report";
+    argv[7] = "/nonexistent-dir/costs.html";
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 1);
+    ck_assert_msg(strstr(err, "accelfit costs: cannot write the report '/nonexistent-dir/costs.html': "
+                              "No such file or directory"),
+                  "%s", err);
+    af_free(out), af_free(err);
+
+    unlink(report);
+    rmdir(dir);
+    af_free(report);
 }
 END_TEST
 
@@ -1201,6 +1432,11 @@ static Suite *af_tenants_suite(void)
     tcase_add_test(tc, test_neuroncore_pods_hold_neuron_devices);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("prepaid");
+    tcase_add_test(tc, test_prepaid_marginal_costs_tenants_nothing_and_reports_the_rate);
+    tcase_add_test(tc, test_prepaid_amortized_charges_the_share_of_the_rate);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("budgets");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_hard_budget_refuses_premium_nodes_until_pods_leave);
@@ -1219,6 +1455,7 @@ static Suite *af_tenants_suite(void)
     tcase_add_test(tc, test_serve_answers_costs_and_metrics);
     tcase_add_test(tc, test_costs_command_prints_the_same_figures);
     tcase_add_test(tc, test_costs_against_an_unreachable_api_server_fails_fast);
+    tcase_add_test(tc, test_costs_command_reports_prepaid_capacity_and_the_page);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("watch");

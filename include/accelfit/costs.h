@@ -20,6 +20,19 @@
  * exceeds what the nodes cost. CPU nodes have no idle accelerators. Summed per
  * class and per (node group, class).
  *
+ * Prepaid capacity (docs/pricing.md#prepaid-capacity: an ODCR or a Capacity Block) is paid
+ * by the hour whether pods run there or not. Spend stays what decisions charge: a pod on a
+ * prepaid node pays its share of the node's price, which is 0 under `prices.prepaid:
+ * marginal` (the default) and the amortized rate under `amortized`, so a tenant's spend and
+ * its budget agree with what filter and prioritize saw. Beside it, each tenant's
+ * `prepaid_usd_hr` is its pods' share of the prepaid nodes' rate, whatever the mode (under
+ * `amortized` it is part of spend, under `marginal` it is not). A node's price in the totals,
+ * and its idle cost, are at its rate (af_node_info.rate_usd_hr) for a prepaid node: what the
+ * cluster really pays, not what a pod adds. Per reservation (one row per prepaid node, sorted
+ * by reservation then node), devices held and idle, and the rate split between them by
+ * devices, as /metrics' accelfit_prepaid_* gauges do (a node without accelerators counts one
+ * device, held when a pod other than a DaemonSet or mirror pod runs there).
+ *
  * af_costs_compute is pure (core): no I/O, no locks, no clock. A computed
  * struct af_costs is immutable and reference counted, so the HTTP side keeps
  * one per (snapshot, config) and hands it to any number of requests
@@ -39,6 +52,8 @@ struct af_cost_tenant {
     double spend_usd_hr;
     int pods;                                    /* running pods counted */
     double by_class[AF_COSTS_CLASSES];           /* spend by the class of the pod's node */
+    double prepaid_usd_hr;                       /* share of prepaid nodes' rate its pods take */
+    int prepaid_pods;                            /* of its pods, those on prepaid nodes */
 };
 
 struct af_cost_ns {
@@ -69,6 +84,21 @@ struct af_cost_group {
     double idle_usd_hr;
 };
 
+/* A prepaid node: what its reservation's rate buys and what of it sits idle. */
+struct af_cost_prepaid {
+    const char *node;                            /* borrowed from the node */
+    const char *reservation;                     /* borrowed; NULL when not known */
+    enum af_prepaid type;
+    int cls;                                     /* enum af_class, AF_CLASS__COUNT unknown */
+    bool rate_known;
+    double rate_usd_hr;                          /* the node's rate (0 when not known) */
+    int64_t devices;                             /* accelerators; 1 for a node without */
+    int64_t idle_devices;
+    double used_usd_hr;                          /* rate x held / devices */
+    double idle_usd_hr;                          /* rate x idle / devices */
+    double end;                                  /* unix time the reservation ends; 0 unknown */
+};
+
 struct af_costs {
     atomic_int refcnt;
     size_t n_tenants;                            /* as the policy's; 0 for a policy without */
@@ -84,6 +114,13 @@ struct af_costs {
     int unpriced_nodes;
     int pods_counted;                            /* running pods on priced nodes */
     int pods_unpriced;                           /* running pods on nodes of unknown price */
+    size_t n_prepaid;
+    struct af_cost_prepaid *prepaid;             /* prepaid nodes, by reservation then node */
+    double prepaid_usd_hr;                       /* their rates (those known) */
+    double prepaid_used_usd_hr;
+    double prepaid_idle_usd_hr;
+    int64_t prepaid_devices;
+    int64_t prepaid_idle_devices;
 };
 
 /*

@@ -9,6 +9,7 @@
  * serve` runs, stopped once synced; the tenants and budgets from --policy
  * (docs/policy.md#tenants).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
 #include "accelfit/kube.h"
+#include "accelfit/page.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
 
@@ -32,7 +34,8 @@ static const char usage[] =
     "Prints what the cluster's running pods cost per hour (each pod pays its share of\n"
     "its node's price: the largest fraction it requests of any resource), by tenant,\n"
     "namespace and class, against each tenant's budget, and the idle cost: allocatable\n"
-    "accelerators no pod requested, at their share of the node price.\n"
+    "accelerators no pod requested, at their share of the node price. Prepaid capacity\n"
+    "(ODCRs, Capacity Blocks) is listed per reservation at its rate, used and idle.\n"
     "\n"
     "options:\n"
     "  --cluster FILE     a JSON or YAML List of Nodes and Pods (kubectl get nodes,pods -A -o yaml)\n"
@@ -51,6 +54,9 @@ static const char usage[] =
     "  --catalog FILE     instance catalog (default: the embedded policies/catalog.yaml)\n"
     "  --output FORMAT    table (default) or json (the document of GET /costs); --json is\n"
     "                     short for --output json\n"
+    "  --report FILE.html also write a self-contained HTML page: spend per tenant against\n"
+    "                     budget, idle accelerator cost per class and node group, prepaid\n"
+    "                     capacity used and idle\n"
     "  --aws-pricing      charge nodes AWS's prices, read once: the on-demand price of each\n"
     "                     node's region and the spot price of each spot node's zone\n"
     "                     (docs/pricing.md: credentials as accelfit serve --aws-pricing);\n"
@@ -58,10 +64,11 @@ static const char usage[] =
     "  --aws-region R     the region to read when no node names one (default $AWS_REGION)\n"
     "  -h, --help         show this help\n"
     "\n"
-    "Exit status: 0, 1 when the cluster cannot be read, 2 on bad usage or input.\n";
+    "Exit status: 0, 1 when the cluster cannot be read or the report written, 2 on bad\n"
+    "usage or input.\n";
 
 struct costs_opts {
-    const char *cluster, *kubeconfig, *context, *policy, *catalog;
+    const char *cluster, *kubeconfig, *context, *policy, *catalog, *report;
     bool demo, json, in_cluster, aws_pricing;
     struct af_aws_options aws;
     int timeout_s;
@@ -118,6 +125,8 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
             slot = &o->catalog;
         else if (!strcmp(a, "--aws-region"))
             slot = &o->aws.region;
+        else if (!strcmp(a, "--report"))
+            slot = &o->report;
         else if (strcmp(a, "--output") && strcmp(a, "--timeout"))
             return bad(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
         if (!v)
@@ -294,44 +303,93 @@ static const char *money(char *out, size_t n, double v)
     return out;
 }
 
-static void print_table(const struct af_costs *c, const struct af_policy *pol, uint64_t gen)
+/* How long until `end` (unix time) from `now`: "45m", "3h20m", "5d4h"; "ended"; "-" unknown. */
+static const char *time_left(char *out, size_t n, double end, double now)
 {
-    char a[32], b[32], d[32];
-    int nodes = 0, priced = 0;
+    long long m;
 
-    for (int s = 0; s < AF_COSTS_CLASSES; s++) {
-        nodes += c->classes[s].nodes;
-        priced += c->classes[s].priced_nodes;
+    if (end <= 0) {
+        snprintf(out, n, "-");
+        return out;
     }
+    if (end <= now) {
+        snprintf(out, n, "ended");
+        return out;
+    }
+    m = (long long)((end - now) / 60.0);
+    if (m < 60)
+        snprintf(out, n, "%lldm", m);
+    else if (m < 48 * 60)
+        snprintf(out, n, "%lldh%02lldm", m / 60, m % 60);
+    else
+        snprintf(out, n, "%lldd%lldh", m / (24 * 60), m % (24 * 60) / 60);
+    return out;
+}
+
+/* "2 of 8": devices idle of those there are. */
+static const char *of(char *out, size_t n, int64_t part, int64_t whole)
+{
+    snprintf(out, n, "%lld of %lld", (long long)part, (long long)whole);
+    return out;
+}
+
+static int total_nodes(const struct af_costs *c)
+{
+    int nodes = 0;
+
+    for (int s = 0; s < AF_COSTS_CLASSES; s++)
+        nodes += c->classes[s].nodes;
+    return nodes;
+}
+
+static void print_table(const struct af_costs *c, const struct af_policy *pol, uint64_t gen,
+                        double now)
+{
+    char a[32], b[32], d[32], e[32];
+    int nodes = total_nodes(c), priced = 0;
+
+    for (int s = 0; s < AF_COSTS_CLASSES; s++)
+        priced += c->classes[s].priced_nodes;
     printf("cluster: %d nodes cost $%s/h; running pods use $%s/h; idle accelerators $%s/h "
            "(snapshot %llu)\n",
            nodes, money(a, sizeof(a), c->price_usd_hr), money(b, sizeof(b), c->spend_usd_hr),
            money(d, sizeof(d), c->idle_usd_hr), (unsigned long long)gen);
+    if (c->n_prepaid)
+        printf("prepaid: %zu nodes reserved at $%s/h, paid whether used or not: $%s/h used, $%s/h "
+               "idle (%s devices idle)\n",
+               c->n_prepaid, money(a, sizeof(a), c->prepaid_usd_hr),
+               money(b, sizeof(b), c->prepaid_used_usd_hr),
+               money(d, sizeof(d), c->prepaid_idle_usd_hr),
+               of(e, sizeof(e), c->prepaid_idle_devices, c->prepaid_devices));
     if (priced < nodes || c->pods_unpriced)
         printf("unpriced: %d nodes (their %d pods are not counted)\n", nodes - priced,
                c->pods_unpriced);
 
-    printf("\n%-20s %10s %5s %10s %10s %5s\n", "TENANT", "BUDGET $/h", "MODE", "SPEND $/h",
-           "LEFT $/h", "PODS");
+    printf("\n%-20s %10s %5s %10s %10s %5s%s\n", "TENANT", "BUDGET $/h", "MODE", "SPEND $/h",
+           "LEFT $/h", "PODS", c->n_prepaid ? "  PREPAID $/h" : "");
     for (size_t i = 0; pol && i < pol->n_tenants && i < c->n_tenants; i++) {
         const struct af_tenant *t = &pol->tenants[i];
         double spend = c->tenants[i].spend_usd_hr;
-        printf("%-20s %10s %5s %10s %10s %5d%s\n", t->name,
+        char pre[32] = "";
+        if (c->n_prepaid)
+            snprintf(pre, sizeof(pre), "  %11s", money(e, sizeof(e), c->tenants[i].prepaid_usd_hr));
+        printf("%-20s %10s %5s %10s %10s %5d%s%s\n", t->name,
                t->has_budget ? money(a, sizeof(a), t->budget_usd_hr) : "-",
                t->has_budget ? af_over_budget_name(t->over_budget) : "-",
                money(b, sizeof(b), spend),
                t->has_budget ? money(d, sizeof(d), t->budget_usd_hr - spend) : "-",
-               c->tenants[i].pods, t->has_budget && spend > t->budget_usd_hr ? "  over budget" : "");
+               c->tenants[i].pods, pre,
+               t->has_budget && spend > t->budget_usd_hr ? "  over budget" : "");
     }
 
     printf("\n%-20s %-20s %10s %5s\n", "NAMESPACE", "OWNED BY", "SPEND $/h", "PODS");
     for (size_t i = 0; i < c->n_ns; i++) {
-        const struct af_cost_ns *e = &c->ns[i];
-        printf("%-20s %-20s %10s %5d\n", e->ns,
-               pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
-                   ? pol->tenants[e->tenant].name
+        const struct af_cost_ns *n = &c->ns[i];
+        printf("%-20s %-20s %10s %5d\n", n->ns,
+               pol && n->owned && n->tenant >= 0 && (size_t)n->tenant < pol->n_tenants
+                   ? pol->tenants[n->tenant].name
                    : "-",
-               money(a, sizeof(a), e->spend_usd_hr), e->pods);
+               money(a, sizeof(a), n->spend_usd_hr), n->pods);
     }
 
     printf("\n%-12s %5s %10s %10s %10s %12s\n", "CLASS", "NODES", "PRICE $/h", "SPEND $/h",
@@ -342,8 +400,7 @@ static void print_table(const struct af_costs *c, const struct af_policy *pol, u
         if (!cl->nodes)
             continue;
         if (cl->devices)
-            snprintf(dev, sizeof(dev), "%lld of %lld", (long long)cl->idle_devices,
-                     (long long)cl->devices);
+            of(dev, sizeof(dev), cl->idle_devices, cl->devices);
         else
             snprintf(dev, sizeof(dev), "-");
         printf("%-12s %5d %10s %10s %10s %12s\n", slot_name(s), cl->nodes,
@@ -356,11 +413,240 @@ static void print_table(const struct af_costs *c, const struct af_policy *pol, u
     for (size_t i = 0; i < c->n_groups; i++) {
         const struct af_cost_group *g = &c->groups[i];
         char dev[32];
-        snprintf(dev, sizeof(dev), "%lld of %lld", (long long)g->idle_devices,
-                 (long long)g->devices);
-        printf("%-20s %-12s %12s %10s\n", g->group ? g->group : "-", slot_name(g->cls), dev,
+        printf("%-20s %-12s %12s %10s\n", g->group ? g->group : "-", slot_name(g->cls),
+               of(dev, sizeof(dev), g->idle_devices, g->devices),
                money(a, sizeof(a), g->idle_usd_hr));
     }
+
+    if (!c->n_prepaid)
+        return;
+    printf("\n%-20s %-14s %-12s %4s %4s %9s %9s %8s  %s\n", "PREPAID CAPACITY", "TYPE", "CLASS",
+           "USED", "IDLE", "USED $/h", "IDLE $/h", "ENDS IN", "NODE");
+    for (size_t i = 0; i < c->n_prepaid; i++) {
+        const struct af_cost_prepaid *r = &c->prepaid[i];
+        printf("%-20s %-14s %-12s %4lld %4lld %9s %9s %8s  %s\n",
+               r->reservation ? r->reservation : "-", af_prepaid_name(r->type), slot_name(r->cls),
+               (long long)(r->devices - r->idle_devices), (long long)r->idle_devices,
+               r->rate_known ? money(a, sizeof(a), r->used_usd_hr) : "unknown",
+               r->rate_known ? money(b, sizeof(b), r->idle_usd_hr) : "unknown",
+               time_left(d, sizeof(d), r->end, now), r->node);
+    }
+}
+
+/* ---- the report page ---------------------------------------------------------------------- */
+
+static void cell(struct af_page *p, const char *text)
+{
+    af_page_put(p, "<td>");
+    af_page_esc(p, text);
+    af_page_put(p, "</td>");
+}
+
+static void head_row(struct af_page *p, const char *const *cols, size_t n)
+{
+    af_page_put(p, "<thead><tr>");
+    for (size_t i = 0; i < n; i++) {
+        af_page_put(p, "<th>");
+        af_page_esc(p, cols[i]);
+        af_page_put(p, "</th>");
+    }
+    af_page_put(p, "</tr></thead><tbody>\n");
+}
+
+static void report_tenants(struct af_page *p, const struct af_costs *c, const struct af_policy *pol)
+{
+    static const char *const cols[] = {"tenant",   "budget $/h", "mode",        "spend $/h",
+                                       "left $/h", "pods",       "prepaid $/h", "spend / budget"};
+    double scale = 0;
+    char a[64], t[160];
+
+    for (size_t i = 0; pol && i < pol->n_tenants && i < c->n_tenants; i++) {
+        const struct af_tenant *tn = &pol->tenants[i];
+        double v = tn->has_budget && tn->budget_usd_hr > c->tenants[i].spend_usd_hr
+                       ? tn->budget_usd_hr
+                       : c->tenants[i].spend_usd_hr;
+        if (v > scale)
+            scale = v;
+    }
+    af_page_put(p, "<h2>Spend per tenant against budget</h2>\n<table id=\"tenants\">");
+    head_row(p, cols, AF_ARRAY_SIZE(cols));
+    for (size_t i = 0; pol && i < pol->n_tenants && i < c->n_tenants; i++) {
+        const struct af_tenant *tn = &pol->tenants[i];
+        double spend = c->tenants[i].spend_usd_hr;
+        bool over = tn->has_budget && spend > tn->budget_usd_hr;
+        af_page_put(p, over ? "<tr class=\"over\"><th>" : "<tr><th>");
+        af_page_esc(p, tn->name);
+        af_page_put(p, "</th>");
+        cell(p, tn->has_budget ? money(a, sizeof(a), tn->budget_usd_hr) : "-");
+        cell(p, tn->has_budget ? af_over_budget_name(tn->over_budget) : "-");
+        cell(p, money(a, sizeof(a), spend));
+        cell(p, tn->has_budget ? money(a, sizeof(a), tn->budget_usd_hr - spend) : "-");
+        snprintf(a, sizeof(a), "%d", c->tenants[i].pods);
+        cell(p, a);
+        cell(p, money(a, sizeof(a), c->tenants[i].prepaid_usd_hr));
+        af_page_put(p, "<td class=\"bar\">");
+        if (tn->has_budget)
+            snprintf(t, sizeof(t), "%s: $%.2f/h of $%.2f/h%s", tn->name, spend, tn->budget_usd_hr,
+                     over ? ", over budget" : "");
+        else
+            snprintf(t, sizeof(t), "%s: $%.2f/h, no budget", tn->name, spend);
+        af_page_bar(p, scale > 0 ? 200.0 * spend / scale : 0,
+                    tn->has_budget && scale > 0 ? 200.0 * tn->budget_usd_hr / scale : -1, 200,
+                    over ? "#d62728" : "#3182bd", t);
+        af_page_put(p, "</td></tr>\n");
+    }
+    af_page_put(p, "</tbody></table>\n");
+}
+
+static void report_idle(struct af_page *p, const struct af_costs *c)
+{
+    static const char *const cols[] = {"class",    "nodes",    "price $/h",   "spend $/h",
+                                       "idle $/h", "idle devices", "of all idle"};
+    static const char *const gcols[] = {"node group", "class", "idle devices", "idle $/h"};
+    double scale = c->idle_usd_hr;   /* each class's bar: its share of all idle cost */
+    char a[64], t[96];
+
+    af_page_put(p, "<h2>Idle accelerator cost per class</h2>\n<table id=\"classes\">");
+    head_row(p, cols, AF_ARRAY_SIZE(cols));
+    for (int s = 0; s < AF_COSTS_CLASSES; s++) {
+        const struct af_cost_class *cl = &c->classes[s];
+        if (!cl->nodes)
+            continue;
+        af_page_put(p, "<tr><th>");
+        af_page_esc(p, slot_name(s));
+        af_page_put(p, "</th>");
+        snprintf(a, sizeof(a), "%d", cl->nodes);
+        cell(p, a);
+        cell(p, money(a, sizeof(a), cl->price_usd_hr));
+        cell(p, money(a, sizeof(a), cl->spend_usd_hr));
+        cell(p, money(a, sizeof(a), cl->idle_usd_hr));
+        cell(p, cl->devices ? of(a, sizeof(a), cl->idle_devices, cl->devices) : "-");
+        af_page_put(p, "<td class=\"bar\">");
+        snprintf(t, sizeof(t), "%s: $%.2f/h idle", slot_name(s), cl->idle_usd_hr);
+        af_page_bar(p, scale > 0 ? 200.0 * cl->idle_usd_hr / scale : 0, -1, 200, "#e6550d", t);
+        af_page_put(p, "</td></tr>\n");
+    }
+    af_page_put(p, "</tbody></table>\n<h2>Idle accelerators by node group</h2>\n"
+                   "<table id=\"groups\">");
+    head_row(p, gcols, AF_ARRAY_SIZE(gcols));
+    for (size_t i = 0; i < c->n_groups; i++) {
+        const struct af_cost_group *g = &c->groups[i];
+        af_page_put(p, "<tr><th>");
+        af_page_esc(p, g->group ? g->group : "-");
+        af_page_put(p, "</th>");
+        cell(p, slot_name(g->cls));
+        cell(p, of(a, sizeof(a), g->idle_devices, g->devices));
+        cell(p, money(a, sizeof(a), g->idle_usd_hr));
+        af_page_put(p, "</tr>\n");
+    }
+    af_page_put(p, "</tbody></table>\n");
+}
+
+static void report_prepaid(struct af_page *p, const struct af_costs *c, double now)
+{
+    static const char *const cols[] = {"reservation", "type",     "class",    "node",
+                                       "used",        "idle",     "rate $/h", "used $/h",
+                                       "idle $/h",    "ends in"};
+    char a[64], b[64], d[64], e[64];
+
+    af_page_put(p, "<h2>Prepaid capacity</h2>\n");
+    if (!c->n_prepaid) {
+        af_page_put(p, "<p class=\"note\" id=\"prepaid\">No node runs on a Capacity Reservation "
+                       "or Capacity Block.</p>\n");
+        return;
+    }
+    af_page_putf(p, "<p class=\"summary\" id=\"prepaid-summary\">%zu nodes reserved at $%s/h, "
+                    "paid whether used or not: $%s/h used, $%s/h idle (%s devices idle).</p>\n",
+                 c->n_prepaid, money(a, sizeof(a), c->prepaid_usd_hr),
+                 money(b, sizeof(b), c->prepaid_used_usd_hr),
+                 money(d, sizeof(d), c->prepaid_idle_usd_hr),
+                 of(e, sizeof(e), c->prepaid_idle_devices, c->prepaid_devices));
+    af_page_put(p, "<table id=\"prepaid\">");
+    head_row(p, cols, AF_ARRAY_SIZE(cols));
+    for (size_t i = 0; i < c->n_prepaid; i++) {
+        const struct af_cost_prepaid *r = &c->prepaid[i];
+        af_page_put(p, "<tr><th>");
+        af_page_esc(p, r->reservation ? r->reservation : "-");
+        af_page_put(p, "</th>");
+        cell(p, af_prepaid_name(r->type));
+        cell(p, slot_name(r->cls));
+        cell(p, r->node);
+        snprintf(a, sizeof(a), "%lld", (long long)(r->devices - r->idle_devices));
+        cell(p, a);
+        snprintf(a, sizeof(a), "%lld", (long long)r->idle_devices);
+        cell(p, a);
+        cell(p, r->rate_known ? money(a, sizeof(a), r->rate_usd_hr) : "unknown");
+        cell(p, r->rate_known ? money(a, sizeof(a), r->used_usd_hr) : "unknown");
+        cell(p, r->rate_known ? money(a, sizeof(a), r->idle_usd_hr) : "unknown");
+        cell(p, time_left(a, sizeof(a), r->end, now));
+        af_page_put(p, "</tr>\n");
+    }
+    af_page_put(p, "</tbody></table>\n");
+}
+
+/* The report as one self-contained page (accelfit/page.h, shared with simulate's). */
+static int render_report(const struct af_costs *c, const struct af_policy *pol,
+                         const struct af_snapshot *snap, double now, struct af_buf *out)
+{
+    struct af_page p = {out, 0};
+    char a[32], b[32], d[32], when[32], sub[160];
+    time_t t = (time_t)now;
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm);
+    snprintf(sub, sizeof(sub), "%s, snapshot %llu", when, (unsigned long long)snap->generation);
+    af_page_begin(&p, "accelfit costs", sub);
+    af_page_putf(&p, "<p class=\"summary\" id=\"summary\">%d nodes cost $%s/h; running pods use "
+                     "$%s/h; idle accelerators $%s/h.</p>\n",
+                 total_nodes(c), money(a, sizeof(a), c->price_usd_hr),
+                 money(b, sizeof(b), c->spend_usd_hr), money(d, sizeof(d), c->idle_usd_hr));
+    report_tenants(&p, c, pol);
+    report_idle(&p, c);
+    report_prepaid(&p, c, now);
+    af_page_put(&p, "<p class=\"note\">Each running pod pays its share of its node's hourly price: "
+                    "the largest fraction it requests of any resource the node offers. Idle cost "
+                    "is the allocatable accelerators no pod requested, at their share of the "
+                    "node's price, at most what the node's pods leave unpaid. A prepaid node "
+                    "(a Capacity Reservation or Capacity Block) is paid whether used or not: "
+                    "under prices.prepaid: marginal its pods add nothing to their tenant's spend "
+                    "and budget, and the prepaid column is their share of its rate; its price "
+                    "and idle cost here are at that rate.</p>\n");
+    return af_page_end(&p);
+}
+
+static int write_report(const char *path, const struct af_costs *c, const struct af_policy *pol,
+                        const struct af_snapshot *snap)
+{
+    struct af_buf page = AF_BUF_INIT(0);
+    FILE *f = NULL;
+    int rc = render_report(c, pol, snap, af_wall_time(), &page);
+
+    if (rc != 0) {
+        fprintf(stderr, "accelfit costs: cannot render the report\n");
+        af_buf_release(&page);
+        return 1;
+    }
+    errno = 0;
+    f = fopen(path, "w");
+    if (f) {
+        bool ok = fwrite(page.buf, 1, page.len, f) == page.len;
+        int why = errno;
+        if (fclose(f) != 0 || !ok) {
+            errno = ok ? errno : why;
+            f = NULL;
+        }
+    }
+    if (!f) {
+        fprintf(stderr,
+                "accelfit costs: cannot write the report '%s': %s (give --report a file in a "
+                "directory you can write)\n",
+                path, strerror(errno ? errno : EIO));
+        af_buf_release(&page);
+        return 1;
+    }
+    af_buf_release(&page);
+    return 0;
 }
 
 /* "prices: 3 nodes at AWS's prices, 2 at the catalog's list prices, ..." */
@@ -400,9 +686,14 @@ static int run(const struct costs_opts *o, struct af_config *cfg, struct af_snap
         }
         af_buf_release(&out);
     } else {
-        print_table(c, cfg->policy, snap->generation);
+        print_table(c, cfg->policy, snap->generation, af_wall_time());
         if (o->aws_pricing)
             print_price_sources(snap);
+    }
+    if (!rc && o->report) {
+        rc = write_report(o->report, c, cfg->policy, snap);
+        if (!rc && !o->json)
+            printf("\nreport: %s\n", o->report);
     }
     af_costs_unref(c);
     return rc;

@@ -195,6 +195,80 @@ static void add_idle(struct af_costs *c, size_t *cap, const struct af_node_info 
     g->idle_usd_hr += usd;
 }
 
+/* ---- prepaid capacity ------------------------------------------------------------------------ */
+
+/* The largest fraction of any resource of `node` that `req` asks for, in [0, 1]: the share
+ * rule of af_pod_share_usd, for a price other than the node's hourly_usd. */
+static double share_of(const struct af_resources *req, const struct af_node_info *node)
+{
+    double share = 0;
+
+    for (int r = 0; r < AF_RES__COUNT; r++) {
+        double f;
+        if (r == AF_RES_PODS || req->v[r] <= 0)
+            continue;
+        f = node->allocatable.v[r] > 0 ? (double)req->v[r] / (double)node->allocatable.v[r] : 1.0;
+        if (f > share)
+            share = f;
+    }
+    return share < 1 ? share : 1;
+}
+
+static bool is_prepaid(const struct af_node_info *n)
+{
+    return n->prepaid != AF_PREPAID_NONE;
+}
+
+/* What a node costs by the hour whether used or not: a prepaid node's rate when known (its
+ * price may be 0 for decisions), else its price. */
+static double node_rate(const struct af_node_info *n)
+{
+    return is_prepaid(n) && n->rate_known ? n->rate_usd_hr : n->hourly_usd;
+}
+
+static int cmp_prepaid(const void *a, const void *b)
+{
+    const struct af_cost_prepaid *x = a, *y = b;
+    int c;
+
+    if (!x->reservation || !y->reservation)
+        c = (x->reservation == NULL) - (y->reservation == NULL);   /* unknown id last */
+    else
+        c = strcmp(x->reservation, y->reservation);
+    return c ? c : strcmp(x->node, y->node);
+}
+
+static void add_prepaid(struct af_costs *c, size_t *cap, const struct af_node_view *v)
+{
+    const struct af_node_info *n = v->info;
+    struct af_cost_prepaid *r;
+    int64_t held, dev = af_costs_devices(n, &v->used, &held);
+
+    if (dev <= 0) {   /* a node without accelerators: one device, held while a pod runs */
+        dev = 1;
+        held = v->npods - v->nsystem > 0;
+    }
+    af_grow((void **)&c->prepaid, cap, c->n_prepaid + 1, sizeof(*c->prepaid));
+    r = &c->prepaid[c->n_prepaid++];
+    memset(r, 0, sizeof(*r));
+    r->node = n->name;
+    r->reservation = n->reservation_id;
+    r->type = n->prepaid;
+    r->cls = class_slot(n);
+    r->rate_known = n->rate_known;
+    r->rate_usd_hr = n->rate_known ? n->rate_usd_hr : 0;
+    r->devices = dev;
+    r->idle_devices = dev - held;
+    r->used_usd_hr = r->rate_usd_hr * (double)held / (double)dev;
+    r->idle_usd_hr = r->rate_usd_hr * (double)(dev - held) / (double)dev;
+    r->end = n->reservation_end;
+    c->prepaid_usd_hr += r->rate_usd_hr;
+    c->prepaid_used_usd_hr += r->used_usd_hr;
+    c->prepaid_idle_usd_hr += r->idle_usd_hr;
+    c->prepaid_devices += dev;
+    c->prepaid_idle_devices += r->idle_devices;
+}
+
 /* ---- the computation -------------------------------------------------------------------------- */
 
 struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_node_view *nodes,
@@ -203,7 +277,8 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
     struct af_costs *c = af_xcalloc(1, sizeof(*c));
     struct ns_table t = {NULL, 0, 0};
     struct node_index nx;
-    size_t groups_cap = 0, k = 0;
+    size_t groups_cap = 0, prepaid_cap = 0, k = 0;
+    /* what the pods of each node pay, at its rate (its price but for prepaid nodes) */
     double *node_spend = af_xcalloc(n_nodes + 1, sizeof(*node_spend));
 
     atomic_init(&c->refcnt, 1);
@@ -242,7 +317,18 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         usd = af_pod_share_usd(&p->requests, v->info);
         slot = class_slot(v->info);
         c->pods_counted++;
-        node_spend[v - nodes] += usd;
+        if (is_prepaid(v->info)) {
+            /* spend is what decisions charge (0 under marginal pricing); the share of the
+             * rate is counted apart, whatever the mode */
+            double share = node_rate(v->info) * share_of(&p->requests, v->info);
+            node_spend[v - nodes] += share;
+            if (tenant >= 0) {
+                c->tenants[tenant].prepaid_usd_hr += share;
+                c->tenants[tenant].prepaid_pods++;
+            }
+        } else {
+            node_spend[v - nodes] += usd;
+        }
         c->spend_usd_hr += usd;
         c->classes[slot].spend_usd_hr += usd;
         if (tenant >= 0) {
@@ -267,27 +353,30 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         const struct af_node_info *n = v->info;
         struct af_cost_class *cl = &c->classes[class_slot(n)];
         int64_t alloc, held, idle;
-        double usd;
+        double usd, rate;
 
         cl->nodes++;
+        if (is_prepaid(n))
+            add_prepaid(c, &prepaid_cap, v);
         if (!n->price_known) {
             c->unpriced_nodes++;
             continue;
         }
+        rate = node_rate(n);
         cl->priced_nodes++;
-        cl->price_usd_hr += n->hourly_usd;
-        c->price_usd_hr += n->hourly_usd;
+        cl->price_usd_hr += rate;
+        c->price_usd_hr += rate;
         alloc = af_costs_devices(n, &v->used, &held);
         if (alloc <= 0)
             continue;
         idle = alloc - held;
-        usd = n->hourly_usd * (double)idle / (double)alloc;
+        usd = rate * (double)idle / (double)alloc;
         /* A pod's share is its largest fraction of any resource, so pods that take most of
          * a node's CPU while its accelerators sit idle would otherwise be charged the same
          * dollars the idle devices are: idle cost is at most what the pods leave unpaid,
          * and spend plus idle never exceeds the node's price. */
-        if (usd > n->hourly_usd - node_spend[i])
-            usd = n->hourly_usd - node_spend[i] > 0 ? n->hourly_usd - node_spend[i] : 0;
+        if (usd > rate - node_spend[i])
+            usd = rate - node_spend[i] > 0 ? rate - node_spend[i] : 0;
         cl->devices += alloc;
         cl->idle_devices += idle;
         cl->idle_usd_hr += usd;
@@ -297,6 +386,8 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
     af_free(node_spend);
     if (c->n_groups)
         qsort(c->groups, c->n_groups, sizeof(*c->groups), cmp_group);
+    if (c->n_prepaid)
+        qsort(c->prepaid, c->n_prepaid, sizeof(*c->prepaid), cmp_prepaid);
     return c;
 }
 
@@ -314,5 +405,6 @@ void af_costs_unref(struct af_costs *c)
     af_free(c->tenants);
     af_free(c->ns);
     af_free(c->groups);
+    af_free(c->prepaid);
     af_free(c);
 }

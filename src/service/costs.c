@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "accelfit/inflight.h"
 #include "accelfit/tenant.h"
@@ -208,6 +209,10 @@ static int render_tenants(const struct af_costs *c, const struct af_policy *pol,
         if (!rc)
             rc = kint(o, &f, "pods", ct->pods);
         if (!rc)
+            rc = knum(o, &f, "prepaid_usd_hr", ct->prepaid_usd_hr);
+        if (!rc)
+            rc = kint(o, &f, "prepaid_pods", ct->prepaid_pods);
+        if (!rc)
             rc = key(o, &f, "by_class");
         if (!rc)
             rc = af_buf_puts(o, "{");
@@ -304,6 +309,78 @@ static int render_idle(const struct af_costs *c, struct af_buf *o)
     return rc ? rc : af_buf_puts(o, "]");
 }
 
+/* Prepaid capacity: the totals, then one row per prepaid node, by reservation. */
+static int render_prepaid(const struct af_costs *c, double now, struct af_buf *o)
+{
+    bool f = true;
+    int rc = af_buf_puts(o, "{");
+
+    if (!rc)
+        rc = knum(o, &f, "rate_usd_hr", c->prepaid_usd_hr);
+    if (!rc)
+        rc = knum(o, &f, "used_usd_hr", c->prepaid_used_usd_hr);
+    if (!rc)
+        rc = knum(o, &f, "idle_usd_hr", c->prepaid_idle_usd_hr);
+    if (!rc)
+        rc = kint(o, &f, "devices", (long long)c->prepaid_devices);
+    if (!rc)
+        rc = kint(o, &f, "idle_devices", (long long)c->prepaid_idle_devices);
+    if (!rc)
+        rc = key(o, &f, "reservations");
+    if (!rc)
+        rc = af_buf_puts(o, "[");
+    for (size_t i = 0; i < c->n_prepaid && !rc; i++) {
+        const struct af_cost_prepaid *r = &c->prepaid[i];
+        bool g = true;
+        rc = af_buf_puts(o, i ? ",{" : "{");
+        if (!rc)
+            rc = kstr(o, &g, "reservation", r->reservation);
+        if (!rc)
+            rc = kstr(o, &g, "type", af_prepaid_name(r->type));
+        if (!rc)
+            rc = kstr(o, &g, "node", r->node);
+        if (!rc)
+            rc = kstr(o, &g, "class", slot_name(r->cls));
+        if (!rc)
+            rc = kint(o, &g, "devices", (long long)r->devices);
+        if (!rc)
+            rc = kint(o, &g, "used_devices", (long long)(r->devices - r->idle_devices));
+        if (!rc)
+            rc = kint(o, &g, "idle_devices", (long long)r->idle_devices);
+        if (!rc && r->rate_known)
+            rc = knum(o, &g, "rate_usd_hr", r->rate_usd_hr);
+        else if (!rc)
+            rc = kraw(o, &g, "rate_usd_hr", "null");
+        if (!rc && r->rate_known)
+            rc = knum(o, &g, "used_usd_hr", r->used_usd_hr);
+        else if (!rc)
+            rc = kraw(o, &g, "used_usd_hr", "null");
+        if (!rc && r->rate_known)
+            rc = knum(o, &g, "idle_usd_hr", r->idle_usd_hr);
+        else if (!rc)
+            rc = kraw(o, &g, "idle_usd_hr", "null");
+        if (!rc && r->end > 0) {
+            char at[32];
+            time_t t = (time_t)r->end;
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+            rc = kstr(o, &g, "ends_at", at);
+            if (!rc)
+                rc = kint(o, &g, "ends_in_seconds", (long long)floor(r->end - now));
+        } else if (!rc) {
+            rc = kraw(o, &g, "ends_at", "null");
+            if (!rc)
+                rc = kraw(o, &g, "ends_in_seconds", "null");
+        }
+        if (!rc)
+            rc = af_buf_puts(o, "}");
+    }
+    if (!rc)
+        rc = af_buf_puts(o, "]");
+    return rc ? rc : af_buf_puts(o, "}");
+}
+
 int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
                          const struct af_snapshot *snap, struct af_buf *out)
 {
@@ -351,6 +428,10 @@ int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
         rc = key(out, &f, "idle");
     if (!rc)
         rc = render_idle(c, out);
+    if (!rc)
+        rc = key(out, &f, "prepaid");
+    if (!rc)
+        rc = render_prepaid(c, af_wall_time(), out);
     return rc ? rc : af_buf_puts(out, "}\n");
 }
 

@@ -4,8 +4,8 @@
  * (the rows af_sim_render_text prints, from the same function), tenant spend,
  * and charts drawn as inline SVG — cost per hour over time by class for each
  * scheduler and the lower bound, placements by class, and each rollout's share
- * on its target over time. No scripts, no fonts or styles fetched: the file can
- * be mailed and opened offline.
+ * on its target over time, on the page of accelfit/page.h: no scripts, no fonts or
+ * styles fetched, so the file can be mailed and opened offline.
  */
 #include "accelfit/simulate.h"
 
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/page.h"
 #include "sim/internal.h"
 
 /* One colour per class slot (the last for unknown). */
@@ -26,55 +27,36 @@ static const char *const palette[AF_SIM_CLASSES] = {
 
 static const char *const side_color[AF_SIM__SIDES] = {"#e6550d", "#3182bd", "#31a354"};
 
-struct page {
-    struct af_buf *b;
-    int err;
-};
-
-static void put(struct page *p, const char *s)
+/* The page of accelfit/page.h (shared with `accelfit costs --report`), by short names here. */
+static void put(struct af_page *p, const char *s)
 {
-    p->err |= af_buf_puts(p->b, s);
+    af_page_put(p, s);
 }
 
-static void AF_PRINTF(2, 3) putf(struct page *p, const char *fmt, ...)
+static void AF_PRINTF(2, 3) putf(struct af_page *p, const char *fmt, ...)
 {
-    char tmp[2048];
     va_list ap;
-    int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    af_page_vputf(p, fmt, ap);
     va_end(ap);
-    if (n > 0)
-        p->err |= af_buf_add(p->b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-/* Text into HTML: & < > " escaped. */
-static void esc(struct page *p, const char *s)
+static void esc(struct af_page *p, const char *s)
 {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': put(p, "&amp;"); break;
-        case '<': put(p, "&lt;"); break;
-        case '>': put(p, "&gt;"); break;
-        case '"': put(p, "&quot;"); break;
-        default: p->err |= af_buf_add(p->b, s, 1);
-        }
-    }
+    af_page_esc(p, s);
 }
 
-/* A round step for an axis up to `max` with about `ticks` ticks. */
 static double nice_step(double max, int ticks)
 {
-    double raw = max / ticks, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+    return af_page_nice_step(max, ticks);
 }
 
 /* ---- the table -------------------------------------------------------------------------- */
 
 static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 {
-    struct page *p = ud;
+    struct af_page *p = ud;
 
     put(p, indent ? "<tr class=\"sub\"><th>" : "<tr><th>");
     esc(p, label);
@@ -96,7 +78,7 @@ static void table_row(void *ud, const char *label, bool indent, char cell[][64])
 #define MT 10
 #define MR 10
 
-static void axes(struct page *p, double ymax, double step, const char *yfmt, double hours)
+static void axes(struct af_page *p, double ymax, double step, const char *yfmt, double hours)
 {
     double xstep = nice_step(hours > 0 ? hours : 1, 6);
     int pw = CW - ML - MR, ph = CH - MT - MB;
@@ -118,7 +100,7 @@ static void axes(struct page *p, double ymax, double step, const char *yfmt, dou
 }
 
 /* Stacked bars: dollars per hour by class in each bucket, for one side. */
-static void cost_chart(struct page *p, const struct af_sim_result *r, int side, double ymax)
+static void cost_chart(struct af_page *p, const struct af_sim_result *r, int side, double ymax)
 {
     const struct af_sim_side_stats *s = &r->side[side];
     double hours = r->horizon / 3600.0, bh = r->bucket_seconds / 3600.0;
@@ -152,7 +134,7 @@ static void cost_chart(struct page *p, const struct af_sim_result *r, int side, 
     put(p, "</svg></figure>\n");
 }
 
-static void legend(struct page *p, const struct af_sim_result *r)
+static void legend(struct af_page *p, const struct af_sim_result *r)
 {
     put(p, "<div class=\"legend\">");
     for (int c = 0; c < AF_SIM_CLASSES; c++) {
@@ -168,7 +150,7 @@ static void legend(struct page *p, const struct af_sim_result *r)
 }
 
 /* Horizontal bars: pods placed per class, one bar per side. */
-static void placements_chart(struct page *p, const struct af_sim_result *r)
+static void placements_chart(struct af_page *p, const struct af_sim_result *r)
 {
     int rows = 0, max = 1, y = 8;
 
@@ -204,7 +186,7 @@ static void placements_chart(struct page *p, const struct af_sim_result *r)
     put(p, "</svg>\n");
 }
 
-static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t k)
+static void rollout_chart(struct af_page *p, const struct af_sim_result *r, size_t k)
 {
     const struct af_sim_rollout_stats *ro = &r->rollouts[k];
     double hours = r->horizon / 3600.0;
@@ -251,41 +233,13 @@ static void rollout_chart(struct page *p, const struct af_sim_result *r, size_t 
 
 /* ---- the page ------------------------------------------------------------------------------ */
 
-static const char style[] =
-    "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;color:#222;margin:24px;"
-    "max-width:1150px}h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}"
-    ".meta{color:#555;margin:0 0 4px}.summary{font-size:16px;background:#f3f7ee;border-left:4px "
-    "solid #31a354;padding:8px 12px;margin:14px 0}table{border-collapse:collapse}"
-    "th,td{padding:3px 12px;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}"
-    "th:first-child{text-align:left;font-weight:normal}thead th{font-weight:600}"
-    "tr.sub th{padding-left:26px;color:#555}figure{display:inline-block;margin:0 16px 12px 0}"
-    "figcaption{margin-bottom:2px}.row{display:flex;gap:40px;align-items:flex-start}"
-    "h2.first{margin-top:0}.grid{stroke:#eee}.axis{stroke:#999}"
-    ".yl{font-size:11px;text-anchor:end;fill:#555}.xl{font-size:11px;text-anchor:middle;"
-    "fill:#555}.v{font-size:10px;fill:#333}.target{stroke:#555;stroke-dasharray:5 4}"
-    ".legend span{margin-right:14px;white-space:nowrap}.legend i{display:inline-block;"
-    "width:11px;height:11px;margin-right:4px;vertical-align:-1px}"
-    ".note{color:#555;font-size:12px;max-width:900px}";
-
 int af_sim_render_html(const struct af_sim_result *r, const char *title, struct af_buf *out)
 {
-    struct page p = {out, 0};
+    struct af_page p = {out, 0};
     char line[400];
     double ymax = 0;
 
-    put(&p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width\">"
-            "<title>accelfit simulate");
-    if (title && *title) {
-        put(&p, ": ");
-        esc(&p, title);
-    }
-    putf(&p, "</title><style>%s</style></head>\n<body>\n<h1>accelfit simulate</h1>\n", style);
-    if (title && *title) {
-        put(&p, "<p class=\"meta\">");
-        esc(&p, title);
-        put(&p, "</p>\n");
-    }
+    af_page_begin(&p, "accelfit simulate", title);
     putf(&p, "<p class=\"meta\">%zu nodes, %zu pods in the trace, %zu already running; %.1f hours. ",
          r->n_nodes, r->n_pods, r->n_bound, r->horizon / 3600.0);
     af__sim_scan_text(r, line, sizeof(line));
@@ -371,7 +325,6 @@ int af_sim_render_html(const struct af_sim_result *r, const char *title, struct 
             "runs on it. The lower bound prices each pod at the cheapest node that could hold "
             "it, packed perfectly, for the time both schedulers ran it: no scheduler can pay "
             "less for that work. kube-scheduler is modelled (docs/simulate.md says what the "
-            "model leaves out); accelfit's decisions are the server's own code.</p>\n"
-            "</body></html>\n");
-    return p.err ? AF_ETOOBIG : 0;
+            "model leaves out); accelfit's decisions are the server's own code.</p>\n");
+    return af_page_end(&p);
 }

@@ -1740,7 +1740,7 @@ static void create_bound_pod(const char *ns, const char *name, const char *node,
 /* The alerts the conditions of the test must raise, and those that may or may not (the
  * machine's load decides): every other alert's expression must return nothing. */
 static const char *const must_fire[] = {"AccelfitRolloutHalted", "AccelfitTenantOverBudgetHard",
-                                        "AccelfitAWSPricesFailing",
+                                        "AccelfitAWSPricesFailing", "AccelfitPrepaidCapacityIdle",
                                         "AccelfitUtilizationDown" /* --prometheus: nothing there */};
 static const char *const may_fire[] = {"AccelfitRolloutClaimsLocal", "AccelfitExtenderSlow"};
 
@@ -1799,9 +1799,10 @@ static bool panels_answer(json_t *queries, const char **missing)
 
 /*
  * A real Prometheus scrapes a real accelfit on the real control plane, with the rules the
- * monitoring overlay installed: a rollout halted by its brake, a tenant over its hard budget and
- * an AWS spot price source that stops answering make exactly their alerts' expressions return
- * series; every metric a rule or panel names is in /metrics; every panel query returns data; then
+ * monitoring overlay installed: a rollout halted by its brake, a tenant over its hard budget, an
+ * idle Capacity Block and an AWS spot price source that stops answering make exactly their
+ * alerts' expressions return series; every metric a rule or panel names is in /metrics; every
+ * panel query returns data; then
  * the webhook fails open (failurePolicy Ignore, accelfit unreachable) and the API server's
  * counter raises AccelfitWebhookFailingOpen.
  */
@@ -1845,6 +1846,17 @@ START_TEST(test_alerts_and_panels_on_a_real_prometheus)
     make_namespace("research");
     create_bound_pod("research", "train-a", NODE_P4D, 8);
     create_bound_pod("research", "train-b", "ip-10-0-6-10.us-west-2.compute.internal", 8);
+
+    /* a Capacity Block nobody uses (cordoned, so no pod lands there): its idle accelerators
+     * are in /metrics and on the dashboard, and AccelfitPrepaidCapacityIdle's expression holds */
+    clone_node(NODE_P4D, "ip-10-0-7-10.us-west-2.compute.internal", "p4d.24xlarge", 8);
+    must(kubectl(NULL, "label node ip-10-0-7-10.us-west-2.compute.internal --overwrite "
+                       "karpenter.sh/capacity-type=reserved "
+                       "karpenter.k8s.aws/capacity-reservation-type=capacity-block "
+                       "karpenter.k8s.aws/capacity-reservation-id=cr-0e2e0b10c >/dev/null"),
+         "labelling the prepaid node");
+    must(kubectl(NULL, "cordon ip-10-0-7-10.us-west-2.compute.internal >/dev/null"),
+         "cordoning the prepaid node");
 
     /* AWS spot prices were read; now every EC2 call is throttled: the spot source fails */
     ck_assert_msg(AF_TEST_WAIT_FOR(60, metric("accelfit_aws_prices_age_seconds") >= 0),
@@ -1911,11 +1923,12 @@ START_TEST(test_alerts_and_panels_on_a_real_prometheus)
         json_array_foreach(names, k, n) {
             const char *name = json_string_value(n);
             const char *body = !strncmp(name, "apiserver_", 10) ? api_metrics : metrics;
-            char *line = af_xasprintf("\n%s", name);
+            char *line;
             const char *at;
             bool found = false;
             if (!strcmp(name, "up"))
                 continue;   /* Prometheus's own */
+            line = af_xasprintf("\n%s", name);
             for (at = strstr(body, line); at && !found; at = strstr(at + 1, line))
                 found = at[strlen(line)] == '{' || at[strlen(line)] == ' ';
             ck_assert_msg(found, "%s '%s' reads %s, which is not in %s's /metrics",
