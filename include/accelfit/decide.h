@@ -324,4 +324,61 @@ void af_prioritize(const struct af_policy *pol, const struct af_plan *plan,
                    const struct af_pod_info *pod, const struct af_node_view *nodes,
                    const char *const *names, size_t n, struct af_node_decision *out);
 
+/* ---- the decision order ------------------------------------------------------------------ */
+
+/*
+ * Every decision about a pod — kube-scheduler's filter, prioritize and preempt, /explain, the
+ * webhook's preferences, and the simulator's side for accelfit — takes the same steps in the
+ * same order, here and only here (src/core/decide.c):
+ *
+ *   1. plan      af_plan_pod: what the pod needs and its tiers; plan->now, the caller's clock
+ *                (a Capacity Block's end is judged against it)
+ *   2. rollout   the unit's side restricts the plan. First of the restrictions: a side is
+ *                decided once per unit, and what narrows later (a budget) must never move a
+ *                unit off the side the ledger counts it on
+ *   3. tenant    the tenant's classes and hard budget restrict the plan (af_tenant_steer); a
+ *                soft budget is only kept, for step 6
+ *   4. filter    af_filter, or the caller's filter with live utilization
+ *   5. score     af_prioritize (prepaid capacity first within a tier, a reservation that
+ *                ends before the pod could finish last), then the live-utilization part
+ *   6. rank      a soft budget lowers premium nodes' scores: after 5, since it lowers what 5
+ *                gave
+ *
+ * What needs state the core does not keep — the rollouts' ledger, the tenants' books, a
+ * utilization snapshot — is the caller's, as hooks; a NULL hook is a step not taken.
+ */
+struct af_tenant_decision;
+
+struct af_decide_hooks {
+    void *ud;
+    /* 2: restrict `plan` to the pod's rollout side */
+    void (*rollout)(void *ud, const struct af_pod_info *pod, struct af_plan *plan);
+    /* 3: the tenant's steer into `td` (af_tenant_steer with the caller's books) */
+    void (*tenant)(void *ud, const struct af_pod_info *pod, struct af_plan *plan,
+                   struct af_tenant_decision *td);
+    /* 4: filter in place of af_filter (live utilization) */
+    void (*filter)(void *ud, const struct af_plan *plan, const struct af_pod_info *pod,
+                   const struct af_node_view *nodes, const char *const *names, size_t n,
+                   struct af_node_decision *out, struct af_filter_summary *sum);
+    /* 5: after af_prioritize, the live part of the scores */
+    void (*score)(void *ud, const struct af_plan *plan, const struct af_pod_info *pod,
+                  const struct af_node_view *nodes, size_t n, struct af_node_decision *out);
+};
+
+/* Steps 1-3 into `plan` and `td` (zeroed first: a tenant-less decision ranks nothing).
+ * `h` may be NULL. Cannot fail. */
+void af_decide_plan(const struct af_policy *pol, const struct af_catalog *cat,
+                    const struct af_pod_info *pod, double now, const struct af_decide_hooks *h,
+                    struct af_plan *plan, struct af_tenant_decision *td);
+/* Step 4 for a plan from af_decide_plan. */
+void af_decide_filter(const struct af_policy *pol, const struct af_plan *plan,
+                      const struct af_pod_info *pod, const struct af_node_view *nodes,
+                      const char *const *names, size_t n, const struct af_decide_hooks *h,
+                      struct af_node_decision *out, struct af_filter_summary *sum);
+/* Steps 5 and 6 for a plan and tenant decision from af_decide_plan. */
+void af_decide_prioritize(const struct af_policy *pol, const struct af_plan *plan,
+                          const struct af_pod_info *pod, const struct af_node_view *nodes,
+                          const char *const *names, size_t n, const struct af_decide_hooks *h,
+                          const struct af_tenant_decision *td, struct af_node_decision *out);
+
 #endif

@@ -95,6 +95,9 @@ struct af_kube_options {
     /* Prices read from AWS (prices.h), applied to every node as it is cached and, through
      * af_kube_reprice, to every cached node when a new book comes; NULL: none. Borrowed. */
     struct af_prices_holder *prices;
+    /* List and watch Karpenter's NodeOverlays when the API server serves them, and price
+     * nodes with them (src/kube/overlays.c); default true. */
+    bool overlays;
 };
 void af_kube_options_default(struct af_kube_options *o);
 

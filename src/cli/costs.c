@@ -212,6 +212,7 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
     af_config_holder_init(&holder, af_config_ref(cfg));
     af_publisher_init(&pub);
     af_kube_options_default(&kopt);
+    kopt.overlays = false;   /* one list of nodes and pods: overlays are the server's (docs/pricing.md) */
     if (o->aws_pricing) {
         af_prices_holder_init(&prices);
         kopt.prices = &prices;

@@ -36,6 +36,7 @@ void af_kube_options_default(struct af_kube_options *o)
     o->backoff_max_s = 30;
     o->publish_interval_s = 0.05;
     o->events_per_minute = 60;
+    o->overlays = true;
 }
 
 /* Test/diagnostic knobs read from the environment at start (documented in docs/cluster.md). */
@@ -171,7 +172,8 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
     pthread_create(&k->ev_thread, NULL, af__kube_events_main, k);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_create(&k->refl[i].thread, NULL, af__kube_reflector_main, &k->refl[i]);
-    pthread_create(&k->overlays_thread, NULL, af__kube_overlays_main, k);
+    if (k->opt.overlays)
+        pthread_create(&k->overlays_thread, NULL, af__kube_overlays_main, k);
     *out = k;
     return 0;
 }
@@ -198,7 +200,8 @@ void af_kube_stop(struct af_kube *k)
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++)
         pthread_join(k->refl[i].thread, NULL);
     af__kube_state_stop(k);
-    pthread_join(k->overlays_thread, NULL);
+    if (k->opt.overlays)
+        pthread_join(k->overlays_thread, NULL);
     pthread_join(k->publisher, NULL);
     pthread_join(k->ev_thread, NULL);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++) {

@@ -318,7 +318,7 @@ int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char 
         }
         af__kube_creds_clear(&c);
         if (cc != CURLE_OK) {
-            AF_LOG(AF_LOG_WARN, "rollout state request failed", "method", method, "path", path,
+            AF_LOG(AF_LOG_WARN, "API server request failed", "method", method, "path", path,
                    "error", curl_easy_strerror(cc), NULL);
             break;
         }

@@ -6,6 +6,8 @@
 #ifndef AF_SERVICE_INTERNAL_H
 #define AF_SERVICE_INTERNAL_H
 
+#include "accelfit/decide.h"
+
 #include "accelfit/codec.h"
 #include "accelfit/http.h"
 #include "accelfit/rollout.h"
@@ -41,5 +43,22 @@ int af__mutate_answer(const struct af_admission *a, const struct af_buf *patch,
                       struct af_warnings *w, struct af_buf *out);
 /* Queues the job for the worker, which answers it (steals it). */
 void af__claims_enqueue(struct af_claims *c, struct af__mutate_job *job);
+
+/* The service's part of the decision order (accelfit/decide.h; service.c): the rollouts'
+ * ledger (step 2), the tenants' books (3) and live utilization (4, 5). */
+struct af__decide_ctx {
+    struct af_service *svc;
+    const struct af_config *cfg;
+    const struct af_snapshot *snap;
+    unsigned rollout_flags;            /* af_rollouts_steer's (AF_ROLLOUTS_PEEK: /explain) */
+    unsigned budget_flags;             /* af_budget_steer's */
+    struct af_arena *ar;               /* scratch of the live filter */
+    struct af_util_snapshot *us;       /* for the live score; NULL: none */
+    struct af_rollout_decision rd;     /* step 2's decision */
+};
+
+/* The hooks over `d`, in `h`, returned. */
+const struct af_decide_hooks *af__service_hooks(struct af__decide_ctx *d,
+                                                struct af_decide_hooks *h);
 
 #endif

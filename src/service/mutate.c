@@ -119,8 +119,15 @@ static void prefer(struct af_service *svc, struct af_config *cfg, const struct a
     }
     plan = af_xmalloc(sizeof(*plan));
     prefs = af_xmalloc(sizeof(*prefs));
-    af_plan_pod(pol, cfg->catalog, pod, plan);
-    af_budget_steer(svc, cfg, snap, pod, 0, plan, &td);   /* as filter does (service.c) */
+    {
+        /* as filter plans (the decision order, accelfit/decide.h), without a rollout's side:
+         * preferences are for the pods rollouts do not steer */
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap};
+        struct af_decide_hooks h;
+        (void)af__service_hooks(&dc, &h);
+        h.rollout = NULL;
+        af_decide_plan(pol, cfg->catalog, pod, af_wall_time(), &h, plan, &td);
+    }
     scratch = af_xmalloc((snap->n_nodes + 1) * sizeof(*scratch));
     (void)af_prefer_for(pol, cfg->catalog, plan, pod, snap->nodes, snap->n_nodes, scratch,
                         prefs);

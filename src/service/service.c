@@ -25,6 +25,7 @@
 #include "accelfit/kube.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/utilization.h"
+#include "service/internal.h"
 
 
 /* What /explain cannot see; kube-scheduler applies these before it calls the extender. */
@@ -216,14 +217,6 @@ static void set_reason(struct af_node_decision *d, const char *reason)
 
 /* ---- rollout steering ----------------------------------------------------------------------- */
 
-/* The rollout decision for `pod` and its plan restricted to its side (af_rollouts_steer). */
-static void steer(struct af_service *svc, const struct af_config *cfg,
-                  const struct af_snapshot *snap, const struct af_pod_info *pod, unsigned flags,
-                  struct af_plan *plan, struct af_rollout_decision *rd)
-{
-    af_rollouts_steer(svc->rollouts, cfg, snap, pod, af_wall_time(), flags, plan, rd);
-}
-
 /* The candidates of a decoded request as the core wants them (arena memory). */
 struct candidates {
     size_t n;
@@ -264,34 +257,59 @@ static void build_candidates(struct af_arena *ar, const struct af_ext_args *args
 }
 
 /*
- * Live utilization (accelfit/utilization.h): filter with the policy's live thresholds,
- * and the live part of the scores, from the reader's current snapshot. Reading it takes
- * a reference; no request ever waits for Prometheus.
+ * The service's part of the decision order (accelfit/decide.h): the rollouts' ledger
+ * (step 2), the tenants' books (3), and live utilization (4, 5) from the reader's current
+ * snapshot; reading it takes a reference, and no request ever waits for Prometheus.
  */
-static void live_filter(struct af_service *svc, const struct af_config *cfg,
-                        const struct af_plan *plan, const struct af_pod_info *pod,
-                        struct af_arena *ar, const struct candidates *c,
-                        struct af_node_decision *dec, struct af_filter_summary *sum)
+static void hook_rollout(void *ud, const struct af_pod_info *pod, struct af_plan *plan)
 {
-    struct af_util_snapshot *us =
-        af_util_filters(cfg->policy) ? af_prom_acquire(svc->util) : NULL;
+    struct af__decide_ctx *d = ud;
+
+    af_rollouts_steer(d->svc->rollouts, d->cfg, d->snap, pod, af_wall_time(), d->rollout_flags,
+                      plan, &d->rd);
+}
+
+static void hook_tenant(void *ud, const struct af_pod_info *pod, struct af_plan *plan,
+                        struct af_tenant_decision *td)
+{
+    struct af__decide_ctx *d = ud;
+
+    af_budget_steer(d->svc, (struct af_config *)d->cfg, (struct af_snapshot *)d->snap, pod,
+                    d->budget_flags, plan, td);
+}
+
+static void hook_filter(void *ud, const struct af_plan *plan, const struct af_pod_info *pod,
+                        const struct af_node_view *nodes, const char *const *names, size_t n,
+                        struct af_node_decision *out, struct af_filter_summary *sum)
+{
+    struct af__decide_ctx *d = ud;
+    const struct af_policy *pol = d->cfg->policy;
+    struct af_util_snapshot *us = af_util_filters(pol) ? af_prom_acquire(d->svc->util) : NULL;
 
     if (us)
-        af_util_filter(cfg->policy, plan, pod, c->views, c->names, c->n, us,
-                       af_util_now(us, af_wall_time()),
-                       af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views)), dec, sum);
+        af_util_filter(pol, plan, pod, nodes, names, n, us, af_util_now(us, af_wall_time()),
+                       af_arena_alloc(d->ar, (n + 1) * sizeof(*nodes)), out, sum);
     else
-        af_filter(cfg->policy, plan, pod, c->views, c->names, c->n, dec, sum);
+        af_filter(pol, plan, pod, nodes, names, n, out, sum);
     af_util_snapshot_unref(us);
 }
 
-static void live_score(const struct af_config *cfg, const struct af_plan *plan,
-                       const struct af_pod_info *pod, const struct candidates *c,
-                       const struct af_util_snapshot *us, struct af_node_decision *dec)
+static void hook_score(void *ud, const struct af_plan *plan, const struct af_pod_info *pod,
+                       const struct af_node_view *nodes, size_t n, struct af_node_decision *out)
 {
-    if (us)
-        af_util_score(cfg->policy, plan, pod, c->views, c->n, us, af_util_now(us, af_wall_time()),
-                      dec);
+    struct af__decide_ctx *d = ud;
+
+    if (d->us)
+        af_util_score(d->cfg->policy, plan, pod, nodes, n, d->us,
+                      af_util_now(d->us, af_wall_time()), out);
+}
+
+const struct af_decide_hooks *af__service_hooks(struct af__decide_ctx *d,
+                                                struct af_decide_hooks *h)
+{
+    *h = (struct af_decide_hooks){.ud = d, .rollout = hook_rollout, .tenant = hook_tenant,
+                                  .filter = hook_filter, .score = hook_score};
+    return h;
 }
 
 static void request_error(struct af_buf *errbuf, const char *what, const struct af_error *err,
@@ -518,17 +536,15 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af_filter_summary sum;
 
-        struct af_rollout_decision rd;
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar};
+        struct af_decide_hooks h;
         struct af_tenant_decision bd;
 
         memset(&sum, 0, sizeof(sum));
-        af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
-        plan->now = af_wall_time();   /* a Capacity Block's end is judged against it */
+        af_decide_plan(cfg->policy, cfg->catalog, pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
         warn_bad_annotations(svc, pod, plan);
         plan->brief_reasons = true;   /* one text per cause: the scheduler's event counts them */
-        steer(svc, cfg, snap, pod, 0, plan, &rd);
-        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
-        live_filter(svc, cfg, plan, pod, &ar, &c, dec, &sum);
+        af_decide_filter(cfg->policy, plan, pod, c.views, c.names, c.n, &h, dec, &sum);
         af_budget_charge(svc, pod, &bd, c.views, c.n, dec);   /* until the pod is seen */
         st->passed = sum.passed;
         st->fallback = sum.fallback;
@@ -600,20 +616,15 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     } else {
         const struct af_pod_info *pod = af_ext_args_pod(args);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
-        struct af_rollout_decision rd;
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar,
+                                .us = af_prom_acquire(svc->util)};
+        struct af_decide_hooks h;
         struct af_tenant_decision bd;
 
-        struct af_util_snapshot *us = af_prom_acquire(svc->util);
-
-        af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
-        plan->now = af_wall_time();   /* a Capacity Block's end is judged against it */
+        af_decide_plan(cfg->policy, cfg->catalog, pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
         warn_bad_annotations(svc, pod, plan);
-        steer(svc, cfg, snap, pod, 0, plan, &rd);
-        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
-        af_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, dec);
-        live_score(cfg, plan, pod, &c, us, dec);
-        af_util_snapshot_unref(us);
-        af_tenant_rank(&bd, pod, c.views, c.n, dec);   /* after the live score: it lowers it */
+        af_decide_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, &h, &bd, dec);
+        af_util_snapshot_unref(dc.us);
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
     if (rc != 0) {
@@ -703,17 +714,17 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         const struct af_pod_info *pod = af_preempt_args_pod(args);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
 
-        struct af_rollout_decision rd;
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar};
+        struct af_decide_hooks h;
         struct af_tenant_decision bd;
 
         dec = af_xmalloc((n + 1) * sizeof(*dec));   /* af_filter initializes every entry */
-        af_plan_pod(cfg->policy, cfg->catalog, pod, plan);
-        plan->now = af_wall_time();   /* a Capacity Block's end is judged against it */
-        /* the side filter steered the unit to: evicting elsewhere would not help it */
-        steer(svc, cfg, snap, pod, 0, plan, &rd);
-        /* nor would evicting for a node the tenant's budget refuses */
-        af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);
-        af_filter(cfg->policy, plan, pod, views, names, n, dec, NULL);
+        /* the side filter steered the unit to (evicting elsewhere would not help it), and the
+         * tenant's budget (nor would evicting for a node it refuses); live utilization does
+         * not refuse here: evicting is judged on what is allocated */
+        af_decide_plan(cfg->policy, cfg->catalog, pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
+        h.filter = NULL;
+        af_decide_filter(cfg->policy, plan, pod, views, names, n, &h, dec, NULL);
         for (size_t i = 0; i < n; i++) {
             keep[i] = dec[i].verdict != AF_VERDICT_UNRESOLVABLE;
             if (!keep[i])
@@ -1014,25 +1025,23 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_node_decision *fdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*fdec));
     struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
     struct af_filter_summary sum;
-    struct af_rollout_decision rd;
     struct af_tenant_decision bd;
     struct jw w = {out, 0, false};
     char podname[600];
     struct af_util_snapshot *us = af_prom_acquire(svc->util);
     double now = af_util_now(us, af_wall_time());
+    /* what filter and prioritize would do, remembering nothing */
+    struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = in->snap, .ar = ar, .us = us,
+                            .rollout_flags = AF_ROLLOUTS_PEEK, .budget_flags = AF_BUDGET_SPEND};
+    struct af_decide_hooks h;
 
     memset(&sum, 0, sizeof(sum));
-    af_plan_pod(cfg->policy, cfg->catalog, in->pod, plan);
-    plan->now = af_wall_time();
-    /* what filter would do, remembering nothing */
-    steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
-    af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, AF_BUDGET_SPEND,
-                    plan, &bd);
-    live_filter(svc, cfg, plan, in->pod, ar, &in->c, fdec, &sum);
-    af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
-    live_score(cfg, plan, in->pod, &in->c, us, pdec);
-    af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
-    af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, pdec);   /* the scores */
+    af_decide_plan(cfg->policy, cfg->catalog, in->pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
+    af_decide_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, &h, fdec,
+                     &sum);
+    af_decide_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, &h, &bd,
+                         pdec);
+    af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* its reasons too */
 
     snprintf(podname, sizeof(podname), "%s/%s", in->pod->ns ? in->pod->ns : "",
              in->pod->name ? in->pod->name : "");
@@ -1055,7 +1064,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     jw_close(&w, "}");
     render_scope(&w, in);
     render_plan(&w, plan);
-    render_rollout(&w, cfg, &rd);
+    render_rollout(&w, cfg, &dc.rd);
     jw_key(&w, "tenant");
     if (!w.err)
         w.err = af_budget_explain_json(&bd, w.b);

@@ -396,6 +396,32 @@ static void check_spend(struct run *r)
 }
 
 /* Tries to place pod p now. Returns true when it was placed. */
+/* The simulator's part of the decision order (accelfit/decide.h): the run's rollouts
+ * (step 2) and the tenants' books of this moment (3, equal to af_costs_compute's). */
+struct sim_decide {
+    struct run *r;
+    const struct af_snapshot *snap;
+    size_t p;
+    struct af_rollout_decision rd;
+};
+
+static void sim_rollout(void *ud, const struct af_pod_info *pod, struct af_plan *plan)
+{
+    struct sim_decide *d = ud;
+
+    af_rollouts_steer(d->r->rollouts, d->r->cfg, d->snap, pod, d->r->start_unix + d->r->t, 0,
+                      plan, &d->rd);
+}
+
+static void sim_tenant(void *ud, const struct af_pod_info *pod, struct af_plan *plan,
+                       struct af_tenant_decision *td)
+{
+    struct sim_decide *d = ud;
+
+    af_tenant_steer(d->r->cfg->policy, pod, d->r->tenant_rate[d->r->tenant_of[d->p]],
+                    d->r->res->tenants_from_policy, plan, td);
+}
+
 static bool decide(struct run *r, size_t p)
 {
     struct af_sim_pod *pod = r->all[p];
@@ -438,22 +464,19 @@ static bool decide(struct run *r, size_t p)
         r->st->scan_cut++;
 
     if (r->side == AF_SIM_ACCELFIT) {
-        struct af_rollout_decision rd;
+        struct sim_decide d = {r, snap, p, {0}};
+        struct af_decide_hooks h = {.ud = &d, .rollout = sim_rollout, .tenant = sim_tenant};
         struct af_tenant_decision td;
+        /* the plan without the steps, for the books (which tier it landed on) */
         af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
-        open_plan.now = r->start_unix + r->t;
-        plan = open_plan;
-        af_rollouts_steer(r->rollouts, r->cfg, snap, pod->info, r->start_unix + r->t, 0, &plan,
-                          &rd);
-        /* The tenant's classes and budget, as the server applies them, with the spend the
-         * cluster shows at this moment (the books, equal to af_costs_compute's). */
-        af_tenant_steer(r->cfg->policy, pod->info, r->tenant_rate[r->tenant_of[p]],
-                        r->res->tenants_from_policy, &plan, &td);
+        af_decide_plan(r->cfg->policy, r->cfg->catalog, pod->info, r->start_unix + r->t, &h,
+                       &plan, &td);
         for (size_t j = 0; j < n; j++) {
             r->views[j] = snap->nodes[r->pos[r->cand[j]]];
             r->names[j] = r->views[j].info->name;
         }
-        af_filter(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->dec, NULL);
+        af_decide_filter(r->cfg->policy, &plan, pod->info, r->views, r->names, n, &h, r->dec,
+                         NULL);
         /* kube-scheduler sends prioritize only the nodes filter kept. */
         for (size_t j = 0; j < n; j++)
             if (r->dec[j].verdict == AF_VERDICT_PASS)
@@ -464,8 +487,8 @@ static bool decide(struct run *r, size_t p)
             r->views[j] = snap->nodes[r->pos[r->cand[j]]];
             r->names[j] = r->views[j].info->name;
         }
-        af_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, n, r->pdec);
-        af_tenant_rank(&td, pod->info, r->views, n, r->pdec);   /* a soft budget */
+        af_decide_prioritize(r->cfg->policy, &plan, pod->info, r->views, r->names, n, &h, &td,
+                             r->pdec);
         for (size_t j = 0; j < n; j++)
             r->score[j] += (int64_t)r->pdec[j].score * r->opt->extender_weight *
                            (AF_KS_MAX_NODE_SCORE / 10);
@@ -749,9 +772,12 @@ static bool provision(struct run *r, size_t p)
         struct af_snapshot *snap = af_cache_snapshot(r->cache);
         struct af_plan plan;
         struct af_tenant_decision td;
-        af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &plan);
-        af_tenant_steer(r->cfg->policy, pod->info, r->tenant_rate[r->tenant_of[p]],
-                        r->res->tenants_from_policy, &plan, &td);
+        struct sim_decide d = {r, snap, p, {0}};
+        /* as the webhook plans: the tenant's steer, no rollout side (a unit of a rollout is
+         * not given preferences) */
+        struct af_decide_hooks h = {.ud = &d, .tenant = sim_tenant};
+        af_decide_plan(r->cfg->policy, r->cfg->catalog, pod->info, r->start_unix + r->t, &h,
+                       &plan, &td);
         (void)af_prefer_for(r->cfg->policy, r->cfg->catalog, &plan, pod->info, snap->nodes,
                             snap->n_nodes, r->dec, r->prefs);
         af_snapshot_unref(snap);
