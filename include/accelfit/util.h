@@ -234,6 +234,17 @@ double af_parse_rfc3339(const char *s);
  * summed ("90s", "1h30m", "2d"), or "0"; at most AF_DURATION_MAX_S (ten years). Returns 0
  * with *out in seconds, -1 when malformed. */
 #define AF_DURATION_MAX_S (3650.0 * 86400)
+/* Kubernetes names, as the API server validates them (one set for the policy loader and the
+ * webhook): a DNS-1123 label ([a-z0-9]([-a-z0-9]*[a-z0-9])?, <= 63) of the `n` characters at
+ * `s`; a DNS-1123 subdomain (labels joined by '.', <= 253); a qualified name (label and
+ * annotation keys: [DNS-subdomain/]name, the name [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?,
+ * <= 63); a label value (empty, or such a name); an environment variable's name
+ * ([-._a-zA-Z][-._a-zA-Z0-9]*). */
+bool af_k8s_dns_label(const char *s, size_t n);
+bool af_k8s_dns_subdomain(const char *s, size_t n);
+bool af_k8s_qualified_name(const char *s);
+bool af_k8s_label_value(const char *s);
+bool af_k8s_env_name(const char *s);
 /* The value of `key` in labels packed "key\0value\0...\0\0" (NULL is fine), or NULL. */
 const char *af_packed_get(const char *packed, const char *key);
 int af_parse_duration(const char *s, double *out) AF_MUST_CHECK;

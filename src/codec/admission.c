@@ -551,47 +551,6 @@ static bool requests_source(json_t *c, unsigned kinds)
     return false;
 }
 
-/* An environment variable name the v1.26 API server accepts ([-._a-zA-Z][-._a-zA-Z0-9]*). */
-static bool env_name_ok(const char *s)
-{
-    if (!s || !*s || (*s >= '0' && *s <= '9'))
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '.' || *p == '_'))
-            return false;
-    return true;
-}
-
-/* A qualified name ([prefix/]name: prefix a DNS subdomain <= 253, name <= 63, alphanumeric
- * at both ends, '-', '_', '.' inside), as annotation and toleration keys must be. */
-static bool qualified_name_ok(const char *s)
-{
-    const char *slash = s ? strchr(s, '/') : NULL, *name = slash ? slash + 1 : s;
-    size_t n;
-
-    if (!s || !*s)
-        return false;
-    if (slash) {
-        size_t plen = (size_t)(slash - s);
-        if (plen == 0 || plen > 253 || strchr(name, '/'))
-            return false;
-        for (const char *p = s; p < slash; p++)
-            if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-                return false;
-    }
-    n = strlen(name);
-    if (n == 0 || n > 63)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        bool an = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!an && ((i == 0 || i == n - 1) || (c != '-' && c != '_' && c != '.')))
-            return false;
-    }
-    return true;
-}
-
 /* A string jansson can hold (valid UTF-8); a NULL `s` is fine. */
 static bool utf8_ok(const char *s)
 {
@@ -612,7 +571,7 @@ static bool toleration_ok(const struct af_toleration *t)
 
     if (t->op && !exists && strcmp(t->op, "Equal"))
         return false;
-    if (t->key ? !qualified_name_ok(t->key) : !exists)
+    if (t->key ? !af_k8s_qualified_name(t->key) : !exists)
         return false;
     if (exists && t->value && *t->value)
         return false;
@@ -654,7 +613,7 @@ static int check_variant(const struct af_variant *v, char *why, size_t whylen)
         }
     }
     for (size_t i = 0; i < v->n_env; i++)
-        if (!env_name_ok(v->env[i].key) || !v->env[i].value || !utf8_ok(v->env[i].value)) {
+        if (!af_k8s_env_name(v->env[i].key) || !v->env[i].value || !utf8_ok(v->env[i].value)) {
             snprintf(why, whylen, "the variant's env '%.60s' is not a valid variable",
                      v->env[i].key ? v->env[i].key : "");
             return AF_EINVAL;
@@ -666,7 +625,7 @@ static int check_variant(const struct af_variant *v, char *why, size_t whylen)
             return AF_EINVAL;
         }
     for (size_t i = 0; i < v->n_annotations; i++)
-        if (!qualified_name_ok(v->annotations[i].key) || !v->annotations[i].value ||
+        if (!af_k8s_qualified_name(v->annotations[i].key) || !v->annotations[i].value ||
             !utf8_ok(v->annotations[i].value)) {
             snprintf(why, whylen, "the variant's annotation '%.60s' is not valid",
                      v->annotations[i].key ? v->annotations[i].key : "");

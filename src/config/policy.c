@@ -596,7 +596,7 @@ static int load_names(struct af__ydoc *d, yaml_node_t *v, const char *what, char
         rc = af__ynode_string(d, e, what, &s);
         if (rc)
             return rc;
-        if (!af__dns_label(s, strlen(s)))
+        if (!af_k8s_dns_label(s, strlen(s)))
             return af__ydoc_err(d, e, AF_EINVAL,
                                 "'%s' in %s is not a name (lowercase letters, digits and '-', at "
                                 "most 63 characters)",

@@ -86,83 +86,7 @@ void af__rollouts_free(struct af_rollout *r, size_t n)
     af_free(r);
 }
 
-/* ---- Kubernetes names ------------------------------------------------------------------- */
-
-static bool alnum(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool lower_alnum(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-/* The name part of a qualified name, and a non-empty label value:
- * [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters. */
-static bool name_part(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || !alnum(s[0]) || !alnum(s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
-            return false;
-    return true;
-}
-
-/* A DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters. */
-bool af__dns_label(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || !lower_alnum(s[0]) || !lower_alnum(s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!lower_alnum(s[i]) && s[i] != '-')
-            return false;
-    return true;
-}
-
-/* A DNS-1123 subdomain: labels joined by '.', at most 253 characters. */
-static bool dns_subdomain(const char *s, size_t n)
-{
-    size_t start = 0;
-
-    if (n == 0 || n > 253)
-        return false;
-    for (size_t i = 0; i <= n; i++)
-        if (i == n || s[i] == '.') {
-            if (!af__dns_label(s + start, i - start))
-                return false;
-            start = i + 1;
-        }
-    return true;
-}
-
-/* A qualified name (label and annotation keys, resource names): [DNS-subdomain/]name. */
-static bool qualified_name(const char *s)
-{
-    const char *slash = strchr(s, '/');
-
-    if (!slash)
-        return name_part(s, strlen(s));
-    return dns_subdomain(s, (size_t)(slash - s)) && name_part(slash + 1, strlen(slash + 1));
-}
-
-/* A label value: empty, or a name part. */
-static bool label_value(const char *s)
-{
-    return !*s || name_part(s, strlen(s));
-}
-
-/* An environment variable name as the API server takes it: [-._a-zA-Z][-._a-zA-Z0-9]*. */
-static bool env_name(const char *s)
-{
-    if (!*s || (s[0] >= '0' && s[0] <= '9'))
-        return false;
-    for (; *s; s++)
-        if (!alnum(*s) && *s != '-' && *s != '.' && *s != '_')
-            return false;
-    return true;
-}
+/* ---- Kubernetes names: accelfit/util.h (af_k8s_*), one set for the policy and the webhook -- */
 
 /* ---- durations and times ------------------------------------------------------------------ */
 
@@ -375,7 +299,7 @@ static int first_class(uint32_t mask)
 
 static bool label_key_ok(const char *s)
 {
-    return qualified_name(s);
+    return af_k8s_qualified_name(s);
 }
 
 static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r)
@@ -391,7 +315,7 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
         rc = af__ynode_string(d, v, "selector.namespace", &s);
         if (rc)
             return rc;
-        if (!af__dns_label(s, strlen(s)))
+        if (!af_k8s_dns_label(s, strlen(s)))
             return af__ydoc_err(d, v, AF_EINVAL,
                                 "'%s' is not a namespace name (lower-case letters, digits and "
                                 "'-', at most 63)",
@@ -408,7 +332,7 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
         for (size_t i = 0; i < r->n_match_labels; i++) {
             const struct af_pair *l = &r->match_labels[i];
             yaml_node_t *vn = af__ydoc_node(d, v->data.mapping.pairs.start[i].value);
-            if (!label_value(l->value))
+            if (!af_k8s_label_value(l->value))
                 return af__ydoc_err(d, vn, AF_EINVAL,
                                     "'%s' is not a label value (at most 63 letters, digits, '-', "
                                     "'_' and '.', starting and ending with a letter or digit)",
@@ -450,7 +374,7 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
             rc = af__ynode_string(d, nm, "selector.owner.name", &s);
             if (rc)
                 return rc;
-            if (!dns_subdomain(s, strlen(s)))
+            if (!af_k8s_dns_subdomain(s, strlen(s)))
                 return af__ydoc_err(d, nm, AF_EINVAL,
                                     "'%s' is not an object name (lower-case letters, digits, '-' "
                                     "and '.')",
@@ -557,7 +481,7 @@ static int load_stages(struct af__ydoc *d, yaml_node_t *list, struct af_rollout 
 
 static bool container_ok(const char *s)
 {
-    return !strcmp(s, "*") || af__dns_label(s, strlen(s));
+    return !strcmp(s, "*") || af_k8s_dns_label(s, strlen(s));
 }
 
 /* The accelerator kind of a resource a variant may ask for, or AF_ACCEL_NONE. */
@@ -616,7 +540,7 @@ static int load_resources(struct af__ydoc *d, yaml_node_t *m, const struct af_ro
         yaml_node_t *v = af__ydoc_node(d, m->data.mapping.pairs.start[i].value);
         enum af_accel_kind kind;
         int64_t amount;
-        if (!qualified_name(name))
+        if (!af_k8s_qualified_name(name))
             return af__ydoc_err(d, k, AF_EINVAL,
                                 "'%s' is not a valid Kubernetes resource name (a domain prefix, "
                                 "'/', and a name of letters, digits, '-', '_' and '.', such as "
@@ -677,7 +601,7 @@ static int load_tolerations(struct af__ydoc *d, yaml_node_t *list, struct af_var
             rc = af__ynode_string(d, v, "key", &s);
             if (rc)
                 return rc;
-            if (!qualified_name(s))
+            if (!af_k8s_qualified_name(s))
                 return af__ydoc_err(d, v, AF_EINVAL,
                                     "'%s' is not a taint key ([prefix/]name: letters, digits, "
                                     "'-', '_', '.')",
@@ -703,7 +627,7 @@ static int load_tolerations(struct af__ydoc *d, yaml_node_t *list, struct af_var
             if (!strcmp(t->op, "Exists"))
                 return af__ydoc_err(d, v, AF_EINVAL,
                                     "a toleration with operator Exists takes no 'value'");
-            if (!label_value(s))
+            if (!af_k8s_label_value(s))
                 return af__ydoc_err(d, v, AF_EINVAL, "'%s' is not a taint value", s);
             t->value = af_xstrdup(s);
         }
@@ -728,7 +652,7 @@ static int load_tolerations(struct af__ydoc *d, yaml_node_t *list, struct af_var
 
 static bool annotation_key_ok(const char *s)
 {
-    return qualified_name(s) && strcmp(s, AF_ROLLOUT_ANNOTATION) &&
+    return af_k8s_qualified_name(s) && strcmp(s, AF_ROLLOUT_ANNOTATION) &&
            strcmp(s, AF_ROLLOUT_SIDE_ANNOTATION);
 }
 
@@ -767,7 +691,7 @@ static int load_variant(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r
         return rc;
     v = af__ymap_get(d, m, "env");
     if (v) {
-        rc = load_pairs(d, v, "variant.env", env_name,
+        rc = load_pairs(d, v, "variant.env", af_k8s_env_name,
                         "an environment variable name (letters, digits, '_', '-' and '.', not "
                         "starting with a digit)",
                         &vt->env, &vt->n_env, NULL);
@@ -895,6 +819,12 @@ static int load_brake(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r)
 
 /* ---- one rollout -------------------------------------------------------------------------- */
 
+static bool lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* A rollout's name: what a ConfigMap key and a metric label take, lower-case. */
 static bool rollout_name_ok(const char *s)
 {
     size_t n = strlen(s);

@@ -34,10 +34,6 @@ int af__rollouts_load(struct af__ydoc *d, yaml_node_t *list, struct af_policy *p
 int af__rollouts_check_catalog(const struct af_policy *p, const struct af_catalog *c,
                                struct af_error *err) AF_MUST_CHECK;
 
-/* A DNS-1123 label ([a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters) in the `n`
- * characters at `s`: what namespace names are. Shared with the tenants: section. */
-bool af__dns_label(const char *s, size_t n);
-
 /* Frees the `n` rollouts of `r` and `r` itself. NULL is fine. */
 void af__rollouts_free(struct af_rollout *r, size_t n);
 

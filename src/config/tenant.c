@@ -63,7 +63,7 @@ static int load_namespaces(struct af__ydoc *d, yaml_node_t *v, struct af_tenant 
         rc = af__ynode_string(d, e, "namespaces", &s);
         if (rc)
             return rc;
-        if (!af__dns_label(s, strlen(s)))
+        if (!af_k8s_dns_label(s, strlen(s)))
             return af__ydoc_err(d, e, AF_EINVAL,
                                 "namespace '%s' of tenant '%s' is not a namespace name "
                                 "(lowercase letters, digits and '-', at most 63 characters)",
@@ -105,7 +105,7 @@ static int load_tenant(struct af__ydoc *d, yaml_node_t *e, struct af_policy *p, 
     rc = af__ynode_string(d, v, "name", &s);
     if (rc)
         return rc;
-    if (!af__dns_label(s, strlen(s)))
+    if (!af_k8s_dns_label(s, strlen(s)))
         return af__ydoc_err(d, v, AF_EINVAL,
                             "tenant name '%s' must be lowercase letters, digits and '-', at most "
                             "63 characters (it is also a value of the accelfit.io/tenant label)",

@@ -944,3 +944,84 @@ const char *af_packed_get(const char *packed, const char *key)
     }
     return NULL;
 }
+
+/* ---- Kubernetes names (accelfit/util.h) ---- */
+
+static bool k8s_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static bool k8s_lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* The name part of a qualified name, and a non-empty label value:
+ * [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters. */
+static bool k8s_name_part(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !k8s_alnum(s[0]) || !k8s_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!k8s_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+            return false;
+    return true;
+}
+
+/* A DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters. */
+bool af_k8s_dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !k8s_lower_alnum(s[0]) || !k8s_lower_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!k8s_lower_alnum(s[i]) && s[i] != '-')
+            return false;
+    return true;
+}
+
+/* A DNS-1123 subdomain: labels joined by '.', at most 253 characters. */
+bool af_k8s_dns_subdomain(const char *s, size_t n)
+{
+    size_t start = 0;
+
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i <= n; i++)
+        if (i == n || s[i] == '.') {
+            if (!af_k8s_dns_label(s + start, i - start))
+                return false;
+            start = i + 1;
+        }
+    return true;
+}
+
+/* A qualified name (label and annotation keys, resource names): [DNS-subdomain/]name. */
+bool af_k8s_qualified_name(const char *s)
+{
+    const char *slash = s ? strchr(s, '/') : NULL;
+
+    if (!s)
+        return false;
+
+    if (!slash)
+        return k8s_name_part(s, strlen(s));
+    return af_k8s_dns_subdomain(s, (size_t)(slash - s)) && k8s_name_part(slash + 1, strlen(slash + 1));
+}
+
+/* A label value: empty, or a name part. */
+bool af_k8s_label_value(const char *s)
+{
+    return !*s || k8s_name_part(s, strlen(s));
+}
+
+/* An environment variable name as the API server takes it: [-._a-zA-Z][-._a-zA-Z0-9]*. */
+bool af_k8s_env_name(const char *s)
+{
+    if (!s || !*s || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (; *s; s++)
+        if (!k8s_alnum(*s) && *s != '-' && *s != '.' && *s != '_')
+            return false;
+    return true;
+}
