@@ -223,12 +223,15 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
             goto out;
         }
         rc = af_kube_probe(kube, o->timeout_s * 1000L, why, sizeof(why));
-        af_log_level = level;
         if (rc != 0) {
+            af_kube_stop(kube);   /* its retries stay quiet: the one line below says it */
+            kube = NULL;
+            af_log_level = level;
             fprintf(stderr, "accelfit costs: %s\n", why);
             rc = 1;
             goto out;
         }
+        af_log_level = level;
     }
     for (;;) {
         struct af_snapshot *s = af_publisher_acquire(&pub);
