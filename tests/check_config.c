@@ -691,6 +691,8 @@ static const struct {
     {POL_HEAD "memory:\n  bytes_per_param: {fp32: 1e308}\n" POL_RULE("{}", "[nvidia-t4]"), 4, 27,
      "'memory.bytes_per_param.fp32' must be greater than 0 and at most 1000000, not '1e308'"},
     {POL_HEAD "rollout: {}\n" POL_RULE("{}", "[nvidia-t4]"), 3, 1, "unknown key 'rollout'"},
+    {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n    order: cheapest\n    reason: x\n", 6, 12,
+     "rules[].order of rule 'a' is 'cheapest'; use rule (as listed) or price"},
     {POL_HEAD "rules:\n  - name: a\n    tiers: [cpu]\n    reason: x\n  - name: a\n    tiers: "
               "[cpu]\n    reason: y\n",
      7, 11, "duplicate rule name 'a'"},

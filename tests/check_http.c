@@ -2254,6 +2254,19 @@ static bool log_shows(const struct af_test_server *srv, const char *what, int s)
     return false;
 }
 
+/* The debug request log names the pod a filter was about. */
+START_TEST(test_request_log_names_the_pod)
+{
+    CURL *c = curl_easy_init();
+
+    good_filter_on(c, &wire);
+    ck_assert_msg(log_shows(&wire, "msg=\"request\" verb=filter pod=default/gpu-train-1", 10) ||
+                      log_shows(&wire, "msg=request verb=filter pod=default/gpu-train-1", 1),
+                  "no request line names the pod (log: %s)", wire.log_path);
+    curl_easy_cleanup(c);
+}
+END_TEST
+
 #define REJECTED_LINE "still serving the previous certificate"
 
 START_TEST(test_tls_certificate_is_reloaded_when_the_files_change)
@@ -3068,6 +3081,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_each_route_caps_its_body_and_its_json_values);
     tcase_add_test(tc, test_slow_sender_is_dropped);
     tcase_add_test(tc, test_read_timeout_holds_between_body_chunks);
+    tcase_add_test(tc, test_request_log_names_the_pod);
     tcase_add_test(tc, test_idle_keepalive_connection_survives_the_read_timeout);
     tcase_add_test(tc, test_chunked_request_body_is_411_at_once);
     tcase_add_test(tc, test_metrics_count_the_real_status_code);

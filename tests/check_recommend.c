@@ -245,7 +245,7 @@ START_TEST(test_too_large_for_the_rule_names_classes_that_hold_it)
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 3);
     ck_assert_ptr_nonnull(strstr(out, "outside rule inference-default, these classes of the "
                                       "catalog hold the model"));
-    ck_assert_ptr_nonnull(strstr(out, "      nvidia-h200  p5en.48xlarge       1      63.30"));
+    ck_assert_ptr_nonnull(strstr(out, "      nvidia-h200  p5en.48xlarge        1      63.30"));
     ck_assert_ptr_nonnull(strstr(out, "      nvidia-b200  p6-b200.48xlarge"));
     free(out);
     free(err);
@@ -376,6 +376,36 @@ START_TEST(test_instances_and_fp8)
     ck_assert_msg(json_real_value(json_object_get(j, "memory_needed_gib")) < 80, "%s", out);
     json_decref(j);
     af_free(out), af_free(err);
+}
+END_TEST
+
+/* Every row of the table has its columns where the header has them, even with an instance
+ * name longer than the usual (p6-b200.48xlarge in the outside-rule table). */
+START_TEST(test_table_columns_line_up)
+{
+    const char *argv[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                          "405B", NULL};
+    char *out = NULL, *err = NULL, *line, *save = NULL;
+    long count_col = -1;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 3);
+    ck_assert_ptr_nonnull(strstr(out, "p6-b200.48xlarge"));
+    for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *h = strstr(line, "COUNT");
+        if (h) {
+            count_col = h - line + 5;   /* where the right-aligned COUNT column ends */
+            continue;
+        }
+        if (!strncmp(line, "dropped:", 8))
+            break;
+        if (count_col > 0 && strstr(line, "GiB accel"))
+            ck_assert_msg(line[count_col - 1] >= '0' && line[count_col - 1] <= '9' &&
+                              line[count_col] == ' ',
+                          "COUNT not under its header in '%s'", line);
+    }
+    ck_assert_int_gt(count_col, 0);
+    af_free(out);
+    af_free(err);
 }
 END_TEST
 
@@ -631,6 +661,7 @@ static Suite *af_recommend_suite(void)
     tcase_add_test(tc, test_prices_takes_output);
     tcase_add_test(tc, test_check_policy_json);
     tcase_add_test(tc, test_instances_and_fp8);
+    tcase_add_test(tc, test_table_columns_line_up);
     suite_add_tcase(s, tc);
     return s;
 }

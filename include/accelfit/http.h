@@ -74,6 +74,7 @@ struct af_request_stats {
     int passed;            /* filter: nodes that passed; preempt: nodes kept; -1 otherwise */
     bool not_ready;        /* answered by the when-not-ready mode */
     bool fallback;         /* a lower tier was taken */
+    char pod[256];         /* "namespace/name" of the pod it is about; "" when none */
 };
 
 /* af_service_handle, also filling `st` (may be NULL). */

@@ -94,6 +94,7 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
                         const struct af_selection *s, struct af_buf *b)
 {
     char params[32] = "unknown size";
+    int iw = 15;
 
     if (p->model_params > 0) {
         char count[24];
@@ -125,7 +126,14 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
     put(b, "\n\n");
     /* $/HOUR: what the instances cost; PAYS $/H: what the workload pays, its devices' share,
      * the figure objective cost orders by */
-    outf(b, "%4s  %-12s %-15s %5s %10s %10s %15s\n", "RANK", "CLASS", "INSTANCE", "COUNT",
+    /* the INSTANCE column as wide as its longest name (p6-b200.48xlarge), 15 at least */
+    for (size_t i = 0; i < s->n_tiers; i++)
+        if (s->tiers[i].instance && (int)strlen(s->tiers[i].instance->name) > iw)
+            iw = (int)strlen(s->tiers[i].instance->name);
+    for (size_t i = 0; i < s->n_outside; i++)
+        if (s->outside[i].instance && (int)strlen(s->outside[i].instance->name) > iw)
+            iw = (int)strlen(s->outside[i].instance->name);
+    outf(b, "%4s  %-12s %-*s %5s %10s %10s %15s\n", "RANK", "CLASS", iw, "INSTANCE", "COUNT",
          "$/HOUR", "PAYS $/H", "MEMORY");
     for (size_t i = 0; i < s->n_tiers; i++) {
         const struct af_tier *t = &s->tiers[i];
@@ -138,7 +146,7 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
             snprintf(mem, sizeof(mem), "%.0f GiB accel", t->accel_memory_gib);
         else
             snprintf(mem, sizeof(mem), "%.0f GiB host", t->instances * t->instance->memory_gib);
-        outf(b, "%4d  %-12s %-15s %5d %10s %10s %15s\n", t->rank, af_class_name(t->cls),
+        outf(b, "%4d  %-12s %-*s %5d %10s %10s %15s\n", t->rank, af_class_name(t->cls), iw,
              t->instance->name, t->instances, price, pays, mem);
         for (int j = 0; j < t->n_reasons; j++)
             outf(b, "      - %s\n", t->reasons[j]);
@@ -149,7 +157,7 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
         outf(b, "\noutside rule %s, these classes of the catalog hold the model (the rule does "
                 "not rank them; a rule of your policy can):\n",
              s->rule);
-        outf(b, "%4s  %-12s %-15s %5s %10s %10s %15s\n", "", "CLASS", "INSTANCE", "COUNT",
+        outf(b, "%4s  %-12s %-*s %5s %10s %10s %15s\n", "", "CLASS", iw, "INSTANCE", "COUNT",
              "$/HOUR", "PAYS $/H", "MEMORY");
         for (size_t i = 0; i < s->n_outside; i++) {
             const struct af_outside *o = &s->outside[i];
@@ -161,7 +169,7 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
                          o->workload_usd);
             }
             snprintf(mem, sizeof(mem), "%.0f GiB accel", o->accel_memory_gib);
-            outf(b, "%4s  %-12s %-15s %5d %10s %10s %15s\n", "", af_class_name(o->cls),
+            outf(b, "%4s  %-12s %-*s %5d %10s %10s %15s\n", "", af_class_name(o->cls), iw,
                  o->instance->name, o->instances, price, pays, mem);
         }
     }

@@ -101,8 +101,8 @@ static void log_request(struct server *s, struct pss *p)
     snprintf(dur, sizeof(dur), "%.3fms", (double)ns / 1e6);
     snprintf(cand, sizeof(cand), "%d", p->st.candidates);
     snprintf(passed, sizeof(passed), "%d", p->st.passed);
-    AF_LOG(lvl, "request", "verb", af__http_route_verb_name(p->route), "status", status,
-           "duration", dur, "candidates", cand, "passed", passed, "proto",
+    AF_LOG(lvl, "request", "verb", af__http_route_verb_name(p->route), "pod", p->st.pod,
+           "status", status, "duration", dur, "candidates", cand, "passed", passed, "proto",
            p->h2 ? "h2" : "http/1.1",
            "not_ready", p->st.not_ready ? "true" : "false", NULL);
 }

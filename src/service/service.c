@@ -215,6 +215,14 @@ static void set_reason(struct af_node_decision *d, const char *reason)
     snprintf(d->reason, sizeof(d->reason), "%s", reason);
 }
 
+/* The request log names the pod a verb was about. */
+static void stats_pod(struct af_request_stats *st, const struct af_pod_info *pod)
+{
+    if (st && pod)
+        snprintf(st->pod, sizeof(st->pod), "%.120s/%.120s", pod->ns ? pod->ns : "",
+                 pod->name ? pod->name : "");
+}
+
 /* ---- rollout steering ----------------------------------------------------------------------- */
 
 /* The candidates of a decoded request as the core wants them (arena memory). */
@@ -502,6 +510,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
     snap = af_publisher_acquire(svc->pub);
     build_candidates(&ar, args, snap, &c);
     st->candidates = (int)c.n;
+    stats_pod(st, af_ext_args_pod(args));
     /* Not from the arena: af_filter initializes every entry, so zeroing them first (some
      * 150 KiB at 500 candidates) would be wasted; the not-ready path zeroes its own. */
     dec = af_xmalloc((c.n + 1) * sizeof(*dec));
@@ -604,6 +613,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     snap = af_publisher_acquire(svc->pub);
     build_candidates(&ar, args, snap, &c);
     st->candidates = (int)c.n;
+    stats_pod(st, af_ext_args_pod(args));
     dec = af_xmalloc((c.n + 1) * sizeof(*dec));   /* af_prioritize initializes every entry */
     if (!snapshot_ready(svc, snap, NULL)) {
         /* Neutral: every candidate scores 0 until the cache is usable. */
@@ -687,6 +697,7 @@ static int do_preempt(struct af_service *svc, struct af_config *cfg, const char 
         goto done;
     }
     st->candidates = (int)n;
+    stats_pod(st, af_preempt_args_pod(args));
     snap = af_publisher_acquire(svc->pub);
     views = af_arena_alloc(&ar, (n + 1) * sizeof(*views));
     names = af_arena_alloc(&ar, (n + 1) * sizeof(*names));
