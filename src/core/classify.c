@@ -662,8 +662,7 @@ void af_node_price_reason(const struct af_node_info *n, const struct af_catalog 
     const char *src = n->price_source ? n->price_source : AF_PRICE_SOURCE_UNKNOWN;
 
     base_reason(n, cat, pol, now, base, sizeof(base));
-    if (n->price_by && n->base_source && !strcmp(n->rate_source ? n->rate_source : "",
-                                                 AF_PRICE_SOURCE_OVERLAY))
+    if (n->price_by && n->rate_source && !strcmp(n->rate_source, AF_PRICE_SOURCE_OVERLAY))
         snprintf(adj, sizeof(adj), "NodeOverlay %s: %.4g $/h, on %s", n->price_by,
                  n->rate_usd_hr, base);
     else if (n->price_by)
