@@ -1233,6 +1233,8 @@ START_TEST(test_prepaid_day_costs_what_the_cluster_pays)
     free(err);
     argv[8] = NULL;
     ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    free(err);
+    err = NULL;
     ck_assert_ptr_nonnull(strstr(out, "prepaid capacity idle"));
     ck_assert_msg(cost_of(out, 0) < cost_of(out, 1) / 2, "%s", out);
     /* every node at its rate, as if the reservations were bought by the hour */
