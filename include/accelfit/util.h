@@ -14,6 +14,8 @@
 #ifndef AF_UTIL_H
 #define AF_UTIL_H
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -220,6 +222,11 @@ extern int af_log_format;
     } while (0)
 void af__log(int level, const char *msg, ...);
 int af_log_parse_level(const char *s);   /* -1 when unknown */
+
+/* A function named *_locked begins with this: its mutex is held. pthreads does not say by
+ * which thread, so this catches a lock not taken at all, which is the mistake that happens
+ * (a trylock that succeeds means nobody held it: the assertion aborts). */
+#define af_assert_held(m) af_assert(pthread_mutex_trylock(m) == EBUSY)
 
 /* Stays on in release builds. */
 #define af_assert(e) ((e) ? (void)0 : af__assert_fail(#e, __FILE__, __LINE__))

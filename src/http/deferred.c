@@ -49,6 +49,7 @@ struct parked {
 
 static void mailbox_unref_locked(struct mailbox *mb, bool *last)
 {
+    af_assert_held(&mb->lock);
     *last = --mb->refs == 0;
 }
 

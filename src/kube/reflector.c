@@ -91,6 +91,7 @@ static size_t reprice_locked(struct af_kube *k, const struct af_config *cfg)
 {
     struct af_price_inputs in = {.live = k->live, .overlays = k->overlays};
 
+    af_assert_held(&k->cache_lock);
     return af_cache_reprice(k->cache, cfg->catalog, cfg->policy, &in);
 }
 

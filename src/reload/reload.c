@@ -78,6 +78,7 @@ static enum af_reload_result reload_locked(struct af_reload *r, bool asked)
     char gen[24];
     int rc;
 
+    af_assert_held(&r->lock);
     memset(&err, 0, sizeof(err));
     rc = af_config_load(&next, r->catalog_path, r->policy_path, &err);
     if (rc) {

@@ -965,6 +965,8 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     char *key = NULL, cls[96], stage_text[32] = "";
     enum af_rollout_side side;
     bool anon = anonymous(pod), peek = flags & AF_ROLLOUTS_PEEK, room;
+
+    af_assert_held(&rs->lock);
     int stage, i = af_rollout_match(cfg->policy, pod), total;
 
     if (i < 0)
@@ -1464,6 +1466,7 @@ static void status_locked(struct af_rollouts *rs, const struct af_config *cfg,
     struct track *t;
     int all;
 
+    af_assert_held(&rs->lock);
     census_ensure(rs, cfg, snap, now, old);
     pending_expire(rs, now);
     forgiven_prune(rs, i);
