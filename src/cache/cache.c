@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/dra.h"
 #include "accelfit/util.h"
 
 /* ---- hashing ------------------------------------------------------------------------------ */
@@ -186,6 +187,8 @@ struct af_cache {                 /* watch thread only */
     uint64_t generation;
     char resource_version[32];
 
+    struct af_dra *dra;           /* DRA objects (af_cache_set_dra); NULL when none */
+
     /* cached sorted order of node slots with a record */
     uint32_t *sorted;
     size_t n_sorted;
@@ -256,6 +259,7 @@ void af_cache_free(struct af_cache *c)
     free(c->nodes);
     free(c->node_ix.t);
     free(c->sorted);
+    af_dra_unref(c->dra);
     free(c);
 }
 
@@ -317,6 +321,14 @@ void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n)
         af_node_info_unref(n);
         return;
     }
+    if (c->dra || n->dra_driver) {
+        /* its DRA devices (af_cache_set_dra) */
+        struct af_node_info *withdra = af_dra_node_info(c->dra, n);
+        if (withdra) {
+            af_node_info_unref(n);
+            n = withdra;
+        }
+    }
     uint32_t s = node_slot_get(c, n->name);
     struct node_slot *ns = &c->nodes[s];
     if (!ns->info) {
@@ -353,6 +365,26 @@ size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
             af_node_info_unref(n);
             continue;
         }
+        c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
+        af_node_info_unref(old);
+        changed++;
+    }
+    return changed;
+}
+
+size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d)
+{
+    size_t changed = 0;
+
+    af_dra_unref(c->dra);
+    c->dra = d;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        struct af_node_info *old = c->nodes[i].info, *n;
+        if (!old)
+            continue;
+        n = af_dra_node_info(d, old);
+        if (!n)
+            continue;
         c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
         af_node_info_unref(old);
         changed++;
@@ -729,6 +761,13 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         const struct node_slot *ns = &c->nodes[c->sorted[i]];
         s->nodes[i].info = af_node_info_ref(ns->info);
         s->nodes[i].used = ns->used;
+        if (c->dra && ns->info->dra_driver) {
+            /* devices allocated claims hold, of the kinds DRA alone counts on this node */
+            const struct af_dra_node *dn = af_dra_find_node(c->dra, ns->info->name);
+            for (int r = 0; dn && r < AF_RES__COUNT; r++)
+                if (ns->info->dra_added.v[r] > 0)
+                    s->nodes[i].used.v[r] += dn->allocated.v[r];
+        }
         s->nodes[i].npods = ns->npods;
         s->nodes[i].nsystem = ns->nsystem;
         size_t pos = ns->hash & (s->node_index_size - 1);
@@ -747,6 +786,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     s->pod_index = af_xmalloc(s->pod_index_size * sizeof(uint32_t));
     memcpy(s->pod_index, c->pods.ix.t, s->pod_index_size * sizeof(uint32_t));
 
+    s->dra = af_dra_ref(c->dra);
     s->n_managed = c->managed.n;
     s->managed = af_xmalloc((s->n_managed + 1) * sizeof(*s->managed));
     for (size_t i = 0; i < s->n_managed; i++)
@@ -860,6 +900,7 @@ void af_snapshot_unref(struct af_snapshot *s)
     free(s->managed);
     free(s->node_index);
     free(s->pod_index);
+    af_dra_unref(s->dra);
     free(s);
 }
 

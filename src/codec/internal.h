@@ -30,6 +30,12 @@ const char *af__codec_kind_hint(const char *kind);
 struct af_overlay;
 int af__codec_overlay_from_json(json_t *obj, const char *where, struct af_overlay *out,
                                 struct af_error *err);
+/* dra.c: a DRA object of `kind` into *out (zeroed first); a pod's spec.resourceClaims and
+ * status.resourceClaimStatuses into p->claims. */
+struct af_dra_obj;
+int af__codec_dra_from_json(enum af_dra_kind kind, json_t *obj, const char *where,
+                            struct af_dra_obj *out, struct af_error *err);
+void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p);
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a

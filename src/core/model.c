@@ -525,6 +525,7 @@ struct af_node_info *af_node_info_copy(const struct af_node_info *n)
     c->labels = packed_dup(n->labels);
     c->reservation_id = af_xstrdup(n->reservation_id);
     c->price_by = af_xstrdup(n->price_by);
+    c->dra_driver = af_xstrdup(n->dra_driver);
     return c;
 }
 
@@ -548,6 +549,7 @@ void af_node_info_unref(struct af_node_info *n)
     free(n->labels);
     free(n->reservation_id);
     free(n->price_by);
+    free(n->dra_driver);
     free(n);
 }
 
@@ -639,5 +641,12 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->ann.neuron_core_version);
     free(p->ann.instances);
     af_placement_free(p->placement);
+    for (int i = 0; i < p->n_claims; i++) {
+        free(p->claims[i].name);
+        free(p->claims[i].claim);
+        free(p->claims[i].tmpl);
+        free(p->claims[i].generated);
+    }
+    free(p->claims);
     free(p);
 }
