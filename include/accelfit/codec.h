@@ -350,6 +350,14 @@ struct af_dra_event {
     int code;                    /* ERROR: the Status code (410: expired) */
     char rv[64];                 /* the object's resourceVersion, "" when none */
 };
+/*
+ * The DRA objects of a cluster file (af_codec_decode_cluster reads its Nodes and Pods and
+ * passes over these): each ResourceSlice, ResourceClaim, ResourceClaimTemplate and
+ * DeviceClass item to `cb`. An item of those kinds that is not one (no name) is an error
+ * naming its place. 0, or the file's error.
+ */
+int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
+                                af_dra_item_cb cb, void *ud, struct af_error *err) AF_MUST_CHECK;
 /* One watch event line of `kind`. 0, or an error naming what is wrong (ev->obj empty). */
 int af_codec_decode_dra_event(enum af_dra_kind kind, const char *json, size_t len,
                               struct af_dra_event *ev, struct af_error *err) AF_MUST_CHECK;

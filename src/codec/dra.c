@@ -513,3 +513,36 @@ void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p)
         }
     }
 }
+
+int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
+                                af_dra_item_cb cb, void *ud, struct af_error *err)
+{
+    json_t *root = NULL, *items, *it;
+    size_t i;
+    int rc;
+
+    if (!name)
+        name = "cluster";
+    rc = af__codec_cluster_root(name, text, len, &root, err);
+    if (rc)
+        return rc;
+    items = json_is_array(root) ? root : af__codec_get(root, "items");
+    json_array_foreach(json_is_array(items) ? items : NULL, i, it) {
+        int kind = af_dra_kind_parse(af__codec_get_str(it, "kind"));
+        struct af_dra_obj o;
+        char at[48];
+        if (kind < 0)
+            continue;
+        snprintf(at, sizeof(at), "items[%zu]", i);
+        rc = af__codec_dra_from_json((enum af_dra_kind)kind, it, at, &o, err);
+        if (rc) {
+            if (err && !err->file[0])
+                snprintf(err->file, sizeof(err->file), "%s", name);
+            break;
+        }
+        cb(ud, &o);
+        af_dra_obj_clear(&o);
+    }
+    json_decref(root);
+    return rc;
+}

@@ -36,6 +36,9 @@ struct af_dra_obj;
 int af__codec_dra_from_json(enum af_dra_kind kind, json_t *obj, const char *where,
                             struct af_dra_obj *out, struct af_error *err);
 void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p);
+/* objects.c: a cluster file's text to its tree (JSON or YAML, the top's shape checked). */
+int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
+                           struct af_error *err);
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a

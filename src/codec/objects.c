@@ -819,6 +819,8 @@ static int file_item_kind(json_t *it, const char *where, const char *def_kind,
                             where);
     if (!strcmp(kind, "Node") || !strcmp(kind, "Pod"))
         return 0;
+    if (af_dra_kind_parse(kind) >= 0)
+        return 0;   /* DRA objects: read by af_codec_decode_cluster_dra (dra.c) */
     hint = af__codec_kind_hint(kind);
     if (hint)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
@@ -1074,14 +1076,14 @@ static int cluster_shape(const char *name, json_t *root, struct af_error *err)
     return 0;
 }
 
-int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
-                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
+                           struct af_error *err)
 {
-    struct af_error first = {0};
     json_t *root = NULL;
-    size_t i = 0, skipped = 0;
+    size_t i = 0;
     int rc;
 
+    *out = NULL;
     if (!name)
         name = "cluster";
     if (!text)
@@ -1105,6 +1107,25 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
     }
     if (!rc)
         rc = cluster_shape(name, root, err);
+    if (rc) {
+        json_decref(root);
+        return rc;
+    }
+    *out = root;
+    return 0;
+}
+
+int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
+                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+{
+    struct af_error first = {0};
+    json_t *root = NULL;
+    size_t skipped = 0;
+    int rc;
+
+    if (!name)
+        name = "cluster";
+    rc = af__codec_cluster_root(name, text, len, &root, err);
     if (!rc) {
         rc = decode_list_json(cfg, root, cb, ud, &skipped, &first);
         if (rc && err) {
