@@ -251,8 +251,11 @@ struct af_dra_demand {
     size_t n;
     struct af_dra_pod_claim claims[AF_DRA_POD_CLAIMS];
     size_t skipped;             /* claims beyond AF_DRA_POD_CLAIMS */
-    /* Devices the pod still needs (unallocated claims, each request's first choice). */
+    /* Devices the pod still needs (unallocated claims, each request's first choice; a
+     * firstAvailable request whose alternatives are of different resources is not in it,
+     * and is counted in `mixed`: only af_dra_node_fits judges it, per node). */
     struct af_resources need;
+    size_t mixed;
     /* Devices its allocated claims hold and this pod counts (see counted). */
     struct af_resources held;
     struct af_mig_profile mig;  /* a MIG profile a request's selector names */

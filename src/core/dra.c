@@ -858,6 +858,16 @@ void af_dra_pod_demand(const struct af_dra *d, const struct af_pod_info *pod,
             res = af_dra_class_res(af_dra_find_class(d, ch->device_class), ch->device_class);
             if (res < 0)
                 continue;
+            /* Alternatives of different resources: which one a node gives is judged per node
+             * (af_dra_node_fits), and none of them is requested of every node. */
+            for (size_t m = 1; m < q->n_choices && res >= 0; m++)
+                if (af_dra_class_res(af_dra_find_class(d, q->choices[m].device_class),
+                                     q->choices[m].device_class) != res)
+                    res = -1;
+            if (res < 0) {
+                out->mixed++;
+                continue;
+            }
             out->need.v[res] += ch->all ? 1 : ch->count;
             profile = sel_value(&ch->sel, AF_DRA_ATTR_PROFILE);
             if (res == AF_RES_MIG && profile)
