@@ -389,8 +389,9 @@ static void *dra_main(void *arg)
                 have = false;
             }
             if (s == 0 && !said) {
-                AF_LOG(AF_LOG_INFO, "no DRA objects served (resource.k8s.io/v1); asking again "
-                                    "every minute", "kind", af_dra_kind_name(w->kind), NULL);
+                if (w->kind == AF_DRA_SLICE)   /* one line for the four kinds */
+                    AF_LOG(AF_LOG_INFO, "no DRA objects served (resource.k8s.io/v1); asking "
+                                        "again every minute", NULL);
                 said = true;
             }
             if (s == 0 ? !af__kube_sleep(k, DRA_DISCOVERY_S) : !af__kube_backoff_sleep(&bo, k))
