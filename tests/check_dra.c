@@ -443,6 +443,69 @@ START_TEST(test_explain_shows_claims_and_devices)
 }
 END_TEST
 
+START_TEST(test_shared_claim_counts_on_its_first_pod)
+{
+    struct af_snapshot *s = af_publisher_acquire(&pub);
+    const struct af_pod_info *a = af_snapshot_find_pod(s, "ml", "share-a");
+    const struct af_pod_info *b = af_snapshot_find_pod(s, "ml", "share-b");
+
+    ck_assert_int_eq(a->requests.v[AF_RES_GPU], 1);   /* its spend and costs carry the GPU */
+    ck_assert_int_eq(a->dra.v[AF_RES_GPU], 1);
+    ck_assert_int_eq(b->requests.v[AF_RES_GPU], 0);
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 1);
+    af_snapshot_unref(s);
+}
+END_TEST
+
+/* The DRA objects change under cached pods and nodes: a claim allocated after its pod was
+ * seen moves its devices onto the pod, once; without DRA the nodes have no such devices. */
+START_TEST(test_dra_changes_under_cached_pods)
+{
+    struct af_config *cfg = af_config_holder_get(&holder);
+    struct af_cache *cache = af_cache_new();
+    struct af_snapshot *s;
+    struct af_error err;
+    struct gather g;
+    size_t len;
+    char *text = af_test_read(MIXED, &len);
+
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_codec_decode_cluster(cfg, MIXED, text, len, af_cache_upsert_item, cache,
+                                             &err),
+                     0);
+    memset(&g, 0, sizeof(g));
+    gather_file(&g, MIXED);
+    for (size_t i = 0; i < g.n[AF_DRA_CLAIM]; i++)   /* first without the claims */
+        af_dra_claim_unref(g.claims[i]);
+    g.n[AF_DRA_CLAIM] = 0;
+    (void)af_cache_set_dra(cache, build(&g));
+    s = af_cache_snapshot(cache);
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->info->allocatable.v[AF_RES_GPU], 8);
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 0);
+    ck_assert_int_eq(af_snapshot_find_pod(s, "ml", "share-a")->requests.v[AF_RES_GPU], 0);
+
+    gather_file(&g, MIXED);
+    (void)af_cache_set_dra(cache, build(&g));
+    af_snapshot_unref(s);
+    s = af_cache_snapshot(cache);
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 1);
+    ck_assert_int_eq(af_snapshot_find_pod(s, "ml", "share-a")->requests.v[AF_RES_GPU], 1);
+
+    (void)af_cache_set_dra(cache, NULL);
+    af_snapshot_unref(s);
+    s = af_cache_snapshot(cache);
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->info->allocatable.v[AF_RES_GPU], 0);
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 0);
+    ck_assert_int_eq(af_snapshot_find_node(s, "both-l4")->info->allocatable.v[AF_RES_GPU], 1);
+    ck_assert(!af_snapshot_find_node(s, "both-l4")->info->dra_both);
+    ck_assert_int_eq(af_snapshot_find_pod(s, "ml", "share-a")->requests.v[AF_RES_GPU], 0);
+    af_snapshot_unref(s);
+    af_cache_free(cache);
+    af_config_unref(cfg);
+    af_free(text);
+}
+END_TEST
+
 Suite *af_dra_suite(void)
 {
     Suite *s = suite_create("dra");
@@ -464,6 +527,8 @@ Suite *af_dra_suite(void)
     tcase_add_test(tc, test_pod_sharing_an_allocated_claim_follows_it);
     tcase_add_test(tc, test_prioritize_prices_the_claimed_devices);
     tcase_add_test(tc, test_explain_shows_claims_and_devices);
+    tcase_add_test(tc, test_shared_claim_counts_on_its_first_pod);
+    tcase_add_test(tc, test_dra_changes_under_cached_pods);
     suite_add_tcase(s, tc);
     return s;
 }
