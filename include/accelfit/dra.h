@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dra: accelerators allocated by Dynamic Resource Allocation (resource.k8s.io/v1,
- * Kubernetes 1.34+), as decisions need them (docs/decisions.md#dra).
+ * Kubernetes 1.34+), as decisions need them (docs/decisions.md#8-accelerators-allocated-by-dra).
  *
  * On a DRA node the devices are not in node.status.allocatable: a driver publishes them in
  * ResourceSlices, and a pod asks for them through ResourceClaims (named, or made from a
