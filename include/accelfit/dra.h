@@ -186,8 +186,14 @@ struct af_dra {
     /* nodes with accelerator devices, sorted by name; devs grouped by node */
     size_t n_nodes;
     struct af_dra_node *nodes;
+    uint32_t *node_index;       /* open addressing: node + 1; a power of two long */
+    uint32_t *node_hashes;      /* each node's name hash, parallel to nodes */
+    size_t node_index_size;
     size_t n_devs;
     struct af_dra_dev *devs;
+    /* per claim (parallel to claims): the node its allocated devices are on (borrowed from a
+     * slice, else its allocation's nodeSelector); NULL when not allocated or not known */
+    const char **claim_nodes;
     /* counted when built: devices of drivers accelfit does not know, slices of an older
      * pool generation, results that name no device it knows */
     size_t other_devices, stale_slices, unknown_results;

@@ -448,6 +448,8 @@ static void add_mig(struct af_dra_node *n, const char *profile)
     }
 }
 
+static void index_nodes(struct af_dra *d);
+
 struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
                             struct af_dra_claim *const *claims, size_t n_claims,
                             struct af_dra_claim *const *templates, size_t n_templates,
@@ -535,16 +537,20 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
                                    d->devs[i].slice->pool ? d->devs[i].slice->pool : "",
                                    af_dra_device_str(d->devs[i].slice, d->devs[i].d->name), i};
     qsort(keys, d->n_devs, sizeof(*keys), cmp_key);
+    d->claim_nodes = af_xcalloc(d->n_claims + 1, sizeof(*d->claim_nodes));
     for (size_t i = 0; i < d->n_claims; i++) {
         const struct af_dra_claim *c = d->claims[i];
+        if (c->allocated)
+            d->claim_nodes[i] = c->alloc_node;
         for (size_t j = 0; c->allocated && j < c->n_results; j++) {
             struct dev_key want = {c->results[j].driver ? c->results[j].driver : "",
                                    c->results[j].pool ? c->results[j].pool : "",
                                    c->results[j].device ? c->results[j].device : "", 0};
             struct dev_key *hit = bsearch(&want, keys, d->n_devs, sizeof(*keys), cmp_key);
-            if (hit)
+            if (hit) {
                 d->devs[hit->at].allocated = true;
-            else
+                d->claim_nodes[i] = d->devs[hit->at].slice->node;
+            } else
                 d->unknown_results++;
         }
     }
@@ -579,7 +585,37 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
         if (v->d->res == AF_RES_MIG)
             add_mig(n, af_dra_device_str(v->slice, v->d->attr[AF_DRA_ATTR_PROFILE]));
     }
+    index_nodes(d);
     return d;
+}
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h;
+}
+
+/* The nodes' hash index: a lookup per candidate node touches one slot and one name. */
+static void index_nodes(struct af_dra *d)
+{
+    size_t size = 16;
+
+    while (size < 2 * d->n_nodes)
+        size *= 2;
+    d->node_index_size = size;
+    d->node_index = af_xcalloc(size, sizeof(*d->node_index));
+    d->node_hashes = af_xcalloc(d->n_nodes + 1, sizeof(*d->node_hashes));
+    for (size_t i = 0; i < d->n_nodes; i++) {
+        uint32_t h = name_hash(d->nodes[i].name);
+        size_t pos = h & (size - 1);
+        d->node_hashes[i] = h;
+        while (d->node_index[pos])
+            pos = (pos + 1) & (size - 1);
+        d->node_index[pos] = (uint32_t)i + 1;
+    }
 }
 
 struct af_dra *af_dra_ref(struct af_dra *d)
@@ -607,6 +643,9 @@ void af_dra_unref(struct af_dra *d)
     free(d->classes);
     free(d->nodes);
     free(d->devs);
+    free(d->claim_nodes);
+    free(d->node_index);
+    free(d->node_hashes);
     free(d);
 }
 
@@ -616,8 +655,9 @@ size_t af_dra_bytes(const struct af_dra *d)
 
     if (!d)
         return 0;
-    b = sizeof(*d) + d->n_nodes * sizeof(*d->nodes) + d->n_devs * sizeof(*d->devs) +
-        (d->n_slices + d->n_claims + d->n_templates + d->n_classes) * sizeof(void *);
+    b = sizeof(*d) + d->n_nodes * (sizeof(*d->nodes) + sizeof(uint32_t)) +
+        d->node_index_size * sizeof(uint32_t) + d->n_devs * sizeof(*d->devs) +
+        (d->n_slices + 2 * d->n_claims + d->n_templates + d->n_classes) * sizeof(void *);
     for (size_t i = 0; i < d->n_slices; i++) {
         const struct af_dra_slice *s = d->slices[i];
         b += sizeof(*s) + s->n_devices * sizeof(*s->devices) + s->strings_len +
@@ -635,22 +675,20 @@ size_t af_dra_bytes(const struct af_dra *d)
 
 const struct af_dra_node *af_dra_find_node(const struct af_dra *d, const char *node)
 {
-    size_t lo = 0, hi;
+    uint32_t h;
+    size_t mask;
 
-    if (!d || !node)
+    if (!d || !node || !d->node_index_size)
         return NULL;
-    hi = d->n_nodes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(node, d->nodes[mid].name);
-        if (!c)
-            return &d->nodes[mid];
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
+    h = name_hash(node);
+    mask = d->node_index_size - 1;
+    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
+        uint32_t v = d->node_index[pos];
+        if (!v)
+            return NULL;
+        if (d->node_hashes[v - 1] == h && !strcmp(d->nodes[v - 1].name, node))
+            return &d->nodes[v - 1];
     }
-    return NULL;
 }
 
 static const struct af_dra_claim *find_in(struct af_dra_claim *const *arr, size_t n,
@@ -768,17 +806,21 @@ struct af_node_info *af_dra_node_info(const struct af_dra *d, const struct af_no
 
 /* ---- a pod's claims ------------------------------------------------------------------- */
 
-/* The node an allocated claim's devices are on: its results' slices, else its nodeSelector. */
+/* The node an allocated claim's devices are on (af_dra.claim_nodes), found by pointer. */
 static const char *claim_node(const struct af_dra *d, const struct af_dra_claim *c)
 {
-    for (size_t j = 0; j < c->n_results; j++)
-        for (size_t i = 0; i < d->n_slices; i++) {
-            const struct af_dra_slice *s = d->slices[i];
-            if (s->node && s->driver && s->pool && c->results[j].driver &&
-                c->results[j].pool && !strcmp(s->driver, c->results[j].driver) &&
-                !strcmp(s->pool, c->results[j].pool))
-                return s->node;
-        }
+    size_t lo = 0, hi = d ? d->n_claims : 0;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int k = nsname_cmp(c->ns, c->name, d->claims[mid]->ns, d->claims[mid]->name);
+        if (!k)
+            return d->claim_nodes[mid];
+        if (k < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
     return c->alloc_node;
 }
 
@@ -900,7 +942,7 @@ bool af_dra_node_fits(const struct af_dra *d, const struct af_dra_demand *dm, co
                       char *why, size_t n)
 {
     const struct af_dra_node *dn = af_dra_find_node(d, node);
-    bool *taken = NULL, ok = true;
+    bool stack[64], *taken = NULL, ok = true;
     size_t used = 0;
 
     char scratch[1];
@@ -918,8 +960,12 @@ bool af_dra_node_fits(const struct af_dra *d, const struct af_dra_demand *dm, co
         snprintf(why, n, "its allocated claim is on node %s", dm->alloc_node);
         return false;
     }
-    if (dn)
+    if (dn && dn->n <= AF_ARRAY_SIZE(stack)) {
+        taken = stack;
+        memset(stack, 0, sizeof(stack));
+    } else if (dn) {
         taken = af_xcalloc(dn->n + 1, sizeof(*taken));
+    }
     for (size_t c = 0; ok && c < dm->n; c++) {
         const struct af_dra_pod_claim *pc = &dm->claims[c];
         const struct af_dra_claim *src = pc->claim && !pc->claim->allocated ? pc->claim : pc->tmpl;
@@ -966,6 +1012,7 @@ bool af_dra_node_fits(const struct af_dra *d, const struct af_dra_demand *dm, co
             }
         }
     }
-    free(taken);
+    if (taken != stack)
+        free(taken);
     return ok;
 }

@@ -11,14 +11,16 @@
  *   watch      WATCH from the list's resourceVersion with bookmarks, applying each ADDED,
  *              MODIFIED and DELETED to the table as it comes; a 410 (in-band or status)
  *              lists again
- * After each change the four tables become a new index (af_dra_build), which the cache takes
- * (af_cache_set_dra: the nodes get their devices) and the next snapshot publishes. The
- * backoff and the wait for stop are the reflector's.
+ * A fifth thread turns the four tables into a new index (af_dra_build) at most every
+ * DRA_COALESCE_S after a change, which the cache takes (af_cache_set_dra: the nodes get their
+ * devices, running pods their claims' devices) and the next snapshot publishes. The backoff
+ * and the wait for stop are the reflector's.
  */
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
@@ -34,6 +36,7 @@
 #define DRA_PAGE 200
 #define DRA_PAGE_BYTES (64u << 20)     /* one page of a list */
 #define DRA_EVENT_BYTES (16u << 20)    /* one watch event */
+#define DRA_COALESCE_S 0.1             /* changes gathered into one index */
 
 static const char *const dra_resources[AF_DRA_KINDS] = {
     [AF_DRA_SLICE] = "resourceslices",
@@ -51,7 +54,10 @@ struct dra_table {
 
 struct dra_shared {
     pthread_mutex_t lock;
-    struct dra_table t[AF_DRA_KINDS];
+    struct dra_table t[AF_DRA_KINDS];     /* protected by ->lock */
+    pthread_cond_t cond;
+    bool dirty;                          /* a table changed since the last index; ->lock */
+    pthread_t publisher;
 };
 
 struct dra_watch {
@@ -61,7 +67,6 @@ struct dra_watch {
     CURL *h;
     struct af_buf line;
     bool expired;              /* 410 or another in-band error: list again */
-    bool applied;              /* a change was applied since the last rebuild */
     char rv[64];
 };
 
@@ -110,6 +115,17 @@ static void table_apply(struct dra_table *t, struct af_dra_obj *o, bool del)
     memset(o, 0, sizeof(*o));
 }
 
+/* Says a table changed: the publisher builds a new index within DRA_COALESCE_S. */
+static void changed(struct af_kube *k)
+{
+    struct dra_shared *sh = shared_of(k);
+
+    pthread_mutex_lock(&sh->lock);
+    sh->dirty = true;
+    pthread_cond_signal(&sh->cond);
+    pthread_mutex_unlock(&sh->lock);
+}
+
 /* Builds the index of the four tables and hands it to the cache. */
 static void publish(struct af_kube *k)
 {
@@ -118,7 +134,6 @@ static void publish(struct af_kube *k)
     struct af_dra_claim **cl, **tp;
     struct af_dra_class **dc;
     struct af_dra *d;
-    size_t changed;
 
     pthread_mutex_lock(&sh->lock);
     sl = af_xmalloc((sh->t[AF_DRA_SLICE].n + 1) * sizeof(*sl));
@@ -140,8 +155,42 @@ static void publish(struct af_kube *k)
     free(cl);
     free(tp);
     free(dc);
-    changed = af__kube_set_dra(k, d);
-    (void)changed;
+    (void)af__kube_set_dra(k, d);
+}
+
+/* The publisher: after a change, waits DRA_COALESCE_S for more (an index of 5,000 nodes of 8
+ * devices takes tens of milliseconds to build: not once per event), then builds one. */
+static void *publisher_main(void *arg)
+{
+    struct af_kube *k = arg;
+    struct dra_shared *sh = shared_of(k);
+
+    pthread_mutex_lock(&sh->lock);
+    while (!atomic_load(&k->stop)) {
+        struct timespec until;
+        if (!sh->dirty) {
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 200000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&sh->cond, &sh->lock, &until);
+            continue;
+        }
+        pthread_mutex_unlock(&sh->lock);
+        if (!af__kube_sleep(k, DRA_COALESCE_S)) {
+            pthread_mutex_lock(&sh->lock);
+            break;
+        }
+        pthread_mutex_lock(&sh->lock);
+        sh->dirty = false;
+        pthread_mutex_unlock(&sh->lock);
+        publish(k);
+        pthread_mutex_lock(&sh->lock);
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return NULL;
 }
 
 /* Whether the API server serves `resource` in resource.k8s.io/v1: 1 yes, 0 no, -1 it could
@@ -272,7 +321,7 @@ static int list(struct dra_watch *w)
                    af_dra_kind_name(w->kind), "count", n, NULL);
         }
     }
-    publish(k);
+    changed(k);
     rc = 0;
 out:
     table_clear(&fresh);
@@ -314,8 +363,9 @@ static size_t watch_cb(char *ptr, size_t size, size_t nmemb, void *ud)
             if (ev.type != AF_DRA_EV_BOOKMARK) {
                 pthread_mutex_lock(&sh->lock);
                 table_apply(&sh->t[w->kind], &ev.obj, ev.type == AF_DRA_EV_DELETED);
+                sh->dirty = true;
+                pthread_cond_signal(&sh->cond);
                 pthread_mutex_unlock(&sh->lock);
-                w->applied = true;
             }
         }
         af_dra_obj_clear(&ev.obj);
@@ -326,10 +376,6 @@ static size_t watch_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     memmove(w->line.buf, w->line.buf + start, w->line.len - start);
     w->line.len -= start;
     w->line.buf[w->line.len] = '\0';
-    if (w->applied) {
-        w->applied = false;
-        publish(w->k);
-    }
     return w->expired ? 0 : n;
 }
 
@@ -385,7 +431,7 @@ static void *dra_main(void *arg)
                 pthread_mutex_lock(&sh->lock);
                 table_clear(&sh->t[w->kind]);
                 pthread_mutex_unlock(&sh->lock);
-                publish(k);
+                changed(k);
                 have = false;
             }
             if (s == 0 && !said) {
@@ -422,8 +468,10 @@ void af__kube_dra_start(struct af_kube *k)
     struct dra_watch *ws = af_xcalloc(AF_DRA_KINDS, sizeof(*ws));
 
     pthread_mutex_init(&sh->lock, NULL);
+    pthread_cond_init(&sh->cond, NULL);
     k->dra = sh;
     k->dra_watches = ws;
+    pthread_create(&sh->publisher, NULL, publisher_main, k);
     for (int i = 0; i < AF_DRA_KINDS; i++) {
         ws[i].k = k;
         ws[i].kind = (enum af_dra_kind)i;
@@ -444,6 +492,11 @@ void af__kube_dra_stop(struct af_kube *k)
         pthread_join(ws[i].thread, NULL);
         curl_easy_cleanup(ws[i].h);
     }
+    pthread_mutex_lock(&sh->lock);
+    pthread_cond_broadcast(&sh->cond);
+    pthread_mutex_unlock(&sh->lock);
+    pthread_join(sh->publisher, NULL);
+    pthread_cond_destroy(&sh->cond);
     for (int i = 0; i < AF_DRA_KINDS; i++)
         table_clear(&sh->t[i]);
     pthread_mutex_destroy(&sh->lock);
