@@ -16,6 +16,7 @@
 #include "accelfit/config.h"
 #include "accelfit/dra.h"
 #include "accelfit/http.h"
+#include "accelfit/simulate.h"
 #include "accelfit/util.h"
 #include "support/support.h"
 
@@ -506,6 +507,44 @@ START_TEST(test_dra_changes_under_cached_pods)
 }
 END_TEST
 
+/* `accelfit simulate --cluster` reads the same objects: the DRA nodes have their devices, a pod
+ * the devices its claims hold, and a node with both a device plugin and DRA counts them once. */
+START_TEST(test_simulate_reads_claims_from_a_cluster_file)
+{
+    struct af_config *cfg = af_config_holder_get(&holder);
+    struct af_sim_cluster cl;
+    struct af_sim_trace tr;
+    struct af_error err;
+    size_t len, devices = 0;
+    char *text = af_test_read(MIXED, &len);
+    int a100 = -1, both = -1;
+
+    memset(&cl, 0, sizeof(cl));
+    memset(&tr, 0, sizeof(tr));
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_codec_decode_sim_cluster(cfg, MIXED, text, len, &cl, &tr, &err), 0);
+    ck_assert_msg(af_sim_apply_dra(MIXED, text, len, &cl, &tr, &devices, &err) == 0, "%s",
+                  err.text);
+    ck_assert_uint_eq(devices, 8 + 6 + 16 + 1);
+    for (size_t i = 0; i < cl.n_nodes; i++) {
+        if (!strcmp(cl.nodes[i].info->name, A100))
+            a100 = (int)i;
+        if (!strcmp(cl.nodes[i].info->name, "both-l4"))
+            both = (int)i;
+    }
+    ck_assert_int_ge(a100, 0);
+    ck_assert_int_eq(cl.nodes[a100].info->allocatable.v[AF_RES_GPU], 8);
+    ck_assert_int_eq(cl.nodes[both].info->allocatable.v[AF_RES_GPU], 1);
+    ck_assert_uint_eq(tr.n_pods, 2);
+    ck_assert_int_eq(tr.pods[0].info->requests.v[AF_RES_GPU] + tr.pods[1].info->requests.v[AF_RES_GPU],
+                     1);   /* the shared claim's GPU, once */
+    af_sim_trace_release(&tr);
+    af_sim_cluster_release(&cl);
+    af_config_unref(cfg);
+    af_free(text);
+}
+END_TEST
+
 Suite *af_dra_suite(void)
 {
     Suite *s = suite_create("dra");
@@ -529,6 +568,7 @@ Suite *af_dra_suite(void)
     tcase_add_test(tc, test_explain_shows_claims_and_devices);
     tcase_add_test(tc, test_shared_claim_counts_on_its_first_pod);
     tcase_add_test(tc, test_dra_changes_under_cached_pods);
+    tcase_add_test(tc, test_simulate_reads_claims_from_a_cluster_file);
     suite_add_tcase(s, tc);
     return s;
 }
