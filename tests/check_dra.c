@@ -545,6 +545,36 @@ START_TEST(test_simulate_reads_claims_from_a_cluster_file)
 }
 END_TEST
 
+/* A node the claim's selectors exclude has no room for the pod, as a full node has none: the
+ * tiered fallback looks past it to a tier whose nodes have the devices. */
+START_TEST(test_tiered_fallback_looks_past_nodes_the_claim_excludes)
+{
+    char *body = af_xasprintf(
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"u\","
+        "\"annotations\":{\"accelfit.io/workload\":\"inference\",\"accelfit.io/model-params\":"
+        "\"7B\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+        "{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}],\"resourceClaims\":[{\"name\":\"g\","
+        "\"resourceClaimTemplateName\":\"one-a100\"}]}},\"Nodes\":null,\"NodeNames\":%s}",
+        all_nodes);
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    struct af_request_stats st;
+    json_t *r;
+    char got[512];
+
+    memset(&st, 0, sizeof(st));
+    ck_assert_int_eq(af_service_handle_stats(&svc, AF_VERB_FILTER, body, strlen(body), &out, &st),
+                     200);
+    r = json_loadb(out.buf, out.len, 0, NULL);
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, A100);
+    ck_assert_msg(strstr(failed_reason(r, "both-l4"), "accelfit: DRA: ") != NULL, "%s",
+                  failed_reason(r, "both-l4"));
+    json_decref(r);
+    af_buf_release(&out);
+    af_free(body);
+}
+END_TEST
+
 Suite *af_dra_suite(void)
 {
     Suite *s = suite_create("dra");
@@ -569,6 +599,7 @@ Suite *af_dra_suite(void)
     tcase_add_test(tc, test_shared_claim_counts_on_its_first_pod);
     tcase_add_test(tc, test_dra_changes_under_cached_pods);
     tcase_add_test(tc, test_simulate_reads_claims_from_a_cluster_file);
+    tcase_add_test(tc, test_tiered_fallback_looks_past_nodes_the_claim_excludes);
     suite_add_tcase(s, tc);
     return s;
 }

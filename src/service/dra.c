@@ -32,23 +32,45 @@ const struct af_pod_info *af__service_dra_pod(struct af_arena *ar, const struct 
     return p;
 }
 
-void af__service_dra_filter(const struct af_snapshot *snap, const struct af_dra_demand *dm,
-                            const char *const *names, size_t n, struct af_node_decision *dec,
-                            struct af_filter_summary *sum)
+void af__service_dra_check(struct af_arena *ar, const struct af_snapshot *snap,
+                           const struct af_dra_demand *dm, const struct af_pod_info *pod,
+                           const char *const *names, struct af_node_view *views, size_t n,
+                           struct af__dra_check *out)
 {
+    memset(out, 0, sizeof(*out));
     if (!dm->n)
         return;
+    out->n = n;
+    out->fails = af_arena_alloc(ar, (n + 1) * sizeof(*out->fails));
+    out->why = af_arena_alloc(ar, (n + 1) * sizeof(*out->why));
     for (size_t i = 0; i < n; i++) {
         char why[AF_REASON_MAX - 24];
-        if (dec[i].verdict != AF_VERDICT_PASS)
-            continue;
+        struct af_node_view *v = &views[i];
         if (af_dra_node_fits(snap ? snap->dra : NULL, dm, names[i], why, sizeof(why)))
             continue;
-        dec[i].verdict = AF_VERDICT_FAILED;
-        snprintf(dec[i].reason, sizeof(dec[i].reason), "accelfit: DRA: %s", why);
-        if (sum) {
+        out->fails[i] = true;
+        snprintf(out->why[i], sizeof(out->why[i]), "accelfit: DRA: %s", why);
+        /* no room for what the pod requests, as a full node has none */
+        for (int r = 0; v->info && r < AF_RES__COUNT; r++)
+            if (pod->requests.v[r] > 0 &&
+                v->used.v[r] < v->info->allocatable.v[r] - pod->requests.v[r] + 1)
+                v->used.v[r] = v->info->allocatable.v[r] - pod->requests.v[r] + 1;
+    }
+}
+
+void af__service_dra_reasons(const struct af__dra_check *chk, struct af_node_decision *dec,
+                             struct af_filter_summary *sum)
+{
+    for (size_t i = 0; chk->fails && i < chk->n; i++) {
+        if (!chk->fails[i])
+            continue;
+        if (dec[i].verdict == AF_VERDICT_PASS && sum) {
             sum->passed--;
             sum->failed++;
         }
+        if (dec[i].verdict == AF_VERDICT_UNRESOLVABLE)
+            continue;   /* the core's reason (a wrong class) says more */
+        dec[i].verdict = AF_VERDICT_FAILED;
+        snprintf(dec[i].reason, sizeof(dec[i].reason), "%s", chk->why[i]);
     }
 }

@@ -19,13 +19,29 @@
 const struct af_pod_info *af__service_dra_pod(struct af_arena *ar, const struct af_snapshot *snap,
                                               const struct af_pod_info *pod,
                                               struct af_dra_demand *dm);
+
+/* Which candidates cannot give the pod's claims their devices, and why. */
+struct af__dra_check {
+    size_t n;
+    bool *fails;                /* per candidate; NULL when the pod has no claims */
+    char (*why)[AF_REASON_MAX];
+};
+
 /*
- * After af_filter: a passing node that cannot give the pod's claims their devices
- * (af_dra_node_fits) fails, with the reason; `sum` (may be NULL) is kept in step. Nothing
- * when the pod has no claims.
+ * Before af_filter: asks each candidate whether its free devices satisfy the pod's claims
+ * (af_dra_node_fits), and gives each one that cannot no room in `views` (the request's own
+ * copies), so that the core's tiered fallback looks past it as past a full node. Nothing
+ * when the pod has no claims. Cannot fail.
  */
-void af__service_dra_filter(const struct af_snapshot *snap, const struct af_dra_demand *dm,
-                            const char *const *names, size_t n, struct af_node_decision *dec,
-                            struct af_filter_summary *sum);
+void af__service_dra_check(struct af_arena *ar, const struct af_snapshot *snap,
+                           const struct af_dra_demand *dm, const struct af_pod_info *pod,
+                           const char *const *names, struct af_node_view *views, size_t n,
+                           struct af__dra_check *out);
+/*
+ * After af_filter: each candidate the check refused fails with its DRA reason; `sum` (may be
+ * NULL) is kept in step.
+ */
+void af__service_dra_reasons(const struct af__dra_check *chk, struct af_node_decision *dec,
+                             struct af_filter_summary *sum);
 
 #endif

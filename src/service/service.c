@@ -520,6 +520,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         const struct af_pod_info *pod = af__service_dra_pod(&ar, snap, af_ext_args_pod(args), &dm);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af_filter_summary sum;
+        struct af__dra_check chk;
 
         struct af_rollout_decision rd;
         struct af_tenant_decision bd;
@@ -531,8 +532,9 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         plan->brief_reasons = true;   /* one text per cause: the scheduler's event counts them */
         steer(svc, cfg, snap, pod, 0, plan, &rd);
         af_budget_steer(svc, cfg, snap, pod, 0, plan, &bd);   /* the pod's tenant (budget.c) */
+        af__service_dra_check(&ar, snap, &dm, pod, c.names, c.views, c.n, &chk);   /* claims */
         live_filter(svc, cfg, plan, pod, &ar, &c, dec, &sum);
-        af__service_dra_filter(snap, &dm, c.names, c.n, dec, &sum);   /* its claims' devices */
+        af__service_dra_reasons(&chk, dec, &sum);
         af_budget_charge(svc, pod, &bd, c.views, c.n, dec);   /* until the pod is seen */
         st->passed = sum.passed;
         st->fallback = sum.fallback;
@@ -1105,6 +1107,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_filter_summary sum;
     struct af_rollout_decision rd;
     struct af_tenant_decision bd;
+    struct af__dra_check chk;
     struct jw w = {out, 0, false};
     char podname[600];
     struct af_util_snapshot *us = af_prom_acquire(svc->util);
@@ -1117,8 +1120,15 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     steer(svc, cfg, in->snap, in->pod, AF_ROLLOUTS_PEEK, plan, &rd);
     af_budget_steer(svc, cfg, (struct af_snapshot *)in->snap, in->pod, AF_BUDGET_SPEND,
                     plan, &bd);
-    live_filter(svc, cfg, plan, in->pod, ar, &in->c, fdec, &sum);
-    af__service_dra_filter(in->snap, &in->dra, in->c.names, in->c.n, fdec, &sum);
+    {
+        /* the DRA check judges the request's own copies of the views */
+        struct candidates fc = in->c;
+        fc.views = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*fc.views));
+        memcpy(fc.views, in->c.views, in->c.n * sizeof(*fc.views));
+        af__service_dra_check(ar, in->snap, &in->dra, in->pod, fc.names, fc.views, fc.n, &chk);
+        live_filter(svc, cfg, plan, in->pod, ar, &fc, fdec, &sum);
+        af__service_dra_reasons(&chk, fdec, &sum);
+    }
     af_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, pdec);
     live_score(cfg, plan, in->pod, &in->c, us, pdec);
     af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* the reasons */
