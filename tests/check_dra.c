@@ -575,6 +575,56 @@ START_TEST(test_tiered_fallback_looks_past_nodes_the_claim_excludes)
 }
 END_TEST
 
+/* The ways a pod names its claims, each read as kube-scheduler 1.34 sends it. */
+static const struct {
+    const char *what, *claims, *status, *want;
+} naming_cases[] = {
+    {"a template", "[{\"name\":\"g\",\"resourceClaimTemplateName\":\"two-gpus\"}]", NULL, A100},
+    {"the claim made from its template (status.resourceClaimStatuses), allocated",
+     "[{\"name\":\"g\",\"resourceClaimTemplateName\":\"two-gpus\"}]",
+     "{\"resourceClaimStatuses\":[{\"name\":\"g\",\"resourceClaimName\":\"shared-gpu\"}]}",
+     A100},
+    {"the claim made from its template, not yet in the cache: the template",
+     "[{\"name\":\"g\",\"resourceClaimTemplateName\":\"four-neurons\"}]",
+     "{\"resourceClaimStatuses\":[{\"name\":\"g\",\"resourceClaimName\":\"p-g-x7k2\"}]}", TRN},
+    {"the v1alpha2 shape (source:)",
+     "[{\"name\":\"g\",\"source\":{\"resourceClaimTemplateName\":\"four-neurons\"}}]", NULL, TRN},
+    {"a claim the cluster does not have: unknown never narrows",
+     "[{\"name\":\"g\",\"resourceClaimName\":\"no-such-claim\"}]", NULL,
+     "dp-a10g," A100 "," MIG "," TRN ",cpu-c6i,both-l4"},
+    {"two claims: both must fit one node",
+     "[{\"name\":\"a\",\"resourceClaimTemplateName\":\"two-gpus\"},"
+     "{\"name\":\"b\",\"resourceClaimTemplateName\":\"four-neurons\"}]",
+     NULL, ""},
+};
+
+START_TEST(test_pods_name_their_claims_every_way)
+{
+    char *body = af_xasprintf(
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"uid-p\"},"
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\","
+        "\"memory\":\"1Gi\"}}}],\"resourceClaims\":%s},\"status\":%s},\"Nodes\":null,"
+        "\"NodeNames\":%s}",
+        naming_cases[_i].claims, naming_cases[_i].status ? naming_cases[_i].status : "{}",
+        all_nodes);
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    struct af_request_stats st;
+    json_t *r;
+    char got[512];
+
+    memset(&st, 0, sizeof(st));
+    ck_assert_int_eq(af_service_handle_stats(&svc, AF_VERB_FILTER, body, strlen(body), &out, &st),
+                     200);
+    r = json_loadb(out.buf, out.len, 0, NULL);
+    passed(r, got, sizeof(got));
+    ck_assert_msg(!strcmp(got, naming_cases[_i].want), "%s: passed '%s', not '%s'",
+                  naming_cases[_i].what, got, naming_cases[_i].want);
+    json_decref(r);
+    af_buf_release(&out);
+    af_free(body);
+}
+END_TEST
+
 Suite *af_dra_suite(void)
 {
     Suite *s = suite_create("dra");
@@ -600,6 +650,8 @@ Suite *af_dra_suite(void)
     tcase_add_test(tc, test_dra_changes_under_cached_pods);
     tcase_add_test(tc, test_simulate_reads_claims_from_a_cluster_file);
     tcase_add_test(tc, test_tiered_fallback_looks_past_nodes_the_claim_excludes);
+    tcase_add_loop_test(tc, test_pods_name_their_claims_every_way, 0,
+                        (int)AF_ARRAY_SIZE(naming_cases));
     suite_add_tcase(s, tc);
     return s;
 }
