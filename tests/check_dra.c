@@ -89,7 +89,8 @@ static const struct {
 } cel_cases[] = {
     {"device.driver == 'gpu.nvidia.com'", 1, 0},
     {"device.driver == \"neuron.aws.com\"", 1, 0},
-    {"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'", 2, 0},
+    {"device.driver == 'gpu.nvidia.com' && "
+     "device.attributes['gpu.nvidia.com'].type == 'mig'", 2, 0},
     {"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'", 1, 0},
     {"device.attributes['neuron.aws.com'].instanceType == 'trn2.48xlarge'", 1, 0},
     {"(device.attributes['gpu.nvidia.com'].profile == '1g.10gb')", 1, 0},
@@ -346,7 +347,8 @@ END_TEST
 START_TEST(test_selector_on_product_narrows)
 {
     char got[512];
-    json_t *r = call(AF_VERB_FILTER, "[{\"name\":\"g\",\"resourceClaimTemplateName\":\"one-h100\"}]");
+    json_t *r = call(AF_VERB_FILTER,
+                     "[{\"name\":\"g\",\"resourceClaimTemplateName\":\"one-h100\"}]");
 
     passed(r, got, sizeof(got));
     ck_assert_str_eq(got, "");
@@ -536,8 +538,10 @@ START_TEST(test_simulate_reads_claims_from_a_cluster_file)
     ck_assert_int_eq(cl.nodes[a100].info->allocatable.v[AF_RES_GPU], 8);
     ck_assert_int_eq(cl.nodes[both].info->allocatable.v[AF_RES_GPU], 1);
     ck_assert_uint_eq(tr.n_pods, 2);
-    ck_assert_int_eq(tr.pods[0].info->requests.v[AF_RES_GPU] + tr.pods[1].info->requests.v[AF_RES_GPU],
-                     1);   /* the shared claim's GPU, once */
+    /* the shared claim's GPU, once */
+    ck_assert_int_eq(tr.pods[0].info->requests.v[AF_RES_GPU] +
+                         tr.pods[1].info->requests.v[AF_RES_GPU],
+                     1);
     af_sim_trace_release(&tr);
     af_sim_cluster_release(&cl);
     af_config_unref(cfg);

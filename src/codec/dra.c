@@ -20,7 +20,7 @@
 
 #include "codec/internal.h"
 
-#define DRA_MAX_DEVICES 4096u     /* devices of one slice (the API allows 128; v1 up to 4096?) */
+#define DRA_MAX_DEVICES 4096u     /* devices read of one slice (the API allows 128) */
 #define DRA_MAX_REQUESTS 32u
 #define DRA_MAX_CHOICES 8u
 #define DRA_MAX_SELECTORS 32u
@@ -117,7 +117,7 @@ static int slice_from_json(json_t *obj, const char *where, struct af_dra_slice *
     json_t *pool = af__codec_get(spec, "pool"), *devs = af__codec_get(spec, "devices"), *dv;
     const char *name = af__codec_get_str(meta, "name");
     struct af_dra_slice *s;
-    struct af_buf b = AF_BUF_INIT(64u << 20);
+    struct af_buf b = AF_BUF_INIT(0);   /* as long as the slice's own strings */
     uint32_t recent[AF_DRA_ATTR__COUNT] = {0};
     size_t i, n;
 

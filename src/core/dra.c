@@ -365,7 +365,9 @@ static bool class_matches(const struct af_dra_class *cls, const char *name,
 
 static int cmp_slice(const void *a, const void *b)
 {
-    return strcmp((*(struct af_dra_slice *const *)a)->name, (*(struct af_dra_slice *const *)b)->name);
+    const struct af_dra_slice *x = *(struct af_dra_slice *const *)a;
+    const struct af_dra_slice *y = *(struct af_dra_slice *const *)b;
+    return strcmp(x->name, y->name);
 }
 
 static int nsname_cmp(const char *ans, const char *an, const char *bns, const char *bn)
@@ -383,7 +385,9 @@ static int cmp_claim(const void *a, const void *b)
 
 static int cmp_class(const void *a, const void *b)
 {
-    return strcmp((*(struct af_dra_class *const *)a)->name, (*(struct af_dra_class *const *)b)->name);
+    const struct af_dra_class *x = *(struct af_dra_class *const *)a;
+    const struct af_dra_class *y = *(struct af_dra_class *const *)b;
+    return strcmp(x->name, y->name);
 }
 
 static int cmp_dev(const void *a, const void *b)
@@ -860,8 +864,8 @@ void af_dra_pod_demand(const struct af_dra *d, const struct af_pod_info *pod,
                 out->conflict = true;
             if (node && !out->alloc_node)
                 out->alloc_node = node;
-            pc->counted = c->n_reserved == 0 ||
-                          (pod->uid && c->reserved_uids[0] && !strcmp(c->reserved_uids[0], pod->uid));
+            pc->counted = c->n_reserved == 0 || (pod->uid && c->reserved_uids[0] &&
+                                                 !strcmp(c->reserved_uids[0], pod->uid));
             if (!pc->counted)
                 continue;
             for (size_t j = 0; j < c->n_results; j++) {

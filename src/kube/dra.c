@@ -2,7 +2,8 @@
 /*
  * kube dra: the Dynamic Resource Allocation objects of resource.k8s.io/v1 (Kubernetes 1.34+):
  * ResourceSlices, ResourceClaims, ResourceClaimTemplates and DeviceClasses
- * (docs/decisions.md#8-accelerators-allocated-by-dra). One thread per kind, each with its own curl handle:
+ * (docs/decisions.md#8-accelerators-allocated-by-dra). One thread per kind, each with its own
+ * curl handle:
  *   discovery  GET /apis/resource.k8s.io/v1; while the API server does not serve the kind
  *              (a cluster before 1.34: the common case), nothing changes, nothing is logged
  *              as an error, and it asks again every DRA_DISCOVERY_S
