@@ -584,6 +584,14 @@ START_TEST(test_autoscaled_day_through_the_binary)
     ck_assert_int_gt(json_integer_value(json_object_get(a, "launched_for_a_preference")), 0);
     ck_assert_int_eq(json_integer_value(json_object_get(k, "launched_for_a_preference")), 0);
     ck_assert_int_eq(json_integer_value(json_object_get(a, "unplaced")), 0);
+    /* ... on which the 13B model does not fit: counted, and the headline says the two sides
+     * did not do the same work */
+    ck_assert_int_eq(json_integer_value(json_object_get(a, "model_misfits")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(k, "model_misfits")), 2);
+    ck_assert_msg(strstr(json_string_value(json_object_get(j, "summary")) ?: "",
+                         "but not for the same work: kube-scheduler placed 2 pods where the "
+                         "model does not fit"),
+                  "%s", json_string_value(json_object_get(j, "summary")));
     /* team-batch may use spot only: its preference names spot, which only the spot pool
      * meets; Karpenter alone takes the heavier on-demand pool. */
     for (size_t i = 0; i < json_array_size(json_object_get(j, "placements")); i++) {

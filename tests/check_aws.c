@@ -16,6 +16,7 @@
 
 #include "accelfit/aws.h"
 #include "accelfit/config.h"
+#include "accelfit/http.h"
 #include "accelfit/prices.h"
 #include "support/fake_api.h"
 #include "support/fake_aws.h"
@@ -212,6 +213,69 @@ START_TEST(test_aws_no_credentials_says_what_to_set)
     ck_assert_int_eq(rc, AF_EUNAUTH);
     ck_assert_msg(strstr(err, "no AWS credentials: set AWS_ROLE_ARN"), "%s", err);
     ck_assert_uint_eq(count("pricing", NULL), 0);
+}
+END_TEST
+
+/*
+ * A workstation's credentials, as the AWS SDKs find them: profile AWS_PROFILE (else
+ * default) of AWS_SHARED_CREDENTIALS_FILE (else ~/.aws/credentials), then of the config
+ * file ([profile NAME]); a profile that only runs credential_process says so.
+ */
+START_TEST(test_aws_shared_credentials_file_and_profiles)
+{
+    char *creds = af_test_temp_path("credentials"), *config = af_test_temp_path("config");
+    struct af_prices *p;
+    char err[600] = "";
+    int rc;
+
+    NEED_FAKE();
+    af_test_fake_aws_do(&fake, "credentials", "{\"akid\": \"AKIAFAKESTATIC\", \"secret\": "
+                                              "\"static/secret+key\"}");
+    write_file(creds, "[default]\naws_access_key_id = AKIAWRONG\naws_secret_access_key = no\n"
+                      "\n# the one in use\n[work]\naws_access_key_id = AKIAFAKESTATIC\n"
+                      "aws_secret_access_key = static/secret+key\n");
+    setenv("AWS_SHARED_CREDENTIALS_FILE", creds, 1);
+    setenv("AWS_PROFILE", "work", 1);
+    p = read_book(&quick, AF_AWS_ON_DEMAND, err, sizeof(err), &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    assert_price(p, AF_PRICE_ON_DEMAND, "eu-west-1", "g5.xlarge", 1.123);
+    af_prices_unref(p);
+
+    /* the config file's [profile NAME] holds keys too */
+    write_file(config, "[profile ci]\nregion = eu-west-1\naws_access_key_id = AKIAFAKESTATIC\n"
+                       "aws_secret_access_key = static/secret+key\n"
+                       "[profile sso]\ncredential_process = /usr/bin/fetch-creds\n");
+    setenv("AWS_CONFIG_FILE", config, 1);
+    setenv("AWS_PROFILE", "ci", 1);
+    p = read_book(&quick, AF_AWS_ON_DEMAND, err, sizeof(err), &rc);
+    ck_assert_msg(rc == 0, "%s", err);
+    af_prices_unref(p);
+
+    setenv("AWS_PROFILE", "sso", 1);
+    ck_assert_ptr_null(read_book(&quick, AF_AWS_ON_DEMAND, err, sizeof(err), &rc));
+    ck_assert_int_eq(rc, AF_EUNAUTH);
+    ck_assert_msg(strstr(err, "profile sso uses credential_process, which accelfit does not run"),
+                  "%s", err);
+    unsetenv("AWS_PROFILE");
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials", 1);
+    setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config", 1);
+    af_free(creds);
+    af_free(config);
+}
+END_TEST
+
+/* No credentials at all fails both reads alike: accelfit costs says it once. */
+START_TEST(test_costs_without_credentials_says_so_once)
+{
+    const char *argv[] = {"accelfit", "costs", "--demo", "--aws-pricing", NULL};
+    char *out = NULL, *err = NULL, *first;
+
+    NEED_FAKE();
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    first = strstr(err, "no AWS credentials");
+    ck_assert_msg(first && !strstr(first + 1, "no AWS credentials"), "%s", err);
+    af_free(out);
+    af_free(err);
 }
 END_TEST
 
@@ -700,6 +764,12 @@ static bool has_price(struct af_prices_holder *h, enum af_price_kind k, const ch
 }
 
 /* The source record of (kind, region) in the holder's book. */
+static void updated_quiet(void *ud, struct af_prices *book)
+{
+    (void)ud;
+    ck_assert_ptr_nonnull(book);
+}
+
 static bool source(struct af_prices_holder *h, enum af_price_kind k, const char *region,
                    struct af_price_source *out)
 {
@@ -731,6 +801,46 @@ static bool spot_read_after(struct af_prices_holder *h, double t)
 
     return source(h, AF_PRICE_SPOT, "eu-west-1", &s) && s.read_at > t && !s.error[0];
 }
+
+/* DescribeCapacityReservations as EC2 answers it (tests/fixtures/aws): the active
+ * reservation's type, zone, kind and end; a reservation without an id is refused. */
+START_TEST(test_aws_reservations_page)
+{
+    size_t len = 0, n = 0;
+    char *doc = af_test_read("tests/fixtures/aws/describe-capacity-reservations-response.xml",
+                             &len);
+    struct af_prices *book = af_prices_new();
+    const struct af_reservation *r;
+    char err[256], *next = NULL;
+
+    ck_assert_int_eq(af__aws_reservations_page("ec2 t", doc, len, "us-east-1", book, &n, &next,
+                                               err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_ptr_null(next);
+    r = af_prices_reservation(book, "cr-1234abcd56EXAMPLE");
+    ck_assert_ptr_nonnull(r);
+    ck_assert(r->block);
+    ck_assert_str_eq(r->zone, "us-east-1a");
+    ck_assert_str_eq(r->instance_type, "p5.48xlarge");
+    ck_assert_str_eq(r->region, "us-east-1");
+    ck_assert_double_eq(r->end, af_parse_rfc3339("2026-11-29T11:30:00Z"));
+    ck_assert_ptr_eq(af_prices_reservation_in(book, "us-east-1a", "p5.48xlarge"), r);
+    ck_assert_ptr_null(af_prices_reservation_in(book, "us-east-1b", "p5.48xlarge"));
+    af_free(doc);
+    {
+        static const char bad[] =
+            "<DescribeCapacityReservationsResponse><capacityReservationSet><item>"
+            "<state>active</state><availabilityZone>us-east-1a</availabilityZone></item>"
+            "</capacityReservationSet></DescribeCapacityReservationsResponse>";
+        ck_assert_int_eq(af__aws_reservations_page("ec2 t", bad, strlen(bad), "us-east-1", book,
+                                                   &n, &next, err, sizeof(err)),
+                         AF_EPARSE);
+        ck_assert_msg(strstr(err, "ec2 t: a reservation without an id or zone"), "%s", err);
+    }
+    af_prices_unref(book);
+}
+END_TEST
 
 START_TEST(test_aws_refresh_keeps_last_prices_when_a_read_fails)
 {
@@ -870,6 +980,123 @@ static bool fake_saw_hang(void)
     json_decref(all);
     return hung;
 }
+
+/* Node regions a relabelling node could make up: many, and some not regions at all. */
+struct many {
+    pthread_mutex_t lock;
+    bool made_up;
+};
+
+static size_t many_regions(void *ud, char (*out)[32], size_t max)
+{
+    static const char *const junk[] = {"not a region", "../../etc/passwd", "EU-WEST-1",
+                                       "eu-west-1a", "eu-west-123", "x-west-1"};
+    struct many *m = ud;
+    size_t n = 0;
+
+    snprintf(out[n++], 32, "eu-west-1");
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; m->made_up && i < AF_ARRAY_SIZE(junk) && n < max; i++)
+        snprintf(out[n++], 32, "%s", junk[i]);
+    for (int i = 1; m->made_up && i <= 60 && n < max; i++)
+        snprintf(out[n++], 32, "zz-made-up-%d", i);
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+/* Sources in the book of regions other than eu-west-1 (and all sources). */
+static size_t other_sources(struct af_prices_holder *h, size_t *all)
+{
+    struct af_prices *p = af_prices_holder_get(h);
+    const struct af_price_source *s = af_prices_sources(p, all);
+    size_t n = 0;
+
+    for (size_t i = 0; i < *all; i++)
+        n += strcmp(s[i].region, "eu-west-1") != 0;
+    af_prices_unref(p);
+    return n;
+}
+
+/* Requests the fake saw that named a region other than eu-west-1 (ec2 is per region). */
+static size_t other_region_requests(void)
+{
+    json_t *all = requests(), *r;
+    size_t i, n = 0;
+
+    json_array_foreach(all, i, r) {
+        const char *region = json_string_value(json_object_get(r, "region"));
+        n += region && strcmp(region, "eu-west-1") && strcmp(json_string_value(json_object_get(r, "service")), "pricing");
+    }
+    json_decref(all);
+    return n;
+}
+
+/*
+ * Node labels name regions: what is not an AWS region's name is never asked about, at most
+ * 32 regions are read, and a region no node names any more is forgotten after three spot
+ * refresh intervals: no more requests, and its prices and sources leave the book.
+ */
+START_TEST(test_aws_regions_are_checked_capped_and_forgotten)
+{
+    struct many m = {PTHREAD_MUTEX_INITIALIZER, true};
+    struct af_aws_options o = quick;
+    struct af_prices_holder h;
+    struct af_aws_pricing *ap;
+    size_t all, before;
+    double usd;
+
+    NEED_FAKE();
+    af_test_fake_aws_static_keys(&fake);
+    af_prices_holder_init(&h);
+    o.spot_refresh_s = 1;   /* forgotten after 3 s */
+    ck_assert_int_eq(af_aws_pricing_start(&ap, &o, &h, many_regions, &m, updated_quiet, NULL), 0);
+    ck_assert(AF_TEST_WAIT_FOR(60, has_price(&h, AF_PRICE_ON_DEMAND, "eu-west-1", "m5.large",
+                                             &usd) &&
+                                       other_sources(&h, &all) == AF_PRICE__KINDS * 31));
+    ck_assert_uint_eq(all, AF_PRICE__KINDS * 32);
+    /* the nodes leave the made-up regions */
+    pthread_mutex_lock(&m.lock);
+    m.made_up = false;
+    pthread_mutex_unlock(&m.lock);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, other_sources(&h, &all) == 0), "%zu sources left", all);
+    ck_assert(has_price(&h, AF_PRICE_ON_DEMAND, "eu-west-1", "m5.large", &usd));
+    before = other_region_requests();
+    nanosleep(&(struct timespec){3, 0}, NULL);
+    ck_assert_uint_eq(other_region_requests(), before);
+    af_aws_pricing_stop(ap);
+    af_prices_holder_destroy(&h);
+}
+END_TEST
+
+/* /readyz's price lines, with more sources than fit: whole lines, and a count of the rest. */
+START_TEST(test_readyz_price_lines_stay_whole)
+{
+    struct af_prices_holder h;
+    struct af_prices *book = af_prices_new();
+    struct af_service svc = {.prices = &h};
+    char out[1500];
+    size_t lines = 0;
+
+    af_prices_holder_init(&h);
+    for (int i = 0; i < 64; i++) {
+        struct af_price_source src = {.kind = i % 2, .tried_at = af_wall_time()};
+        snprintf(src.region, sizeof(src.region), "zz-made-up-%d", i / 2);
+        snprintf(src.error, sizeof(src.error), "ec2 DescribeSpotPriceHistory zz-made-up-%d: "
+                 "no spot prices", i / 2);
+        af_prices_set_source(book, &src);
+    }
+    af_prices_freeze(book);
+    af_prices_holder_swap(&h, book);
+    af_service_prices_status(&svc, NULL, out, sizeof(out));
+    ck_assert_uint_lt(strlen(out), sizeof(out) - 1);
+    ck_assert_msg(out[strlen(out) - 1] == '\n', "cut mid-line: %s", out);
+    for (const char *p = out; (p = strchr(p, '\n')); p++)
+        lines++;
+    ck_assert_uint_gt(lines, 2);
+    ck_assert_msg(strstr(out, "more sources not shown here\n"), "%s", out);
+    af_prices_holder_destroy(&h);
+}
+END_TEST
 
 START_TEST(test_aws_stop_interrupts_a_hanging_request)
 {
@@ -1036,6 +1263,11 @@ static char *serve_call(CURL *c, const struct af_test_server *s, const char *pat
     "\"NodeNames\": [\"ip-10-0-1-10.us-west-2.compute.internal\", "                          \
     "\"ip-10-0-3-30.us-west-2.compute.internal\", \"spot-1\"]}"
 
+#define RESV_EXPLAIN                                                                         \
+    "{\"Pod\": {\"metadata\": {\"name\": \"p\", \"namespace\": \"default\"}, \"spec\": "      \
+    "{\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": {\"cpu\": \"1\"}}}]}}, " \
+    "\"NodeNames\": [\"block-1\", \"mng-1\"]}"
+
 /* A string member of `o`, "" when absent or not a string. */
 static const char *str_of(const json_t *o, const char *key)
 {
@@ -1163,6 +1395,105 @@ static bool readyz_has(CURL *c, const struct af_test_server *s, const char *want
     return strstr(*body, want) != NULL;
 }
 
+/* True once /explain says `want` of node `name`'s price. */
+static bool reason_has(CURL *c, const struct af_test_server *s, const char *name,
+                       const char *want)
+{
+    long st;
+    char *b = serve_call(c, s, "/explain", RESV_EXPLAIN, &st);
+    json_t *j = json_loads(b, 0, NULL);
+    json_t *n = explained(j, name);
+    bool yes = n && strstr(str_of(n, "price_reason"), want) != NULL;
+
+    json_decref(j);
+    af_free(b);
+    return yes;
+}
+
+/* A prepaid node's reservation from EC2 DescribeCapacityReservations: its type and when it
+ * ends, by its id or, when its labels name none, as the only reservation of its type in its
+ * zone; without the IAM permission the annotation's end stands and /readyz says why. */
+START_TEST(test_reservations_from_aws)
+{
+    struct af_test_fake_api api;
+    struct af_test_server s;
+    CURL *c;
+    long st;
+    char *b;
+
+    NEED_FAKE();
+    if (!af_test_fake_api_start(&api))
+        return;
+    af_test_fake_aws_static_keys(&fake);
+    af_test_fake_aws_do(&fake, "reservations",
+                        "{\"region\": \"us-west-2\", \"items\": ["
+                        "{\"id\": \"cr-0b10c000000000001\", \"type\": \"p4d.24xlarge\", "
+                        "\"zone\": \"us-west-2a\", \"block\": true, \"end_in\": 7200},"
+                        "{\"id\": \"cr-0aa0000000000000a\", \"type\": \"g5.12xlarge\", "
+                        "\"zone\": \"us-west-2b\", \"end_in\": 90000},"
+                        "{\"id\": \"cr-0ffff00000000000f\", \"type\": \"g5.12xlarge\", "
+                        "\"zone\": \"us-west-2c\", \"state\": \"expired\"}]}");
+    af_test_fake_api_do(&api, "add_node",
+                        "{\"name\": \"block-1\", \"instance_type\": \"p4d.24xlarge\", "
+                        "\"gpus\": 8, \"labels\": {\"karpenter.sh/capacity-type\": \"reserved\", "
+                        "\"karpenter.k8s.aws/capacity-reservation-id\": \"cr-0b10c000000000001\", "
+                        "\"topology.kubernetes.io/region\": \"us-west-2\", "
+                        "\"topology.kubernetes.io/zone\": \"us-west-2a\"}}");
+    af_test_fake_api_do(&api, "add_node",
+                        "{\"name\": \"mng-1\", \"instance_type\": \"g5.12xlarge\", "
+                        "\"gpus\": 4, \"labels\": {\"eks.amazonaws.com/capacityType\": "
+                        "\"CAPACITY_BLOCK\", \"topology.kubernetes.io/region\": \"us-west-2\", "
+                        "\"topology.kubernetes.io/zone\": \"us-west-2b\"}}");
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, "--aws-pricing", NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    /* the label says reserved; AWS says a Capacity Block, ending in two hours */
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, reason_has(c, &s, "block-1",
+                                                   "prepaid capacity-block cr-0b10c000000000001 "
+                                                   "(label karpenter.sh/capacity-type=reserved), "
+                                                   "ends in ")),
+                  "never priced from AWS's reservation");
+    ck_assert(reason_has(c, &s, "block-1", " (aws): a pod adds nothing here"));
+    ck_assert(reason_has(c, &s, "block-1", "ends in 1h5") || reason_has(c, &s, "block-1", "ends in 2h00m"));
+    /* no id on the managed node group's node: the only reservation of its type in its zone */
+    ck_assert(reason_has(c, &s, "mng-1", "prepaid capacity-block cr-0aa0000000000000a "
+                                         "(label eks.amazonaws.com/capacityType=CAPACITY_BLOCK), "
+                                         "ends in 25h00m (aws)") ||
+              reason_has(c, &s, "mng-1", "ends in 24h59m (aws)"));
+    b = serve_call(c, &s, "/readyz", NULL, &st);
+    ck_assert_msg(strstr(b, "prices: aws reservations us-west-2: 2 reservations, read "), "%s", b);
+    af_free(b);
+    b = NULL;
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+
+    /* without ec2:DescribeCapacityReservations: the annotation's end, and /readyz says why */
+    af_test_fake_aws_do(&fake, "reservations", "{\"region\": \"us-west-2\", \"items\": [], "
+                                               "\"denied\": true}");
+    af_test_fake_api_do(&api, "modify_node",
+                        "{\"name\": \"block-1\", \"annotations\": "
+                        "{\"accelfit.io/capacity-reservation-end\": \"2099-01-01T00:00:00Z\"}}");
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, "--aws-pricing", NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, readyz_has(c, &s, "prices: aws reservations us-west-2: "
+                                                          "degraded: ec2 DescribeCapacityReservations "
+                                                          "us-west-2: UnauthorizedOperation",
+                                                   &b, &st)),
+                  "%s", b);
+    ck_assert_msg(strstr(b, "prepaid nodes keep the ends their annotations give"), "%s", b);
+    af_free(b);
+    ck_assert(AF_TEST_WAIT_FOR(30, reason_has(c, &s, "block-1", "(annotation)")));
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&api);
+}
+END_TEST
+
 /* Without credentials AWS says nothing: nodes keep the catalog's prices and /readyz says why,
  * still ready. */
 START_TEST(test_serve_without_credentials_keeps_catalog_prices_and_says_why)
@@ -1181,10 +1512,13 @@ START_TEST(test_serve_without_credentials_keeps_catalog_prices_and_says_why)
         af_test_server_start(&s, args, false, NULL, NULL);
     }
     c = curl_easy_init();
-    ck_assert(AF_TEST_WAIT_FOR(120, readyz_has(c, &s, "prices: aws on-demand us-west-2: degraded: ",
-                                              &b, &st)));
+    ck_assert_msg(AF_TEST_WAIT_FOR(120, readyz_has(c, &s, "prices: aws on-demand us-west-2: degraded: ",
+                                                  &b, &st)),
+                  "%s", b);
     ck_assert_int_eq(st, 200);
-    ck_assert_msg(strstr(b, "prices: aws on-demand us-west-2: degraded: no AWS credentials") &&
+    /* the error every source shares is said in full once, the others point to it */
+    ck_assert_msg(strstr(b, ": degraded: no AWS credentials") &&
+                      strstr(b, "prices: aws on-demand us-west-2: degraded: ") &&
                       strstr(b, "never read; nodes keep the catalog's prices"),
                   "%s", b);
     af_free(b);
@@ -1277,6 +1611,8 @@ Suite *af_aws_suite(void)
     tcase_add_loop_test(tc, test_aws_wrong_secret_is_refused_with_awss_message, 0,
                         (int)AF_ARRAY_SIZE(sig_cases));
     tcase_add_test(tc, test_aws_no_credentials_says_what_to_set);
+    tcase_add_test(tc, test_aws_shared_credentials_file_and_profiles);
+    tcase_add_test(tc, test_costs_without_credentials_says_so_once);
     tcase_add_test(tc, test_aws_service_endpoint_variable_wins);
     tcase_add_test(tc, test_aws_irsa_exchanges_token_and_signs_with_session_token);
     tcase_add_test(tc, test_aws_credentials_renewed_before_expiry);
@@ -1299,6 +1635,8 @@ Suite *af_aws_suite(void)
     tcase_add_test(th, test_aws_refresh_keeps_last_prices_when_a_read_fails);
     tcase_add_test(th, test_aws_expired_token_renews_with_rotated_token_file);
     tcase_add_test(th, test_aws_new_region_read_when_kicked);
+    tcase_add_test(th, test_aws_regions_are_checked_capped_and_forgotten);
+    tcase_add_test(th, test_readyz_price_lines_stay_whole);
     tcase_add_test(th, test_aws_stop_interrupts_a_hanging_request);
     suite_add_tcase(s, th);
 
@@ -1313,6 +1651,8 @@ Suite *af_aws_suite(void)
     tcase_add_test(serve, test_serve_prices_nodes_from_aws_and_says_so);
     tcase_add_test(serve, test_serve_without_credentials_keeps_catalog_prices_and_says_why);
     tcase_add_test(serve, test_costs_with_aws_prices);
+    tcase_add_test(serve, test_reservations_from_aws);
+    tcase_add_test(serve, test_aws_reservations_page);
     suite_add_tcase(s, serve);
     return s;
 }

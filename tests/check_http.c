@@ -642,6 +642,83 @@ START_TEST(test_body_over_max_body_is_413)
 }
 END_TEST
 
+/* A body of `n` bytes: {"Pod":{"x":[{},{},...]}} padded to length. */
+static char *bracket_body(size_t n)
+{
+    char *b = af_xmalloc(n + 1);
+    size_t i = 0;
+
+    i += (size_t)snprintf(b, n + 1, "{\"Pod\":{\"x\":[{}");
+    while (i + 3 + 3 <= n) {
+        memcpy(b + i, ",{}", 3);
+        i += 3;
+    }
+    memcpy(b + i, "]}}", 3);
+    i += 3;
+    memset(b + i, ' ', n - i);
+    b[n] = '\0';
+    return b;
+}
+
+/*
+ * With the default --max-body (16 MiB), each route reads what its caller can send: an
+ * AdmissionReview at most 3.5 MiB, the small routes 64 KiB, the extender verbs --max-body;
+ * and a body of mostly brackets is refused before a tree of it is built, on every route
+ * that reads JSON, while the server keeps answering.
+ */
+START_TEST(test_each_route_caps_its_body_and_its_json_values)
+{
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--log-level", "info",
+                                NULL};
+    static const char *const dense_routes[] = {"/filter", "/prioritize", "/preempt", "/explain",
+                                               "/mutate"};
+    struct af_test_server s;
+    struct af_test_resp r;
+    CURL *c = curl_easy_init();
+    char *big = af_xmalloc((4u << 20) + 1), *dense, *u;
+
+    af_test_server_start(&s, args, false, NULL, NULL);
+    memset(big, ' ', 4u << 20);
+    big[4u << 20] = '\0';
+    /* 4 MiB is over /mutate's cap, not over /filter's */
+    u = url(&s, "/mutate");
+    af_test_http(c, "POST", u, big, 4u << 20, NULL, &r);
+    ck_assert_int_eq(r.curl_rc, CURLE_OK);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_msg(strstr(r.body, "request body exceeds 3670016 bytes"), "%s", r.body);
+    af_test_resp_free(&r);
+    af_free(u);
+    u = url(&s, "/filter");
+    af_test_http(c, "POST", u, big, 4u << 20, NULL, &r);
+    ck_assert_int_eq(r.status, 200);   /* read, and not JSON: an Error answer */
+    af_test_resp_free(&r);
+    af_free(u);
+    u = url(&s, "/rollouts/ack");
+    af_test_http(c, "POST", u, big, 100000, NULL, &r);
+    ck_assert_int_eq(r.status, 413);
+    ck_assert_msg(strstr(r.body, "request body exceeds 65536 bytes"), "%s", r.body);
+    af_test_resp_free(&r);
+    af_free(u);
+
+    /* 3 MB of "[{},{},...]": a million values, refused before decoding */
+    dense = bracket_body(3000000);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(dense_routes); i++) {
+        u = url(&s, dense_routes[i]);
+        af_test_http(c, "POST", u, dense, strlen(dense), NULL, &r);
+        ck_assert_int_eq(r.curl_rc, CURLE_OK);
+        ck_assert_msg(r.status == 413 && strstr(r.body, "JSON values in 3000000 bytes"),
+                      "%s: %ld %s", dense_routes[i], r.status, r.body);
+        af_test_resp_free(&r);
+        af_free(u);
+    }
+    good_filter_on(c, &s);
+    af_free(dense);
+    af_free(big);
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+}
+END_TEST
+
 static int raw_connect(int port)
 {
     struct sockaddr_in sa;
@@ -700,6 +777,40 @@ START_TEST(test_slow_sender_is_dropped)
     close(fd);
     good_filter_on(c, &wire);
     curl_easy_cleanup(c);
+}
+END_TEST
+
+/*
+ * --read-timeout counts from the headers, however the body arrives: with 8 s, a client that
+ * sends part of its body and pauses 6 s (more than libwebsockets' own 5 s between body
+ * chunks) is still answered.
+ */
+START_TEST(test_read_timeout_holds_between_body_chunks)
+{
+    struct af_test_server srv;
+    const char *const args[] = {"--cluster", af_test_path(NODES_FIXTURE), "--read-timeout", "8",
+                                NULL};
+    static const char head[] = "POST /healthz-not HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                               "application/json\r\nContent-Length: 4\r\n\r\n{}";
+    char buf[512];
+    ssize_t got;
+    int fd;
+
+    af_test_server_start(&srv, args, false, NULL, NULL);
+    fd = raw_connect(srv.port);
+    ck_assert_int_eq(write(fd, head, sizeof(head) - 1), (ssize_t)(sizeof(head) - 1));
+    ck_assert_msg(!closed_within(fd, 6000), "dropped before --read-timeout");
+    ck_assert_int_eq(write(fd, "  ", 2), 2);
+    {
+        struct pollfd p = {fd, POLLIN, 0};
+        ck_assert_int_eq(poll(&p, 1, 10000), 1);
+    }
+    got = read(fd, buf, sizeof(buf) - 1);
+    ck_assert_int_gt(got, 0);
+    buf[got] = '\0';
+    ck_assert_msg(!strncmp(buf, "HTTP/1.1 404", 12), "%s", buf);
+    close(fd);
+    ck_assert_int_eq(af_test_server_stop(&srv), 0);
 }
 END_TEST
 
@@ -2524,7 +2635,8 @@ START_TEST(test_bad_flags_exit_2_with_one_line)
         {"accelfit", "serve", "--demo", "--when-not-ready", "maybe", NULL},
         {"accelfit", "serve", "--demo", "--listen", "nowhere", NULL},
         {"accelfit", "serve", "--demo", "--health-listen", "nowhere", NULL},
-        {"accelfit", "serve", "--demo", "--health-listen", ":8888", NULL},
+        /* the default --listen is loopback: the same address twice */
+        {"accelfit", "serve", "--demo", "--health-listen", "127.0.0.1:8888", NULL},
         {"accelfit", "serve", "--demo", "--max-body", "lots", NULL},
         {"accelfit", "serve", "--demo", "--listen", NULL},
         {"accelfit", "serve", "--cluster", "/nonexistent/cluster.yaml", NULL},
@@ -2537,6 +2649,9 @@ START_TEST(test_bad_flags_exit_2_with_one_line)
         ck_assert_str_eq(out, "");
         ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1, "case %zu: not one line: %s", i,
                       err);
+        if (i == 6)
+            ck_assert_msg(strstr(err, "--health-listen must differ from --listen: "
+                                      "'127.0.0.1:8888'"), "%s", err);
         af_free(out);
         af_free(err);
     }
@@ -2859,6 +2974,77 @@ START_TEST(test_connection_closed_while_deferred_is_safe)
 }
 END_TEST
 
+/* CPU seconds process `pid` has used (user and system). */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    unsigned long ut = 0, st = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    p = strrchr(buf, ')');   /* the command may hold spaces; fields 14 and 15 follow */
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                            &st), 2);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * A byte pipelined behind a webhook call whose answer waits for its claim: the connection
+ * is not read while the answer is parked, so the service thread sleeps meanwhile (it used
+ * to spin on the byte libwebsockets offered again and again); the answer still comes, and
+ * the connection closes after it.
+ */
+START_TEST(test_pipelined_byte_behind_a_parked_answer_is_not_read)
+{
+    struct af_test_fake_api f;
+    struct af_test_server s;
+    size_t body_len;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    char *req = raw_request("POST", "/mutate", body), *two = af_xasprintf("%sX", req);
+    char buf[8192];
+    struct pollfd pf;
+    double cpu0, cpu1, t0, wall;
+    ssize_t got;
+    int fd;
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy), af_free(body), af_free(req), af_free(two);
+        return;
+    }
+    start_replica(&s, 0, &f, policy);
+    af_test_fake_api_do(&f, "slow_configmaps", "{\"seconds\":2,\"count\":2}");
+    fd = raw_connect(s.port);
+    cpu0 = cpu_seconds(s.pid);
+    t0 = af_wall_time();
+    ck_assert_int_eq(write(fd, two, strlen(two)), (ssize_t)strlen(two));
+    pf = (struct pollfd){fd, POLLIN, 0};
+    ck_assert_int_eq(poll(&pf, 1, 30000), 1);
+    cpu1 = cpu_seconds(s.pid);
+    wall = af_wall_time() - t0;
+    got = read(fd, buf, sizeof(buf) - 1);
+    ck_assert_int_gt(got, 0);
+    buf[got] = '\0';
+    ck_assert_msg(!strncmp(buf, "HTTP/1.1 200", 12), "%s", buf);
+    /* parked for the slow claim (2 s): a spinning thread would use about all of it */
+    printf("pipelined byte behind a parked answer: %.2f s of CPU in %.2f s parked\n",
+           cpu1 - cpu0, wall);
+    if (wall > 1.0)
+        ck_assert_msg(cpu1 - cpu0 < 0.3 * wall, "%.2f s of CPU in %.2f s parked", cpu1 - cpu0,
+                      wall);
+    close(fd);
+    server_still_serves(&s, "after a parked answer with a pipelined byte");
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&f);
+    af_free(policy), af_free(body), af_free(req), af_free(two);
+}
+END_TEST
+
 Suite *af_http_suite(void);
 Suite *af_http_suite(void)
 {
@@ -2879,7 +3065,9 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_lowercase_keys_are_accepted);
     tcase_add_test(tc, test_prioritize_scores_input_hosts_in_range);
     tcase_add_test(tc, test_body_over_max_body_is_413);
+    tcase_add_test(tc, test_each_route_caps_its_body_and_its_json_values);
     tcase_add_test(tc, test_slow_sender_is_dropped);
+    tcase_add_test(tc, test_read_timeout_holds_between_body_chunks);
     tcase_add_test(tc, test_idle_keepalive_connection_survives_the_read_timeout);
     tcase_add_test(tc, test_chunked_request_body_is_411_at_once);
     tcase_add_test(tc, test_metrics_count_the_real_status_code);
@@ -2929,6 +3117,7 @@ Suite *af_http_suite(void)
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
     tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
     tcase_add_test(tc, test_extender_calls_flow_while_a_claim_waits);
+    tcase_add_test(tc, test_pipelined_byte_behind_a_parked_answer_is_not_read);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pipelining");

@@ -5,6 +5,9 @@
  * annotations, priced at what a pod adds; Karpenter NodeOverlays; Savings Plans and
  * negotiated discounts; and how prioritize ranks them, with the embedded catalog and policy.
  */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,8 @@
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
 #include "accelfit/util.h"
+#include "support/fake_api.h"
+#include "support/http_client.h"
 #include "support/support.h"
 
 #define NOW 1.8e9   /* 2027-01-15: the unix time decisions are made at */
@@ -428,6 +433,126 @@ START_TEST(test_pricing_policy_errors)
 }
 END_TEST
 
+/* ---- live: a NodeOverlay and prepaid labels through the API server -------------------- */
+
+static char *call(CURL *c, const struct af_test_server *s, const char *path, const char *body)
+{
+    struct af_test_resp r;
+    char url[256], *out;
+
+    snprintf(url, sizeof(url), "%s%s", s->base, path);
+    ck_assert_int_eq(af_test_http(c, body ? "POST" : NULL, url, body, body ? strlen(body) : 0,
+                                  NULL, &r),
+                     CURLE_OK);
+    out = af_xstrdup(r.body ? r.body : "");
+    af_test_resp_free(&r);
+    return out;
+}
+
+#define P4D "ip-10-0-1-10.us-west-2.compute.internal"
+#define EXPLAIN                                                                              \
+    "{\"Pod\": {\"metadata\": {\"name\": \"p\", \"namespace\": \"default\"}, \"spec\": "      \
+    "{\"containers\": [{\"name\": \"c\", \"resources\": {\"requests\": {\"cpu\": \"1\"}}}]}}, " \
+    "\"NodeNames\": [\"" P4D "\", \"block-1\"]}"
+
+/* What /explain says of node `name`: its price source, price and reason, into the buffers. */
+static bool explain_node(CURL *c, const struct af_test_server *s, const char *name,
+                         char *source, double *usd, char *reason, size_t len)
+{
+    char *b = call(c, s, "/explain", EXPLAIN);
+    json_t *j = json_loads(b, 0, NULL), *n;
+    size_t i;
+    bool found = false;
+
+    json_array_foreach(json_object_get(j, "nodes"), i, n) {
+        const char *nm = json_string_value(json_object_get(n, "name"));
+        if (!nm || strcmp(nm, name))
+            continue;
+        snprintf(source, 32, "%s", json_string_value(json_object_get(n, "price_source"))
+                                       ? json_string_value(json_object_get(n, "price_source"))
+                                       : "");
+        *usd = json_number_value(json_object_get(n, "node_hourly_usd"));
+        snprintf(reason, len, "%s", json_string_value(json_object_get(n, "price_reason"))
+                                        ? json_string_value(json_object_get(n, "price_reason"))
+                                        : "");
+        found = true;
+    }
+    json_decref(j);
+    af_free(b);
+    return found;
+}
+
+static bool priced_by(CURL *c, const struct af_test_server *s, const char *name,
+                      const char *want_source, double want_usd)
+{
+    char src[32] = "", why[1024];
+    double usd = -1;
+
+    return explain_node(c, s, name, src, &usd, why, sizeof(why)) && !strcmp(src, want_source) &&
+           fabs(usd - want_usd) < 1e-9;
+}
+
+START_TEST(test_live_overlays_and_prepaid_nodes)
+{
+    static const char *const extra[] = {"--nodeoverlays", NULL};
+    struct af_test_fake_api api;
+    struct af_test_server s;
+    char src[32], why[1024], *b;
+    double usd;
+    CURL *c;
+
+    if (!af_test_fake_api_start_with(&api, extra))
+        return;
+    af_test_fake_api_do(&api, "add_node",
+                        "{\"name\": \"block-1\", \"instance_type\": \"p4d.24xlarge\", \"gpus\": 8, "
+                        "\"labels\": {\"karpenter.sh/capacity-type\": \"reserved\", "
+                        "\"karpenter.k8s.aws/capacity-reservation-type\": \"capacity-block\", "
+                        "\"karpenter.k8s.aws/capacity-reservation-id\": \"cr-0b10c\"}}");
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, NULL};
+        af_test_server_start(&s, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    /* the reserved node costs a pod nothing; the on-demand one its list price */
+    ck_assert(AF_TEST_WAIT_FOR(60, priced_by(c, &s, "block-1", "prepaid", 0)));
+    ck_assert(explain_node(c, &s, "block-1", src, &usd, why, sizeof(why)));
+    ck_assert_msg(strstr(why, "prepaid capacity-block cr-0b10c (label "
+                              "karpenter.sh/capacity-type=reserved)"), "%s", why);
+    ck_assert(explain_node(c, &s, P4D, src, &usd, why, sizeof(why)));
+    ck_assert_str_eq(src, "catalog");
+
+    /* a NodeOverlay appears: the p4d nodes are priced as Karpenter would price them */
+    af_test_fake_api_do(&api, "put_nodeoverlay",
+                        "{\"object\": {\"metadata\": {\"name\": \"p4d-contract\"}, \"spec\": "
+                        "{\"weight\": 10, \"price\": \"9.50\", \"requirements\": [{\"key\": "
+                        "\"node.kubernetes.io/instance-type\", \"operator\": \"In\", "
+                        "\"values\": [\"p4d.24xlarge\"]}]}}}");
+    ck_assert(AF_TEST_WAIT_FOR(60, priced_by(c, &s, P4D, "overlay", 9.5)));
+    ck_assert(explain_node(c, &s, P4D, src, &usd, why, sizeof(why)));
+    ck_assert_msg(strstr(why, "NodeOverlay p4d-contract: 9.5 $/h, on "), "%s", why);
+    /* the prepaid node keeps 0, with the overlay's rate as its rate */
+    ck_assert(explain_node(c, &s, "block-1", src, &usd, why, sizeof(why)));
+    ck_assert_str_eq(src, "prepaid");
+    ck_assert_msg(strstr(why, "its rate NodeOverlay p4d-contract: 9.5 $/h"), "%s", why);
+    b = call(c, &s, "/metrics", NULL);
+    ck_assert_msg(strstr(b, "accelfit_nodes_by_price_source{source=\"overlay\"} 1\n") &&
+                      strstr(b, "accelfit_nodes_by_price_source{source=\"prepaid\"} 1\n") &&
+                      strstr(b, "accelfit_prepaid_idle_accelerators{node=\"block-1\","
+                                "reservation=\"cr-0b10c\",type=\"capacity-block\"} 8\n") &&
+                      strstr(b, "accelfit_prepaid_idle_usd_per_hour{node=\"block-1\","
+                                "reservation=\"cr-0b10c\",type=\"capacity-block\"} 9.5000\n"),
+                  "%s", b);
+    af_free(b);
+    /* and it goes away again */
+    af_test_fake_api_do(&api, "delete_nodeoverlay", "{\"name\": \"p4d-contract\"}");
+    ck_assert(AF_TEST_WAIT_FOR(60, explain_node(c, &s, P4D, src, &usd, why, sizeof(why)) &&
+                                       !strcmp(src, "catalog")));
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&s), 0);
+    af_test_fake_api_stop(&api);
+}
+END_TEST
+
 Suite *af_pricing_suite(void);
 Suite *af_pricing_suite(void)
 {
@@ -443,6 +568,10 @@ Suite *af_pricing_suite(void)
     tcase_add_test(tc, test_overlays_price_as_karpenter_does);
     tcase_add_test(tc, test_savings_plans_and_discounts);
     tcase_add_test(tc, test_pricing_policy_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("live");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_live_overlays_and_prepaid_nodes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -264,6 +264,121 @@ START_TEST(test_too_large_for_the_rule_names_classes_that_hold_it)
 }
 END_TEST
 
+/* One convention for machine output: --output json everywhere, --json short for it. */
+static const char *const json_alias_cmds[][12] = {
+    {"recommend", "--workload", "inference", "--model-params", "7B", NULL},
+    {"costs", "--demo", NULL},
+    {"simulate", "--demo", "--workload", AF_SOURCE_DIR "/examples/traces/demo-day.yaml", NULL},
+};
+
+START_TEST(test_json_is_short_for_output_json)
+{
+    const char *a[16], *b[16];
+    char *out_a = NULL, *out_b = NULL, *err = NULL;
+    size_t n = 1;
+
+    a[0] = b[0] = "accelfit";
+    for (size_t k = 0; json_alias_cmds[_i][k]; k++, n++)
+        a[n] = b[n] = json_alias_cmds[_i][k];
+    a[n] = "--output";
+    a[n + 1] = "json";
+    a[n + 2] = NULL;
+    b[n] = "--json";
+    b[n + 1] = NULL;
+    ck_assert_int_eq(af_test_exec(a, NULL, &out_a, &err), 0);
+    af_free(err);
+    ck_assert_int_eq(af_test_exec(b, NULL, &out_b, &err), 0);
+    af_free(err);
+    ck_assert_msg(out_a[0] == '{', "%s", out_a);
+    ck_assert_str_eq(out_a, out_b);
+    af_free(out_a);
+    af_free(out_b);
+}
+END_TEST
+
+/* prices takes --output as the others do (its --json stays): a bad format is usage. */
+START_TEST(test_prices_takes_output)
+{
+    const char *argv[] = {"accelfit", "prices", "--output", "yaml", NULL};
+    char *out = NULL, *err = NULL;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "--output must be table or json, not 'yaml'"), "%s", err);
+    af_free(out);
+    af_free(err);
+}
+END_TEST
+
+/* check-policy --output json: the policy, or where it is wrong, for a machine (CI). */
+START_TEST(test_check_policy_json)
+{
+    const char *ok[] = {"accelfit", "check-policy", "--output", "json", NULL};
+    char *path = af_test_temp_path("bad-policy.yaml");
+    const char *bad[] = {"accelfit", "check-policy", "--policy", path, "--json", NULL};
+    char *out = NULL, *err = NULL;
+    json_t *j, *e;
+    FILE *f;
+
+    ck_assert_int_eq(af_test_exec(ok, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_msg(j && json_is_true(json_object_get(j, "ok")), "%s", out);
+    ck_assert_uint_gt(json_array_size(json_object_get(j, "rules")), 5);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "policy")), "<embedded>");
+    json_decref(j);
+    af_free(out), af_free(err);
+
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("apiVersion: accelfit.io/v1\nkind: Policy\nscoring:\n  weights: {tier: -1}\n", f);
+    fclose(f);
+    ck_assert_int_eq(af_test_exec(bad, NULL, &out, &err), 2);
+    j = json_loads(out, 0, NULL);
+    e = json_object_get(j, "error");
+    ck_assert_msg(j && json_is_false(json_object_get(j, "ok")), "%s", out);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "file")), path);
+    ck_assert_int_eq(json_integer_value(json_object_get(e, "line")), 4);
+    ck_assert_int_eq(json_integer_value(json_object_get(e, "column")), 19);
+    ck_assert_str_eq(json_string_value(json_object_get(e, "message")),
+                     "'scoring.weights.tier' must be between 0 and 1000000, not '-1'");
+    json_decref(j);
+    af_free(out), af_free(err), af_free(path);
+}
+END_TEST
+
+/* Multi-node inference and fp8 weights, as a pod can state them (accelfit.io/instances,
+ * accelfit.io/precision): 405B fp16 fits no single instance; over two it does, and fp8
+ * halves what 70B needs. */
+START_TEST(test_instances_and_fp8)
+{
+    const char *one[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                         "405B", "--output", "json", NULL};
+    const char *two[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                         "405B", "--instances", "2", "--output", "json", NULL};
+    const char *fp8[] = {"accelfit", "recommend", "--workload", "inference", "--model-params",
+                         "70B", "--precision", "fp8", "--output", "json", NULL};
+    char *out = NULL, *err = NULL;
+    json_t *j, *t;
+
+    ck_assert_int_eq(af_test_exec(one, NULL, &out, &err), 3);   /* nothing holds it */
+    af_free(out), af_free(err);
+    ck_assert_int_eq(af_test_exec(two, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    t = json_array_get(json_object_get(j, "tiers"), 0);
+    ck_assert_msg(t && json_integer_value(json_object_get(t, "instances")) == 2, "%s", out);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "profile"),
+                                                        "instances")), 2);
+    json_decref(j);
+    af_free(out), af_free(err);
+    ck_assert_int_eq(af_test_exec(fp8, NULL, &out, &err), 0);
+    j = json_loads(out, 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "profile"),
+                                                       "precision")), "fp8");
+    ck_assert_msg(json_real_value(json_object_get(j, "memory_needed_gib")) < 80, "%s", out);
+    json_decref(j);
+    af_free(out), af_free(err);
+}
+END_TEST
+
 START_TEST(test_help_prints_usage_and_examples)
 {
     const char *argv[] = {"accelfit", "recommend", "--help", NULL};
@@ -314,7 +429,9 @@ static const char *const bad_inputs[][12] = {
     {"--workload", "inference", "--latency-slo-ms", "ten", NULL},
     {"--workload", "inference", "--objective", "cheap", NULL},
     {"--workload", "inference", "--framework", "caffe", NULL},
-    {"--workload", "inference", "--precision", "fp8", NULL},
+    {"--workload", "inference", "--precision", "fp4", NULL},
+    {"--workload", "inference", "--instances", "0", NULL},
+    {"--workload", "inference", "--instances", "two", NULL},
     {"--workload", "inference", "--output", "xml", NULL},
     {"--workload", "inference", "--catalog", "/nonexistent/catalog.yaml", NULL},
     {"--workload", "inference", "--policy", "/nonexistent/policy.yaml", NULL},
@@ -509,6 +626,11 @@ static Suite *af_recommend_suite(void)
     tcase_add_test(tc, test_cost_order_shows_its_figure_and_reasons_match_the_rank);
     tcase_add_test(tc, test_too_large_for_the_rule_names_classes_that_hold_it);
     tcase_add_test(tc, test_file_errors_name_the_path_and_what_is_wrong);
+    tcase_add_loop_test(tc, test_json_is_short_for_output_json, 0,
+                        (int)AF_ARRAY_SIZE(json_alias_cmds));
+    tcase_add_test(tc, test_prices_takes_output);
+    tcase_add_test(tc, test_check_policy_json);
+    tcase_add_test(tc, test_instances_and_fp8);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,6 +13,7 @@
  * Waiting for the watcher polls with a generous deadline (the reload is
  * asynchronous); nothing here asserts how long anything takes.
  */
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <sched.h>
@@ -549,6 +550,87 @@ START_TEST(test_reload_now_results_and_metrics)
 }
 END_TEST
 
+/* af_reload_now with the log (stderr) captured into *log (caller frees). */
+static enum af_reload_result reload_logged(struct af_reload *r, char **log)
+{
+    char *path = af_test_temp_path("reload-log");
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved;
+    enum af_reload_result res;
+    size_t len;
+
+    ck_assert_int_ge(fd, 0);
+    fflush(stderr);
+    saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(dup2(fd, 2), 0);
+    res = af_reload_now(r);
+    fflush(stderr);
+    ck_assert_int_ge(dup2(saved, 2), 0);
+    close(saved);
+    close(fd);
+    {
+        FILE *f = fopen(path, "r");
+        struct af_buf b = AF_BUF_INIT(1u << 20);
+        char chunk[4096];
+        ck_assert_ptr_nonnull(f);
+        while ((len = fread(chunk, 1, sizeof(chunk), f)) > 0)
+            ck_assert_int_eq(af_buf_add(&b, chunk, len), 0);
+        fclose(f);
+        *log = af_buf_detach(&b, NULL);
+        if (!*log)
+            *log = af_xstrdup("");
+    }
+    af_free(path);
+    return res;
+}
+
+/*
+ * Every outcome is logged at info: a policy fixed back to the one serving, after a rejected
+ * edit, says so (the last line no longer says "rejected").
+ */
+START_TEST(test_every_reload_outcome_is_logged)
+{
+    char *dir = make_tmpdir();
+    char *policy = af_xasprintf("%s/policy.yaml", dir);
+    char *log = NULL;
+    struct af_reload_options ro;
+    struct af_reload *r = NULL;
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    int level = af_log_level;
+
+    write_file(policy, policy_a);
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_config_load(&cfg, NULL, policy, &err), 0);
+    setup_service(cfg);
+    memset(&ro, 0, sizeof(ro));
+    ro.policy_path = policy;
+    ro.watch = false;
+    ck_assert_int_eq(af_reload_start(&r, &holder, &ro), 0);
+    af_log_level = AF_LOG_INFO;
+
+    write_file(policy, policy_bad);
+    ck_assert_int_eq(reload_logged(r, &log), AF_RELOAD_ERROR);
+    ck_assert_msg(strstr(log, "rejected"), "%s", log);
+    af_free(log);
+    write_file(policy, policy_a);
+    ck_assert_int_eq(reload_logged(r, &log), AF_RELOAD_UNCHANGED);
+    ck_assert_msg(strstr(log, "policy accepted"), "nothing logged after the fix: '%s'", log);
+    af_free(log);
+    write_file(policy, policy_b);
+    ck_assert_int_eq(reload_logged(r, &log), AF_RELOAD_OK);
+    ck_assert_msg(strstr(log, "policy reloaded"), "%s", log);
+    af_free(log);
+
+    af_log_level = level;
+    af_reload_stop(r);
+    teardown_service();
+    remove_tree(dir);
+    af_free(policy);
+    af_free(dir);
+}
+END_TEST
+
 /*
  * What is not a readable regular file at the policy path is refused at once, with its
  * cause: a FIFO is never opened for a blocking read (a reloader waiting on it would be
@@ -623,6 +705,7 @@ static Suite *reload_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_every_answer_is_one_configs_while_the_policy_flips);
     tcase_add_test(tc, test_reload_now_results_and_metrics);
+    tcase_add_test(tc, test_every_reload_outcome_is_logged);
     tcase_add_loop_test(tc, test_a_policy_path_that_is_no_regular_file_is_refused_with_its_cause, 0,
                         AF_ARRAY_SIZE(unreadable_cases));
     suite_add_tcase(s, tc);

@@ -107,13 +107,13 @@ static const struct {
     /* shares */
     {HEAD "  - name: a\n    selector: {}\n    source: [nvidia-a10g]\n    target: [nvidia-l4]\n"
           "    share: 1.5\n",
-     12, 12, "'share' must be between 0 and 1, not 1.5"},
+     12, 12, "'share' must be between 0 and 1, not '1.5'"},
     {HEAD "  - name: a\n    selector: {}\n    source: [nvidia-a10g]\n    target: [nvidia-l4]\n"
           "    share: -0.1\n",
      12, 12, "'share' must be between 0 and 1"},
     {HEAD "  - name: a\n    selector: {}\n    source: [nvidia-a10g]\n    target: [nvidia-l4]\n"
           "    share: 25\n",
-     12, 12, "fraction from 0 to 1 (write 0.25 for 25%)"},
+     12, 12, "between 0 and 1, a fraction (write 0.25 for 25%)"},
     {HEAD "  - name: a\n    selector: {}\n    source: [nvidia-a10g]\n    target: [nvidia-l4]\n"
           "    share: \"0.5\"\n",
      12, 12, "'share' must be a number, not a quoted string"},

@@ -1782,6 +1782,115 @@ START_TEST(test_state_write_conflict_reads_again_and_merges)
 }
 END_TEST
 
+/* Another client writes the state object: `web` (a record's text, or NULL: none) and `n` keys
+ * "k-0"... of text `value`. */
+static void put_state(const struct af_test_fake_api *f, const char *web, int n,
+                      const char *value)
+{
+    json_t *data = json_object(), *cm;
+    char *body;
+
+    if (web)
+        json_object_set_new(data, "web", json_string(web));
+    for (int i = 0; i < n; i++) {
+        char key[24];
+        snprintf(key, sizeof(key), "k-%d", i);
+        json_object_set_new(data, key, json_string(value));
+    }
+    cm = json_pack("{s:{s:{s:s,s:s},s:o}}", "object", "metadata", "name", "accelfit-rollouts",
+                   "namespace", "accelfit", "data", data);
+    body = json_dumps(cm, JSON_COMPACT);
+    af_test_fake_api_do(f, "put_configmap", body);
+    free(body);
+    json_decref(cm);
+}
+
+/* The text of key `key` of the stored object (new; NULL: none). */
+static char *stored_text(const struct af_test_fake_api *f, const char *key)
+{
+    json_t *cm = af_test_fake_api_admin(f, "configmap",
+                                        "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollouts\"}");
+    const char *text = json_string_value(json_object_get(json_object_get(cm, "data"), key));
+    char *out = text ? af_xstrdup(text) : NULL;
+
+    json_decref(cm);
+    return out;
+}
+
+static bool stored_has(const struct af_test_fake_api *f, const char *key)
+{
+    char *t = stored_text(f, key);
+
+    af_free(t);
+    return t != NULL;
+}
+
+/*
+ * A state object written by someone else than accelfit (anyone who may write ConfigMaps in its
+ * namespace, docs/rollouts.md "Bounds"): keys of rollouts a replica does not run are kept as
+ * they were written, never parsed into records nor rewritten; an object too large for the
+ * old 1 MiB read (its data within the ConfigMap limit, its JSON over it) is read; and a write
+ * that would pass the ConfigMap limit drops the other keys rather than failing for ever.
+ */
+START_TEST(test_state_object_bounded_under_hostile_keys)
+{
+    const double t0 = floor(af_wall_time()) - 100000;
+    static const char tiny[] = "{\"generation\":\"0\",\"unix\":{}}";
+    struct af_test_fake_api f = {0};
+    struct replica a, b;
+    json_t *rec;
+    char *web, *text, escaped[401], plain[401];
+
+    if (!af_test_fake_api_start(&f))
+        return;   /* no python3 or openssl here */
+    for (int i = 0; i < 400; i++) {
+        escaped[i] = i % 2 ? '"' : '\n';   /* two bytes each in JSON */
+        plain[i] = 'x';
+    }
+    escaped[400] = plain[400] = '\0';
+    rollout(0, "web", "ml", "web", A10G, L4, 0.5);
+    cluster(4, 4, 8);
+    publish();
+    (void)status_at(svc.rollouts, t0);
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_halted(&f, false)), "the rollout never reached the API server");
+    replica_stop(&a);
+    /* the record as written, begun later than this replica began it */
+    rec = stored_record(&f, "web");
+    json_object_set_new(json_object_get(rec, "unix"), "began", json_real(t0 + 50));
+    web = json_dumps(rec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(rec);
+
+    /* 3,000 keys of no rollout run here: kept byte for byte when the record is written */
+    put_state(&f, web, 3000, tiny);
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_began(&f) == t0), "the earlier begin was never written");
+    text = stored_text(&f, "k-2999");
+    ck_assert_ptr_nonnull(text);
+    ck_assert_str_eq(text, tiny);
+    af_free(text);
+    replica_stop(&a);
+
+    /* an object of 0.8 MB of data, 1.6 MB as JSON: read, and its record taken */
+    put_state(&f, web, 2000, escaped);
+    replica_start(&b, &f, af_rollouts_new());
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, status_at(b.rs, t0 + 100).began == t0 + 50),
+                  "a replica never read the large object");
+    replica_stop(&b);
+    af_rollouts_free(b.rs);
+
+    /* other keys filling the ConfigMap: this replica's record is written without them */
+    put_state(&f, NULL, 2550, plain);
+    replica_start(&a, &f, svc.rollouts);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, stored_has(&f, "web")),
+                  "the record was never written beside a full object");
+    ck_assert(!stored_has(&f, "k-0"));
+    replica_stop(&a);
+    free(web);
+    af_test_fake_api_stop(&f);
+}
+END_TEST
+
 Suite *af_rollouts_suite(void);
 Suite *af_rollouts_suite(void)
 {
@@ -1828,6 +1937,7 @@ Suite *af_rollouts_suite(void)
     tcase_add_test(tc, test_records_merge_the_same_either_way);
     tcase_add_test(tc, test_state_is_shared_and_survives_restarts);
     tcase_add_test(tc, test_state_write_conflict_reads_again_and_merges);
+    tcase_add_test(tc, test_state_object_bounded_under_hostile_keys);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("service");

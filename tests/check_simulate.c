@@ -994,6 +994,14 @@ static const struct {
     {"pods: [{at: 5}]\n", "pods[0]: name: missing"},
     {"pods: [{name: a}, {name: a}]\n", "pod default/a appears twice"},
     {"pods: [{name: a, requests: {cpu: lots}}]\n", "pods[0] (a)"},
+    {"pods:\n  - name: a\n    requests:\n      cpu: \"1\"\n      memory: 6Gii\n",
+     "t.yaml:5:7: pods[0] (a)"},
+    /* An arrival after the trace's end would be counted nowhere: refused, with its line. */
+    {"end: 24h\npods:\n  - name: a\n  - name: late\n    at: 30h\n",
+     "t.yaml:5:5: pods[1] (late): at: 108000 s is after the trace's end (end: 86400 s)"},
+    {"end: 24h\npods:\n  - name: a\n    replicas: 30\n    every: 1h\n",
+     "t.yaml:4:5: pods[0] (a): replicas: the last of 30 would arrive at 104400 s, after the "
+     "trace's end"},
     {"pods: [{name: a, owner: Job}]\n", "owner: expected KIND/NAME"},
     {"pods: [{name: a, replicas: 0}]\n", "replicas: expected an integer"},
     {"pods: [{name: a, tolerations: [{operator: Maybe}]}]\n", "operator: expected Exists or Equal"},
@@ -1217,6 +1225,81 @@ START_TEST(test_demo_day_through_the_binary)
 }
 END_TEST
 
+/* A day on a cluster with a Capacity Block, an ODCR, overlaid and discounted on-demand
+ * nodes and spot (examples/prepaid): priced at what a pod adds, the prepaid capacity is
+ * used first, so the day costs less than with every node at its rate (as before prepaid
+ * capacity was known: prices.prepaid amortized), and far less than kube-scheduler alone;
+ * the 8 h job that arrives at 16:00 does not take the block that ends at 20:00. */
+static double cost_of(const char *out, int side)
+{
+    const char *at = strstr(out, "cost over the trace");
+    double v[3] = {-1, -1, -1};
+    char a[32], b[32], c[32];
+
+    ck_assert_ptr_nonnull(at);
+    ck_assert_int_eq(sscanf(at + strlen("cost over the trace"), " %31s %31s %31s", a, b, c), 3);
+    for (int i = 0; i < 3; i++) {
+        char *s = i == 0 ? a : i == 1 ? b : c, *w = s;
+        for (char *r = s; *r; r++)
+            if (*r != '$' && *r != ',')
+                *w++ = *r;
+        *w = '\0';
+        v[i] = strtod(s, NULL);
+    }
+    return v[side];
+}
+
+START_TEST(test_prepaid_day_costs_what_the_cluster_pays)
+{
+    char *out = NULL, *err = NULL, *amortized = NULL, *policy, *text;
+    char dir[] = "/tmp/af-sim-prepaid-XXXXXX";
+    const char *argv[] = {"accelfit", "simulate", "--cluster",
+                          af_test_path("examples/prepaid/cluster.yaml"), "--workload",
+                          af_test_path("examples/prepaid/day.yaml"), "--policy",
+                          af_test_path("examples/prepaid/policy.yaml"), "--output", "json", NULL};
+    size_t len;
+    FILE *f;
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    /* the long job is not on the block, the 7 h pre-training runs are */
+    ck_assert_msg(strstr(out, "\"name\":\"llm-long-run\",\"accelfit\":{\"node\":\"p5-od-"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "\"name\":\"llm-pretrain-0\",\"accelfit\":{\"node\":\"p5-block-"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "\"name\":\"llm-pretrain-1\",\"accelfit\":{\"node\":\"p5-block-"),
+                  "%s", out);
+    free(out);
+    free(err);
+    argv[8] = NULL;
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 0);
+    ck_assert_ptr_nonnull(strstr(out, "prepaid capacity idle"));
+    ck_assert_msg(cost_of(out, 0) < cost_of(out, 1) / 2, "%s", out);
+    /* every node at its rate, as if the reservations were bought by the hour */
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    text = af_test_read("examples/prepaid/policy.yaml", &len);
+    policy = af_xasprintf("%s/amortized.yaml", dir);
+    f = fopen(policy, "w");
+    ck_assert_ptr_nonnull(f);
+    {
+        char *at = strstr(text, "prepaid: marginal");
+        ck_assert_ptr_nonnull(at);
+        fprintf(f, "%.*sprepaid: amortized%s", (int)(at - text), text, at + strlen("prepaid: marginal"));
+    }
+    fclose(f);
+    argv[7] = policy;
+    ck_assert_int_eq(af_test_exec(argv, NULL, &amortized, &err), 0);
+    ck_assert_msg(cost_of(out, 0) + 100 < cost_of(amortized, 0), "marginal %g, amortized %g",
+                  cost_of(out, 0), cost_of(amortized, 0));
+    unlink(policy);
+    rmdir(dir);
+    af_free(policy);
+    af_free(text);
+    free(out);
+    free(amortized);
+    free(err);
+}
+END_TEST
+
 START_TEST(test_usage_errors)
 {
     static const char *const cases[][6] = {
@@ -1286,6 +1369,7 @@ static Suite *af_simulate_suite(void)
     tcase_add_test(tc, test_json_lines_trace);
     tcase_add_loop_test(tc, test_bad_trace_exits_2_with_one_line, 0, (int)AF_ARRAY_SIZE(bad_traces));
     tcase_add_test(tc, test_demo_day_through_the_binary);
+    tcase_add_test(tc, test_prepaid_day_costs_what_the_cluster_pays);
     tcase_add_test(tc, test_trace_pods_are_bounded_in_total);
     tcase_add_test(tc, test_a_trace_at_the_bounds_prints_finite_numbers);
     tcase_add_test(tc, test_cpu_and_graviton_nodes_are_priced);

@@ -995,6 +995,36 @@ START_TEST(test_costs_command_prints_the_same_figures)
 }
 END_TEST
 
+/*
+ * An API server nobody listens on: `accelfit costs` says so at once, in one line naming the
+ * server and the error, as kubectl does, instead of retrying until --timeout.
+ */
+START_TEST(test_costs_against_an_unreachable_api_server_fails_fast)
+{
+    char *kc = af_test_temp_path("kubeconfig");
+    int port = af_test_free_port();
+    char *text = af_xasprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: "
+                              "{server: \"https://127.0.0.1:%d\"}\nusers:\n- name: u\n  user: "
+                              "{token: abc}\ncontexts:\n- name: x\n  context: {cluster: c, "
+                              "user: u}\ncurrent-context: x\n", port);
+    char *want = af_xasprintf("accelfit costs: cannot reach the API server https://127.0.0.1:%d: ",
+                              port);
+    const char *const argv[] = {"accelfit", "costs", "--kubeconfig", kc, "--timeout", "20", NULL};
+    char *out = NULL, *err = NULL;
+    FILE *f = fopen(kc, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 1);
+    ck_assert_msg(!strncmp(err, want, strlen(want)) && strstr(err, "onnect") &&
+                      strchr(err, '\n') == err + strlen(err) - 1,
+                  "%s", err);
+    ck_assert_str_eq(out, "");
+    af_free(out), af_free(err), af_free(text), af_free(want), af_free(kc);
+}
+END_TEST
+
 /* ---- the real server, watching a (fake) API server while pods arrive and leave -------------- */
 
 #define P4D "ip-10-0-1-10.us-west-2.compute.internal"   /* recorded p4d.24xlarge, 2 GPUs used */
@@ -1118,6 +1148,22 @@ START_TEST(test_watching_server_refuses_premium_while_over_hard_budget)
         af_free(err);
     }
 
+    /* credentials the API server refuses: said at once, with the server, not retried */
+    {
+        const char *const argv[] = {"accelfit", "costs", "--kubeconfig", f.kubeconfig,
+                                    "--policy", path, "--timeout", "30", NULL};
+        char *out = NULL, *err = NULL;
+        af_test_fake_api_do(&f, "token", "{\"token\": \"another\"}");
+        ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 1);
+        af_test_fake_api_do(&f, "token", "{\"token\": \"token-1\"}");
+        ck_assert_msg(strstr(err, "accelfit costs: the API server https://127.0.0.1:") &&
+                          strstr(err, "refused the credentials (401 Unauthorized)") &&
+                          strchr(err, '\n') == err + strlen(err) - 1,
+                      "%s", err);
+        af_free(out);
+        af_free(err);
+    }
+
     /* the pod leaves: the A100 is open again */
     af_test_fake_api_do(&f, "delete_pod", "{\"ns\": \"research\", \"name\": \"train-0\"}");
     await_research(c, &s, 0);
@@ -1172,6 +1218,7 @@ static Suite *af_tenants_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_serve_answers_costs_and_metrics);
     tcase_add_test(tc, test_costs_command_prints_the_same_figures);
+    tcase_add_test(tc, test_costs_against_an_unreachable_api_server_fails_fast);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("watch");

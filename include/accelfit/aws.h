@@ -46,6 +46,7 @@ struct af_aws_options {
 enum af_aws_read_flags {
     AF_AWS_ON_DEMAND = 1 << 0,
     AF_AWS_SPOT = 1 << 1,
+    AF_AWS_RESERVATIONS = 1 << 2,   /* EC2 DescribeCapacityReservations: prepaid capacity's end */
 };
 
 /* ---- one-shot read -------------------------------------------------------------------- */

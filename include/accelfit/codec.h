@@ -212,6 +212,13 @@ struct af_admission;
  */
 int af_codec_decode_admission(const char *body, size_t len, struct af_admission **out,
                               struct af_error *err) AF_MUST_CHECK;
+
+/*
+ * How many JSON values `len` bytes of text hold at most, counted without parsing (objects,
+ * arrays, and one more per ',' outside strings), so that a body can be refused before a
+ * tree of it is built (docs/http-api.md, "Limits"). Pure; cannot fail.
+ */
+size_t af_codec_json_values(const char *text, size_t len);
 void af_admission_free(struct af_admission *a);                  /* NULL is fine */
 
 const char *af_admission_uid(const struct af_admission *a);      /* borrowed */

@@ -110,6 +110,13 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
 void af_kube_stop(struct af_kube *k);               /* joins the threads, frees; NULL is fine */
 
 /*
+ * One GET /version, within `timeout_ms`, as every request is made: 0 when the API server
+ * answered (any status but 401 and 403), else AF_ECONN with one line in `why` naming the
+ * server and the cause (connection refused, TLS, 401, 403). For commands that list once.
+ */
+int af_kube_probe(struct af_kube *k, long timeout_ms, char *why, size_t n) AF_MUST_CHECK;
+
+/*
  * Asks for every cached node to be read again under the current config, after a
  * reload swapped the policy or catalog (reload.h): the node reflector ends its
  * watch and lists the nodes again (a consistent, paginated LIST), decoding each

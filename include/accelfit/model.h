@@ -236,7 +236,8 @@ enum af_framework {
     XX(FP32, "fp32", 4)      \
     XX(BF16, "bf16", 2)      \
     XX(FP16, "fp16", 2)      \
-    XX(INT8, "int8", 1)
+    XX(INT8, "int8", 1)      \
+    XX(FP8, "fp8", 1)
 
 enum af_precision {
     AF_PRECISION_DEFAULT = -1,
@@ -266,6 +267,9 @@ struct af_profile {
     bool neuron_ready;
     enum af_precision precision;
     int devices;               /* devices a pod requests (whole GPUs or Neuron devices); 0 = none stated */
+    /* Instances the job may span, the model split across them (accelfit.io/instances,
+     * recommend --instances); 0 = the policy's memory.max_instances for the workload. */
+    int instances;
 };
 
 /* A count as people write it: "70B", "1.5B", "350M", "12k", "1.2T", "950" (never an

@@ -28,7 +28,26 @@
 enum af_price_kind {
     AF_PRICE_ON_DEMAND = 0,   /* keyed by region ("eu-west-1") */
     AF_PRICE_SPOT,            /* keyed by availability zone ("eu-west-1a") */
+    AF_PRICE_RESERVATIONS,    /* not prices: the region's capacity reservations and their ends */
     AF_PRICE__KINDS
+};
+
+/* "on-demand", "spot", "reservations": how /readyz, /metrics and the CLI name a kind. */
+const char *af_price_kind_name(enum af_price_kind k);
+
+/*
+ * A capacity reservation of the account (EC2 DescribeCapacityReservations): an ODCR or a
+ * Capacity Block, where it is, for which type, and when it ends (docs/pricing.md#prepaid-capacity).
+ */
+#define AF_RESERVATION_ID_MAX 48
+struct af_reservation {
+    char id[AF_RESERVATION_ID_MAX];   /* "cr-0123456789abcdef0" */
+    char region[32];
+    char zone[32];
+    char instance_type[64];
+    bool block;               /* reservationType capacity-block (else default: an ODCR) */
+    double end;               /* endDate, unix time; 0: none (endDateType unlimited) */
+    double as_of;             /* when it was read */
 };
 
 /* One source of a book: a kind of price for one region (spot: every zone of the region). */
@@ -44,10 +63,14 @@ struct af_price_source {
 struct af_prices;
 
 struct af_prices *af_prices_new(void);
-/* A new, unfrozen book with every price and source of `p` (NULL: empty) except the
- * prices of source (kind, region) when `region` is not NULL. */
+/* A new, unfrozen book with every price, reservation and source of `p` (NULL: empty) except
+ * the prices (or, for AF_PRICE_RESERVATIONS, the reservations) of source (kind, region) when
+ * `region` is not NULL. */
 struct af_prices *af_prices_copy(const struct af_prices *p, enum af_price_kind kind,
                                  const char *region);
+/* A new, unfrozen book with every price and source of `p` (NULL: empty) except those of
+ * `region`, of both kinds (its on-demand prices, its zones' spot prices, its sources). */
+struct af_prices *af_prices_copy_without_region(const struct af_prices *p, const char *region);
 /*
  * Adds a price: `where` is the region (on-demand) or the zone (spot), `usd_hr` finite,
  * > 0 and <= AF_PRICE_MAX_USD_HR, `as_of` the unix time it was read. A second price for
@@ -55,6 +78,17 @@ struct af_prices *af_prices_copy(const struct af_prices *p, enum af_price_kind k
  */
 int af_prices_set(struct af_prices *p, enum af_price_kind kind, const char *where,
                   const char *instance_type, double usd_hr, double as_of) AF_MUST_CHECK;
+/* Adds a reservation (a second with the same id replaces the first). AF_EINVAL for a
+ * malformed one (an id, region or zone that is empty, too long or has spaces) or a frozen
+ * book. At most AF_RESERVATIONS_MAX are kept (AF_ETOOBIG past that). */
+#define AF_RESERVATIONS_MAX 10000
+int af_prices_set_reservation(struct af_prices *p, const struct af_reservation *r) AF_MUST_CHECK;
+/* The reservation `id`, or NULL (the book may be NULL). */
+const struct af_reservation *af_prices_reservation(const struct af_prices *p, const char *id);
+/* The only reservation of `instance_type` in `zone`, or NULL when there is none or several:
+ * what names a node's reservation when its labels name none. */
+const struct af_reservation *af_prices_reservation_in(const struct af_prices *p, const char *zone,
+                                                     const char *instance_type);
 /* Records what the last attempt at source (kind, region) gave; replaces its record. */
 void af_prices_set_source(struct af_prices *p, const struct af_price_source *src);
 /* Ends building: lookups work from here on, setters refuse. */

@@ -388,6 +388,8 @@ struct af_sim_side_stats {
     int first_tier;                    /* on a node of the first tier of accelfit's plan */
     int fallbacks;                     /* on a lower tier of it */
     int outside;                       /* on a class the plan has no tier for */
+    int misfit;                        /* on a node where the devices it gets cannot hold its
+                                        * model (af_plan_model_fits): work that would not run */
     int waited;                        /* pods that could not be placed when they arrived */
     int unplaced;                      /* of those, still waiting at the end */
     double wait_hours;                 /* waiting time summed, up to placement or the end */

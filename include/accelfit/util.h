@@ -234,6 +234,8 @@ double af_parse_rfc3339(const char *s);
  * summed ("90s", "1h30m", "2d"), or "0"; at most AF_DURATION_MAX_S (ten years). Returns 0
  * with *out in seconds, -1 when malformed. */
 #define AF_DURATION_MAX_S (3650.0 * 86400)
+/* The value of `key` in labels packed "key\0value\0...\0\0" (NULL is fine), or NULL. */
+const char *af_packed_get(const char *packed, const char *key);
 int af_parse_duration(const char *s, double *out) AF_MUST_CHECK;
 /* How long `secs` is, for people: "12 s", "4 min", "3 h", "5 days" (negative: "0 s"). */
 void af_format_age(double secs, char *buf, size_t len);

@@ -138,6 +138,129 @@ static void set_str(char **slot, const char *v)
     *slot = af_xstrdup(v);
 }
 
+/* ---- shared credentials files (as the AWS SDKs read them) ------------------------------------ */
+
+static char *trim(char *s)
+{
+    char *e;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+        *--e = '\0';
+    return s;
+}
+
+/* One profile's keys from an INI file: in the credentials file its section is [NAME], in the
+ * config file [profile NAME] (and [default]). True when the file holds the section. */
+struct shared_profile {
+    char *akid, *secret, *token;
+    bool process, sso;        /* credential_process, sso_*: not run here */
+};
+
+static bool read_profile(const char *path, const char *name, bool config, struct shared_profile *out)
+{
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[2048], want[200];
+    bool in = false, found = false;
+
+    if (!f)
+        return false;
+    if (config && strcmp(name, "default"))
+        snprintf(want, sizeof(want), "profile %s", name);
+    else
+        snprintf(want, sizeof(want), "%s", name);
+    while (fgets(line, sizeof(line), f)) {
+        char *s = trim(line), *eq, *k, *v;
+        if (!*s || *s == '#' || *s == ';')
+            continue;
+        if (*s == '[') {
+            char *close = strchr(s, ']');
+            if (close)
+                *close = '\0';
+            in = !strcmp(trim(s + 1), want);
+            found = found || in;
+            continue;
+        }
+        if (!in || !(eq = strchr(s, '=')))
+            continue;
+        *eq = '\0';
+        k = trim(s);
+        v = trim(eq + 1);
+        if (!strcmp(k, "aws_access_key_id") && *v && !out->akid)
+            out->akid = af_xstrdup(v);
+        else if (!strcmp(k, "aws_secret_access_key") && *v && !out->secret)
+            out->secret = af_xstrdup(v);
+        else if (!strcmp(k, "aws_session_token") && *v && !out->token)
+            out->token = af_xstrdup(v);
+        else if (!strcmp(k, "credential_process"))
+            out->process = true;
+        else if (!strncmp(k, "sso_", 4))
+            out->sso = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/*
+ * Static keys of profile $AWS_PROFILE (default "default") from $AWS_SHARED_CREDENTIALS_FILE
+ * (default ~/.aws/credentials), then $AWS_CONFIG_FILE (default ~/.aws/config), as the AWS
+ * SDKs find them on a workstation. credential_process and SSO profiles are not run: said in
+ * c->creds_from. True with c->creds set.
+ */
+static bool shared_credentials(struct af__aws *c)
+{
+    const char *home = getenv("HOME"), *profile = getenv("AWS_PROFILE");
+    char *files[2];
+    struct shared_profile p;
+    bool ok = false, any = false;
+
+    memset(&p, 0, sizeof(p));
+    if (!profile || !*profile)
+        profile = "default";
+    files[0] = env_dup("AWS_SHARED_CREDENTIALS_FILE");
+    if (!files[0] && home && *home)
+        files[0] = af_xasprintf("%s/.aws/credentials", home);
+    files[1] = env_dup("AWS_CONFIG_FILE");
+    if (!files[1] && home && *home)
+        files[1] = af_xasprintf("%s/.aws/config", home);
+    for (int i = 0; i < 2 && !ok; i++) {
+        if (!read_profile(files[i], profile, i == 1, &p))
+            continue;
+        any = true;
+        if (p.akid && p.secret) {
+            c->mode = AF__CREDS_STATIC;
+            c->creds.akid = p.akid;
+            c->creds.secret = p.secret;
+            c->creds.token = p.token;
+            c->creds.valid = true;
+            p.akid = p.secret = p.token = NULL;
+            snprintf(c->creds_from, sizeof(c->creds_from), "profile %.60s of %.200s", profile,
+                     files[i]);
+            ok = true;
+        }
+    }
+    if (!ok && any && (p.process || p.sso))
+        snprintf(c->creds_from, sizeof(c->creds_from),
+                 " (profile %.60s uses %s, which accelfit does not run; export its keys: aws "
+                 "configure export-credentials --format env)",
+                 profile, p.process ? "credential_process" : "SSO");
+    else if (!ok && any)
+        snprintf(c->creds_from, sizeof(c->creds_from),
+                 " (profile %.60s has no aws_access_key_id and aws_secret_access_key)", profile);
+    else if (!ok && getenv("AWS_PROFILE"))
+        snprintf(c->creds_from, sizeof(c->creds_from), " (no profile %.60s in %.100s or %.100s)",
+                 profile, files[0] ? files[0] : "~/.aws/credentials",
+                 files[1] ? files[1] : "~/.aws/config");
+    af_free(p.akid);
+    af_free(p.secret);
+    af_free(p.token);
+    af_free(files[0]);
+    af_free(files[1]);
+    return ok;
+}
+
 /* ---- client ------------------------------------------------------------------------------- */
 
 void af__aws_init(struct af__aws *c, const struct af_aws_options *opt, struct af__aws_stop *stop)
@@ -183,6 +306,8 @@ void af__aws_init(struct af__aws *c, const struct af_aws_options *opt, struct af
         c->creds.token = env_dup("AWS_SESSION_TOKEN");
         c->creds.valid = true;
         akid = secret = NULL;
+    } else {
+        (void)shared_credentials(c);   /* a workstation's ~/.aws/credentials, AWS_PROFILE */
     }
     af_free(akid);
     af_free(secret);
@@ -586,9 +711,13 @@ static int credentials(struct af__aws *c, bool force, char *err, size_t errlen)
         return 0;
     case AF__CREDS_NONE:
         return af__aws_fail(err, errlen, AF_EUNAUTH,
-                            "no AWS credentials: set AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE "
-                            "(IRSA), AWS_CONTAINER_CREDENTIALS_FULL_URI (EKS Pod Identity), or "
-                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+                            "no AWS credentials%s: set AWS_ROLE_ARN and "
+                            "AWS_WEB_IDENTITY_TOKEN_FILE (IRSA), "
+                            "AWS_CONTAINER_CREDENTIALS_FULL_URI (EKS Pod Identity), "
+                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile with "
+                            "keys in ~/.aws/credentials (AWS_PROFILE, "
+                            "AWS_SHARED_CREDENTIALS_FILE)",
+                            c->creds_from);
     default:
         break;
     }

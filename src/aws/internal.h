@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "accelfit/aws.h"
+#include "accelfit/prices.h"
 #include "accelfit/util.h"
 
 /* An answer page is at most this large (a GetProducts page of 100 price documents is
@@ -52,6 +53,9 @@ struct af__aws {
     } creds;
     void *curl;                      /* CURL *, kept for keep-alive */
     struct af__aws_stop *stop;       /* borrowed; may be NULL */
+    /* Static credentials from a shared file: "profile P of FILE", for messages. Without
+     * credentials, what the shared files said (a profile that uses credential_process). */
+    char creds_from[300];
 };
 
 enum af__aws_service { AF__AWS_PRICING = 0, AF__AWS_EC2, AF__AWS_STS, AF__AWS_POD };
@@ -107,6 +111,9 @@ void af__aws_error_parse(const char *doc, size_t len, char *code, size_t code_le
  * or AF_EPARSE with `err` (starting with `what`) when the answer is not XML or lacks one. */
 int af__aws_sts_take(struct af__aws *c, const char *what, const char *doc, size_t len, char *err,
                      size_t errlen) AF_MUST_CHECK;
+
+/* Whether `name` is shaped as an AWS region's ("us-east-1", "us-gov-west-1"). */
+bool af__aws_region_valid(const char *name);
 
 /* ---- the reads ------------------------------------------------------------------------------ */
 
@@ -166,5 +173,18 @@ int af__aws_read_on_demand(struct af__aws *c, const char *region,
                            size_t errlen) AF_MUST_CHECK;
 int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *types,
                       af_aws_price_fn fn, void *ud, char *err, size_t errlen) AF_MUST_CHECK;
+
+/*
+ * One page of a DescribeCapacityReservations answer: its active reservations into `book`
+ * (unfrozen; *n counts them) and *next its nextToken (a new string, NULL when none). Returns
+ * 0, or AF_EPARSE/AF_ETOOBIG with `err` starting with `what` (src/aws/reservations.c).
+ */
+int af__aws_reservations_page(const char *what, const char *doc, size_t len, const char *region,
+                              struct af_prices *book, size_t *n, char **next, char *err,
+                              size_t errlen) AF_MUST_CHECK;
+/* Every active capacity reservation of `region` into `book`; *n how many. Bounded as the
+ * price reads are. 0, or an error with `err`. */
+int af__aws_read_reservations(struct af__aws *c, const char *region, struct af_prices *book,
+                              size_t *n, char *err, size_t errlen) AF_MUST_CHECK;
 
 #endif

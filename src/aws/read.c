@@ -419,18 +419,26 @@ static char *spot_request(CURL *h, const char *const *types, const char *next)
     return form;
 }
 
-int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *types,
-                      af_aws_price_fn fn, void *ud, char *err, size_t errlen)
+/*
+ * One EC2 Query API read, page after page, within the bounds of every read (internal.h):
+ * `form` builds a page's request from the last page's next token (NULL for the first), and
+ * `page` takes a page's answer and gives its next token (NULL after the last; owned by ud).
+ */
+typedef char *(*ec2_form_fn)(void *ud, CURL *h, const char *next);
+typedef int (*ec2_page_fn)(void *ud, const char *what, const char *doc, size_t len,
+                           const char **next, char *err, size_t errlen);
+
+static int ec2_read(struct af__aws *c, const char *region, const char *what, ec2_form_fn form,
+                    ec2_page_fn page, void *ud, char *err, size_t errlen)
 {
     struct af_buf body = AF_BUF_INIT(AF__AWS_MAX_BODY);
-    char *what = af_xasprintf("ec2 DescribeSpotPriceHistory %s", region);
     char *url = af__aws_url(c, AF__AWS_EC2, region);
-    struct af__spot_read r = {.types = types};
+    const char *next = NULL;
     uint64_t t0 = af_now_ns();
     int rc = 0, pages = 0;
 
     do {
-        char *req = spot_request(c->curl, types, r.next);
+        char *req = form(ud, c->curl, next);
 
         rc = af__aws_call(c,
                           &(struct af__aws_req){.what = what, .service = AF__AWS_EC2,
@@ -443,20 +451,94 @@ int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *
         if (rc)
             break;
         pages++;
-        rc = af__aws_spot_page(&r, what, body.buf, body.len, err, errlen);
+        rc = page(ud, what, body.buf, body.len, &next, err, errlen);
         if (rc)
             break;
-        if (r.next && pages >= AF__AWS_MAX_PAGES)
+        if (next && pages >= AF__AWS_MAX_PAGES)
             rc = too_many_pages(what, err, errlen);
-        else if (r.next)
+        else if (next)
             past_deadline(c, t0, what, pages, &rc, err, errlen);
-    } while (!rc && r.next);
+    } while (!rc && next);
+    af_free(url);
+    af_buf_release(&body);
+    return rc;
+}
+
+static char *spot_form(void *ud, CURL *h, const char *next)
+{
+    return spot_request(h, ((struct af__spot_read *)ud)->types, next);
+}
+
+static int spot_page(void *ud, const char *what, const char *doc, size_t len, const char **next,
+                     char *err, size_t errlen)
+{
+    struct af__spot_read *r = ud;
+    int rc = af__aws_spot_page(r, what, doc, len, err, errlen);
+
+    *next = r->next;
+    return rc;
+}
+
+int af__aws_read_spot(struct af__aws *c, const char *region, const char *const *types,
+                      af_aws_price_fn fn, void *ud, char *err, size_t errlen)
+{
+    char *what = af_xasprintf("ec2 DescribeSpotPriceHistory %s", region);
+    struct af__spot_read r = {.types = types};
+    int rc = ec2_read(c, region, what, spot_form, spot_page, &r, err, errlen);
+
     if (!rc && af__aws_spot_emit(&r, fn, ud) == 0)
         rc = af__aws_fail(err, errlen, AF_ENOENT, "%s: no spot prices", what);
     af__aws_spot_release(&r);
-    af_free(url);
     af_free(what);
-    af_buf_release(&body);
+    return rc;
+}
+
+struct resv_read {
+    const char *region;
+    struct af_prices *book;
+    size_t *n;
+    char *next;
+};
+
+static char *resv_form(void *ud, CURL *h, const char *next)
+{
+    struct af_buf form = AF_BUF_INIT(0);
+    char *e = next ? curl_easy_escape(h, next, 0) : NULL;
+
+    (void)ud;
+    af_assert(af_buf_printf(&form, "Action=DescribeCapacityReservations&Version=2016-11-15"
+                                   "&MaxResults=1000&Filter.1.Name=state"
+                                   "&Filter.1.Value.1=active%s%s",
+                            e ? "&NextToken=" : "", e ? e : "") == 0);
+    curl_free(e);
+    return af_buf_detach(&form, NULL);
+}
+
+static int resv_page(void *ud, const char *what, const char *doc, size_t len, const char **next,
+                     char *err, size_t errlen)
+{
+    struct resv_read *r = ud;
+    int rc;
+
+    af_free(r->next);
+    r->next = NULL;
+    rc = af__aws_reservations_page(what, doc, len, r->region, r->book, r->n, &r->next, err,
+                                   errlen);
+    *next = r->next;
+    return rc;
+}
+
+int af__aws_read_reservations(struct af__aws *c, const char *region, struct af_prices *book,
+                              size_t *n, char *err, size_t errlen)
+{
+    char *what = af_xasprintf("ec2 DescribeCapacityReservations %s", region);
+    struct resv_read r = {.region = region, .book = book, .n = n};
+    int rc;
+
+    *n = 0;
+    rc = ec2_read(c, region, what, resv_form, resv_page, &r, err, errlen);
+    af_free(r.next);
+    af_free(what);
     return rc;
 }
 
@@ -516,12 +598,18 @@ int af_aws_read_into(struct af_prices *book, const struct af_aws_options *opt,
         char e[sizeof(src.error)] = "";
         int rc;
 
-        if (!(what & (k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND : AF_AWS_SPOT)))
+        if (!(what & (k == AF_PRICE_ON_DEMAND ? AF_AWS_ON_DEMAND
+                      : k == AF_PRICE_SPOT    ? AF_AWS_SPOT
+                                              : AF_AWS_RESERVATIONS)))
             continue;
-        rc = k == AF_PRICE_ON_DEMAND
-                 ? af__aws_read_on_demand(&c, region, opt->instance_types, book_add, &s, e,
-                                          sizeof(e))
-                 : af__aws_read_spot(&c, region, opt->instance_types, book_add, &s, e, sizeof(e));
+        if (k == AF_PRICE_RESERVATIONS)
+            rc = af__aws_read_reservations(&c, region, book, &s.n[k], e, sizeof(e));
+        else
+            rc = k == AF_PRICE_ON_DEMAND
+                     ? af__aws_read_on_demand(&c, region, opt->instance_types, book_add, &s, e,
+                                              sizeof(e))
+                     : af__aws_read_spot(&c, region, opt->instance_types, book_add, &s, e,
+                                         sizeof(e));
         snprintf(src.region, sizeof(src.region), "%s", region);
         src.tried_at = af_wall_time();
         if (rc) {

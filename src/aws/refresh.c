@@ -6,6 +6,11 @@
  * source's prices plus what was read, or, when the read failed, the current prices with the
  * error in the source record. Then it sleeps until the next source is due, a kick or a
  * stop, at most 10 seconds, so that a node in a new region is priced soon.
+ *
+ * A node may set its own labels, so the regions are bounded (docs/pricing.md, "Bounds"): a
+ * name that is not an AWS region's (af__aws_region_valid) is ignored, at most MAX_REGIONS
+ * are read, and a region no node has named for three spot refresh intervals is forgotten:
+ * no longer read, and its prices and source records leave the book.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,13 +19,15 @@
 
 #include "aws/internal.h"
 
-#define MAX_REGIONS 64
+#define MAX_REGIONS 32
+#define FORGET_AFTER_REFRESHES 3.0
 #define MAX_SLEEP_S 10.0
 #define FIRST_REGION_POLL_S 2.0
 
 struct region_state {
     char name[32];
     double due[AF_PRICE__KINDS];   /* monotonic seconds */
+    double seen;                   /* when a node (or the fallback) last named it */
 };
 
 struct af_aws_pricing {
@@ -36,6 +43,7 @@ struct af_aws_pricing {
     void *updated_ud;
     struct region_state *regions;  /* refresh thread only */
     size_t n_regions, cap_regions;
+    size_t refused;                /* names refused at the last look (logged on change) */
 };
 
 static double mono_s(void)
@@ -74,11 +82,14 @@ static bool refresh(struct af_aws_pricing *ap, struct af__aws *c, enum af_price_
         if (old[i].kind == kind && !strcmp(old[i].region, region))
             src = old[i];
     snprintf(src.region, sizeof(src.region), "%s", region);
-    rc = kind == AF_PRICE_ON_DEMAND
-             ? af__aws_read_on_demand(c, region, ap->opt.instance_types, sink_add, &s, err,
-                                      sizeof(err))
-             : af__aws_read_spot(c, region, ap->opt.instance_types, sink_add, &s, err,
-                                 sizeof(err));
+    if (kind == AF_PRICE_RESERVATIONS)
+        rc = af__aws_read_reservations(c, region, s.book, &s.n, err, sizeof(err));
+    else
+        rc = kind == AF_PRICE_ON_DEMAND
+                 ? af__aws_read_on_demand(c, region, ap->opt.instance_types, sink_add, &s, err,
+                                          sizeof(err))
+                 : af__aws_read_spot(c, region, ap->opt.instance_types, sink_add, &s, err,
+                                     sizeof(err));
     if (rc == AF_ECANCELED) {
         af_prices_unref(s.book);
         af_prices_unref(cur);
@@ -94,8 +105,8 @@ static bool refresh(struct af_aws_pricing *ap, struct af__aws *c, enum af_price_
         src.read_at = src.tried_at;
         src.n_prices = s.n;
         src.error[0] = '\0';
-        AF_LOG(AF_LOG_INFO, "read aws prices", "source",
-               kind == AF_PRICE_ON_DEMAND ? "on-demand" : "spot", "region", region, NULL);
+        AF_LOG(AF_LOG_INFO, "read aws prices", "source", af_price_kind_name(kind), "region",
+               region, NULL);
     }
     af_prices_set_source(s.book, &src);
     af_prices_holder_swap(ap->holder, s.book);
@@ -105,39 +116,114 @@ static bool refresh(struct af_aws_pricing *ap, struct af__aws *c, enum af_price_
     return rc == 0;
 }
 
+bool af__aws_region_valid(const char *name)
+{
+    const char *p = name;
+    int words = 0, digits = 0;
+
+    /* "us-east-1", "us-gov-west-1", "ap-southeast-2", "us-isob-east-1": two letters, one
+     * to three words, a number */
+    if (!(p[0] >= 'a' && p[0] <= 'z' && p[1] >= 'a' && p[1] <= 'z' && p[2] == '-'))
+        return false;
+    p += 3;
+    for (;;) {
+        const char *w = p;
+        while (*p >= 'a' && *p <= 'z')
+            p++;
+        if (p == w)
+            break;
+        if (*p != '-' || p - w > 12)
+            return false;
+        p++;
+        words++;
+    }
+    while (*p >= '0' && *p <= '9' && digits < 3) {
+        p++;
+        digits++;
+    }
+    return words >= 1 && words <= 3 && digits >= 1 && digits <= 2 && *p == '\0';
+}
+
+/* Forgets region i: no longer read, its prices and sources out of the book. */
+static void forget_region(struct af_aws_pricing *ap, size_t i)
+{
+    struct af_prices *cur = af_prices_holder_get(ap->holder);
+    struct af_prices *next = af_prices_copy_without_region(cur, ap->regions[i].name);
+
+    AF_LOG(AF_LOG_INFO, "aws region no node is in any more: prices forgotten", "region",
+           ap->regions[i].name, NULL);
+    af_prices_freeze(next);
+    af_prices_holder_swap(ap->holder, next);
+    if (ap->updated_fn)
+        ap->updated_fn(ap->updated_ud, next);
+    af_prices_unref(cur);
+    ap->regions[i] = ap->regions[--ap->n_regions];
+}
+
 static void note_regions(struct af_aws_pricing *ap)
 {
-    char names[MAX_REGIONS][32];
-    size_t n = ap->regions_fn ? ap->regions_fn(ap->regions_ud, names, MAX_REGIONS) : 0;
+    char names[MAX_REGIONS * 2][32];
+    size_t n = ap->regions_fn ? ap->regions_fn(ap->regions_ud, names, AF_ARRAY_SIZE(names)) : 0;
+    double now = mono_s(), forget_s = FORGET_AFTER_REFRESHES * ap->opt.spot_refresh_s;
+    size_t refused = 0, full = 0, valid = 0;
 
-    if (n > MAX_REGIONS)
-        n = MAX_REGIONS;
-    if (n == 0 && ap->region) {
-        snprintf(names[0], sizeof(names[0]), "%s", ap->region);
-        n = 1;
+    if (n > AF_ARRAY_SIZE(names))
+        n = AF_ARRAY_SIZE(names);
+    for (size_t i = 0; i < n; i++) {
+        names[i][sizeof(names[i]) - 1] = '\0';
+        if (af__aws_region_valid(names[i]))
+            valid++;
+        else if (names[i][0])
+            refused++;
+    }
+    /* until a node names a region, the fallback one is priced */
+    if (!valid && ap->region && af__aws_region_valid(ap->region) && n < AF_ARRAY_SIZE(names)) {
+        snprintf(names[n], sizeof(names[n]), "%s", ap->region);
+        n++;
     }
     for (size_t i = 0; i < n; i++) {
         size_t k;
 
-        names[i][sizeof(names[i]) - 1] = '\0';
-        if (!names[i][0])
+        if (!af__aws_region_valid(names[i]))
             continue;
         for (k = 0; k < ap->n_regions; k++)
             if (!strcmp(ap->regions[k].name, names[i]))
                 break;
-        if (k < ap->n_regions)
+        if (k < ap->n_regions) {
+            ap->regions[k].seen = now;
             continue;
+        }
+        if (ap->n_regions >= MAX_REGIONS) {
+            full++;
+            continue;
+        }
         AF_GROW(ap->regions, ap->cap_regions, ap->n_regions + 1);
         memset(&ap->regions[ap->n_regions], 0, sizeof(ap->regions[0]));
         memcpy(ap->regions[ap->n_regions].name, names[i], sizeof(names[i]));
+        ap->regions[ap->n_regions].seen = now;
         ap->n_regions++;
     }
+    if (refused + full != ap->refused && refused + full) {
+        char a[24], b[24];
+
+        snprintf(a, sizeof(a), "%zu", refused);
+        snprintf(b, sizeof(b), "%zu", full);
+        AF_LOG(AF_LOG_WARN, "node regions not priced from aws", "not_aws_regions", a,
+               "over_the_cap", b, NULL);
+    }
+    ap->refused = refused + full;
+    for (size_t i = ap->n_regions; i-- > 0;)
+        if (now - ap->regions[i].seen > forget_s)
+            forget_region(ap, i);
 }
 
 static void *run(void *arg)
 {
     struct af_aws_pricing *ap = arg;
-    const double every[AF_PRICE__KINDS] = {ap->opt.on_demand_refresh_s, ap->opt.spot_refresh_s};
+    /* capacity reservations as often as spot prices: a Capacity Block's end matters within
+     * minutes, and a new reservation should be seen soon */
+    const double every[AF_PRICE__KINDS] = {ap->opt.on_demand_refresh_s, ap->opt.spot_refresh_s,
+                                           ap->opt.spot_refresh_s};
     struct af__aws c;
 
     af__aws_init(&c, &ap->opt, &ap->stop);

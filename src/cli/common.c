@@ -194,15 +194,22 @@ struct af_prices *af_cli_read_prices(const char *cmd, const struct af_snapshot *
     const struct af_price_source *src;
 
     for (size_t i = 0; i < (n ? n : 1); i++)
-        if (af_aws_read_into(book, opt, n ? regions[i] : NULL, AF_AWS_ON_DEMAND | AF_AWS_SPOT, err,
+        if (af_aws_read_into(book, opt, n ? regions[i] : NULL,
+                             AF_AWS_ON_DEMAND | AF_AWS_SPOT | AF_AWS_RESERVATIONS, err,
                              sizeof(err)) != 0 &&
             !af_prices_sources(book, &n_src))
             fprintf(stderr, "accelfit %s: %s\n", cmd, err);   /* not even a region */
     src = af_prices_sources(book, &n_src);
-    for (size_t i = 0; i < n_src; i++)
-        if (src[i].error[0])
-            fprintf(stderr, "accelfit %s: %s; its nodes keep the catalog's prices\n", cmd,
-                    src[i].error);
+    for (size_t i = 0; i < n_src; i++) {
+        bool said = false;   /* no credentials fails every kind alike: said once */
+        for (size_t j = 0; j < i && !said; j++)
+            said = !strcmp(src[j].error, src[i].error);
+        if (src[i].error[0] && !said)
+            fprintf(stderr, "accelfit %s: %s; %s\n", cmd, src[i].error,
+                    src[i].kind == AF_PRICE_RESERVATIONS
+                        ? "prepaid nodes keep the ends their annotations give"
+                        : "its nodes keep the catalog's prices");
+    }
     af_prices_freeze(book);
     return book;
 }

@@ -43,11 +43,14 @@ static const char usage[] =
     "                     and kubectl find it: $KUBECONFIG, in-cluster, ~/.kube/config.\n"
     "  --context NAME     kubeconfig context to use (default: current-context); also\n"
     "                     applies to $KUBECONFIG and ~/.kube/config\n"
-    "  --timeout S        give up when the list takes longer than S seconds (default 60)\n"
+    "  --timeout S        give up when the list takes longer than S seconds (default 60);\n"
+    "                     an API server that cannot be reached, or that refuses the\n"
+    "                     credentials (401, 403), is said at once, with its address\n"
     "  --policy FILE      policy with the tenants (default: the embedded policy: one\n"
     "                     default tenant without a budget)\n"
     "  --catalog FILE     instance catalog (default: the embedded policies/catalog.yaml)\n"
-    "  --output FORMAT    table (default) or json (the document of GET /costs)\n"
+    "  --output FORMAT    table (default) or json (the document of GET /costs); --json is\n"
+    "                     short for --output json\n"
     "  --aws-pricing      charge nodes AWS's prices, read once: the on-demand price of each\n"
     "                     node's region and the spot price of each spot node's zone\n"
     "                     (docs/pricing.md: credentials as accelfit serve --aws-pricing);\n"
@@ -92,6 +95,10 @@ static int parse_args(int argc, char **argv, struct costs_opts *o)
         }
         if (!strcmp(a, "--aws-pricing")) {
             o->aws_pricing = true;
+            continue;
+        }
+        if (!strcmp(a, "--json")) {   /* --output json, as every command takes it */
+            o->json = true;
             continue;
         }
         if (!strcmp(a, "--in-cluster")) {
@@ -200,11 +207,29 @@ static int load_kube(const struct costs_opts *o, struct af_config *cfg, struct a
         af_prices_holder_init(&prices);
         kopt.prices = &prices;
     }
-    rc = af_kube_start(&kube, conn, &kopt, &holder, &pub, &st);
-    if (rc != 0) {
-        fprintf(stderr, "accelfit costs: cannot list the cluster: %s\n", af_strerror(rc));
-        rc = 1;
-        goto out;
+    {
+        /* One request first, as kubectl makes: an API server that cannot be used is said
+         * once, with its address and why, not retried (the reflectors' retries are quiet
+         * until it answered). */
+        int level = af_log_level;
+        char why[600];
+
+        if (af_log_level < AF_LOG_ERROR)
+            af_log_level = AF_LOG_ERROR;
+        rc = af_kube_start(&kube, conn, &kopt, &holder, &pub, &st);
+        if (rc != 0) {
+            af_log_level = level;
+            fprintf(stderr, "accelfit costs: cannot list the cluster: %s\n", af_strerror(rc));
+            rc = 1;
+            goto out;
+        }
+        rc = af_kube_probe(kube, o->timeout_s * 1000L, why, sizeof(why));
+        af_log_level = level;
+        if (rc != 0) {
+            fprintf(stderr, "accelfit costs: %s\n", why);
+            rc = 1;
+            goto out;
+        }
     }
     for (;;) {
         struct af_snapshot *s = af_publisher_acquire(&pub);

@@ -15,19 +15,21 @@
 #include "cli/cli.h"
 
 static const char usage[] =
-    "usage: accelfit prices [--region R] [--spot] [--type T]... [--json]\n"
+    "usage: accelfit prices [--region R] [--spot] [--type T]... [--output table|json]\n"
     "\n"
     "Reads EC2 prices from AWS now and prints them: the on-demand price of each instance\n"
     "type in the region (AWS Pricing API, GetProducts) and, with --spot, the current spot\n"
     "price per availability zone (EC2 DescribeSpotPriceHistory). Credentials as accelfit\n"
     "serve finds them: IRSA (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), EKS Pod Identity\n"
-    "(AWS_CONTAINER_CREDENTIALS_FULL_URI), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.\n"
+    "(AWS_CONTAINER_CREDENTIALS_FULL_URI), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or\n"
+    "a profile of ~/.aws/credentials or ~/.aws/config (AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE).\n"
     "\n"
     "options:\n"
     "  --region R     the region (default: $AWS_REGION, then $AWS_DEFAULT_REGION)\n"
     "  --spot         also read spot prices\n"
     "  --type T       only instance type T (repeat for more)\n"
-    "  --json         print JSON instead of a table\n"
+    "  --output FORMAT  table (default) or json; --json is short for --output json, as\n"
+    "                 for every command that prints\n"
     "  -h, --help     show this help\n"
     "\n"
     "Exit status: 0, 1 when AWS cannot be read (unreachable, no or invalid credentials,\n"
@@ -85,7 +87,7 @@ static const char *when(double t, char *buf, size_t len)
 
 static const char *kind_name(enum af_price_kind k)
 {
-    return k == AF_PRICE_SPOT ? "spot" : "on-demand";
+    return af_price_kind_name(k);
 }
 
 static int print_json(const struct rows *r, const char *region)
@@ -143,8 +145,14 @@ int af_cmd_prices(int argc, char **argv)
             goto out;
         } else if (!strcmp(argv[i], "--spot")) {
             what |= AF_AWS_SPOT;
-        } else if (!strcmp(argv[i], "--json")) {
+        } else if (!strcmp(argv[i], "--json")) {   /* --output json */
             json = true;
+        } else if ((m = af_cli_flag(argc, argv, &i, "--output", &v)) != 0) {
+            if (m < 0 || (strcmp(v, "table") && strcmp(v, "json")))
+                rc = af_cli_fail("prices", "--output must be table or json, not '%s' (see "
+                                           "accelfit prices --help)", m < 0 ? "" : v);
+            else
+                json = !strcmp(v, "json");
         } else if ((m = af_cli_flag(argc, argv, &i, "--region", &region)) != 0) {
             if (m < 0 || !*region)
                 rc = af_cli_fail("prices", "--region needs a region (see accelfit prices --help)");

@@ -34,8 +34,11 @@ static const char recommend_usage[] =
     "  --latency-slo-ms MS      latency target in milliseconds, a positive integer\n"
     "  --framework FW           pytorch, tensorflow, jax or other (default: unknown)\n"
     "  --neuron-ready           a Neuron-compiled artifact exists (Trainium/Inferentia allowed)\n"
-    "  --precision P            fp32, bf16, fp16 or int8 (inference weights; default: policy)\n"
-    "  --output FORMAT          table (default) or json\n"
+    "  --precision P            fp32, bf16, fp16, int8 or fp8 (inference weights; default: policy)\n"
+    "  --instances N            the job spans up to N instances, the model split across them\n"
+    "                           (annotation accelfit.io/instances; default: the policy's\n"
+    "                           memory.max_instances for the workload)\n"
+    "  --output FORMAT          table (default) or json; --json is short for --output json\n"
     "  --catalog FILE           instance catalog YAML (default: the built-in catalog)\n"
     "  --policy FILE            policy YAML (default: the built-in policy)\n"
     "  -h, --help               show this help\n"
@@ -52,7 +55,7 @@ static const char recommend_usage[] =
     "no rule matches, or every class the rule names was dropped (the reasons say why).\n";
 
 static const char check_usage[] =
-    "usage: accelfit check-policy [--policy FILE] [--catalog FILE]\n"
+    "usage: accelfit check-policy [--policy FILE] [--catalog FILE] [--output table|json]\n"
     "\n"
     "Loads and validates a policy against a catalog (the built-in ones by default) and\n"
     "prints what it holds: rules, instance types, weights, rollouts. On an error prints\n"
@@ -61,6 +64,9 @@ static const char check_usage[] =
     "options:\n"
     "  --policy FILE     policy YAML (default: the built-in policy)\n"
     "  --catalog FILE    instance catalog YAML (default: the built-in catalog)\n"
+    "  --output FORMAT   table (default) or json (--json for short): one object on stdout,\n"
+    "                    {\"ok\": true, \"policy\", \"rules\", ...} or, exit status 2,\n"
+    "                    {\"ok\": false, \"error\": {\"file\", \"line\", \"column\", \"message\"}}\n"
     "  -h, --help        show this help\n";
 
 /* Output buffers are unbounded, so appending cannot fail; these wrappers say so once. */
@@ -104,6 +110,8 @@ static void print_table(const struct af_profile *p, const struct af_config *cfg,
         put(b, ", Neuron-ready");
     if (p->precision >= 0)
         outf(b, ", %s", af_precision_name(p->precision));
+    if (p->instances > 0)
+        outf(b, ", up to %d instance%s", p->instances, p->instances == 1 ? "" : "s");
     put(b, "\n");
     if (!s->rule) {
         outf(b, "no rule of policy %s matches this workload\n", cfg->policy->source);
@@ -168,7 +176,7 @@ int af_cmd_recommend(int argc, char **argv)
 {
     const char *cmd = "recommend";
     const char *workload = NULL, *params = NULL, *objective = NULL, *slo = NULL;
-    const char *framework = NULL, *precision = NULL, *output = "table";
+    const char *framework = NULL, *precision = NULL, *output = "table", *instances = NULL;
     const char *catalog = NULL, *policy = NULL;
     struct af_selection *sel = NULL;
     struct af_config *cfg = NULL;
@@ -184,6 +192,10 @@ int af_cmd_recommend(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(recommend_usage, stdout);
             return 0;
+        }
+        if (af_cli_flag(argc, argv, &i, "--json", NULL) == 1) {   /* --output json */
+            output = "json";
+            continue;
         }
         if (af_cli_flag(argc, argv, &i, "--neuron-ready", NULL) == 1) {
             p.neuron_ready = true;
@@ -201,6 +213,7 @@ int af_cmd_recommend(int argc, char **argv)
         VALUE_FLAG("--latency-slo-ms", slo)
         VALUE_FLAG("--framework", framework)
         VALUE_FLAG("--precision", precision)
+        VALUE_FLAG("--instances", instances)
         VALUE_FLAG("--output", output)
         VALUE_FLAG("--catalog", catalog)
         VALUE_FLAG("--policy", policy)
@@ -213,8 +226,9 @@ int af_cmd_recommend(int argc, char **argv)
     {
         /* The same reading as the server's /recommend (af_profile_set). */
         static const char *const keys[] = {"workload",  "model-params", "objective",
-                                           "latency-slo-ms", "framework", "precision"};
-        const char *vals[] = {workload, params, objective, slo, framework, precision};
+                                           "latency-slo-ms", "framework", "precision",
+                                           "instances"};
+        const char *vals[] = {workload, params, objective, slo, framework, precision, instances};
         char msg[300];
         for (size_t k = 0; k < AF_ARRAY_SIZE(keys); k++)
             if (vals[k] && af_profile_set(&p, keys[k], vals[k], msg, sizeof(msg)))
@@ -455,10 +469,102 @@ static void describe_rollout(size_t i, const struct af_rollout *r, struct af_buf
     put(b, "\n");
 }
 
+/* check-policy --output json: what CI reads, the policy or where it is wrong. */
+static int check_policy_json(const char *catalog, const char *policy)
+{
+    struct af_config *cfg = NULL;
+    struct af_error err;
+    struct af_buf b = AF_BUF_INIT(0);
+    struct af_selection *sel;
+    const struct af_policy *pol;
+    int rc, bad = 0;
+
+    memset(&err, 0, sizeof(err));
+    rc = af_config_load(&cfg, catalog, policy, &err);
+    if (rc) {
+        char msg[1024];
+        af_error_format(&err, msg, sizeof(msg));
+        bad |= af_buf_puts(&b, "{\"ok\":false,\"error\":{\"file\":");
+        bad |= err.file[0] ? af_buf_json_str(&b, err.file) : af_buf_puts(&b, "null");
+        bad |= af_buf_printf(&b, ",\"line\":%d,\"column\":%d,\"message\":", err.line,
+                             err.column);
+        bad |= af_buf_json_str(&b, err.text[0] ? err.text : af_strerror(rc));
+        bad |= af_buf_puts(&b, ",\"formatted\":");
+        bad |= af_buf_json_str(&b, msg);
+        bad |= af_buf_puts(&b, "}}\n");
+        af_assert(!bad);
+        fwrite(b.buf, 1, b.len, stdout);
+        af_buf_release(&b);
+        return 2;
+    }
+    pol = cfg->policy;
+    bad |= af_buf_puts(&b, "{\"ok\":true,\"policy\":");
+    bad |= af_buf_json_str(&b, pol->source);
+    bad |= af_buf_puts(&b, ",\"policy_sha256\":");
+    bad |= af_buf_json_str(&b, cfg->policy_sha256);
+    bad |= af_buf_puts(&b, ",\"catalog\":");
+    bad |= af_buf_json_str(&b, cfg->catalog->source);
+    bad |= af_buf_printf(&b, ",\"instance_types\":%zu,\"rules\":[", cfg->catalog->n_types);
+    for (size_t i = 0; i < pol->n_rules; i++) {
+        const struct af_rule *r = &pol->rules[i];
+        bad |= af_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        bad |= af_buf_json_str(&b, r->name);
+        bad |= af_buf_printf(&b, ",\"line\":%d,\"strict\":%s,\"order\":\"%s\",\"tiers\":[",
+                             r->line, r->strict ? "true" : "false",
+                             r->order_by_price ? "price" : "rule");
+        for (size_t t = 0; t < r->n_tiers; t++) {
+            bad |= af_buf_puts(&b, t ? "," : "");
+            bad |= af_buf_json_str(&b, af_class_name(r->tiers[t].cls));
+        }
+        bad |= af_buf_puts(&b, "]}");
+    }
+    bad |= af_buf_puts(&b, "],\"rollouts\":[");
+    for (size_t i = 0; i < pol->n_rollouts; i++) {
+        bad |= af_buf_puts(&b, i ? "," : "");
+        bad |= af_buf_json_str(&b, pol->rollouts[i].name);
+    }
+    bad |= af_buf_puts(&b, "],\"tenants\":[");
+    for (size_t i = 0; i < pol->n_tenants; i++) {
+        const struct af_tenant *t = &pol->tenants[i];
+        bad |= af_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        bad |= af_buf_json_str(&b, t->name);
+        if (t->has_budget)
+            bad |= af_buf_printf(&b, ",\"budget_usd_per_hour\":%.4f}", t->budget_usd_hr);
+        else
+            bad |= af_buf_puts(&b, ",\"budget_usd_per_hour\":null}");
+    }
+    bad |= af_buf_puts(&b, "],\"warnings\":[");
+    sel = af_xmalloc(sizeof(*sel));
+    for (int w = 0, n = 0; w < AF_WORKLOAD__COUNT; w++) {
+        struct af_profile p;
+        char text[200] = "";
+        af_profile_init(&p);
+        p.workload = (enum af_workload)w;
+        af_select(pol, cfg->catalog, &p, false, sel);
+        if (!sel->rule)
+            snprintf(text, sizeof(text), "no rule matches %s when only the workload is known",
+                     af_workload_name(w));
+        else if (!sel->n_tiers)
+            snprintf(text, sizeof(text), "rule %.60s leaves %s with no usable tier", sel->rule,
+                     af_workload_name(w));
+        if (text[0]) {
+            bad |= af_buf_puts(&b, n++ ? "," : "");
+            bad |= af_buf_json_str(&b, text);
+        }
+    }
+    af_free(sel);
+    bad |= af_buf_puts(&b, "]}\n");
+    af_assert(!bad);
+    fwrite(b.buf, 1, b.len, stdout);
+    af_buf_release(&b);
+    af_config_unref(cfg);
+    return 0;
+}
+
 int af_cmd_check_policy(int argc, char **argv)
 {
     const char *cmd = "check-policy";
-    const char *catalog = NULL, *policy = NULL;
+    const char *catalog = NULL, *policy = NULL, *output = "table";
     struct af_config *cfg = NULL;
     struct af_selection *sel;
     struct af_buf b = AF_BUF_INIT(0);
@@ -472,9 +578,15 @@ int af_cmd_check_policy(int argc, char **argv)
             fputs(check_usage, stdout);
             return 0;
         }
+        if (!strcmp(a, "--json")) {
+            output = "json";
+            continue;
+        }
         m = af_cli_flag(argc, argv, &i, "--policy", &policy);
         if (m == 0)
             m = af_cli_flag(argc, argv, &i, "--catalog", &catalog);
+        if (m == 0)
+            m = af_cli_flag(argc, argv, &i, "--output", &output);
         if (m < 0)
             return af_cli_fail(cmd, "%s needs a value (see accelfit check-policy --help)", a);
         if (m > 0)
@@ -482,6 +594,10 @@ int af_cmd_check_policy(int argc, char **argv)
         return af_cli_fail(cmd, "unknown %s '%s' (see accelfit check-policy --help)",
                     a[0] == '-' ? "option" : "argument", a);
     }
+    if (strcmp(output, "table") && strcmp(output, "json"))
+        return af_cli_fail(cmd, "--output must be table or json, not '%s'", output);
+    if (!strcmp(output, "json"))
+        return check_policy_json(catalog, policy);
     rc = af_cli_load_config(cmd, catalog, policy, &cfg);
     if (rc)
         return rc;

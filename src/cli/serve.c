@@ -52,7 +52,9 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  --listen ADDR:PORT      address to listen on: 127.0.0.1:8888, localhost:8888,\n"
-    "                          [::1]:8888, :8888 (default :8888, every interface); a numeric\n"
+    "                          [::1]:8888, :8888 (every interface); default 127.0.0.1:8888,\n"
+    "                          loopback only (/mutate and /rollouts/ack take no\n"
+    "                          authentication: give :8888, with TLS, to serve others); a numeric\n"
     "                          address or localhost, no other name is looked up\n"
     "  --health-listen ADDR:PORT  also serve /healthz, /readyz and /metrics (only those)\n"
     "                          over plain HTTP on this address, e.g. for kubelet probes\n"
@@ -66,7 +68,8 @@ static const char usage[] =
     "                          ..data swap); a file that does not load is logged with\n"
     "                          file:line:column and the running policy kept.\n"
     "  --no-watch-policy       reload the policy and catalog on SIGHUP only\n"
-    "  --max-body BYTES        largest request body; 413 beyond (default 16Mi; 1Mi, 64Mi, ...)\n"
+    "  --max-body BYTES        largest request body (/mutate and the small routes cap lower);\n"
+    "                          413 beyond (default 16Mi; 1Mi, 64Mi, ...)\n"
     "  --read-timeout S        drop a client that has not sent its whole request S seconds\n"
     "                          after its headers (default 10)\n"
     "  --tls-cert-file F       serve HTTPS with this certificate (PEM; needs the key too);\n"
@@ -571,7 +574,9 @@ int af_cmd_serve(int argc, char **argv)
     int rc;
 
     memset(&o, 0, sizeof(o));
-    o.http.listen = ":8888";
+    /* Loopback unless told: /mutate and /rollouts/ack take no authentication, so serving
+     * every interface is a choice (the manifests make it, with --listen=:8888). */
+    o.http.listen = "127.0.0.1:8888";
     o.http.max_body = 16u << 20;
     o.http.read_timeout_s = 10;
     o.when_not_ready = AF_NOT_READY_REJECT;

@@ -75,7 +75,7 @@ static const char usage[] =
     "                            manifests/base/kube-scheduler-config.yaml)\n"
     "\n"
     "output:\n"
-    "  --output FORMAT           table (default) or json\n"
+    "  --output FORMAT           table (default) or json; --json is short for --output json\n"
     "  --report FILE.html        also write a self-contained HTML page with charts: cost over\n"
     "                            time per class, placements by class, rollout share over time\n"
     "  --buckets N               points of the time series in the report (default 96)\n"
@@ -163,6 +163,10 @@ int af_cmd_simulate(int argc, char **argv)
         }
         if (af_cli_flag(argc, argv, &i, "--workload-from-cluster", NULL) == 1) {
             from_cluster = true;
+            continue;
+        }
+        if (af_cli_flag(argc, argv, &i, "--json", NULL) == 1) {   /* --output json */
+            output = "json";
             continue;
         }
         v = NULL;

@@ -39,6 +39,10 @@ void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p);
 /* objects.c: a cluster file's text to its tree (JSON or YAML, the top's shape checked). */
 int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
                            struct af_error *err);
+/* The NodeOverlays among the items of a cluster file's root (objects.c); *out NULL when
+ * there are none. 0, or the first bad overlay's error. */
+struct af_overlays;
+int af__codec_file_overlays(json_t *root, struct af_overlays **out, struct af_error *err);
 int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *where,
                         const char *def_kind, af_item_cb cb, void *ud, struct af_error *err);
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a

@@ -27,6 +27,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/placement.h"
 
+#include "accelfit/prices.h"
 #include "codec/internal.h"
 
 /* ---- small helpers -------------------------------------------------------------------- */
@@ -817,8 +818,8 @@ static int file_item_kind(json_t *it, const char *where, const char *def_kind,
                             "%s: no kind; write kind: Node or kind: Pod (accelfit reads only "
                             "those)",
                             where);
-    if (!strcmp(kind, "Node") || !strcmp(kind, "Pod"))
-        return 0;
+    if (!strcmp(kind, "Node") || !strcmp(kind, "Pod") || !strcmp(kind, "NodeOverlay"))
+        return 0;   /* NodeOverlays price the file's nodes (af_codec_decode_cluster) */
     if (af_dra_kind_parse(kind) >= 0)
         return 0;   /* DRA objects: read by af_codec_decode_cluster_dra (dra.c) */
     hint = af__codec_kind_hint(kind);
@@ -1076,6 +1077,57 @@ static int cluster_shape(const char *name, json_t *root, struct af_error *err)
     return 0;
 }
 
+/* A cluster file's nodes priced with its NodeOverlays before they reach the caller. */
+struct overlaid {
+    af_item_cb cb;
+    void *ud;
+    const struct af_config *cfg;
+    const struct af_overlays *ovs;
+};
+
+static void overlaid_item(void *ud, struct af_node_info *node, struct af_pod_info *pod)
+{
+    struct overlaid *o = ud;
+
+    if (node) {
+        struct af_price_inputs in = {.overlays = o->ovs};
+        af_node_price(o->cfg ? o->cfg->catalog : NULL, o->cfg ? o->cfg->policy : NULL, &in,
+                      node);
+    }
+    o->cb(o->ud, node, pod);
+}
+
+/* The Karpenter NodeOverlays among a cluster file's items (kubectl get
+ * nodes,pods,nodeoverlays -A -o json); *out NULL when there are none. */
+int af__codec_file_overlays(json_t *root, struct af_overlays **out, struct af_error *err)
+{
+    json_t *items = json_is_array(root) ? root : af__codec_get(root, "items"), *it;
+    struct af_overlay *v = NULL;
+    size_t i, n = 0, cap = 0;
+
+    *out = NULL;
+    json_array_foreach(json_is_array(items) ? items : NULL, i, it) {
+        const char *kind = af__codec_get_str(it, "kind");
+        char at[48];
+        int rc;
+        if (!kind || strcmp(kind, "NodeOverlay"))
+            continue;
+        snprintf(at, sizeof(at), "items[%zu]", i);
+        AF_GROW(v, cap, n + 1);
+        rc = af__codec_overlay_from_json(it, at, &v[n], err);
+        if (rc) {
+            for (size_t k = 0; k < n; k++)
+                af_overlay_release(&v[k]);
+            af_free(v);
+            return rc;
+        }
+        n++;
+    }
+    if (n)
+        *out = af_overlays_new(v, n);
+    return 0;
+}
+
 int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
                            struct af_error *err)
 {
@@ -1118,6 +1170,8 @@ int af__codec_cluster_root(const char *name, const char *text, size_t len, json_
 int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
                             size_t len, af_item_cb cb, void *ud, struct af_error *err)
 {
+    struct af_overlays *ovs = NULL;
+    struct overlaid wrap;
     struct af_error first = {0};
     json_t *root = NULL;
     size_t skipped = 0;
@@ -1126,6 +1180,16 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
     if (!name)
         name = "cluster";
     rc = af__codec_cluster_root(name, text, len, &root, err);
+    if (!rc) {
+        rc = af__codec_file_overlays(root, &ovs, err);
+        if (rc && err && !err->file[0])
+            snprintf(err->file, sizeof(err->file), "%s", name);
+    }
+    if (!rc && ovs) {
+        wrap = (struct overlaid){cb, ud, cfg, ovs};
+        cb = overlaid_item;
+        ud = &wrap;
+    }
     if (!rc) {
         rc = decode_list_json(cfg, root, cb, ud, &skipped, &first);
         if (rc && err) {
@@ -1143,6 +1207,7 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
         }
     }
     json_decref(root);
+    af_overlays_unref(ovs);
     return rc;
 }
 

@@ -60,6 +60,11 @@ void af_recommend_json(const struct af_profile *p, const struct af_config *cfg,
     put(b, p->neuron_ready ? ",\"neuron_ready\":true" : ",\"neuron_ready\":false");
     put(b, ",\"precision\":");
     json_str(b, af_precision_name(prec));
+    put(b, ",\"instances\":");
+    if (p->instances > 0)
+        json_num(b, p->instances);
+    else
+        put(b, "null");
     put(b, "},\"rule\":");
     if (s->rule)
         json_str(b, s->rule);

@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "accelfit/codec.h"
 #include "codec/internal.h"
 
 /* ---- what the decoders never read ---------------------------------------------------- */
@@ -148,4 +149,30 @@ size_t af__codec_cut_unread(char *text, size_t len)
         }
     }
     return w;
+}
+
+/* ---- counting values ------------------------------------------------------------------ */
+
+size_t af_codec_json_values(const char *text, size_t len)
+{
+    size_t n = 1;
+    bool in_str = false, esc = false;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '{' || c == '[' || c == ',') {
+            n++;
+        }
+    }
+    return n;
 }

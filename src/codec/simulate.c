@@ -341,8 +341,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
     json_t *root = NULL, *items, *it;
     struct cluster_pod *pods = NULL;
     size_t n_pods = 0, cap_pods = 0, cap_nodes = 0, cap_bound = 0, cap_trace = 0, i;
-    struct af_overlay *ovs = NULL;
-    size_t n_ovs = 0, cap_ovs = 0;
     double first = -1, last = -1;
     int rc;
 
@@ -382,13 +380,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
             n->info = info;
             n->labels = pairs(af__codec_get(af__codec_get(it, "metadata"), "labels"), &n->n_labels);
             node_taints(af__codec_get(it, "spec"), n);
-        } else if (kind && !strcmp(kind, "NodeOverlay")) {
-            /* priced with them once every node is read */
-            AF_GROW(ovs, cap_ovs, n_ovs + 1);
-            rc = af__codec_overlay_from_json(it, at, &ovs[n_ovs], err);
-            if (rc)
-                goto done;
-            n_ovs++;
         } else if (kind && !strcmp(kind, "Pod")) {
             struct af_pod_info *info;
             struct cluster_pod *cp;
@@ -413,13 +404,12 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
             }
         }
     }
-    if (n_ovs) {
+    rc = af__codec_file_overlays(items, &out->overlays, err);
+    if (rc)
+        goto done;
+    if (out->overlays) {
         /* the nodes priced again as the file's NodeOverlays price them (docs/pricing.md) */
-        struct af_price_inputs in;
-        out->overlays = af_overlays_new(ovs, n_ovs);
-        ovs = NULL;
-        n_ovs = 0;
-        in = (struct af_price_inputs){.overlays = out->overlays};
+        struct af_price_inputs in = {.overlays = out->overlays};
         for (i = 0; i < out->n_nodes; i++)
             af_node_price(cfg ? cfg->catalog : NULL, cfg ? cfg->policy : NULL, &in,
                           out->nodes[i].info);
@@ -483,9 +473,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
         rc = trace_finish(name, trace, last > first ? last - first : 3600, err);
     }
 done:
-    for (size_t k = 0; k < n_ovs; k++)
-        af_overlay_release(&ovs[k]);
-    af_free(ovs);
     for (size_t k = 0; k < n_pods; k++)
         if (pods[k].pod.info)
             sim_pod_release(&pods[k].pod);
@@ -611,6 +598,17 @@ static int trace_entry(json_t *e, const char *where, double every_default,
                             "%s (%.60s): the last replica would arrive after 100 years (at + "
                             "(replicas - 1) x every), the limit of a trace",
                             where, name);
+    /* A trace with an end (out->end, set before its entries) holds no arrival after it. */
+    if (out->end > 0 && at > out->end)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s (%.60s): at: %.0f s is after the trace's end (end: %.0f s); "
+                            "nothing would run it",
+                            where, name, at, out->end);
+    if (out->end > 0 && at + (double)(replicas - 1) * every > out->end)
+        return af_error_set(err, AF_EINVAL, "", 0, 0,
+                            "%s (%.60s): replicas: the last of %lld would arrive at %.0f s, "
+                            "after the trace's end (end: %.0f s)",
+                            where, name, replicas, at + (double)(replicas - 1) * every, out->end);
     if ((size_t)replicas > AF_SIM_MAX_PODS - out->n_pods)
         return af_error_set(err, AF_ETOOBIG, "", 0, 0,
                             "%s (%.60s): the trace would hold more than %d pods (all entries' "
@@ -740,6 +738,14 @@ static void locate_error(const char *text, size_t len, struct af_error *err)
         m += n;
         if (!strncmp(m, " (", 2) && strchr(m, ')'))
             m = strchr(m, ')') + 1;
+        /* A request the pod decoder refused is the entry's requests.KEY */
+        if (!strncmp(m, ".spec.containers[0].resources.", 30)) {
+            size_t k;
+            m += 30;
+            k = strcspn(m, ":");
+            snprintf(path + used, sizeof(path) - used, ".%.*s", (int)k, m);
+            m = "";
+        }
         if (*m == ':')
             m++;
         while (*m == ' ')
@@ -854,6 +860,7 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
                           "at most 100 years");
         goto finish;
     }
+    out->end = end;   /* entries are checked against it; trace_finish sets it for good */
     arr = af__codec_get(root, "pods");
     if (!json_is_array(arr)) {
         rc = af_error_set(err, AF_ETYPE, name, 0, 0, "pods: expected a list, got %s",

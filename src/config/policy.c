@@ -127,7 +127,7 @@ static int parse_precision(struct af__ydoc *d, yaml_node_t *v, const char *what,
     p = af_precision_parse(s);
     if (p < 0)
         return af__ydoc_err(d, v, AF_EINVAL,
-                            "unknown precision '%s' in '%s' (known: fp32, bf16, fp16, int8)", s,
+                            "unknown precision '%s' in '%s' (known: fp32, bf16, fp16, int8, fp8)", s,
                             what);
     *out = (enum af_precision)p;
     return 0;
@@ -135,11 +135,7 @@ static int parse_precision(struct af__ydoc *d, yaml_node_t *v, const char *what,
 
 static int positive(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
-    int rc = af__ynode_double(d, v, what, 0, MAX_FACTOR, out);
-
-    if (!rc && !(*out > 0))
-        rc = af__ydoc_err(d, v, AF_EINVAL, "'%s' must be positive", what);
-    return rc;
+    return af__ynode_range(d, v, what, 0, true, MAX_FACTOR, false, out);
 }
 
 static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
@@ -166,9 +162,11 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
                 if (prec < 0)
                     return af__ydoc_err(d, af__ydoc_node(d, ip->key), AF_EINVAL,
                                         "unknown precision '%s' in memory.bytes_per_param "
-                                        "(known: fp32, bf16, fp16, int8)",
+                                        "(known: fp32, bf16, fp16, int8, fp8)",
                                         pk);
-                rc = positive(d, pv, pk, &p->bytes_per_param[prec]);
+                char path[80];
+                snprintf(path, sizeof(path), "memory.bytes_per_param.%s", pk);
+                rc = positive(d, pv, path, &p->bytes_per_param[prec]);
                 if (rc)
                     return rc;
             }
@@ -177,12 +175,8 @@ static int load_memory(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
         } else if (!strcmp(k, "training_precision")) {
             rc = parse_precision(d, v, "memory.training_precision", &p->training_precision);
         } else if (!strcmp(k, "inference_headroom")) {
-            rc = af__ynode_double(d, v, "memory.inference_headroom", 0, MAX_FACTOR,
-                                  &p->inference_headroom);
-            if (!rc && p->inference_headroom < 1)
-                rc = af__ydoc_err(d, v, AF_EINVAL,
-                                  "'memory.inference_headroom' must be at least 1 (it "
-                                  "multiplies the weights)");
+            rc = af__ynode_range(d, v, "memory.inference_headroom", 1, false, MAX_FACTOR,
+                                 false, &p->inference_headroom);   /* it multiplies */
         } else if (!strcmp(k, "training_bytes_per_param")) {
             rc = positive(d, v, "memory.training_bytes_per_param", &p->training_bytes_per_param);
         } else if (!strcmp(k, "max_instances")) {
@@ -570,11 +564,11 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *m, struct af_policy *p)
                 *ws[i].dst = 0;
                 continue;
             }
-            rc = af__ynode_double(d, w, ws[i].key, -MAX_FACTOR, MAX_FACTOR, ws[i].dst);
+            char path[64];
+            snprintf(path, sizeof(path), "scoring.weights.%s", ws[i].key);
+            rc = af__ynode_range(d, w, path, 0, false, MAX_FACTOR, false, ws[i].dst);
             if (rc)
                 return rc;
-            if (*ws[i].dst < 0)
-                return af__ydoc_err(d, w, AF_EINVAL, "weight '%s' must not be negative", ws[i].key);
         }
         sum = p->w_tier + p->w_util + p->w_cost;
         if (!(sum > 0))
@@ -768,13 +762,10 @@ static int load_policy(struct af__ydoc *d, struct af_policy *p)
             return rc;
         x = af__ymap_get(d, v, "default_spot_discount_pct");
         if (x) {
-            rc = af__ynode_double(d, x, "prices.default_spot_discount_pct", -100, 100,
-                                  &p->default_spot_discount_pct);
+            rc = af__ynode_range(d, x, "prices.default_spot_discount_pct", 0, false, 100, true,
+                                 &p->default_spot_discount_pct);
             if (rc)
                 return rc;
-            if (p->default_spot_discount_pct < 0 || p->default_spot_discount_pct >= 100)
-                return af__ydoc_err(d, x, AF_EINVAL,
-                                    "'prices.default_spot_discount_pct' must be in [0, 100)");
         }
         rc = af__pricing_load(d, v, p);   /* src/config/pricing.c */
         if (rc)

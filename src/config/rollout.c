@@ -13,6 +13,7 @@
  * fault. The checks that need the catalog (a variant's amount fits some
  * target instance) run when the policy and the catalog are loaded together.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,16 +280,17 @@ static int load_time(struct af__ydoc *d, yaml_node_t *v, const char *what, doubl
 
 static int load_share(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
-    int rc = af__ynode_double(d, v, what, -100, 100, out);
+    int rc = af__ynode_double(d, v, what, -INFINITY, INFINITY, out);
 
     if (rc)
         return rc;
     if (*out >= 2 && *out <= 100)
         return af__ydoc_err(d, v, AF_EINVAL,
-                            "'%s' is a fraction from 0 to 1 (write %g for %g%%), not %g", what,
-                            *out / 100, *out, *out);
+                            "'%s' must be between 0 and 1, a fraction (write %g for %g%%), "
+                            "not %g", what, *out / 100, *out, *out);
     if (!(*out >= 0 && *out <= 1))
-        return af__ydoc_err(d, v, AF_EINVAL, "'%s' must be between 0 and 1, not %g", what, *out);
+        return af__ydoc_err(d, v, AF_EINVAL, "'%s' must be between 0 and 1, not '%s'", what,
+                            af__ynode_str(v));
     return 0;
 }
 

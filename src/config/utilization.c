@@ -46,12 +46,10 @@ static int duration(struct af__ydoc *d, yaml_node_t *v, const char *what, double
 static int percent(struct af__ydoc *d, yaml_node_t *v, const char *what, double *out)
 {
     double x;
-    int rc = af__ynode_double(d, v, what, -1e3, 1e3, &x);
+    int rc = af__ynode_range(d, v, what, 0, false, 100, false, &x);   /* a percentage */
 
     if (rc)
         return rc;
-    if (x < 0 || x > 100)
-        return af__ydoc_err(d, v, AF_EINVAL, "'%s' is a percentage in [0, 100], not %g", what, x);
     *out = x / 100;
     return 0;
 }
@@ -185,14 +183,11 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *map, struct af_util_pol
     }
     v = af__ymap_get(d, map, "weight");
     if (v) {
-        rc = af__ynode_double(d, v, "utilization.scoring.weight", -1e3, 1e3, &up->weight);
+        /* the share of the score live data takes */
+        rc = af__ynode_range(d, v, "utilization.scoring.weight", 0, false, 1, false,
+                             &up->weight);
         if (rc)
             return rc;
-        if (up->weight < 0 || up->weight > 1)
-            return af__ydoc_err(d, v, AF_EINVAL,
-                                "'utilization.scoring.weight' is the share of the score live "
-                                "data takes, in [0, 1], not %g",
-                                up->weight);
     }
     v = af__ymap_get(d, map, "saturated_above");
     if (v)

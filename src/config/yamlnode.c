@@ -288,6 +288,26 @@ int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what,
     return 0;
 }
 
+int af__ynode_range(struct af__ydoc *d, const yaml_node_t *n, const char *what, double lo,
+                    bool lo_open, double hi, bool hi_open, double *out)
+{
+    double v = 0;
+    int rc = af__ynode_double(d, n, what, -INFINITY, INFINITY, &v);   /* 1e-400: its message */
+
+    if (rc)
+        return rc;
+    if ((lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi)) {
+        *out = v;
+        return 0;
+    }
+    if (!lo_open && !hi_open)
+        return af__ydoc_err(d, n, AF_ERANGE, "'%s' must be between %.15g and %.15g, not '%s'",
+                            what, lo, hi, af__ynode_str(n));
+    return af__ydoc_err(d, n, AF_ERANGE, "'%s' must be %s %.15g and %s %.15g, not '%s'", what,
+                        lo_open ? "greater than" : "at least", lo,
+                        hi_open ? "less than" : "at most", hi, af__ynode_str(n));
+}
+
 int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
                   int *out)
 {

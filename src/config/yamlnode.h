@@ -107,6 +107,13 @@ int af__ynode_string(struct af__ydoc *d, const yaml_node_t *n, const char *what,
  */
 int af__ynode_double(struct af__ydoc *d, const yaml_node_t *n, const char *what, double min,
                      double max, double *out) AF_MUST_CHECK;
+/*
+ * A number in one range, stated once whatever is wrong with it (below, above, 1e400): from
+ * `lo` (excluded when lo_open) to `hi` (excluded when hi_open). `what` is the key's full
+ * path. AF_ETYPE when it is not a number, AF_ERANGE outside the range.
+ */
+int af__ynode_range(struct af__ydoc *d, const yaml_node_t *n, const char *what, double lo,
+                    bool lo_open, double hi, bool hi_open, double *out) AF_MUST_CHECK;
 int af__ynode_int(struct af__ydoc *d, const yaml_node_t *n, const char *what, long min, long max,
                   int *out) AF_MUST_CHECK;
 int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what,

@@ -544,9 +544,26 @@ void af_node_price(const struct af_catalog *cat, const struct af_policy *pol,
     n->reservation_end_source = NULL;
     if (n->prepaid == AF_PREPAID_NONE)
         return;
-    if (n->annotated_end > 0) {
-        n->reservation_end = n->annotated_end;
-        n->reservation_end_source = "annotation";
+    /* When it ends: AWS's record of the reservation (the node's id, else the only active
+     * reservation of its type in its zone), else the node's annotation. */
+    {
+        const struct af_prices *live = in ? in->live : NULL;
+        const struct af_reservation *r =
+            n->reservation_id ? af_prices_reservation(live, n->reservation_id)
+                              : af_prices_reservation_in(live, n->zone, n->instance_type);
+        if (r) {
+            if (!n->reservation_id)
+                n->reservation_id = af_xstrdup(r->id);
+            if (r->block)
+                n->prepaid = AF_PREPAID_BLOCK;
+            else if (n->prepaid == AF_PREPAID_RESERVED)
+                n->prepaid = AF_PREPAID_ODCR;
+            n->reservation_end = r->end;
+            n->reservation_end_source = r->end > 0 ? "aws" : NULL;
+        } else if (n->annotated_end > 0) {
+            n->reservation_end = n->annotated_end;
+            n->reservation_end_source = "annotation";
+        }
     }
     /* Prepaid: the reservation is paid whether a pod runs here or not, so what a pod adds
      * is nothing (marginal, the default); amortized keeps the reservation's rate. */

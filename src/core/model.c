@@ -563,25 +563,14 @@ const char *af_prepaid_name(enum af_prepaid p)
     }
 }
 
-static const char *packed_get(const char *packed, const char *key)
-{
-    for (const char *k = packed; k && *k;) {
-        const char *v = k + strlen(k) + 1;
-        if (!strcmp(k, key))
-            return v;
-        k = v + strlen(v) + 1;
-    }
-    return NULL;
-}
-
 const char *af_node_label(const struct af_node_info *n, const char *key)
 {
-    return packed_get(n ? n->labels : NULL, key);
+    return af_packed_get(n ? n->labels : NULL, key);
 }
 
 const char *af_pod_label(const struct af_pod_info *p, const char *key)
 {
-    return packed_get(p ? p->labels : NULL, key);
+    return af_packed_get(p ? p->labels : NULL, key);
 }
 
 /* A copy of a packed "k\0v\0...\0\0" string (NULL stays NULL). */

@@ -134,7 +134,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
     if (a->precision) {
         int v = af_precision_parse(a->precision);
         if (v < 0)
-            BAD_NOTE(6, BAD "is not a precision (fp32, bf16, fp16, int8); ignored", "precision",
+            BAD_NOTE(6, BAD "is not a precision (fp32, bf16, fp16, int8, fp8); ignored", "precision",
                  a->precision);
         else
             pr->precision = (enum af_precision)v;
@@ -160,6 +160,7 @@ static void read_intent(const struct af_pod_info *pod, struct af_plan *p)
         else {
             p->instances = (int)v;
             p->instances_stated = true;
+            pr->instances = (int)v;   /* the tiers are sized for it, as recommend --instances */
         }
     }
 }

@@ -102,9 +102,17 @@ int af_profile_set(struct af_profile *p, const char *key, const char *value, cha
     } else if (key_is(key, "precision")) {
         int pr = af_precision_parse(value);
         if (pr < 0)
-            return bad(err, n, "unknown precision '%.60s' (known: fp32, bf16, fp16, int8)",
+            return bad(err, n, "unknown precision '%.60s' (known: fp32, bf16, fp16, int8, fp8)",
                        value);
         p->precision = (enum af_precision)pr;
+    } else if (key_is(key, "instances")) {
+        int64_t v;
+        if (af_parse_int64(value, 1, 4096, &v) != 0)
+            return bad(err, n,
+                       "instances '%.60s' must be a whole number from 1 to 4096 (the instances "
+                       "one job spans, the model split across them)",
+                       value);
+        p->instances = (int)v;
     } else if (key_is(key, "neuron-ready")) {
         if (!strcasecmp(value, "true") || !strcmp(value, "1") || !*value)
             p->neuron_ready = true;
@@ -115,7 +123,7 @@ int af_profile_set(struct af_profile *p, const char *key, const char *value, cha
     } else {
         return bad(err, n,
                    "unknown parameter '%.60s' (known: workload, model-params, objective, "
-                   "latency-slo-ms, framework, neuron-ready, precision)",
+                   "latency-slo-ms, framework, neuron-ready, precision, instances)",
                    key);
     }
     return 0;

@@ -354,8 +354,10 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
                       const struct af_profile *p, const struct af_tier_spec *ts, double needed,
                       struct af_selection *out, struct af_tier *tier)
 {
-    int maxi =
-        p->workload >= 0 && p->workload < AF_WORKLOAD__COUNT ? pol->max_instances[p->workload] : 1;
+    int maxi = p->instances > 0 ? p->instances
+               : p->workload >= 0 && p->workload < AF_WORKLOAD__COUNT
+                   ? pol->max_instances[p->workload]
+                   : 1;
     const struct af_instance_type *largest = NULL;
     struct pick best = {NULL, 0, 0, 0};
     size_t candidates = 0, no_efa = 0;
@@ -420,6 +422,12 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
                  "holds %s GiB",
                  params, af_workload_name(p->workload), need, mem, af_class_name(ts->cls),
                  largest->name, have);
+        else if (p->instances > 0)
+            drop(out, ts->cls,
+                 "%s %s needs %s GiB %s memory; %d x %s, the largest %s "
+                 "instance, hold %s GiB (the %d instances stated)",
+                 params, af_workload_name(p->workload), need, mem, maxi, largest->name,
+                 af_class_name(ts->cls), have, maxi);
         else
             drop(out, ts->cls,
                  "%s %s needs %s GiB %s memory; %d x %s, the largest %s "

@@ -199,7 +199,7 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
         p->allow = NULL;
     (void)needs_post;
 
-    if (cl > 0 && (uint64_t)cl > s->max_body)
+    if (cl > 0 && (uint64_t)cl > af__http_route_max_body(s, p->route))
         return af__http_too_big(s, wsi, p);
 
     p->expect_body = cl > 0;
@@ -224,7 +224,7 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
     if (p->pending_status || p->method != M_POST)
         p->discard = true;
     else
-        af_buf_init(&p->body, s->max_body);
+        af_buf_init(&p->body, af__http_route_max_body(s, p->route));
     p->deadline = p->t0 + s->read_timeout_ns;
     lws_set_timeout(wsi, TIMEOUT_BODY, (int)(s->read_timeout_ns / 1000000000ull));
     return p->h2 ? 0 : send_continue(wsi);
@@ -245,7 +245,7 @@ static int on_body(struct server *s, struct lws *wsi, struct pss *p, const void 
     lws_set_timeout(wsi, TIMEOUT_BODY, (int)((p->deadline - now + 999999999ull) / 1000000000ull));
     if (p->discard) {
         p->discarded += len;
-        if (p->discarded > s->max_body)
+        if (p->discarded > af__http_route_max_body(s, p->route))
             return af__http_too_big(s, wsi, p);
         return 0;
     }

@@ -150,6 +150,11 @@ void af__http_park(struct server *s, struct lws *wsi, struct pss *p,
     p->srv = s;
     af_buf_release(&p->body);
     lws_set_timeout(wsi, TIMEOUT_PARKED, PARK_TIMEOUT_S);
+    /* Nothing is read while the answer is parked: libwebsockets would offer bytes pipelined
+     * behind the request again on every pass of the loop, which then never sleeps. They
+     * are read once the answer is given (deliver), and close the connection after it. */
+    if (!p->h2)
+        lws_rx_flow_control(wsi, 0);
 }
 
 void af__http_unpark(struct pss *p)
@@ -186,6 +191,8 @@ static void deliver(struct server *s, struct done *d)
     }
     af__http_unpark(p);
     lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+    if (!p->h2)
+        lws_rx_flow_control(wsi, 1);
     af__http_resp_begin(s, p);
     if (af_buf_add(&p->resp, d->body.buf ? d->body.buf : "", d->body.len) != 0)
         rc = af__http_respond_error(s, wsi, p, 500, "deferred answer too large");

@@ -12,10 +12,12 @@
  * before this code runs (a bad %-escape) is in
  * test_bad_percent_escape_is_refused_by_libwebsockets.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "accelfit/budget.h"
+#include "accelfit/codec.h"
 #include "http/internal.h"
 
 /*
@@ -142,6 +144,19 @@ static int answer_post(struct server *s, struct lws *wsi, struct pss *p, const c
 {
     int verb = af__http_route_verb(p->route), status, rc = 0;
     const char *body = p->body.buf ? p->body.buf : "";
+    size_t values = af_codec_json_values(body, p->body.len);
+
+    /* refused before a tree is built: a body of mostly brackets costs far more than its size */
+    if (values > af__http_max_values(p->body.len)) {
+        char msg[192];
+
+        snprintf(msg, sizeof(msg),
+                 "request body holds %zu JSON values in %zu bytes; at most %zu are read "
+                 "(one per %d bytes, plus %d)",
+                 values, p->body.len, af__http_max_values(p->body.len),
+                 HTTP_BODY_BYTES_PER_VALUE, HTTP_BODY_FREE_VALUES);
+        return af__http_respond_error(s, wsi, p, 413, msg);
+    }
 
     switch (p->route) {
     case R_RECOMMEND:
@@ -200,6 +215,9 @@ int af__http_dispatch(struct server *s, struct lws *wsi, struct pss *p)
     int rc = p->method == M_POST ? answer_post(s, wsi, p, q) : answer_get(s, wsi, p, q);
 
     af_free(q);
+    /* the tree of a large body is freed by now: give its pages back rather than keep them */
+    if (p->body.len > HTTP_TRIM_AFTER_BODY)
+        malloc_trim(0);
     return rc;
 }
 
@@ -207,7 +225,7 @@ int af__http_too_big(struct server *s, struct lws *wsi, struct pss *p)
 {
     char msg[128];
 
-    snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", s->max_body);
+    snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", af__http_route_max_body(s, p->route));
     p->discard = true;
     p->close_after = true;   /* the rest of the body is never read */
     return af__http_respond_error(s, wsi, p, 413, msg);

@@ -182,7 +182,24 @@ int af__http_dispatch(struct server *s, struct lws *wsi, struct pss *p);
 /* 413, the rest of the body discarded and the connection closed after the answer. */
 int af__http_too_big(struct server *s, struct lws *wsi, struct pss *p);
 
-/* ---- limits.c: the URL and header caps --------------------------------------------------- */
+/* ---- limits.c: the URL, header and body caps ----------------------------------------------- */
+
+/* The body caps per route (docs/http-api.md, "Limits"), each at most --max-body: an
+ * AdmissionReview carries one object the API server took (at most 3 MiB) and its envelope;
+ * the extender verbs take --max-body (kube-scheduler's ExtenderArgs); the other routes small
+ * JSON. And a body may hold at most one JSON value per HTTP_BODY_BYTES_PER_VALUE bytes
+ * (plus HTTP_BODY_FREE_VALUES), counted before any tree is built. */
+#define HTTP_MAX_ADMISSION_BODY ((3u << 20) + (512u << 10))
+#define HTTP_MAX_SMALL_BODY (64u << 10)
+#define HTTP_BODY_BYTES_PER_VALUE 16
+#define HTTP_BODY_FREE_VALUES 4096
+/* After a body larger than this, the memory its tree took is returned to the system. */
+#define HTTP_TRIM_AFTER_BODY (1u << 20)
+
+/* The largest body route `r` reads. */
+size_t af__http_route_max_body(const struct server *s, enum route r);
+/* The most JSON values a body of `len` bytes may hold. */
+size_t af__http_max_values(size_t len);
 
 void af__http_init_limits(struct lws_token_limits *l);
 bool af__http_uri_too_long(struct lws *wsi);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The caps on a request's URL and header values. libwebsockets 4.1.6 keeps a
+ * The caps on a request's URL, header values and body (per route, and in JSON values per
+ * byte, so that no body builds a tree much larger than itself). libwebsockets 4.1.6 keeps a
  * request's URL and header lines in one area per connection (HEAD_AREA, server.c)
  * and closes, without an answer, a connection whose request overflows it. Every
  * token is capped one byte over its limit (token limits), where lws stops storing
@@ -71,4 +72,29 @@ void af__http_token_name(int t, char *out, size_t outlen)
     size_t len = n ? strcspn((const char *)n, ":") : 0;
 
     snprintf(out, outlen, "%.*s", (int)len, n ? (const char *)n : "");
+}
+
+size_t af__http_route_max_body(const struct server *s, enum route r)
+{
+    size_t cap;
+
+    switch (r) {
+    case R_FILTER:
+    case R_PRIORITIZE:
+    case R_PREEMPT:
+    case R_EXPLAIN:
+        return s->max_body;
+    case R_MUTATE:
+        cap = HTTP_MAX_ADMISSION_BODY;
+        break;
+    default:
+        cap = HTTP_MAX_SMALL_BODY;
+        break;
+    }
+    return cap < s->max_body ? cap : s->max_body;
+}
+
+size_t af__http_max_values(size_t len)
+{
+    return len / HTTP_BODY_BYTES_PER_VALUE + HTTP_BODY_FREE_VALUES;
 }

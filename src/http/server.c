@@ -344,6 +344,10 @@ int af_http_run(const struct af_http_options *opt, struct af_service *svc,
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.max_http_header_data2 = HEAD_AREA;
     info.token_limits = &s.limits;
+    /* lws re-arms a body's timeout after each chunk from the context's timeout_secs (5 s
+     * unless set), not the vhost's: --read-timeout must be the context's too. */
+    info.timeout_secs = (unsigned int)(s.read_timeout_ns / 1000000000ull);
+    info.timeout_secs_ah_idle = info.timeout_secs;
     info.pt_serv_buf_size = 65536;
     info.count_threads = 1;
     af__http_deferred_init(&s);

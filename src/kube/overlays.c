@@ -7,7 +7,8 @@
  * One thread, its own curl handle and the transport of every request (transport.c):
  *   discovery  GET /apis/karpenter.sh/v1alpha1; while the API server does not serve
  *              nodeoverlays (no CRD: the common case), nothing is priced by overlays, nothing
- *              is logged as an error, and it asks again every OVERLAY_DISCOVERY_S
+ *              is logged as an error, and it asks again every OVERLAY_DISCOVERY_S (one
+ *              small GET, so that a CRD installed later is seen within seconds)
  *   list       LIST the NodeOverlays, decode them (af_codec_decode_overlays), and hand the
  *              set to the cache, which prices every node again (af__kube_set_overlays)
  *   watch      WATCH from the list's resourceVersion; any change ends the watch and lists
@@ -29,8 +30,8 @@
 #include "kube/internal.h"
 
 #define OVERLAY_GV "/apis/karpenter.sh/v1alpha1"
-#define OVERLAY_PATH OVERLAY_GV "/nodeoverlays"
-#define OVERLAY_DISCOVERY_S 60.0
+#define OVERLAY_PATH "/apis/karpenter.sh/v1alpha1/nodeoverlays"
+#define OVERLAY_DISCOVERY_S 15.0
 #define OVERLAY_TIMEOUT_MS 10000L
 #define OVERLAY_WATCH_BYTES (1u << 20)
 
@@ -200,7 +201,7 @@ void *af__kube_overlays_main(void *arg)
             }
             if (s == 0 && !said) {
                 AF_LOG(AF_LOG_INFO, "no NodeOverlays served (karpenter.sh/v1alpha1); asking "
-                                    "again every minute", NULL);
+                                    "again every 15 s", NULL);
                 said = true;
             }
             if (s == 0 ? !af__kube_sleep(k, OVERLAY_DISCOVERY_S) : !af__kube_backoff_sleep(&bo, k))

@@ -16,8 +16,16 @@
  *            object's (af_rollout_record_merge) and, when that changes anything, PUTs
  *            it with the resourceVersion it merged into (optimistic concurrency: a 409
  *            Conflict reads the object again and merges again), or POSTs it when it
- *            does not exist. Keys of rollouts this replica does not know are kept.
+ *            does not exist. Keys of rollouts this replica does not run are kept as
+ *            the text they were read as, never parsed nor rewritten.
  * The backoff and the wait for stop are the reflector's (af__kube_backoff, reflector.c).
+ *
+ * Whoever may write ConfigMaps in the namespace may write the object, so what it holds is
+ * bounded (docs/rollouts.md, "Bounds"): a record is made only of the key of a rollout this
+ * replica runs (at most as many as its policy has), the other keys cost their text; an
+ * object is read up to STATE_READ_MAX, well past what the API server stores, so one that
+ * grew too large can still be read; and an object whose data would pass the ConfigMap
+ * limit is never written: the keys of unknown rollouts are dropped first (logged).
  */
 #include <curl/curl.h>
 #include <jansson.h>
@@ -34,7 +42,8 @@
 #include "kube/internal.h"
 
 #define STATE_TICK_S 30.0
-#define STATE_BODY_MAX (1u << 20)      /* a ConfigMap is at most 1 MiB */
+#define STATE_READ_MAX (4u << 20)      /* an answer: the API server takes 3 MiB at most */
+#define STATE_DATA_MAX ((1u << 20) - (16u << 10))   /* a ConfigMap's data is at most 1 MiB */
 #define STATE_WRITE_ATTEMPTS 8
 #define STATE_TIMEOUT_MS 10000L
 #define CONFLICT 1                     /* write_round: read again, merge again */
@@ -55,13 +64,29 @@ struct af_kube_state {
     bool known;                        /* seen: `exists` and the records are its */
     bool exists;
     char *rv;
-    struct af_rollout_record *remote;
+    struct af_rollout_record *remote;  /* of the rollouts this replica runs */
     size_t n_remote;
+    struct other_key *others;          /* the other keys, as read */
+    size_t n_others;
     char *watch_rv;                    /* where the watch resumes; NULL: from now, ADDED first */
     struct af_buf line;                /* the watch's partial line (watcher only) */
     bool watch_expired;                /* an in-band 410: watch again at once, from now */
     bool watch_failed;                 /* another in-band error: back off, then watch again */
 };
+
+/* A key of the object that is not a rollout this replica runs: kept as read. */
+struct other_key {
+    char *key, *text;
+};
+
+static void others_free(struct other_key *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        af_free(v[i].key);
+        af_free(v[i].text);
+    }
+    af_free(v);
+}
 
 /* ---- records as JSON ------------------------------------------------------------------------ */
 
@@ -164,17 +189,41 @@ out:
     return ok;
 }
 
-/* The records of a ConfigMap object (its data); a new array. */
-static struct af_rollout_record *object_records(json_t *obj, size_t *n)
+static bool runs(const struct af_rollout_record *local, size_t n_local, const char *name)
+{
+    for (size_t i = 0; i < n_local; i++)
+        if (!strcmp(local[i].name, name))
+            return true;
+    return false;
+}
+
+/*
+ * The records of a ConfigMap object (its data) of the rollouts in `local` (a new array, at
+ * most n_local long); every other string key goes to *others as read (a new array).
+ */
+static struct af_rollout_record *object_records(json_t *obj, const struct af_rollout_record *local,
+                                                size_t n_local, size_t *n,
+                                                struct other_key **others, size_t *n_others)
 {
     json_t *data = json_object_get(obj, "data"), *v;
-    struct af_rollout_record *out = af_xcalloc(json_object_size(data) + 1, sizeof(*out));
+    struct af_rollout_record *out = af_xcalloc(n_local + 1, sizeof(*out));
     const char *key;
+    size_t cap = 0;
 
     *n = 0;
+    *others = NULL;
+    *n_others = 0;
     json_object_foreach(data, key, v) {
-        if (json_is_string(v) && record_parse(key, json_string_value(v), &out[*n]))
+        if (!json_is_string(v))
+            continue;
+        if (*n < n_local && runs(local, n_local, key) &&
+            record_parse(key, json_string_value(v), &out[*n])) {
             (*n)++;
+            continue;
+        }
+        AF_GROW(*others, cap, *n_others + 1);
+        (*others)[*n_others].key = af_xstrdup(key);
+        (*others)[(*n_others)++].text = af_xstrdup(json_string_value(v));
     }
     return out;
 }
@@ -183,14 +232,23 @@ static struct af_rollout_record *object_records(json_t *obj, size_t *n)
  * writer compares it with this replica's state (a version it did not write itself). */
 static void learn(struct af_kube_state *s, json_t *obj, bool wake)
 {
-    size_t n = 0;
-    struct af_rollout_record *recs = obj ? object_records(obj, &n) : NULL;
+    struct af_rollout_record *local = NULL, *recs = NULL;
+    struct other_key *others = NULL;
+    size_t n = 0, n_others = 0, n_local = 0;
     const char *rv = json_string_value(json_object_get(json_object_get(obj, "metadata"),
                                                        "resourceVersion"));
 
+    if (obj) {
+        n_local = s->ops.export(s->ops.ud, af_wall_time(), &local);
+        recs = object_records(obj, local, n_local, &n, &others, &n_others);
+        af_free(local);
+    }
     pthread_mutex_lock(&s->lock);
     af_free(s->remote);
     af_free(s->rv);
+    others_free(s->others, s->n_others);
+    s->others = others;
+    s->n_others = n_others;
     s->remote = af_xcalloc(n + 1, sizeof(*s->remote));
     if (n)
         memcpy(s->remote, recs, n * sizeof(*recs));
@@ -220,7 +278,7 @@ static size_t body_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char *path,
                      const char *body, long timeout_ms, long *status, json_t **out)
 {
-    struct af_buf b = AF_BUF_INIT(STATE_BODY_MAX);
+    struct af_buf b = AF_BUF_INIT(STATE_READ_MAX);
     int rc = AF_ECONN;
 
     *out = NULL;
@@ -301,8 +359,10 @@ json_t *af__kube_configmap_json(const char *ns, const char *name, const char *ab
                      about);
 }
 
+/* The object to write: the records `v`, and the other keys `o` as they were read. *size is the
+ * size of its data as the API server counts it (keys and values). */
 static json_t *object_json(struct af_kube_state *s, const struct af_rollout_record *v, size_t n,
-                           const char *rv)
+                           const struct other_key *o, size_t n_o, const char *rv, size_t *size)
 {
     json_t *data = json_object();
     json_t *obj = af__kube_configmap_json(s->ns, s->name,
@@ -310,9 +370,19 @@ static json_t *object_json(struct af_kube_state *s, const struct af_rollout_reco
                                           "rollout, shared by its replicas (docs/rollouts.md); "
                                           "written by accelfit");
 
+    *size = 0;
+    for (size_t i = 0; i < n_o; i++) {
+        if (json_object_get(data, o[i].key))
+            continue;
+        json_object_set_new(data, o[i].key, json_string(o[i].text));
+        *size += strlen(o[i].key) + strlen(o[i].text);
+    }
     for (size_t i = 0; i < n; i++) {
         char *text = record_text(&v[i]);
+        if (json_object_get(data, v[i].name))   /* a key read as text replaced by its record */
+            *size -= strlen(v[i].name) + strlen(json_string_value(json_object_get(data, v[i].name)));
         json_object_set_new(data, v[i].name, json_string(text));
+        *size += strlen(v[i].name) + strlen(text);
         free(text);
     }
     json_object_set_new(obj, "data", data);
@@ -329,7 +399,8 @@ static json_t *object_json(struct af_kube_state *s, const struct af_rollout_reco
 static int write_round(struct af_kube_state *s)
 {
     struct af_rollout_record *local = NULL, *merged = NULL;
-    size_t n_local, n_merged = 0;
+    struct other_key *others = NULL;
+    size_t n_local, n_merged = 0, n_others = 0, size = 0;
     bool known, exists, change = false;
     char *rv = NULL, *text = NULL;
     json_t *obj = NULL, *ans = NULL;
@@ -359,6 +430,12 @@ static int write_round(struct af_kube_state *s)
     merged = af_xcalloc(s->n_remote + n_local + 1, sizeof(*merged));
     for (size_t i = 0; i < s->n_remote; i++)
         merged[n_merged++] = s->remote[i];
+    others = af_xcalloc(s->n_others + 1, sizeof(*others));
+    for (size_t i = 0; i < s->n_others; i++) {
+        others[i].key = af_xstrdup(s->others[i].key);
+        others[i].text = af_xstrdup(s->others[i].text);
+    }
+    n_others = s->n_others;
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n_local; i++) {
         size_t j;
@@ -379,7 +456,25 @@ static int write_round(struct af_kube_state *s)
     rc = 0;
     if (exists && !change)
         goto out;
-    obj = object_json(s, merged, n_merged, exists ? rv : NULL);
+    obj = object_json(s, merged, n_merged, others, n_others, exists ? rv : NULL, &size);
+    if (size > STATE_DATA_MAX && n_others) {
+        char sz[24], keys[24];
+
+        snprintf(sz, sizeof(sz), "%zu", size);
+        snprintf(keys, sizeof(keys), "%zu", n_others);
+        AF_LOG(AF_LOG_WARN, "rollout state object too large, dropping the keys of rollouts not "
+               "run here", "bytes", sz, "keys", keys, NULL);
+        json_decref(obj);
+        obj = object_json(s, merged, n_merged, NULL, 0, exists ? rv : NULL, &size);
+    }
+    if (size > STATE_DATA_MAX) {
+        char sz[24];
+
+        snprintf(sz, sizeof(sz), "%zu", size);
+        AF_LOG(AF_LOG_ERROR, "rollout state too large to write", "bytes", sz, NULL);
+        rc = 0;
+        goto out;
+    }
     text = json_dumps(obj, JSON_COMPACT);
     rc = af__kube_request(s->k, s->rh, exists ? "PUT" : "POST",
                           exists ? s->obj_path : s->coll_path, text, STATE_TIMEOUT_MS, &status,
@@ -405,6 +500,7 @@ out:
     af_free(rv);
     af_free(local);
     af_free(merged);
+    others_free(others, n_others);
     return rc;
 }
 
@@ -624,6 +720,7 @@ void af__kube_state_stop(struct af_kube *k)
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     af_free(s->remote);
+    others_free(s->others, s->n_others);
     af_free(s->rv);
     af_free(s->watch_rv);
     af_free(s->ns);

@@ -126,17 +126,6 @@ void af_overlays_unref(struct af_overlays *o)
     af_free(o);
 }
 
-static const char *packed_get(const char *packed, const char *key)
-{
-    for (const char *k = packed; k && *k;) {
-        const char *v = k + strlen(k) + 1;
-        if (!strcmp(k, key))
-            return v;
-        k = v + strlen(v) + 1;
-    }
-    return NULL;
-}
-
 /* Gt/Lt/Gte/Lte compare integers, as Kubernetes node selectors do; a label that is not an
  * integer does not match. */
 static bool compare(const char *label, const char *bound, enum af_overlay_op op)
@@ -161,7 +150,7 @@ static bool compare(const char *label, const char *bound, enum af_overlay_op op)
 
 static bool req_holds(const struct af_overlay_req *r, const char *packed)
 {
-    const char *v = packed_get(packed, r->key);
+    const char *v = af_packed_get(packed, r->key);
     bool in = false;
 
     switch (r->op) {

@@ -35,6 +35,8 @@ struct af_prices {
     size_t n_slots;             /* a power of two, at least twice n */
     struct af_price_source *sources;
     size_t n_sources, cap_sources;
+    struct af_reservation *resv;    /* few (an account's reservations): searched in order */
+    size_t n_resv, cap_resv;
 };
 
 static uint32_t hash_key(enum af_price_kind kind, const char *where, const char *type)
@@ -130,8 +132,43 @@ struct af_prices *af_prices_copy(const struct af_prices *p, enum af_price_kind k
     for (size_t i = 0; i < p->n; i++)
         if (!region || !in_source(&p->entries[i], kind, region))
             add_entry(c, &p->entries[i]);
+    for (size_t i = 0; i < p->n_resv; i++)
+        if (!region || kind != AF_PRICE_RESERVATIONS || strcmp(p->resv[i].region, region)) {
+            AF_GROW(c->resv, c->cap_resv, c->n_resv + 1);
+            c->resv[c->n_resv++] = p->resv[i];   /* checked when it was set */
+        }
     for (size_t i = 0; i < p->n_sources; i++)
         af_prices_set_source(c, &p->sources[i]);
+    return c;
+}
+
+const char *af_price_kind_name(enum af_price_kind k)
+{
+    switch (k) {
+    case AF_PRICE_ON_DEMAND: return "on-demand";
+    case AF_PRICE_SPOT: return "spot";
+    case AF_PRICE_RESERVATIONS: return "reservations";
+    default: return "?";
+    }
+}
+
+struct af_prices *af_prices_copy_without_region(const struct af_prices *p, const char *region)
+{
+    struct af_prices *c = af_prices_new();
+
+    if (!p)
+        return c;
+    for (size_t i = 0; i < p->n; i++)
+        if (!in_source(&p->entries[i], p->entries[i].kind, region))
+            add_entry(c, &p->entries[i]);
+    for (size_t i = 0; i < p->n_resv; i++)
+        if (strcmp(p->resv[i].region, region)) {
+            AF_GROW(c->resv, c->cap_resv, c->n_resv + 1);
+            c->resv[c->n_resv++] = p->resv[i];
+        }
+    for (size_t i = 0; i < p->n_sources; i++)
+        if (strcmp(p->sources[i].region, region))
+            af_prices_set_source(c, &p->sources[i]);
     return c;
 }
 
@@ -160,6 +197,51 @@ int af_prices_set(struct af_prices *p, enum af_price_kind kind, const char *wher
     memcpy(e.type, instance_type, strlen(instance_type) + 1);
     add_entry(p, &e);
     return 0;
+}
+
+int af_prices_set_reservation(struct af_prices *p, const struct af_reservation *r)
+{
+    size_t i;
+
+    if (p->frozen || !key_ok(r->id, sizeof(r->id)) || !key_ok(r->region, sizeof(r->region)) ||
+        !key_ok(r->zone, sizeof(r->zone)) ||
+        (r->instance_type[0] && !key_ok(r->instance_type, sizeof(r->instance_type))) ||
+        !isfinite(r->end) || r->end < 0 || !isfinite(r->as_of))
+        return AF_EINVAL;
+    for (i = 0; i < p->n_resv; i++)
+        if (!strcmp(p->resv[i].id, r->id))
+            break;
+    if (i == p->n_resv) {
+        if (p->n_resv >= AF_RESERVATIONS_MAX)
+            return AF_ETOOBIG;
+        AF_GROW(p->resv, p->cap_resv, p->n_resv + 1);
+        p->n_resv++;
+    }
+    p->resv[i] = *r;
+    return 0;
+}
+
+const struct af_reservation *af_prices_reservation(const struct af_prices *p, const char *id)
+{
+    for (size_t i = 0; p && id && i < p->n_resv; i++)
+        if (!strcmp(p->resv[i].id, id))
+            return &p->resv[i];
+    return NULL;
+}
+
+const struct af_reservation *af_prices_reservation_in(const struct af_prices *p, const char *zone,
+                                                     const char *instance_type)
+{
+    const struct af_reservation *one = NULL;
+
+    for (size_t i = 0; p && zone && instance_type && i < p->n_resv; i++) {
+        if (strcmp(p->resv[i].zone, zone) || strcmp(p->resv[i].instance_type, instance_type))
+            continue;
+        if (one)
+            return NULL;
+        one = &p->resv[i];
+    }
+    return one;
 }
 
 void af_prices_set_source(struct af_prices *p, const struct af_price_source *src)
@@ -228,6 +310,7 @@ void af_prices_unref(struct af_prices *p)
     af_free(p->entries);
     af_free(p->slots);
     af_free(p->sources);
+    af_free(p->resv);
     af_free(p);
 }
 

@@ -91,7 +91,12 @@ static enum af_reload_result reload_locked(struct af_reload *r, bool asked)
     } else if (cur && !strcmp(next->policy_sha256, cur->policy_sha256) &&
                !strcmp(next->catalog_sha256, cur->catalog_sha256)) {
         snprintf(gen, sizeof(gen), "%llu", (unsigned long long)cur->generation);
-        if (asked)
+        if (!atomic_load(&r->last_ok))   /* the last line said rejected: say it is over */
+            AF_LOG(AF_LOG_INFO, "policy accepted: the files hold the running policy again "
+                   "(the rejected edit is gone); nothing swapped", "policy", cur->policy->source,
+                   "catalog", cur->catalog->source, "generation", gen, "policy_hash",
+                   cur->policy_sha256, NULL);
+        else if (asked)
             AF_LOG(AF_LOG_INFO, "policy unchanged: the files hold the running policy; nothing "
                    "swapped", "policy", cur->policy->source, "catalog", cur->catalog->source,
                    "generation", gen, "policy_hash", cur->policy_sha256, NULL);

@@ -904,18 +904,20 @@ static bool target_pinned_away(const struct crollout *cr, const struct af_pod_in
 }
 
 /* A unit recalled on the source whose pod could not take the target anyway says why. */
-static void pinned_note(const struct crollout *cr, const struct af_pod_info *pod,
-                        enum af_rollout_side side, struct af_rollout_decision *out)
+static void pinned_note(const struct af_rollout *r, const struct crollout *cr,
+                        const struct af_pod_info *pod, enum af_rollout_side side,
+                        struct af_rollout_decision *out)
 {
-    char what[160];
+    char what[160], cls[96];
     size_t at = strlen(out->reason);
 
     if (side != AF_SIDE_SOURCE || !target_pinned_away(cr, pod))
         return;
     out->pinned = true;
     af_placement_describe(pod->placement, what, sizeof(what));
+    af_class_mask_names(r->target, cls, sizeof(cls));
     snprintf(out->reason + at, sizeof(out->reason) - at,
-             "; its %.150s admits no target node, so it stays there", what);
+             "; its %.150s admits no %.60s node, so it stays there", what, cls);
 }
 
 /* ---- deciding ------------------------------------------------------------------------------ */
@@ -994,7 +996,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                 "rollout %.63s: unit %.100s is on the %s side (annotation "
                 "accelfit.io/rollout-side)",
                 r->name, out->unit, af_rollout_side_name(side));
-        pinned_note(cr, pod, side, out);
+        pinned_note(r, cr, pod, side, out);
         goto done;
     }
     /* 2. a pod of the unit is in the cache with a side */
@@ -1008,7 +1010,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                     "rollout %.63s: unit %.100s is on the %s side already (a pod of it in the "
                     "cache)",
                     r->name, out->unit, af_rollout_side_name(u->side));
-            pinned_note(cr, pod, u->side, out);
+            pinned_note(r, cr, pod, u->side, out);
             goto done;
         }
         e = pending_find(rs, key);

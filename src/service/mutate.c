@@ -295,7 +295,7 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
     AF_LOG(AF_LOG_INFO, "pod mutated", "rollout", r->name, "side", af_rollout_side_name(d.side),
            "variant", d.side == AF_SIDE_TARGET && r->variant ? "true" : "false", "namespace",
            pod->ns, "pod", pod_label(a, pod), "unit", d.unit, "dry_run",
-           af_admission_dry_run(a) ? "true" : "false", NULL);
+           af_admission_dry_run(a) ? "true" : "false", "reason", d.reason, NULL);
 out:
     af_buf_release(&target);
     af_snapshot_unref(snap);

@@ -19,7 +19,7 @@
 
 static const char *kind_name(enum af_price_kind k)
 {
-    return k == AF_PRICE_SPOT ? "spot" : "on-demand";
+    return af_price_kind_name(k);
 }
 
 void af_service_prices_status(struct af_service *svc, const struct af_catalog *cat, char *out,
@@ -45,20 +45,36 @@ void af_service_prices_status(struct af_service *svc, const struct af_catalog *c
     src = af_prices_sources(p, &n_src);
     for (size_t i = 0; i < n_src && used < n; i++) {
         const struct af_price_source *s = &src[i];
-        char read[48] = "never read";
+        char read[48] = "never read", line[512];
+        size_t len;
         if (s->read_at > 0) {
             af_format_age(now - s->read_at, age, sizeof(age));
             snprintf(read, sizeof(read), "read %s ago", age);
         }
+        bool resv = s->kind == AF_PRICE_RESERVATIONS, same = false;
+        /* an error every source shares (no credentials) is said in full once */
+        for (size_t j = 0; j < i && s->error[0] && !same; j++)
+            same = !strcmp(src[j].error, s->error);
         if (s->error[0])
-            used += (size_t)snprintf(out + used, n - used,
-                                     "prices: aws %s %s: degraded: %s; %s%s\n",
-                                     kind_name(s->kind), s->region, s->error, read,
-                                     s->read_at > 0 ? ", those prices stay"
-                                                    : "; nodes keep the catalog's prices");
+            snprintf(line, sizeof(line), "prices: aws %s %s: degraded: %s; %s%s\n",
+                     kind_name(s->kind), s->region, same ? "the error above" : s->error, read,
+                     s->read_at > 0 ? (resv ? ", those reservations stay" : ", those prices stay")
+                     : resv         ? "; prepaid nodes keep the ends their annotations give"
+                                    : "; nodes keep the catalog's prices");
         else
-            used += (size_t)snprintf(out + used, n - used, "prices: aws %s %s: %zu prices, %s\n",
-                                     kind_name(s->kind), s->region, s->n_prices, read);
+            snprintf(line, sizeof(line), "prices: aws %s %s: %zu %s, %s\n", kind_name(s->kind),
+                     s->region, s->n_prices, resv ? "reservations" : "prices", read);
+        len = strlen(line);
+        if (line[len - 1] != '\n')
+            line[len - 1] = '\n';
+        /* whole lines only: what does not fit is counted (the metrics have every source) */
+        if (used + len + 80 >= n) {
+            snprintf(out + used, n - used, "prices: aws: %zu more sources not shown here\n",
+                     n_src - i);
+            break;
+        }
+        memcpy(out + used, line, len + 1);
+        used += len;
     }
     af_prices_unref(p);
 }

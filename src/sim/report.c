@@ -7,6 +7,7 @@
 #include "accelfit/simulate.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +96,8 @@ void af__sim_rows(const struct af_sim_result *r, af__sim_row_cb cb, void *ud)
         TEXT(2, "-"));
     ROW("on a class accelfit refuses", true, TEXT(0, "%d", s[0].outside), TEXT(1, "%d", s[1].outside),
         TEXT(2, "-"));
+    ROW("where the model does not fit", true, TEXT(0, "%d", s[0].misfit),
+        TEXT(1, "%d", s[1].misfit), TEXT(2, "-"));
     if (r->autoscale) {
         for (int c = 0; c < AF_SIM_CLASSES; c++)
             if (s[0].placed_by_class[c] || s[1].placed_by_class[c] || s[2].placed_by_class[c])
@@ -187,16 +190,26 @@ void af__sim_summary(const struct af_sim_result *r, char *out, size_t n)
 {
     double a = r->side[AF_SIM_ACCELFIT].cost_usd, k = r->side[AF_SIM_KUBE].cost_usd;
     double b = r->side[AF_SIM_BOUND].cost_usd;
-    char diff[48], above[48];
+    const struct af_sim_side_stats *sa = &r->side[AF_SIM_ACCELFIT], *sk = &r->side[AF_SIM_KUBE];
+    char diff[48], above[48], work[200] = "";
 
     af__sim_money(fabs(k - a), diff, sizeof(diff));
     af__sim_money(a - b, above, sizeof(above));
+    /* The same work on both sides, or the difference in dollars is not the whole story. */
+    if (sa->misfit != sk->misfit)
+        snprintf(work, sizeof(work), ", but not for the same work: %s placed %d pod%s where the "
+                 "model does not fit",
+                 sk->misfit > sa->misfit ? "kube-scheduler" : "accelfit",
+                 abs(sk->misfit - sa->misfit), abs(sk->misfit - sa->misfit) == 1 ? "" : "s");
+    else if (sa->placed != sk->placed)
+        snprintf(work, sizeof(work), ", but not for the same work: accelfit placed %d pods, "
+                 "kube-scheduler %d", sa->placed, sk->placed);
     if (k > 0 && a <= k)
-        snprintf(out, n, "accelfit costs %s less than kube-scheduler alone (%.1f%%); %s above the lower bound",
-                 diff, 100.0 * (k - a) / k, above);
+        snprintf(out, n, "accelfit costs %s less than kube-scheduler alone (%.1f%%)%s; %s above the lower bound",
+                 diff, 100.0 * (k - a) / k, work, above);
     else if (k > 0)
-        snprintf(out, n, "accelfit costs %s more than kube-scheduler alone (%.1f%%); %s above the lower bound",
-                 diff, 100.0 * (a - k) / k, above);
+        snprintf(out, n, "accelfit costs %s more than kube-scheduler alone (%.1f%%)%s; %s above the lower bound",
+                 diff, 100.0 * (a - k) / k, work, above);
     else
         snprintf(out, n, "neither scheduler paid for a node");
 }
@@ -327,8 +340,8 @@ static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool b
         err |= json_money(b, "idle_accelerator_usd", s->idle_accel_usd, true);
         err |= json_money(b, "prepaid_idle_usd", s->prepaid_idle_usd, true);
         err |= af_buf_printf(b,
-                             ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"waited\":%d,\"unplaced\":%d",
-                             s->first_tier, s->fallbacks, s->outside, s->waited, s->unplaced);
+                             ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"model_misfits\":%d,\"waited\":%d,\"unplaced\":%d",
+                             s->first_tier, s->fallbacks, s->outside, s->misfit, s->waited, s->unplaced);
         err |= json_fixed(b, "wait_pod_hours", s->wait_hours, 1, true);
         err |= json_fixed(b, "nodes_examined_per_pod", s->nodes_examined_avg, 1, true);
         err |= json_fixed(b, "feasible_per_pod", s->feasible_avg, 1, true);
@@ -375,6 +388,12 @@ int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
     }
     err |= json_money(out, "savings_usd",
                       r->side[AF_SIM_KUBE].cost_usd - r->side[AF_SIM_ACCELFIT].cost_usd, true);
+    {
+        char line[400];
+        af__sim_summary(r, line, sizeof(line));
+        err |= af_buf_puts(out, ",\"summary\":");
+        err |= af_buf_json_str(out, line);
+    }
     err |= af_buf_printf(out, ",\"tenants_from\":\"%s\",\"tenants\":[",
                          r->tenants_from_policy ? "policy" : "trace");
     for (size_t i = 0; i < r->n_tenants; i++) {

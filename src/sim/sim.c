@@ -498,6 +498,8 @@ static bool decide(struct run *r, size_t p)
         if (r->side != AF_SIM_ACCELFIT)   /* only for the books: which tier it landed on */
             af_plan_pod(r->cfg->policy, r->cfg->catalog, pod->info, &open_plan);
         tier = af_plan_node_tier(&open_plan, r->nodes[node].info);
+        if (!pod->preexisting && !af_plan_model_fits(&open_plan, pod->info, r->nodes[node].info))
+            r->st->misfit++;
         af_snapshot_unref(snap);
         snap = NULL;
         bind(r, p, node, tier);

@@ -933,3 +933,14 @@ int af_parse_duration(const char *s, double *out)
     *out = total;
     return 0;
 }
+
+const char *af_packed_get(const char *packed, const char *key)
+{
+    for (const char *k = packed; k && *k;) {
+        const char *v = k + strlen(k) + 1;
+        if (!strcmp(k, key))
+            return v;
+        k = v + strlen(v) + 1;
+    }
+    return NULL;
+}

@@ -21,8 +21,8 @@ a real kube-apiserver v1.26 sends them.
 
 A plain-HTTP control channel on 127.0.0.1 (--admin-port) takes POST /<command> with a
 JSON body:
-  add_node {name, instance_type?, gpus?, cpu?, labels?}
-  modify_node {name, gpus?, unschedulable?, labels?}
+  add_node {name, instance_type?, gpus?, cpu?, labels?, annotations?}
+  modify_node {name, gpus?, unschedulable?, labels?, annotations?}
   delete_node {name}
   add_pod {ns, name, node?, cpu?, memory?, gpus?, phase?}   modify_pod (same)
   delete_pod {ns, name}
@@ -43,6 +43,8 @@ JSON body:
   configmap {ns, name}               the stored ConfigMap, or {} when there is none
   put_configmap {object}             stored as another client's write (a new resourceVersion)
   delete_configmap {ns, name}        deleted (watches see DELETED)
+  put_nodeoverlay {object}           (with --nodeoverlays) a NodeOverlay created or replaced
+  delete_nodeoverlay {name}          (with --nodeoverlays) deleted
   events                             the Events POSTed so far
   stats                              request counters
   requests                           every API request so far: [{method, path}] (path with
@@ -132,7 +134,7 @@ class State:
         self.rv = 1000
         self.history_start = self.rv    # watches from an RV below this get 410
         self.history = []               # (rv, kind, type, obj, old)
-        self.objs = {"nodes": {}, "pods": {}, "configmaps": {}}
+        self.objs = {"nodes": {}, "pods": {}, "configmaps": {}, "nodeoverlays": {}}
         self.fail_status = 0
         self.fail_count = 0
         self.slow_cm_seconds = 0.0
@@ -205,7 +207,7 @@ class State:
     @staticmethod
     def key(kind, obj):
         m = obj["metadata"]
-        return m["name"] if kind == "nodes" else m.get("namespace", "default") + "/" + m["name"]
+        return m["name"] if kind in ("nodes", "nodeoverlays") else m.get("namespace", "default") + "/" + m["name"]
 
     def cm_put(self, ns, name, obj, create):
         """A ConfigMap written as the API server writes it: (code, reason, object or message)."""
@@ -214,6 +216,12 @@ class State:
         md = obj.setdefault("metadata", {})
         if md.get("name", name) != name or md.get("namespace", ns) != ns:
             return 400, "BadRequest", "the name or namespace of the object does not match the request"
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in (obj.get("data") or {}).items()
+                   if isinstance(v, str))
+        if size > 1048576:
+            # as the API server refuses it (ValidateConfigMap: data and binaryData together)
+            return 422, "Invalid", ('ConfigMap "%s" is invalid: []: Too long: must have at most '
+                                    '1048576 bytes' % name)
         if create:
             if old is not None:
                 return 409, "AlreadyExists", 'configmaps "%s" already exists' % name
@@ -274,6 +282,8 @@ class State:
         if "unschedulable" in a:
             n["spec"]["unschedulable"] = bool(a["unschedulable"])
         md["labels"].update(a.get("labels", {}))   # e.g. karpenter.sh/capacity-type: spot
+        if a.get("annotations"):
+            md.setdefault("annotations", {}).update(a["annotations"])
         return n
 
     def make_pod(self, a):
@@ -525,6 +535,19 @@ class Handler(BaseHTTPRequestHandler):
         if not self.gate():
             return
         parts = u.path.strip("/").split("/")
+        # Karpenter's NodeOverlays, as the API server serves a CRD (--nodeoverlays)
+        if ARGS.nodeoverlays and u.path == "/apis/karpenter.sh/v1alpha1":
+            self.send_obj(200, "OK", {
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "karpenter.sh/v1alpha1",
+                "resources": [{"name": "nodeoverlays", "singularName": "nodeoverlay", "namespaced": False,
+                               "kind": "NodeOverlay", "shortNames": ["overlays"],
+                               "verbs": ["delete", "deletecollection", "get", "list", "patch",
+                                         "create", "update", "watch"]},
+                              {"name": "nodeoverlays/status", "singularName": "", "namespaced": False,
+                               "kind": "NodeOverlay", "verbs": ["get", "patch", "update"]}]})
+            return
+        if ARGS.nodeoverlays and u.path == "/apis/karpenter.sh/v1alpha1/nodeoverlays":
+            kind = "nodeoverlays"
         if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
             if len(parts) == 6:
                 with STATE.cond:
@@ -638,7 +661,8 @@ class Handler(BaseHTTPRequestHandler):
                 meta["continue"] = base64.b64encode(json.dumps(
                     {"rv": list_rv, "start": State.key(kind, nxt)}).encode()).decode()
                 meta["remainingItemCount"] = len(keys) - len(items)
-            body = {"kind": "NodeList" if kind == "nodes" else "PodList", "apiVersion": "v1",
+            body = {"kind": {"nodes": "NodeList", "nodeoverlays": "NodeOverlayList"}.get(kind, "PodList"),
+                    "apiVersion": "karpenter.sh/v1alpha1" if kind == "nodeoverlays" else "v1",
                     "metadata": meta, "items": items}
             data = (json.dumps(body, separators=(",", ":")) + "\n").encode()
         self.start(200, "OK")
@@ -730,6 +754,10 @@ class Handler(BaseHTTPRequestHandler):
                                   "apiVersion": "v1",
                                   "metadata": {"resourceVersion": str(STATE.rv), "creationTimestamp": None},
                                   "spec": {} if kind == "nodes" else {"containers": None}, "status": {}}
+                            if kind == "nodeoverlays":
+                                bm = {"kind": "NodeOverlay", "apiVersion": "karpenter.sh/v1alpha1",
+                                      "metadata": {"resourceVersion": str(STATE.rv),
+                                                   "creationTimestamp": None}}
                             if kind == "configmaps":
                                 bm = {"kind": "ConfigMap", "apiVersion": "v1",
                                       "metadata": {"resourceVersion": str(STATE.rv),
@@ -824,6 +852,14 @@ class AdminHandler(fake_server.AdminHandler):
                 md.pop("resourceVersion", None)
                 create = md.get("namespace", "default") + "/" + md["name"] not in s.objs["configmaps"]
                 s.cm_put(md.get("namespace", "default"), md["name"], a["object"], create)
+            elif cmd == "put_nodeoverlay":
+                obj = a["object"]
+                obj.setdefault("apiVersion", "karpenter.sh/v1alpha1")
+                obj.setdefault("kind", "NodeOverlay")
+                s._put("nodeoverlays", obj)
+            elif cmd == "delete_nodeoverlay":
+                if a["name"] in s.objs["nodeoverlays"]:
+                    s._put("nodeoverlays", s.objs["nodeoverlays"][a["name"]], delete=True)
             elif cmd == "delete_configmap":
                 key = a.get("ns", "default") + "/" + a["name"]
                 if key in s.objs["configmaps"]:
@@ -883,6 +919,8 @@ def main():
     ap.add_argument("--token", default="test-token")
     ap.add_argument("--bookmark-interval", type=float, default=1.0)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--nodeoverlays", action="store_true",
+                    help="serve karpenter.sh/v1alpha1 NodeOverlays (as with Karpenter's CRD)")
     ap.add_argument("--synthetic-nodes", type=int, default=0)
     ap.add_argument("--synthetic-pods", type=int, default=0)
     ap.add_argument("--rv0-ignores-limit", action="store_true",

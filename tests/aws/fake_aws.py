@@ -27,6 +27,10 @@ A plain-HTTP control channel on 127.0.0.1 takes POST /<command> with a JSON body
   pod_token {token}                the Authorization the Pod Identity endpoint accepts
   duration {seconds}               lifetime of the credentials STS and Pod Identity issue
   on_demand {region, prices: {type: usd}}          replaces a region's on-demand prices
+  reservations {region, items: [{id, type, zone, block?, end_in?, state?, count?}],
+               denied?}         replaces a region's capacity reservations (`end_in`: seconds
+                                   from now of endDate; none: unlimited); denied: the
+                                   caller may not DescribeCapacityReservations (403)
   spot {region, items: [{zone, type, price, ago}]} replaces a region's spot history
                                    (`ago`: seconds before now of the item's timestamp)
   page_size {pricing?, ec2?}
@@ -104,6 +108,8 @@ class State:
                 {"zone": "eu-west-1b", "type": "p4d.24xlarge", "price": "12.1000", "ago": 90},
             ],
         }
+        self.reservations = {}          # region -> [{id, type, zone, block, end_in, state}]
+        self.resv_denied = False
         self.page_size = {"pricing": 2, "ec2": 2}
         self.faults = []
         self.requests = []
@@ -335,7 +341,7 @@ class Handler(BaseHTTPRequestHandler):
         action = form.get("Action")
         if action == "AssumeRoleWithWebIdentity":
             return "sts", form
-        if action == "DescribeSpotPriceHistory":
+        if action in ("DescribeSpotPriceHistory", "DescribeCapacityReservations"):
             return "ec2", form
         return None, form
 
@@ -367,7 +373,10 @@ class Handler(BaseHTTPRequestHandler):
             elif service == "ec2":
                 entry["akid"], region = verify_sigv4(self, body, "ec2", None, EC2_ERRORS)
                 self.apply_fault(fault, service)
-                entry.update(self.spot_history(form, region))
+                if form.get("Action") == "DescribeCapacityReservations":
+                    entry.update(self.capacity_reservations(form, region))
+                else:
+                    entry.update(self.spot_history(form, region))
             elif service == "sts":
                 self.apply_fault(fault, service)
                 entry.update(self.assume_role(form))
@@ -511,6 +520,59 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, "text/xml;charset=UTF-8", "".join(xml))
         return {"region": region, "types": types, "items": len(page)}
 
+    def capacity_reservations(self, form, region):
+        """DescribeCapacityReservations: the EC2 API reference's answer shape, paged."""
+        if form.get("Version") != "2016-11-15":
+            raise AwsError(400, "InvalidParameterValue", "Version 2016-11-15 expected")
+        with STATE.lock:
+            if STATE.resv_denied:
+                raise AwsError(403, "UnauthorizedOperation", "You are not authorized to perform "
+                               "this operation. User: arn:aws:sts::123456789012:assumed-role/"
+                               "accelfit is not authorized to perform: "
+                               "ec2:DescribeCapacityReservations")
+            items = list(STATE.reservations.get(region, []))
+            per_page = STATE.page_size["ec2"]
+        states = [v for k, v in form.items() if re.fullmatch(r"Filter\.1\.Value\.\d+", k)]
+        if form.get("Filter.1.Name") == "state":
+            items = [i for i in items if i.get("state", "active") in states]
+        start = 0
+        if form.get("NextToken"):
+            m = re.fullmatch(r"cr-page-(\d+)", form["NextToken"])
+            if not m:
+                raise AwsError(400, "InvalidParameterValue", "Invalid NextToken")
+            start = int(m.group(1))
+        page = items[start:start + per_page]
+        nxt = "cr-page-%d" % (start + per_page) if start + per_page < len(items) else ""
+        now = time.time()
+        xml = ['<?xml version="1.0" encoding="UTF-8"?>\n<DescribeCapacityReservationsResponse '
+               'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">\n    <requestId>%s</requestId>\n'
+               '    <capacityReservationSet>' % uuid.uuid4()]
+        for i in page:
+            end = ("\n            <endDate>%s</endDate>\n            <endDateType>limited"
+                   "</endDateType>" % iso(now + i["end_in"], True)
+                   if i.get("end_in") is not None else
+                   "\n            <endDateType>unlimited</endDateType>")
+            xml.append("\n        <item>\n            <capacityReservationId>%s"
+                       "</capacityReservationId>\n            <ownerId>123456789012</ownerId>\n"
+                       "            <instanceType>%s</instanceType>\n"
+                       "            <instancePlatform>Linux/UNIX</instancePlatform>\n"
+                       "            <availabilityZone>%s</availabilityZone>\n"
+                       "            <tenancy>default</tenancy>\n"
+                       "            <totalInstanceCount>%d</totalInstanceCount>\n"
+                       "            <availableInstanceCount>0</availableInstanceCount>\n"
+                       "            <state>%s</state>%s\n"
+                       "            <instanceMatchCriteria>targeted</instanceMatchCriteria>\n"
+                       "            <reservationType>%s</reservationType>\n"
+                       "            <tagSet><item><key>team</key><value>ml</value></item></tagSet>\n"
+                       "        </item>"
+                       % (i["id"], i["type"], i["zone"], i.get("count", 1),
+                          i.get("state", "active"), end,
+                          "capacity-block" if i.get("block") else "default"))
+        xml.append("\n    </capacityReservationSet>\n    %s\n</DescribeCapacityReservationsResponse>\n"
+                   % ("<nextToken>%s</nextToken>" % nxt if nxt else ""))
+        self.send(200, "text/xml;charset=UTF-8", "".join(xml))
+        return {"region": region, "action": "DescribeCapacityReservations", "items": len(page)}
+
     def assume_role(self, form):
         if self.headers.get("Authorization"):
             raise AwsError(400, "InvalidParameterValue", "the fake takes unsigned "
@@ -609,6 +671,9 @@ class AdminHandler(fake_server.AdminHandler):
                 s.on_demand[a["region"]] = a["prices"]
             elif cmd == "spot":
                 s.spot[a["region"]] = a["items"]
+            elif cmd == "reservations":
+                s.reservations[a["region"]] = a["items"]
+                s.resv_denied = bool(a.get("denied", False))
             elif cmd == "page_size":
                 s.page_size.update(a)
             elif cmd == "fault":

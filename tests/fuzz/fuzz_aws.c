@@ -4,11 +4,13 @@
  * answer's body. 0: a DescribeSpotPriceHistory page (XML; a second page follows a NUL byte,
  * so de-duplication across pages is reached); 1: an STS AssumeRoleWithWebIdentity answer
  * (XML); 2: an error document (JSON or XML); 3: a GetProducts page (JSON, each PriceList
- * entry a price document in a string). Each must accept or refuse (never crash), and what
+ * entry a price document in a string); 4: a DescribeCapacityReservations page (XML). Each
+ * must accept or refuse (never crash), and what
  * it accepted must hold: spot prices within (0, AF_PRICE_MAX_USD_HR], one per (zone, type),
  * at most AF__AWS_MAX_SPOT_PAIRS; credentials taken complete; error code and message
  * terminated and on one line; on-demand prices within (0, AF_PRICE_MAX_USD_HR], at most
- * AF__AWS_MAX_PRICES + 1 counted. A refusal says why, naming what was read.
+ * AF__AWS_MAX_PRICES + 1 counted; reservations found again by id, at most
+ * AF_RESERVATIONS_MAX. A refusal says why, naming what was read.
  */
 #include <math.h>
 #include <string.h>
@@ -108,6 +110,23 @@ static void products(const char *d, size_t n)
     af_free(next);
 }
 
+static void reservations(const char *d, size_t n)
+{
+    struct af_prices *book = af_prices_new();
+    size_t count = 0;
+    char err[300] = "", *next = NULL;
+    int rc;
+
+    rc = af__aws_reservations_page("ec2 test", d, n, "us-east-1", book, &count, &next, err,
+                                   sizeof(err));
+    FUZZ_CHECK(rc == 0 || ((rc == AF_EPARSE || rc == AF_ETOOBIG) && !strncmp(err, "ec2 test: ", 10)),
+               "rc %d: %s", rc, err);
+    FUZZ_CHECK(count <= AF_RESERVATIONS_MAX, "%zu reservations", count);
+    FUZZ_CHECK(!next || *next, "empty next token");
+    af_free(next);
+    af_prices_unref(book);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *d = (const char *)data + 1;
@@ -119,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     body = af_xmalloc(size);
     memcpy(body, d, size - 1);
     body[size - 1] = '\0';
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0:
         spot(body, size - 1);
         break;
@@ -129,8 +148,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 2:
         error_doc(body, size - 1);
         break;
-    default:
+    case 3:
         products(body, size - 1);
+        break;
+    default:
+        reservations(body, size - 1);
         break;
     }
     af_free(body);

@@ -38,6 +38,11 @@ void af_test_fake_api_spawn(struct af_test_fake_api *f, const char *crt, const c
 
 bool af_test_fake_api_start(struct af_test_fake_api *f)
 {
+    return af_test_fake_api_start_with(f, NULL);
+}
+
+bool af_test_fake_api_start_with(struct af_test_fake_api *f, const char *const *extra)
+{
     char crt[192], key[192];
     FILE *fp;
 
@@ -47,7 +52,7 @@ bool af_test_fake_api_start(struct af_test_fake_api *f)
     af_test_child_cert_dir(f->dir, sizeof(f->dir), "fake-api");
     snprintf(crt, sizeof(crt), "%s/srv.crt", f->dir);
     snprintf(key, sizeof(key), "%s/srv.key", f->dir);
-    af_test_fake_api_spawn(f, crt, key, "token-1", NULL);
+    af_test_fake_api_spawn(f, crt, key, "token-1", extra);
     snprintf(f->kubeconfig, sizeof(f->kubeconfig), "%s/kubeconfig", f->dir);
     fp = fopen(f->kubeconfig, "w");
     ck_assert_ptr_nonnull(fp);

@@ -30,6 +30,8 @@ bool af_test_fake_api_available(void);
 /* Starts it with the recorded initial state (tests/fixtures/apiserver). Returns false, with
  * nothing started, when python3 or openssl is missing; aborts the test on other failures. */
 bool af_test_fake_api_start(struct af_test_fake_api *f);
+/* The same with more arguments for the fake (NULL-terminated): "--nodeoverlays", ... */
+bool af_test_fake_api_start_with(struct af_test_fake_api *f, const char *const *extra);
 
 /*
  * Starts it serving the certificate `crt` with key `key`, taking the bearer token `token`,

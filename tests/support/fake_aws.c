@@ -17,7 +17,7 @@ static const char *const cred_vars[] = {
     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
     "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_PRICING", "AWS_ENDPOINT_URL_EC2",
-    "AWS_ENDPOINT_URL_STS", "AWS_DEFAULT_REGION"};
+    "AWS_ENDPOINT_URL_STS", "AWS_DEFAULT_REGION", "AWS_PROFILE"};
 
 bool af_test_fake_aws_start(struct af_test_fake_aws *f)
 {
@@ -42,6 +42,9 @@ bool af_test_fake_aws_start(struct af_test_fake_aws *f)
     setenv("AWS_ENDPOINT_URL", f->url, 1);
     setenv("AWS_CA_BUNDLE", ca, 1);
     setenv("AWS_REGION", "eu-west-1", 1);
+    /* a workstation's ~/.aws/credentials is not the test's */
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials", 1);
+    setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config", 1);
     return true;
 }
 
