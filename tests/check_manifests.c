@@ -499,7 +499,9 @@ static bool ksc_fits_accelfit(json_t *c, char *why, size_t n)
         return problem(why, n, "extenders: filter not ignorable, prioritize ignorable");
     if (!str_at(filter, "preemptVerb"))
         return problem(why, n, "extenders: the filter entry needs preemptVerb");
-    for (i = 0; accel_resources[i]; i++) {
+    /* No managedResources sends every pod to filter (the DRA overlay: claim pods name no
+     * extended resource); a list must name every device kube-scheduler counts. */
+    for (i = 0; obj_at(filter, "managedResources") && accel_resources[i]; i++) {
         json_t *r = named(obj_at(filter, "managedResources"), accel_resources[i]);
         if (!r || json_is_true(obj_at(r, "ignoredByScheduler")))
             return problem(why, n, "filter entry: managedResources lacks %s (counted by "
@@ -518,7 +520,8 @@ static json_t *load_ksc(const char *rel)
 }
 
 static const char *const ksc_files[] = {"manifests/base/kube-scheduler-config.yaml",
-                                        "manifests/overlays/tls/kube-scheduler-config.yaml"};
+                                        "manifests/overlays/tls/kube-scheduler-config.yaml",
+                                        "manifests/overlays/dra/kube-scheduler-config.yaml"};
 
 START_TEST(test_scheduler_configs_pass_kube_scheduler_validation)
 {
@@ -631,6 +634,25 @@ START_TEST(test_tls_scheduler_config_differs_only_in_tls)
                   "tlsConfig", ksc_files[0], ksc_files[1]);
     json_decref(base);
     json_decref(tls);
+}
+END_TEST
+
+/* The DRA overlay's configuration is the base's without the filter entry's managedResources,
+ * which would keep claim pods (no extended resource requested) away from filter. */
+START_TEST(test_dra_scheduler_config_sends_every_pod_to_filter)
+{
+    json_t *base = load_ksc(ksc_files[0]), *dra = load_ksc(ksc_files[2]), *e;
+    size_t i;
+
+    json_array_foreach(obj_at(dra, "extenders"), i, e)
+        ck_assert_msg(!json_object_get(e, "managedResources"),
+                      "%s: extenders[%zu] has managedResources: claim pods would skip it",
+                      ksc_files[2], i);
+    json_object_del(json_array_get(obj_at(base, "extenders"), 0), "managedResources");
+    ck_assert_msg(json_equal(base, dra), "%s and %s differ beyond managedResources",
+                  ksc_files[0], ksc_files[2]);
+    json_decref(base);
+    json_decref(dra);
 }
 END_TEST
 
@@ -1943,7 +1965,7 @@ static void code_api_calls(json_t *resources, json_t *methods)
             }
             snprintf(lit, sizeof(lit), "%.*s", (int)n, p + 1);
             res = rbac_of("GET", lit);
-            if (!res) {
+            if (!res) {   /* a group version's discovery */
                 p += n;
                 continue;
             }
@@ -1970,6 +1992,7 @@ static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, jso
     json_t *pod = accel_pod("manifests-neuron", "aws.amazon.com/neuron"), *args, *gpu_nodes;
     json_t *events = NULL, *reqs, *used = json_array(), *methods_seen = json_array();
     json_t *grant = granted(d), *code_res = json_array(), *code_methods = json_array(), *v;
+    json_t *discovered = json_array();
     struct af_test_resp r = {0};
     char *body, *u;
     size_t i;
@@ -2030,11 +2053,30 @@ static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, jso
         af_free(text);
     }
 
-    reqs = af_test_fake_api_admin(api, "requests", NULL);
+    /* the threads that ask for optional groups ask at start; wait until both have asked */
+    for (int t = 0;; t++) {
+        char *all;
+        bool both;
+        reqs = af_test_fake_api_admin(api, "requests", NULL);
+        all = json_dumps(reqs, JSON_COMPACT);
+        both = strstr(all, "/apis/karpenter.sh/v1alpha1\"") &&
+               strstr(all, "/apis/resource.k8s.io/v1\"");
+        free(all);
+        if (both || t == 300)
+            break;
+        json_decref(reqs);
+        sleep_ms(100);
+    }
     json_array_foreach(reqs, i, v) {
         char *g = rbac_of(str_at(v, "method"), str_at(v, "path"));
-        if (!g)
+        if (!g) {
+            /* accelfit asked whether a group it reads when present (NodeOverlays, DRA) is
+             * served; a group this server does not serve leaves its grants unused */
+            char grp[128];
+            if (sscanf(or_empty(str_at(v, "path")), "/apis/%127[^/]", grp) == 1)
+                add_unique(discovered, grp);
             continue;
+        }
         /* ConfigMaps: the state object by name (or its field selector), the claim ledger
          * by name (never watched), or their creation */
         if (!strncmp(g, "configmaps ", 11))
@@ -2054,6 +2096,18 @@ static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, jso
                       "ClusterRole does not grant", json_string_value(v));
     }
     json_array_foreach(grant, i, v) {
+        char grp[128] = "";
+        bool group_used = false;
+        size_t k;
+        json_t *uv;
+        if (strchr(json_string_value(v), ':') &&
+            sscanf(json_string_value(v), "%127[^:]:", grp) == 1 && in_set(discovered, grp)) {
+            json_array_foreach(used, k, uv)
+                group_used |= !strncmp(json_string_value(uv), grp, strlen(grp)) &&
+                              json_string_value(uv)[strlen(grp)] == ':';
+            if (!group_used)
+                continue;   /* a group this server does not serve (DRA): asked for, not read */
+        }
         ck_assert_msg(in_set(used, json_string_value(v)), "the ClusterRole grants '%s', which "
                       "accelfit never uses", json_string_value(v));
     }
@@ -2086,6 +2140,7 @@ static void check_rbac(struct deploy *d, const struct af_test_fake_api *api, jso
     json_decref(events);
     json_decref(reqs);
     json_decref(used);
+    json_decref(discovered);
     json_decref(methods_seen);
     json_decref(grant);
     json_decref(code_res);
@@ -2701,6 +2756,7 @@ static Suite *manifests_suite(bool kubectl)
     tcase_add_test(files, test_every_yaml_file_parses);
     tcase_add_loop_test(files, test_scheduler_configs_pass_kube_scheduler_validation, 0,
                         AF_ARRAY_SIZE(ksc_files));
+    tcase_add_test(files, test_dra_scheduler_config_sends_every_pod_to_filter);
     tcase_add_loop_test(files, test_scheduler_validation_refuses_what_kube_scheduler_refuses, 0,
                         AF_ARRAY_SIZE(invalid_cases));
     tcase_add_test(files, test_https_without_ca_is_refused);

@@ -204,6 +204,8 @@ START_TEST(test_a_reload_reprices_the_cached_nodes_of_a_live_cluster)
                         "\"gpus\": 8, \"labels\": {\"karpenter.sh/capacity-type\": \"spot\"}}");
     await_price(c, &s, SPOT, P4D_USD * 0.4, "policy");
     node_lists = lists_of(c, &f, "/api/v1/nodes");
+    /* both pod sets (managed and not) have had their first list, however busy the machine */
+    ck_assert(AF_TEST_WAIT_FOR(30, lists_of(c, &f, "/api/v1/pods") >= 2));
     pod_lists = lists_of(c, &f, "/api/v1/pods");
 
     /* a price fixed in the catalog: the g5 node already cached follows it */

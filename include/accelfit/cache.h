@@ -42,6 +42,10 @@ struct af_snapshot {
     size_t node_index_size;
     uint32_t *pod_index;
     size_t pod_index_size;
+    /* DRA objects (accelfit/dra.h) as of this snapshot, NULL when the cluster has none;
+     * holds a ref. The nodes' allocatable has their devices, and `used` the devices
+     * allocated claims hold, of the kinds only DRA counts on the node. */
+    struct af_dra *dra;
 };
 
 /* Borrowed, valid until the snapshot is released; NULL when absent. */
@@ -80,6 +84,13 @@ struct af_policy;
 struct af_price_inputs;
 size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
                         const struct af_policy *pol, const struct af_price_inputs *in);
+/*
+ * Takes `d` (steals the reference; NULL: no DRA objects) as the DRA objects the cluster has,
+ * and gives every cached node its DRA devices again (af_dra_node_info); nodes upserted later
+ * get them as they come. Returns how many node records changed.
+ */
+struct af_dra;
+size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d);
 void af_cache_delete_node(struct af_cache *c, const char *name);
 void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name);
 

@@ -315,4 +315,58 @@ struct af_overlays;
 int af_codec_decode_overlays(const char *json, size_t len, struct af_overlays **out,
                              struct af_error *err) AF_MUST_CHECK;
 
+/* ---- DRA objects (resource.k8s.io/v1; accelfit/dra.h) --------------------------------- */
+
+enum af_dra_kind { AF_DRA_SLICE = 0, AF_DRA_CLAIM, AF_DRA_TEMPLATE, AF_DRA_CLASS };
+#define AF_DRA_KINDS 4
+/* "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass". Static. */
+const char *af_dra_kind_name(enum af_dra_kind k);
+int af_dra_kind_parse(const char *s);   /* -1 when not one */
+
+/* One decoded object: the record of its kind (owned; the others NULL). */
+struct af_dra_slice;
+struct af_dra_claim;
+struct af_dra_class;
+struct af_dra_obj {
+    enum af_dra_kind kind;
+    struct af_dra_slice *slice;
+    struct af_dra_claim *claim;   /* a claim or a template */
+    struct af_dra_class *cls;
+};
+void af_dra_obj_clear(struct af_dra_obj *o);              /* drops the record it holds */
+const char *af_dra_obj_name(const struct af_dra_obj *o);  /* borrowed; NULL when empty */
+const char *af_dra_obj_ns(const struct af_dra_obj *o);    /* claims and templates; else NULL */
+
+/* Called with each decoded item; the callee owns `o`'s record (may steal it and zero it). */
+typedef void (*af_dra_item_cb)(void *ud, struct af_dra_obj *o);
+/*
+ * A List of `kind` (one page): each item to `cb`; an item that is not one (no name, not an
+ * object) is counted in *skipped (may be NULL) and left out. *rv and *cont (may be NULL)
+ * get the list's resourceVersion and continue token (new; NULL when absent). 0, or
+ * AF_EPARSE/AF_ETYPE when the text is not such a list.
+ */
+int af_codec_decode_dra_list(enum af_dra_kind kind, const char *json, size_t len,
+                             af_dra_item_cb cb, void *ud, char **rv, char **cont,
+                             size_t *skipped, struct af_error *err) AF_MUST_CHECK;
+
+enum af_dra_event_type { AF_DRA_EV_UPSERT = 0, AF_DRA_EV_DELETED, AF_DRA_EV_BOOKMARK,
+                         AF_DRA_EV_ERROR };
+struct af_dra_event {
+    enum af_dra_event_type type;
+    struct af_dra_obj obj;       /* UPSERT, DELETED; clear with af_dra_obj_clear */
+    int code;                    /* ERROR: the Status code (410: expired) */
+    char rv[64];                 /* the object's resourceVersion, "" when none */
+};
+/*
+ * The DRA objects of a cluster file (af_codec_decode_cluster reads its Nodes and Pods and
+ * passes over these): each ResourceSlice, ResourceClaim, ResourceClaimTemplate and
+ * DeviceClass item to `cb`. An item of those kinds that is not one (no name) is an error
+ * naming its place. 0, or the file's error.
+ */
+int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
+                                af_dra_item_cb cb, void *ud, struct af_error *err) AF_MUST_CHECK;
+/* One watch event line of `kind`. 0, or an error naming what is wrong (ev->obj empty). */
+int af_codec_decode_dra_event(enum af_dra_kind kind, const char *json, size_t len,
+                              struct af_dra_event *ev, struct af_error *err) AF_MUST_CHECK;
+
 #endif

@@ -365,6 +365,14 @@ struct af_node_info {
     char *price_by;
     double price_before_usd;
     const char *base_source;         /* static: the source before overlays, discounts, prepaid */
+    /* DRA (accelfit/dra.h): the accelerator devices its ResourceSlices publish, by resource,
+     * and the part of `allocatable` they are (zero when the device plugin already advertises
+     * that kind: dra_both says so, and they are not counted twice); the driver that
+     * publishes them (owned; NULL when none). */
+    struct af_resources dra_devices;
+    struct af_resources dra_added;
+    bool dra_both;
+    char *dra_driver;
 };
 
 /* The pod's declared intent, as annotation strings (NULL when absent). */
@@ -382,6 +390,16 @@ struct af_pod_annotations {
 
 /* A pod as decisions need it. Immutable after it is built; shared by refcount. */
 struct af_placement;
+
+/* One entry of a pod's spec.resourceClaims (Dynamic Resource Allocation, accelfit/dra.h):
+ * the pod's name for it, the ResourceClaim it names or the template it is made from, and
+ * the claim made from that template (status.resourceClaimStatuses); NULL when not said. */
+struct af_pod_claim_ref {
+    char *name;
+    char *claim;
+    char *tmpl;
+    char *generated;
+};
 
 struct af_pod_info {
     atomic_int refcnt;
@@ -424,7 +442,15 @@ struct af_pod_info {
     /* Managed pods: nodeName, nodeSelector and required node affinity (accelfit/placement.h),
      * NULL when it says none; owned. */
     struct af_placement *placement;
+    /* DRA: spec.resourceClaims (at most AF_POD_CLAIMS_MAX kept; owned), and the part of
+     * `requests` that is the devices its allocated claims hold (added by the cache,
+     * accelfit/dra.h; zero when none). */
+    struct af_pod_claim_ref *claims;
+    int n_claims;
+    struct af_resources dra;
 };
+
+#define AF_POD_CLAIMS_MAX 8
 
 struct af_node_info *af_node_info_new(void);           /* refcnt 1, zeroed, cls UNKNOWN */
 /* A new record (refcnt 1) with every field and string of `n`: to change one that is shared. */
@@ -436,6 +462,10 @@ const char *af_node_label(const struct af_node_info *n, const char *key);
 /* The value of a label of a managed pod (NULL when absent or not kept). */
 const char *af_pod_label(const struct af_pod_info *p, const char *key);
 struct af_pod_info *af_pod_info_new(void);
+/* A new record (refcnt 1) with every field, string and placement of `p`: to change one that is
+ * shared (the DRA devices of its claims, af_cache_set_dra). Whoever adds an owned field to
+ * af_pod_info copies it here and frees it in af_pod_info_unref. */
+struct af_pod_info *af_pod_info_copy(const struct af_pod_info *p);
 struct af_pod_info *af_pod_info_ref(struct af_pod_info *p);
 void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */
 

@@ -63,6 +63,8 @@ bool af_placement_admits(const struct af_placement *p, const struct af_node_info
  * node.kubernetes.io/instance-type=g5.xlarge"), into `out`. Cannot fail. */
 void af_placement_describe(const struct af_placement *p, char *out, size_t n);
 
+/* A deep copy of `p` (new; NULL for NULL). Cannot fail. */
+struct af_placement *af_placement_copy(const struct af_placement *p);
 void af_placement_free(struct af_placement *p);   /* NULL is fine */
 
 #endif

@@ -131,6 +131,16 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
                                 struct af_error *err) AF_MUST_CHECK;
 
 /*
+ * The DRA objects of the cluster file `text` (ResourceSlices, ResourceClaims, templates,
+ * DeviceClasses; accelfit/dra.h), applied to `cl` and, when not NULL, `tr`: nodes get their
+ * DRA devices as allocatable, pods naming claims the devices those hold (allocated) or still
+ * need (their first choices) as requests. *devices (may be NULL) gets the DRA devices found.
+ * Returns 0 (also when the file has none), or the file's error in `err`.
+ */
+int af_sim_apply_dra(const char *name, const char *text, size_t len, struct af_sim_cluster *cl,
+                     struct af_sim_trace *tr, size_t *devices, struct af_error *err) AF_MUST_CHECK;
+
+/*
  * A trace file (docs/simulate.md): a YAML or JSON document with `pods:` (and optional
  * `start:`, `end:`), or JSON Lines, one pod entry per line. Returns 0, or an error
  * with `err` naming the entry ("pods[2] (web): duration: ...", or line L for JSON

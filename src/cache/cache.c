@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/dra.h"
 #include "accelfit/util.h"
 
 /* ---- hashing ------------------------------------------------------------------------------ */
@@ -152,6 +153,7 @@ struct node_slot {
     struct af_resources used;
     int npods;
     int nsystem;               /* DaemonSet and mirror pods among them */
+    struct af_resources dra_held;   /* of `used`: devices its pods' DRA claims hold */
     uint32_t hash;
     uint32_t mark;
 };
@@ -185,6 +187,8 @@ struct af_cache {                 /* watch thread only */
     bool synced;
     uint64_t generation;
     char resource_version[32];
+
+    struct af_dra *dra;           /* DRA objects (af_cache_set_dra); NULL when none */
 
     /* cached sorted order of node slots with a record */
     uint32_t *sorted;
@@ -256,6 +260,7 @@ void af_cache_free(struct af_cache *c)
     free(c->nodes);
     free(c->node_ix.t);
     free(c->sorted);
+    af_dra_unref(c->dra);
     free(c);
 }
 
@@ -317,6 +322,14 @@ void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n)
         af_node_info_unref(n);
         return;
     }
+    if (c->dra || n->dra_driver) {
+        /* its DRA devices (af_cache_set_dra) */
+        struct af_node_info *withdra = af_dra_node_info(c->dra, n);
+        if (withdra) {
+            af_node_info_unref(n);
+            n = withdra;
+        }
+    }
     uint32_t s = node_slot_get(c, n->name);
     struct node_slot *ns = &c->nodes[s];
     if (!ns->info) {
@@ -353,6 +366,49 @@ size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
             af_node_info_unref(n);
             continue;
         }
+        c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
+        af_node_info_unref(old);
+        changed++;
+    }
+    return changed;
+}
+
+static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sign);
+static void managed_set(struct af_cache *c, const char *ns, const char *name, uint32_t h,
+                        struct af_pod_info *p);
+static struct af_pod_info *pod_with_dra(struct af_cache *c, struct af_pod_info *p, bool *copied);
+
+size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d)
+{
+    size_t changed = 0;
+
+    af_dra_unref(c->dra);
+    c->dra = d;
+    /* pods whose claims hold other devices now: new records, accounted again */
+    for (size_t i = 0; i < c->pods.n; i++) {
+        struct af_pod_info *old = c->pods.pods[i], *n;
+        bool copied;
+        if (!old->n_claims)
+            continue;
+        af_pod_info_ref(old);   /* never changed in place: snapshots may hold it */
+        n = pod_with_dra(c, old, &copied);
+        af_pod_info_unref(old);
+        if (!copied)
+            continue;
+        pod_account(c, n, +1);
+        pod_account(c, old, -1);
+        c->pods.pods[i] = n;
+        if (n->managed)
+            managed_set(c, n->ns, n->name, c->pods.meta[i].hash, n);
+        af_pod_info_unref(old);
+    }
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        struct af_node_info *old = c->nodes[i].info, *n;
+        if (!old)
+            continue;
+        n = af_dra_node_info(d, old);
+        if (!n)
+            continue;
         c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
         af_node_info_unref(old);
         changed++;
@@ -413,8 +469,10 @@ static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sig
     struct node_slot *ns = &c->nodes[s];
     /* Wrapping (unsigned) arithmetic: absurd requests must not be undefined behaviour,
      * and removing a pod must exactly undo adding it. */
-    for (int i = 0; i < AF_RES__COUNT; i++)
+    for (int i = 0; i < AF_RES__COUNT; i++) {
         ns->used.v[i] = (int64_t)((uint64_t)ns->used.v[i] + (uint64_t)(sign * p->requests.v[i]));
+        ns->dra_held.v[i] += sign * p->dra.v[i];
+    }
     ns->npods += sign;
     if (p->system)
         ns->nsystem += sign;
@@ -514,6 +572,33 @@ void af_cache_delete_pod(struct af_cache *c, const char *ns, const char *name)
     af_cache_delete_pod_in(c, AF_PODS_ALL, ns, name);
 }
 
+/*
+ * The devices `p`'s allocated DRA claims hold (af_dra_pod_demand's `held`: a claim shared by
+ * several pods counts on the first it is reserved for), as the part `dra` of its requests:
+ * `p` itself when that is what it says, else `p` changed in place when nobody else holds it,
+ * else a changed copy (the caller's reference to `p` is then still the caller's).
+ */
+static struct af_pod_info *pod_with_dra(struct af_cache *c, struct af_pod_info *p, bool *copied)
+{
+    struct af_dra_demand dm;
+    struct af_pod_info *n = p;
+
+    *copied = false;
+    if (!p->n_claims && !c->dra)
+        return p;
+    af_dra_pod_demand(c->dra, p, &dm);
+    if (!memcmp(&dm.held, &p->dra, sizeof(dm.held)))
+        return p;
+    if (atomic_load(&p->refcnt) != 1) {
+        n = af_pod_info_copy(p);
+        *copied = true;
+    }
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        n->requests.v[i] += dm.held.v[i] - p->dra.v[i];
+    n->dra = dm.held;
+    return n;
+}
+
 void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
 {
     if (!p)
@@ -521,6 +606,13 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
     if (!p->name) {
         af_pod_info_unref(p);
         return;
+    }
+    if (p->n_claims) {
+        bool copied;
+        struct af_pod_info *n = pod_with_dra(c, p, &copied);
+        if (copied)
+            af_pod_info_unref(p);
+        p = n;
     }
     uint32_t h = hash_pod(p->ns, p->name);
     size_t pos, mpos;
@@ -729,6 +821,15 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         const struct node_slot *ns = &c->nodes[c->sorted[i]];
         s->nodes[i].info = af_node_info_ref(ns->info);
         s->nodes[i].used = ns->used;
+        if (c->dra && ns->info->dra_driver) {
+            /* devices allocated claims hold that no pod of the node counts (claims allocated
+             * before their pod is bound, or reserved for none), of the kinds DRA alone
+             * counts on this node */
+            const struct af_dra_node *dn = af_dra_find_node(c->dra, ns->info->name);
+            for (int r = 0; dn && r < AF_RES__COUNT; r++)
+                if (ns->info->dra_added.v[r] > 0 && dn->allocated.v[r] > ns->dra_held.v[r])
+                    s->nodes[i].used.v[r] += dn->allocated.v[r] - ns->dra_held.v[r];
+        }
         s->nodes[i].npods = ns->npods;
         s->nodes[i].nsystem = ns->nsystem;
         size_t pos = ns->hash & (s->node_index_size - 1);
@@ -747,6 +848,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     s->pod_index = af_xmalloc(s->pod_index_size * sizeof(uint32_t));
     memcpy(s->pod_index, c->pods.ix.t, s->pod_index_size * sizeof(uint32_t));
 
+    s->dra = af_dra_ref(c->dra);
     s->n_managed = c->managed.n;
     s->managed = af_xmalloc((s->n_managed + 1) * sizeof(*s->managed));
     for (size_t i = 0; i < s->n_managed; i++)
@@ -860,6 +962,7 @@ void af_snapshot_unref(struct af_snapshot *s)
     free(s->managed);
     free(s->node_index);
     free(s->pod_index);
+    af_dra_unref(s->dra);
     free(s);
 }
 

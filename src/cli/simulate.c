@@ -237,6 +237,9 @@ int af_cmd_simulate(int argc, char **argv)
             goto done;
         rc = af_codec_decode_sim_cluster(cfg, cluster, cfile.buf ? cfile.buf : "", cfile.len, &cl,
                                          from_cluster ? &tr : NULL, &err);
+        if (!rc)   /* DRA: nodes' devices from ResourceSlices, pods' from their claims */
+            rc = af_sim_apply_dra(cluster, cfile.buf ? cfile.buf : "", cfile.len, &cl,
+                                  from_cluster ? &tr : NULL, NULL, &err);
     }
     if (rc) {
         rc = decode_error(&err);

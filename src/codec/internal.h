@@ -30,6 +30,15 @@ const char *af__codec_kind_hint(const char *kind);
 struct af_overlay;
 int af__codec_overlay_from_json(json_t *obj, const char *where, struct af_overlay *out,
                                 struct af_error *err);
+/* dra.c: a DRA object of `kind` into *out (zeroed first); a pod's spec.resourceClaims and
+ * status.resourceClaimStatuses into p->claims. */
+struct af_dra_obj;
+int af__codec_dra_from_json(enum af_dra_kind kind, json_t *obj, const char *where,
+                            struct af_dra_obj *out, struct af_error *err);
+void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p);
+/* objects.c: a cluster file's text to its tree (JSON or YAML, the top's shape checked). */
+int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
+                           struct af_error *err);
 /* The NodeOverlays among the items of a cluster file's root (objects.c); *out NULL when
  * there are none. 0, or the first bad overlay's error. */
 struct af_overlays;

@@ -709,6 +709,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     p->terminal = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
     pod_rollout_fields(meta, af__codec_get(obj, "status"), p);   /* reads p->terminal */
     pod_expected_duration(meta, spec, p);
+    af__codec_pod_claims(spec, af__codec_get(obj, "status"), p);   /* DRA (dra.c) */
     if (p->managed)
         p->placement = pod_placement(spec);
     *out = p;
@@ -819,6 +820,8 @@ static int file_item_kind(json_t *it, const char *where, const char *def_kind,
                             where);
     if (!strcmp(kind, "Node") || !strcmp(kind, "Pod") || !strcmp(kind, "NodeOverlay"))
         return 0;   /* NodeOverlays price the file's nodes (af_codec_decode_cluster) */
+    if (af_dra_kind_parse(kind) >= 0)
+        return 0;   /* DRA objects: read by af_codec_decode_cluster_dra (dra.c) */
     hint = af__codec_kind_hint(kind);
     if (hint)
         return af_error_set(err, AF_EINVAL, "", 0, 0,
@@ -1125,16 +1128,14 @@ int af__codec_file_overlays(json_t *root, struct af_overlays **out, struct af_er
     return 0;
 }
 
-int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
-                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
+                           struct af_error *err)
 {
-    struct af_overlays *ovs = NULL;
-    struct overlaid wrap;
-    struct af_error first = {0};
     json_t *root = NULL;
-    size_t i = 0, skipped = 0;
+    size_t i = 0;
     int rc;
 
+    *out = NULL;
     if (!name)
         name = "cluster";
     if (!text)
@@ -1158,6 +1159,27 @@ int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const
     }
     if (!rc)
         rc = cluster_shape(name, root, err);
+    if (rc) {
+        json_decref(root);
+        return rc;
+    }
+    *out = root;
+    return 0;
+}
+
+int af_codec_decode_cluster(const struct af_config *cfg, const char *name, const char *text,
+                            size_t len, af_item_cb cb, void *ud, struct af_error *err)
+{
+    struct af_overlays *ovs = NULL;
+    struct overlaid wrap;
+    struct af_error first = {0};
+    json_t *root = NULL;
+    size_t skipped = 0;
+    int rc;
+
+    if (!name)
+        name = "cluster";
+    rc = af__codec_cluster_root(name, text, len, &root, err);
     if (!rc) {
         rc = af__codec_file_overlays(root, &ovs, err);
         if (rc && err && !err->file[0])

@@ -525,6 +525,7 @@ struct af_node_info *af_node_info_copy(const struct af_node_info *n)
     c->labels = packed_dup(n->labels);
     c->reservation_id = af_xstrdup(n->reservation_id);
     c->price_by = af_xstrdup(n->price_by);
+    c->dra_driver = af_xstrdup(n->dra_driver);
     return c;
 }
 
@@ -548,6 +549,7 @@ void af_node_info_unref(struct af_node_info *n)
     free(n->labels);
     free(n->reservation_id);
     free(n->price_by);
+    free(n->dra_driver);
     free(n);
 }
 
@@ -595,6 +597,44 @@ struct af_pod_info *af_pod_info_new(void)
     return p;
 }
 
+struct af_pod_info *af_pod_info_copy(const struct af_pod_info *p)
+{
+    struct af_pod_info *c = af_xmalloc(sizeof(*c));
+
+    *c = *p;
+    atomic_init(&c->refcnt, 1);
+    c->ns = af_xstrdup(p->ns);
+    c->name = af_xstrdup(p->name);
+    c->uid = af_xstrdup(p->uid);
+    c->node_name = af_xstrdup(p->node_name);
+    c->tenant = af_xstrdup(p->tenant);
+    c->owner_kind = af_xstrdup(p->owner_kind);
+    c->owner_name = af_xstrdup(p->owner_name);
+    c->generate_name = af_xstrdup(p->generate_name);
+    c->ann.workload = af_xstrdup(p->ann.workload);
+    c->ann.model_params = af_xstrdup(p->ann.model_params);
+    c->ann.objective = af_xstrdup(p->ann.objective);
+    c->ann.latency_slo_ms = af_xstrdup(p->ann.latency_slo_ms);
+    c->ann.framework = af_xstrdup(p->ann.framework);
+    c->ann.neuron_ready = af_xstrdup(p->ann.neuron_ready);
+    c->ann.precision = af_xstrdup(p->ann.precision);
+    c->ann.neuron_core_version = af_xstrdup(p->ann.neuron_core_version);
+    c->ann.instances = af_xstrdup(p->ann.instances);
+    c->labels = packed_dup(p->labels);
+    c->job_name = af_xstrdup(p->job_name);
+    c->rollout_side = af_xstrdup(p->rollout_side);
+    c->rollout_claim = af_xstrdup(p->rollout_claim);
+    c->placement = af_placement_copy(p->placement);
+    c->claims = p->n_claims ? af_xcalloc((size_t)p->n_claims, sizeof(*c->claims)) : NULL;
+    for (int i = 0; i < p->n_claims; i++) {
+        c->claims[i].name = af_xstrdup(p->claims[i].name);
+        c->claims[i].claim = af_xstrdup(p->claims[i].claim);
+        c->claims[i].tmpl = af_xstrdup(p->claims[i].tmpl);
+        c->claims[i].generated = af_xstrdup(p->claims[i].generated);
+    }
+    return c;
+}
+
 struct af_pod_info *af_pod_info_ref(struct af_pod_info *p)
 {
     if (p)
@@ -628,5 +668,12 @@ void af_pod_info_unref(struct af_pod_info *p)
     free(p->ann.neuron_core_version);
     free(p->ann.instances);
     af_placement_free(p->placement);
+    for (int i = 0; i < p->n_claims; i++) {
+        free(p->claims[i].name);
+        free(p->claims[i].claim);
+        free(p->claims[i].tmpl);
+        free(p->claims[i].generated);
+    }
+    free(p->claims);
     free(p);
 }

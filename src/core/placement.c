@@ -145,6 +145,39 @@ static void expr_release(struct af_match_expr *e)
     af_free(e->values);
 }
 
+static void expr_copy(struct af_match_expr *to, const struct af_match_expr *from)
+{
+    *to = *from;
+    to->key = af_xstrdup(from->key);
+    to->values = from->n_values ? af_xcalloc(from->n_values, sizeof(*to->values)) : NULL;
+    for (size_t i = 0; i < from->n_values; i++)
+        to->values[i] = af_xstrdup(from->values[i]);
+}
+
+struct af_placement *af_placement_copy(const struct af_placement *p)
+{
+    struct af_placement *c;
+
+    if (!p)
+        return NULL;
+    c = af_xcalloc(1, sizeof(*c));
+    *c = *p;
+    c->node_name = af_xstrdup(p->node_name);
+    c->selector = p->n_selector ? af_xcalloc(p->n_selector, sizeof(*c->selector)) : NULL;
+    for (size_t i = 0; i < p->n_selector; i++)
+        expr_copy(&c->selector[i], &p->selector[i]);
+    c->terms = p->n_terms ? af_xcalloc(p->n_terms, sizeof(*c->terms)) : NULL;
+    for (size_t t = 0; t < p->n_terms; t++) {
+        c->terms[t].n_exprs = p->terms[t].n_exprs;
+        c->terms[t].exprs = p->terms[t].n_exprs
+                                ? af_xcalloc(p->terms[t].n_exprs, sizeof(*c->terms[t].exprs))
+                                : NULL;
+        for (size_t i = 0; i < p->terms[t].n_exprs; i++)
+            expr_copy(&c->terms[t].exprs[i], &p->terms[t].exprs[i]);
+    }
+    return c;
+}
+
 void af_placement_free(struct af_placement *p)
 {
     if (!p)

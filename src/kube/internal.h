@@ -102,6 +102,8 @@ struct af_kube {
     struct reflector refl[3];
     pthread_t publisher;
     pthread_t overlays_thread;     /* overlays.c */
+    struct dra_shared *dra;        /* dra.c: the DRA objects' tables; NULL until started */
+    struct dra_watch *dra_watches; /* dra.c: one watch thread per kind */
 
     /* events, protected by ->ev_lock */
     struct af_kube_state *state;   /* state.c; NULL until af_kube_state_start */
@@ -182,5 +184,14 @@ struct af_overlays;
 size_t af__kube_set_overlays(struct af_kube *k, struct af_overlays *o);
 /* overlays.c: the NodeOverlay thread. */
 void *af__kube_overlays_main(void *arg);
+/* reflector.c: takes `d` (steals; NULL: none) as the DRA objects the cache's nodes and
+ * snapshots use (af_cache_set_dra) and marks the cache dirty; how many nodes changed. */
+struct af_dra;
+size_t af__kube_set_dra(struct af_kube *k, struct af_dra *d);
+/* dra.c: starts and stops (after ->stop is set) the DRA watch threads. */
+struct dra_shared;
+struct dra_watch;
+void af__kube_dra_start(struct af_kube *k);
+void af__kube_dra_stop(struct af_kube *k);
 
 #endif

@@ -174,6 +174,7 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
         pthread_create(&k->refl[i].thread, NULL, af__kube_reflector_main, &k->refl[i]);
     if (k->opt.overlays)
         pthread_create(&k->overlays_thread, NULL, af__kube_overlays_main, k);
+    af__kube_dra_start(k);
     *out = k;
     return 0;
 }
@@ -202,6 +203,7 @@ void af_kube_stop(struct af_kube *k)
     af__kube_state_stop(k);
     if (k->opt.overlays)
         pthread_join(k->overlays_thread, NULL);
+    af__kube_dra_stop(k);
     pthread_join(k->publisher, NULL);
     pthread_join(k->ev_thread, NULL);
     for (size_t i = 0; i < AF_ARRAY_SIZE(k->refl); i++) {

@@ -132,6 +132,17 @@ size_t af__kube_set_overlays(struct af_kube *k, struct af_overlays *o)
     return changed;
 }
 
+size_t af__kube_set_dra(struct af_kube *k, struct af_dra *d)
+{
+    size_t changed;
+
+    pthread_mutex_lock(&k->cache_lock);
+    changed = af_cache_set_dra(k->cache, d);
+    pthread_mutex_unlock(&k->cache_lock);
+    mark_dirty(k);   /* the snapshot carries the claims even when no node changed */
+    return changed;
+}
+
 static void mark_dirty(struct af_kube *k)
 {
     pthread_mutex_lock(&k->lock);

@@ -7,6 +7,7 @@
 #define AF_SERVICE_INTERNAL_H
 
 #include "accelfit/decide.h"
+#include "accelfit/dra.h"
 
 #include "accelfit/codec.h"
 #include "accelfit/http.h"
@@ -55,6 +56,10 @@ struct af__decide_ctx {
     struct af_arena *ar;               /* scratch of the live filter */
     struct af_util_snapshot *us;       /* for the live score; NULL: none */
     struct af_rollout_decision rd;     /* step 2's decision */
+    /* DRA (service/dra.h): the demand of the pod's claims, and the request's own copies of
+     * the views, which the check before step 4 marks full where the claims do not fit */
+    const struct af_dra_demand *dra;
+    struct af_node_view *own_views;
 };
 
 /* The hooks over `d`, in `h`, returned. */

@@ -27,6 +27,8 @@
 #include "accelfit/utilization.h"
 #include "service/internal.h"
 
+#include "service/dra.h"
+
 
 /* What /explain cannot see; kube-scheduler applies these before it calls the extender. */
 #define EXPLAIN_SCOPE_CAVEAT                                                                   \
@@ -293,13 +295,22 @@ static void hook_filter(void *ud, const struct af_plan *plan, const struct af_po
     struct af__decide_ctx *d = ud;
     const struct af_policy *pol = d->cfg->policy;
     struct af_util_snapshot *us = af_util_filters(pol) ? af_prom_acquire(d->svc->util) : NULL;
+    struct af__dra_check chk = {0};
 
+    /* a pod's DRA claims: a node whose free devices cannot give them has no room, so the
+     * core's tiered fallback looks past it as past a full node (service/dra.h) */
+    if (d->dra && d->own_views) {
+        af__service_dra_check(d->ar, d->snap, d->dra, pod, names, d->own_views, n, &chk);
+        nodes = d->own_views;
+    }
     if (us)
         af_util_filter(pol, plan, pod, nodes, names, n, us, af_util_now(us, af_wall_time()),
                        af_arena_alloc(d->ar, (n + 1) * sizeof(*nodes)), out, sum);
     else
         af_filter(pol, plan, pod, nodes, names, n, out, sum);
     af_util_snapshot_unref(us);
+    if (d->dra && d->own_views)
+        af__service_dra_reasons(&chk, out, sum);
 }
 
 static void hook_score(void *ud, const struct af_plan *plan, const struct af_pod_info *pod,
@@ -541,11 +552,12 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         }
         st->passed = svc->when_not_ready == AF_NOT_READY_ALLOW_ALL ? (int)c.n : 0;
     } else {
-        const struct af_pod_info *pod = af_ext_args_pod(args);
+        struct af_dra_demand dm;
+        const struct af_pod_info *pod = af__service_dra_pod(&ar, snap, af_ext_args_pod(args), &dm);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af_filter_summary sum;
-
-        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar};
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar,
+                                    .dra = &dm, .own_views = c.views};
         struct af_decide_hooks h;
         struct af_tenant_decision bd;
 
@@ -624,7 +636,8 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
             dec[i].tier = -1;
         }
     } else {
-        const struct af_pod_info *pod = af_ext_args_pod(args);
+        struct af_dra_demand dm;
+        const struct af_pod_info *pod = af__service_dra_pod(&ar, snap, af_ext_args_pod(args), &dm);
         struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
         struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar,
                                 .us = af_prom_acquire(svc->util)};
@@ -855,6 +868,7 @@ struct explain_in {
     /* GET ?pod= of a bound pod: its node, with the pod's own usage taken off (NULL if none) */
     const struct af_node_view *own;
     bool own_node_missing;    /* bound to a node the cache does not have */
+    struct af_dra_demand dra; /* its claims (af__service_dra_pod) */
 };
 
 /* "cpu 1, memory 1Gi, nvidia.com/gpu 1": the non-zero requests, for people. */
@@ -1029,6 +1043,89 @@ static void render_live(struct jw *w, const struct af_config *cfg, const struct 
     jw_close(w, "}");
 }
 
+/* The pod's claims: what each is, what it asks for, which selectors were read. */
+static void render_dra(struct jw *w, const struct explain_in *in)
+{
+    const struct af_dra_demand *dm = &in->dra;
+    char text[256];
+
+    jw_open(w, "dra", "{");
+    jw_open(w, "claims", "[");
+    for (size_t i = 0; i < dm->n; i++) {
+        const struct af_dra_pod_claim *pc = &dm->claims[i];
+        const struct af_dra_claim *src = pc->claim ? pc->claim : pc->tmpl;
+        jw_open(w, NULL, "{");
+        jw_str(w, "name", pc->ref);
+        jw_str(w, pc->from_template ? "template" : "claim", pc->claim_name);
+        if (pc->claim && pc->from_template)
+            jw_str(w, "claim", pc->claim->name);
+        jw_str(w, "state", pc->missing ? "missing"
+                           : pc->claim && pc->claim->allocated ? "allocated"
+                                                               : "pending");
+        if (pc->claim && pc->claim->allocated) {
+            jw_int(w, "reserved_for", (long long)pc->claim->n_reserved);
+            jw_bool(w, "counted_on_this_pod", pc->counted);
+        }
+        jw_open(w, "requests", "[");
+        for (size_t k = 0; src && k < src->n_requests; k++) {
+            const struct af_dra_request *q = &src->requests[k];
+            jw_open(w, NULL, "{");
+            jw_str(w, "name", q->name);
+            jw_bool(w, "first_available", q->first_available);
+            jw_open(w, "choices", "[");
+            for (size_t m = 0; m < q->n_choices; m++) {
+                const struct af_dra_choice *ch = &q->choices[m];
+                int res = af_dra_class_res(af_dra_find_class(in->snap ? in->snap->dra : NULL,
+                                                             ch->device_class),
+                                           ch->device_class);
+                jw_open(w, NULL, "{");
+                jw_str(w, "device_class", ch->device_class);
+                jw_str(w, "counts_as", res >= 0 ? af_res_name((enum af_res)res) : NULL);
+                if (ch->all)
+                    jw_str(w, "count", "All");
+                else
+                    jw_int(w, "count", (long long)ch->count);
+                jw_int(w, "selector_terms_read", (long long)ch->sel.n_terms);
+                jw_int(w, "selector_terms_unknown", ch->sel.unknown);
+                jw_close(w, "}");
+            }
+            jw_close(w, "]");
+            jw_close(w, "}");
+        }
+        jw_close(w, "]");
+        jw_close(w, "}");
+    }
+    jw_close(w, "]");
+    format_requests(&dm->need, text, sizeof(text));
+    jw_str(w, "needs", text);
+    jw_str(w, "allocated_on", dm->alloc_node);
+    if (dm->skipped)
+        jw_int(w, "claims_not_read", (long long)dm->skipped);
+    jw_close(w, "}");
+}
+
+/* A node's DRA devices, and whether its device plugin advertises the same kind. */
+static void render_dra_node(struct jw *w, const struct explain_in *in,
+                            const struct af_node_info *ni)
+{
+    const struct af_dra_node *dn = af_dra_find_node(in->snap ? in->snap->dra : NULL, ni->name);
+    char text[256];
+
+    jw_open(w, "dra", "{");
+    jw_str(w, "driver", ni->dra_driver);
+    format_requests(&ni->dra_devices, text, sizeof(text));
+    jw_str(w, "devices", text);
+    if (dn) {
+        format_requests(&dn->allocated, text, sizeof(text));
+        jw_str(w, "allocated", text);
+    }
+    jw_bool(w, "device_plugin_too", ni->dra_both);
+    if (ni->dra_both)
+        jw_str(w, "note", "the device plugin advertises the same kind; its allocatable is "
+                          "counted, the DRA devices are not counted again");
+    jw_close(w, "}");
+}
+
 static int render_explain(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
                           const struct explain_in *in, struct af_buf *out)
 {
@@ -1043,8 +1140,13 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     double now = af_util_now(us, af_wall_time());
     /* what filter and prioritize would do, remembering nothing */
     struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = in->snap, .ar = ar, .us = us,
-                            .rollout_flags = AF_ROLLOUTS_PEEK, .budget_flags = AF_BUDGET_SPEND};
+                            .rollout_flags = AF_ROLLOUTS_PEEK, .budget_flags = AF_BUDGET_SPEND,
+                            .dra = &in->dra,
+                            /* the DRA check marks copies: prioritize judges the views as sent */
+                            .own_views = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*in->c.views))};
     struct af_decide_hooks h;
+
+    memcpy(dc.own_views, in->c.views, in->c.n * sizeof(*in->c.views));
 
     memset(&sum, 0, sizeof(sum));
     af_decide_plan(cfg->policy, cfg->catalog, in->pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
@@ -1081,6 +1183,8 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
         w.err = af_budget_explain_json(&bd, w.b);
     w.comma = true;
     render_utilization(&w, cfg, svc, us, now);
+    if (in->dra.n)
+        render_dra(&w, in);
     jw_open(&w, "summary", "{");
     jw_int(&w, "candidates", (long long)in->c.n);
     jw_int(&w, "passed", sum.passed);
@@ -1132,6 +1236,8 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
             if (ni->price_annotation_bad)
                 jw_str(&w, "price_note",
                        "annotation accelfit.io/hourly-price is not a decimal price; ignored");
+            if (ni->dra_driver)
+                render_dra_node(&w, in, ni);
         }
         jw_str(&w, "verdict", verdict_name(f->verdict));
         if (f->tier >= 0 && (size_t)f->tier < plan->sel.n_tiers)
@@ -1187,7 +1293,7 @@ static int do_explain(struct af_service *svc, struct af_config *cfg, const char 
         goto done;
     }
     in.snap = af_publisher_acquire(svc->pub);
-    in.pod = af_ext_args_pod(args);
+    in.pod = af__service_dra_pod(&ar, in.snap, af_ext_args_pod(args), &in.dra);
     in.ready = snapshot_ready(svc, in.snap, &in.why);
     build_candidates(&ar, args, in.snap, &in.c);
     st->candidates = (int)in.c.n;
@@ -1260,6 +1366,7 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
             in.own_node_missing = true;
         }
     }
+    in.pod = af__service_dra_pod(&ar, in.snap, in.pod, &in.dra);
     if (render_explain(svc, cfg, &ar, &in, out) != 0) {
         af_service_error_body(out, base, "accelfit: explanation too large");
         status = 500;

@@ -2146,6 +2146,169 @@ END_TEST
 
 /* ---- the suite ------------------------------------------------------------------------------------ */
 
+/* ---- DRA: claims and slices served by the real API server ------------------------------------- */
+
+#define DRA_A100 "ip-10-0-1-20.ec2.internal"
+#define DRA_MIG "ip-10-0-2-30.ec2.internal"
+#define DRA_TRN "ip-10-0-3-40.ec2.internal"
+
+/* A copy of node `tmpl` named `name` of `type`, without device-plugin devices: a DRA node. */
+static void clone_dra_node(const char *tmpl, const char *name, const char *type)
+{
+    clone_node(tmpl, name, type, 0);
+    must(kubectl(NULL, "patch node %s --subresource=status --type=merge -p "
+                       "'{\"status\":{\"capacity\":{\"nvidia.com/gpu\":null,"
+                       "\"aws.amazon.com/neuron\":null,\"aws.amazon.com/neuroncore\":null,"
+                       "\"aws.amazon.com/neurondevice\":null},\"allocatable\":{"
+                       "\"nvidia.com/gpu\":null,\"aws.amazon.com/neuron\":null,"
+                       "\"aws.amazon.com/neuroncore\":null,\"aws.amazon.com/neurondevice\":null}}}'"
+                       " >/dev/null",
+                 name),
+         "patch a DRA node's status");
+}
+
+/* POST `body` to accelfit's `path`; the parsed answer (NULL when not 200 or not JSON). */
+static json_t *acc_post(const char *path, const char *body)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *url = af_xasprintf("%s%s", acc.base, path);
+    json_t *j = NULL;
+
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    af_test_http(c, "POST", url, body, strlen(body), NULL, &r);
+    if (!r.curl_rc && r.status == 200 && r.body)
+        j = json_loads(r.body, 0, NULL);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    af_free(url);
+    return j;
+}
+
+/* The ExtenderArgs a 1.34 kube-scheduler sends for a pod of namespace ml naming `claims`. */
+static char *dra_args(const char *claims)
+{
+    return af_xasprintf(
+        "{\"Pod\":{\"metadata\":{\"name\":\"dra-p\",\"namespace\":\"ml\",\"uid\":\"uid-dra-p\"},"
+        "\"spec\":{\"schedulerName\":\"accelfit-scheduler\",\"containers\":[{\"name\":\"c\","
+        "\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}],"
+        "\"resourceClaims\":%s}},\"Nodes\":null,\"NodeNames\":[\"" DRA_A100 "\",\"" DRA_MIG
+        "\",\"" DRA_TRN "\",\"" NODE_G5 "\",\"" NODE_C6I "\",\"" NODE_P4D "\"]}",
+        claims);
+}
+
+/* The nodes a filter of such a pod passes, "a,b" in the order sent (new; "?" on no answer). */
+static char *dra_passed(const char *claims)
+{
+    char *body = dra_args(claims);
+    json_t *r = acc_post("/filter", body), *v;
+    struct af_buf out = AF_BUF_INIT(0);
+    size_t i;
+    char *s;
+
+    af_free(body);
+    if (!r)
+        return af_xstrdup("?");
+    json_array_foreach(json_object_get(r, "NodeNames"), i, v)
+        ck_assert_int_eq(af_buf_printf(&out, "%s%s", i ? "," : "", json_string_value(v)), 0);
+    json_decref(r);
+    s = af_xstrdup(out.buf ? out.buf : "");
+    af_buf_release(&out);
+    return s;
+}
+
+static bool dra_passes(const char *claims, const char *want, char **last)
+{
+    af_free(*last);
+    *last = dra_passed(claims);
+    return !strcmp(*last, want);
+}
+
+#define TWO_GPUS "[{\"name\":\"g\",\"resourceClaimTemplateName\":\"two-gpus\"}]"
+#define NEURONS "[{\"name\":\"n\",\"resourceClaimTemplateName\":\"four-neurons\"}]"
+
+/*
+ * A mixed cluster on the real API server: device-plugin GPU nodes (the EKS-like ones), DRA GPU,
+ * MIG and Neuron nodes whose devices only ResourceSlices publish, a CPU node. accelfit finds
+ * the DRA API by discovery, lists and watches it, and places claim pods by their claims; a
+ * slice that goes away while pods are scheduled takes its devices with it, and comes back.
+ */
+START_TEST(test_dra_claims_on_a_mixed_cluster)
+{
+    char *last = NULL;
+    json_t *r;
+
+    must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/crds.yaml' >/dev/null", AF_SOURCE_DIR),
+         "create the resource.k8s.io/v1 CRDs");
+    must(kubectl(NULL, "wait --for condition=established --timeout=60s "
+                       "crd/resourceslices.resource.k8s.io crd/resourceclaims.resource.k8s.io "
+                       "crd/resourceclaimtemplates.resource.k8s.io "
+                       "crd/deviceclasses.resource.k8s.io >/dev/null"),
+         "wait for the DRA CRDs");
+    clone_dra_node(NODE_P4D, DRA_A100, "p4d.24xlarge");
+    clone_dra_node(NODE_P4D, DRA_MIG, "p5.48xlarge");
+    clone_dra_node(NODE_TRN1, DRA_TRN, "trn2.48xlarge");
+    make_namespace("ml");
+    for (const char *const *f = (const char *const[]){"deviceclasses", "nvidia-gpu-slice",
+                                                      "nvidia-mig-slice", "neuron-slice",
+                                                      "claims", NULL};
+         *f; f++)
+        must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/%s.yaml' >/dev/null", AF_SOURCE_DIR,
+                     *f),
+             *f);
+
+    /* accelfit asks for the API once a minute until it is served, then lists and watches */
+    ck_assert_msg(AF_TEST_WAIT_FOR(150, dra_passes(TWO_GPUS, DRA_A100, &last)),
+                  "a two-GPU template pod passed '%s', not the A100 DRA node", last);
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, dra_passes(NEURONS, DRA_TRN, &last)),
+                  "a four-Neuron template pod passed '%s'", last);
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, dra_passes("[{\"name\":\"g\",\"resourceClaimName\":"
+                                                  "\"shared-gpu\"}]",
+                                                  DRA_A100, &last)),
+                  "a pod sharing the allocated claim passed '%s'", last);
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, dra_passes("[{\"name\":\"g\",\"resourceClaimTemplate"
+                                                  "Name\":\"small-slice\"}]",
+                                                  DRA_A100 "," DRA_MIG, &last)),
+                  "a firstAvailable pod passed '%s'", last);
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, dra_passes("[{\"name\":\"g\",\"resourceClaimTemplate"
+                                                  "Name\":\"one-h100\"}]",
+                                                  "", &last)),
+                  "a pod asking for a whole H100 passed '%s'", last);
+
+    /* /explain says what the claims are and what the node has */
+    {
+        char *body = dra_args(TWO_GPUS);
+        r = acc_post("/explain", body);
+        af_free(body);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "dra"), "needs")),
+                         "nvidia.com/gpu 2");
+        json_decref(r);
+    }
+
+    /* the Neuron node's slice goes away while pods are scheduled, then comes back */
+    must(kubectl(NULL, "delete resourceslice ip-10-0-3-40.ec2.internal-neuron.aws.com-t2n9c "
+                       ">/dev/null"),
+         "delete the Neuron slice");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, dra_passes(NEURONS, "", &last)),
+                  "with its slice gone the Neuron node still passed: '%s'", last);
+    must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/neuron-slice.yaml' >/dev/null",
+                 AF_SOURCE_DIR),
+         "re-create the Neuron slice");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, dra_passes(NEURONS, DRA_TRN, &last)),
+                  "the Neuron slice came back but the pod passed '%s'", last);
+
+    af_free(last);
+    must(kubectl(NULL, "delete -f '%s/tests/fixtures/dra/claims.yaml' >/dev/null", AF_SOURCE_DIR),
+         "delete the claims");
+    for (const char *const *n = (const char *const[]){DRA_A100, DRA_MIG, DRA_TRN, NULL}; *n; n++)
+        must(kubectl(NULL, "delete node %s >/dev/null", *n), "delete a DRA node");
+    must(kubectl(NULL, "delete -f '%s/tests/fixtures/dra/crds.yaml' >/dev/null", AF_SOURCE_DIR),
+         "delete the DRA CRDs");
+}
+END_TEST
+
 static Suite *e2e_suite(void)
 {
     Suite *s = suite_create("e2e");
@@ -2154,6 +2317,7 @@ static Suite *e2e_suite(void)
     tcase_add_unchecked_fixture(tc, base_setup, phase_teardown);
     tcase_add_test(tc, test_probes_as_kubelet_sends_them);
     tcase_add_test(tc, test_placements_on_an_eks_node_mix);
+    tcase_add_test(tc, test_dra_claims_on_a_mixed_cluster);
     /* before the restart: kube-scheduler leaves when it loses its lease to the outage */
     tcase_add_test(tc, test_prepaid_capacity_and_overlays_on_the_real_scheduler);
     tcase_add_test(tc, test_api_server_restart_under_a_live_accelfit);
