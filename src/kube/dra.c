@@ -194,35 +194,6 @@ static void *publisher_main(void *arg)
     return NULL;
 }
 
-/* Whether the API server serves `resource` in resource.k8s.io/v1: 1 yes, 0 no, -1 it could
- * not be asked. */
-static int served(struct af_kube *k, CURL *h, const char *resource)
-{
-    long status = 0;
-    json_t *doc = NULL, *res, *r;
-    size_t i;
-    int yes = 0;
-
-    if (af__kube_request(k, h, "GET", DRA_GV, NULL, DRA_TIMEOUT_MS, &status, &doc))
-        return -1;
-    if (status == 404) {
-        json_decref(doc);
-        return 0;
-    }
-    if (status != 200) {
-        json_decref(doc);
-        return -1;
-    }
-    res = json_object_get(doc, "resources");
-    json_array_foreach(json_is_array(res) ? res : NULL, i, r) {
-        const char *name = json_string_value(json_object_get(r, "name"));
-        if (name && !strcmp(name, resource))
-            yes = 1;
-    }
-    json_decref(doc);
-    return yes;
-}
-
 static size_t page_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct af_buf *b = ud;
@@ -422,7 +393,7 @@ static void *dra_main(void *arg)
     af_buf_init(&w->line, DRA_EVENT_BYTES);
     af__kube_backoff_init(&bo, k);
     while (!atomic_load(&k->stop)) {
-        int s = served(k, w->h, dra_resources[w->kind]);
+        int s = af__kube_served(k, w->h, DRA_GV, dra_resources[w->kind], DRA_TIMEOUT_MS);
         long status;
 
         if (s <= 0) {

@@ -194,4 +194,9 @@ struct dra_watch;
 void af__kube_dra_start(struct af_kube *k);
 void af__kube_dra_stop(struct af_kube *k);
 
+/* state.c: whether the API server serves `resource` in `group_version` (its discovery path,
+ * "/apis/karpenter.sh/v1alpha1"): 1 yes, 0 no (404, or not listed), -1 it could not be asked. */
+int af__kube_served(struct af_kube *k, CURL *h, const char *group_version,
+                    const char *resource, long timeout_ms);
+
 #endif

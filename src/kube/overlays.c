@@ -43,35 +43,6 @@ struct overlay_watch {
     char rv[64];
 };
 
-/* Whether the API server serves nodeoverlays in karpenter.sh/v1alpha1: 1 yes, 0 no, -1 it
- * could not be asked. */
-static int served(struct af_kube *k, CURL *h)
-{
-    long status = 0;
-    json_t *doc = NULL, *res, *r;
-    size_t i;
-    int yes = 0;
-
-    if (af__kube_request(k, h, "GET", OVERLAY_GV, NULL, OVERLAY_TIMEOUT_MS, &status, &doc))
-        return -1;
-    if (status == 404) {
-        json_decref(doc);
-        return 0;
-    }
-    if (status != 200) {
-        json_decref(doc);
-        return -1;
-    }
-    res = json_object_get(doc, "resources");
-    json_array_foreach(json_is_array(res) ? res : NULL, i, r) {
-        const char *name = json_string_value(json_object_get(r, "name"));
-        if (name && !strcmp(name, "nodeoverlays"))
-            yes = 1;
-    }
-    json_decref(doc);
-    return yes;
-}
-
 /* Lists the overlays and hands them to the cache; 0, or -1 (try again after a backoff). */
 static int list(struct af_kube *k, CURL *h, struct overlay_watch *w)
 {
@@ -190,7 +161,7 @@ void *af__kube_overlays_main(void *arg)
     af_buf_init(&w.line, OVERLAY_WATCH_BYTES);
     af__kube_backoff_init(&bo, k);
     while (!atomic_load(&k->stop)) {
-        int s = served(k, w.h);
+        int s = af__kube_served(k, w.h, OVERLAY_GV, "nodeoverlays", OVERLAY_TIMEOUT_MS);
         long status;
 
         if (s <= 0) {

@@ -330,6 +330,30 @@ int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char 
     return rc;
 }
 
+int af__kube_served(struct af_kube *k, CURL *h, const char *group_version,
+                    const char *resource, long timeout_ms)
+{
+    long status = 0;
+    json_t *doc = NULL, *res, *r;
+    size_t i;
+    int yes = 0;
+
+    if (af__kube_request(k, h, "GET", group_version, NULL, timeout_ms, &status, &doc))
+        return -1;
+    if (status != 200) {
+        json_decref(doc);
+        return status == 404 ? 0 : -1;
+    }
+    res = json_object_get(doc, "resources");
+    json_array_foreach(json_is_array(res) ? res : NULL, i, r) {
+        const char *name = json_string_value(json_object_get(r, "name"));
+        if (name && !strcmp(name, resource))
+            yes = 1;
+    }
+    json_decref(doc);
+    return yes;
+}
+
 static void log_status(const char *what, long status)
 {
     char st[16];
