@@ -12,7 +12,10 @@
  * past it likewise, and a client that sends headers and then trickles the body is
  * dropped after --read-timeout seconds (test_body_over_max_body_is_413,
  * test_slow_sender_is_dropped, test_idle_keepalive_connection_survives_the_read_timeout,
- * tests/check_http.c).
+ * tests/check_http.c). A connection closed with input unread makes the kernel answer
+ * with a reset, which can discard the 413 before a client still sending has read it;
+ * so, as nginx's lingering close and Go's net/http do, the connection first reads and
+ * drops the rest for up to HTTP_LINGER_S (test_client_still_sending_reads_its_413).
  *
  * What libwebsockets 4.1.6 does that this file works around:
  * - It cannot read a chunked request body: one is answered 411 at once, before
@@ -306,6 +309,26 @@ static int refuse_upgrade(struct lws *wsi)
     return -1;
 }
 
+int af__http_linger(struct lws *wsi, struct pss *p)
+{
+    p->lingering = true;
+    p->deadline = af_now_ns() + HTTP_LINGER_S * 1000000000ull;
+    lws_set_timeout(wsi, TIMEOUT_BODY, HTTP_LINGER_S);
+    return 0;
+}
+
+/* Input while lingering: dropped, until the whole body came (closed then) or time is up. */
+static int linger_input(struct lws *wsi, struct pss *p, bool complete)
+{
+    uint64_t now = af_now_ns();
+
+    if (complete || now >= p->deadline)
+        return -1;
+    /* lws may re-arm its own timeouts on data; the linger counts from the answer. */
+    lws_set_timeout(wsi, TIMEOUT_BODY, (int)((p->deadline - now + 999999999ull) / 1000000000ull));
+    return 0;
+}
+
 /* ---- the lws callback ---------------------------------------------------------------------------------- */
 
 int af__http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -339,7 +362,7 @@ int af__http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         return 0;
     }
     case LWS_CALLBACK_HTTP:
-        if (!s || !p)
+        if (!s || !p || p->lingering)
             return -1;
         return begin_request(s, wsi, p, in);
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
@@ -349,12 +372,16 @@ int af__http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
     case LWS_CALLBACK_HTTP_BODY:
         if (!s || !p)
             return -1;
+        if (p->lingering)
+            return linger_input(wsi, p, false);
         if (len && p->active && (p->responded || p->ticket) && !p->h2 && !p->close_after)
             pipelined_input(s, wsi, p);
         return on_body(s, wsi, p, in, len);
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
         if (!s || !p)
             return -1;
+        if (p->lingering)
+            return linger_input(wsi, p, true);
         if (p->active && (p->responded || p->ticket) && !p->h2 && !p->zero_post) {
             /*
              * The body was complete already: lws offers more input, which

@@ -227,6 +227,7 @@ int af__http_too_big(struct server *s, struct lws *wsi, struct pss *p)
 
     snprintf(msg, sizeof(msg), "request body exceeds %zu bytes", af__http_route_max_body(s, p->route));
     p->discard = true;
-    p->close_after = true;   /* the rest of the body is never read */
+    p->close_after = true;   /* the rest of the body is never read... */
+    p->linger = !p->h2;      /* ...but dropped for a moment, so the client reads this answer */
     return af__http_respond_error(s, wsi, p, 413, msg);
 }

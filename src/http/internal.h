@@ -95,6 +95,8 @@ struct pss {
     bool discard;           /* read the body but do not keep it (answer already decided) */
     bool responded;
     bool close_after;
+    bool linger;            /* h1: the body is left unread; read and drop it after the answer */
+    bool lingering;         /* h1: answered and closing: input is dropped until EOF or `deadline` */
     bool pipelined;         /* h1: more input arrived before this answer went out */
     bool zero_post;         /* h1 POST with "Content-Length: 0": lws reports its empty body */
     bool h2;
@@ -181,6 +183,13 @@ void af__http_deferred_drain(struct server *s);
 int af__http_dispatch(struct server *s, struct lws *wsi, struct pss *p);
 /* 413, the rest of the body discarded and the connection closed after the answer. */
 int af__http_too_big(struct server *s, struct lws *wsi, struct pss *p);
+
+/* ---- connection.c ----------------------------------------------------------------------- */
+
+/* An h1 answer that leaves the body unread is out: the connection reads and drops input
+ * for at most HTTP_LINGER_S (or until the client closes) before it closes. */
+#define HTTP_LINGER_S 2
+int af__http_linger(struct lws *wsi, struct pss *p);
 
 /* ---- limits.c: the URL, header and body caps ----------------------------------------------- */
 

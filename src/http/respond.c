@@ -152,7 +152,7 @@ int af__http_send_h1(struct server *s, struct lws *wsi, struct pss *p)
     unsigned char hdr[HDR_ROOM], *hp = hdr;
     unsigned char *body = (unsigned char *)p->resp.buf + RESERVE;
     size_t blen = p->resp.len - RESERVE, hlen;
-    bool close_after;
+    bool close_after, linger;
 
     /*
      * A request without a body gets no HTTP_BODY_COMPLETION to reveal what
@@ -168,6 +168,7 @@ int af__http_send_h1(struct server *s, struct lws *wsi, struct pss *p)
         p->close_after = true;
     }
     close_after = p->close_after;
+    linger = p->linger;
 
     if (add_headers(wsi, p, blen, &hp, hdr + sizeof(hdr) - 1) ||
         lws_finalize_http_header(wsi, &hp, hdr + sizeof(hdr) - 1)) {
@@ -185,7 +186,7 @@ int af__http_send_h1(struct server *s, struct lws *wsi, struct pss *p)
         return -1;
     af__http_pss_reset(p);
     if (close_after)
-        return -1;
+        return linger ? af__http_linger(wsi, p) : -1;
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
