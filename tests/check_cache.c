@@ -52,10 +52,12 @@ static void check_snapshot_consistent(const struct af_snapshot *s)
             ck_assert_ptr_null(found[2]);
         }
         for (size_t j = 0; j < s->n_pods; j++) {
-            const struct af_pod_info *p = s->pods[j];
+            const struct af_pod_brief *p = s->pods[j];
             if (p->node_name && !strcmp(p->node_name, s->nodes[i].info->name)) {
+                struct af_resources req;
+                af_pod_brief_requests(p, &req);
                 for (int r = 0; r < AF_RES__COUNT; r++)
-                    sum.v[r] += p->requests.v[r];
+                    sum.v[r] += req.v[r];
                 np++;
             }
         }
@@ -280,7 +282,7 @@ START_TEST(test_snapshot_is_immutable_while_cache_changes)
     af_cache_upsert_pod(c, mkpod("ns", "p", "n1", 100, 0, false));
     af_cache_set_synced(c, true);
     struct af_snapshot *s1 = af_cache_snapshot(c);
-    const struct af_pod_info *p1 = af_snapshot_find_pod(s1, "ns", "p");
+    const struct af_pod_brief *p1 = af_snapshot_find_pod(s1, "ns", "p");
     for (int i = 0; i < 2000; i++) {
         char pn[32];
         snprintf(pn, sizeof(pn), "q%d", i);

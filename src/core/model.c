@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "accelfit/placement.h"
+#include "accelfit/strtab.h"
 #include "accelfit/util.h"
 
 /* ---- classes --------------------------------------------------------------- */
@@ -676,4 +677,121 @@ void af_pod_info_unref(struct af_pod_info *p)
     }
     free(p->claims);
     free(p);
+}
+
+/* ---- briefs ------------------------------------------------------------------------------ */
+
+_Static_assert(AF_RES__COUNT <= 16, "af_pod_brief.req_mask has 16 bits");
+
+bool af_pod_info_plain(const struct af_pod_info *p)
+{
+    static const struct af_pod_annotations none;
+    static const struct af_resources zero;
+
+    return !p->managed && !p->labels && !p->job_name && !p->rollout_side && !p->rollout_claim &&
+           !p->ready && !p->failed && !p->restarts && !p->started_unix && !p->placement &&
+           !p->n_claims && !p->claims && !p->mig.g && !p->mig.gb && !p->expected_s &&
+           !p->expected_source && !p->expected_bad && !memcmp(&p->ann, &none, sizeof(none)) &&
+           !memcmp(&p->dra, &zero, sizeof(zero));
+}
+
+static const char *shared(struct af_strtab *tab, const char *s)
+{
+    return tab ? af_strtab_get(tab, s) : af_rcstr_new(s);
+}
+
+struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *tab)
+{
+    size_t n_req = 0, name_len, uid_len;
+    struct af_pod_brief *b;
+    uint16_t mask = 0;
+    char *tail;
+
+    if (!p)
+        return NULL;
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        if (p->requests.v[i]) {
+            mask |= (uint16_t)(1u << i);
+            n_req++;
+        }
+    name_len = p->name ? strlen(p->name) + 1 : 0;
+    uid_len = p->uid ? strlen(p->uid) + 1 : 0;
+    b = af_xmalloc(sizeof(*b) + n_req * sizeof(int64_t) + name_len + uid_len);
+    atomic_init(&b->refcnt, 1);
+    b->req_mask = mask;
+    b->terminal = p->terminal;
+    b->system = p->system;
+    b->managed = p->managed;
+    for (int i = 0, k = 0; i < AF_RES__COUNT; i++)
+        if (p->requests.v[i])
+            b->req[k++] = p->requests.v[i];
+    tail = (char *)&b->req[n_req];
+    b->name = p->name ? memcpy(tail, p->name, name_len) : NULL;
+    b->uid = p->uid ? memcpy(tail + name_len, p->uid, uid_len) : NULL;
+    b->ns = shared(tab, p->ns);
+    b->node_name = shared(tab, p->node_name);
+    b->tenant = shared(tab, p->tenant);
+    b->owner_kind = shared(tab, p->owner_kind);
+    b->owner_name = shared(tab, p->owner_name);
+    b->generate_name = shared(tab, p->generate_name);
+    b->rv = p->rv;
+    if (af_pod_info_plain(p)) {
+        b->full = NULL;
+        af_pod_info_unref(p);
+    } else {
+        b->full = p;
+    }
+    return b;
+}
+
+struct af_pod_brief *af_pod_brief_ref(struct af_pod_brief *b)
+{
+    if (b)
+        atomic_fetch_add_explicit(&b->refcnt, 1, memory_order_relaxed);
+    return b;
+}
+
+void af_pod_brief_unref(struct af_pod_brief *b)
+{
+    if (!b || atomic_fetch_sub_explicit(&b->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    af_rcstr_unref(b->ns);
+    af_rcstr_unref(b->node_name);
+    af_rcstr_unref(b->tenant);
+    af_rcstr_unref(b->owner_kind);
+    af_rcstr_unref(b->owner_name);
+    af_rcstr_unref(b->generate_name);
+    af_pod_info_unref(b->full);
+    free(b);
+}
+
+void af_pod_brief_requests(const struct af_pod_brief *b, struct af_resources *out)
+{
+    for (int i = 0, k = 0; i < AF_RES__COUNT; i++)
+        out->v[i] = b->req_mask & (1u << i) ? b->req[k++] : 0;
+}
+
+const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
+                                            struct af_pod_info *tmp)
+{
+    if (!b)
+        return NULL;
+    if (b->full)
+        return b->full;
+    /* a plain pod: every other field of af_pod_info is zero (af_pod_info_plain) */
+    memset(tmp, 0, sizeof(*tmp));
+    atomic_init(&tmp->refcnt, 1);
+    tmp->ns = (char *)b->ns;
+    tmp->name = (char *)b->name;
+    tmp->uid = (char *)b->uid;
+    tmp->node_name = (char *)b->node_name;
+    tmp->tenant = (char *)b->tenant;
+    tmp->owner_kind = (char *)b->owner_kind;
+    tmp->owner_name = (char *)b->owner_name;
+    tmp->generate_name = (char *)b->generate_name;
+    tmp->terminal = b->terminal;
+    tmp->system = b->system;
+    tmp->rv = b->rv;
+    af_pod_brief_requests(b, &tmp->requests);
+    return tmp;
 }
