@@ -471,14 +471,15 @@ void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */
 
 /*
  * A pod the cache keeps (af_snapshot.pods): what accelfit reads of a pod it does not
- * schedule, and no more. Its namespace, node, tenant and owner, its phase and its
- * effective requests (the nonzero ones only); names the cluster repeats (namespace,
- * node, tenant, owner kind and name, generateName) are shared strings (accelfit/strtab.h),
- * one copy for all pods naming them; its own name and uid are in the same allocation.
- * A plain pod costs about 200 bytes instead of the 700 of an af_pod_info and its strings.
+ * schedule, and no more. Its namespace, node, tenant and owner, its phase, its intent
+ * annotations and its effective requests (the nonzero ones only); what the cluster
+ * repeats (namespace, node, tenant, owner kind and name, generateName, annotations) is
+ * shared (accelfit/strtab.h), one copy for all pods naming it; its own name and uid are
+ * in the same allocation. A plain pod costs about 200 bytes instead of the 700 of an
+ * af_pod_info and its strings.
  *
- * A pod with more to say than that (labelled accelfit.io/managed, with DRA claims,
- * intent annotations, an expected duration or a MIG profile) keeps its whole record in
+ * A pod with more to say than that (labelled accelfit.io/managed, with DRA claims, an
+ * expected duration or a MIG profile) keeps its whole record in
  * `full` as well, so af_pod_brief_info gives back the very record that was decoded.
  * Immutable after it is built; shared by refcount.
  */
@@ -494,6 +495,10 @@ struct af_pod_brief {
     const char *owner_kind;
     const char *owner_name;
     const char *generate_name;
+    /* The intent annotations (af_pod_annotations), shared like the strings: a blob of
+     * two bytes, the mask of those present (bit i: the i-th member), then their values,
+     * each NUL-terminated; NULL for none. */
+    const char *ann;
     const char *name;          /* in this allocation */
     const char *uid;
     uint64_t rv;

@@ -17,6 +17,10 @@
 
 /* A new shared string with the text of `s` (one reference); NULL for NULL. Cannot fail. */
 const char *af_rcstr_new(const char *s);
+/* A new shared blob of the `n` bytes at `s` (NULs included). Cannot fail. */
+const char *af_rcstr_new_bytes(const char *s, size_t n);
+/* Bytes of a shared string (its NUL included; n for af_strtab_get_bytes); 0 for NULL. */
+size_t af_rcstr_len(const char *s);
 /* Another reference to `s` (an af_rcstr; NULL is fine). Returns `s`. */
 const char *af_rcstr_ref(const char *s);
 /* Gives back a reference; the string is freed with the last one. NULL is fine. */
@@ -32,6 +36,8 @@ void af_strtab_free(struct af_strtab *t);
  * there. NULL for NULL. Cannot fail. Writer thread only.
  */
 const char *af_strtab_get(struct af_strtab *t, const char *s);
+/* As af_strtab_get, for `n` bytes of any value (NULs included): a shared blob. */
+const char *af_strtab_get_bytes(struct af_strtab *t, const char *s, size_t n);
 /* Strings in the table (for tests and metrics). */
 size_t af_strtab_count(const struct af_strtab *t);
 

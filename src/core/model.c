@@ -683,16 +683,57 @@ void af_pod_info_unref(struct af_pod_info *p)
 
 _Static_assert(AF_RES__COUNT <= 16, "af_pod_brief.req_mask has 16 bits");
 
+/* The members of af_pod_annotations, in the order of a brief's `ann` mask. */
+static const size_t ann_members[] = {
+    offsetof(struct af_pod_annotations, workload),
+    offsetof(struct af_pod_annotations, model_params),
+    offsetof(struct af_pod_annotations, objective),
+    offsetof(struct af_pod_annotations, latency_slo_ms),
+    offsetof(struct af_pod_annotations, framework),
+    offsetof(struct af_pod_annotations, neuron_ready),
+    offsetof(struct af_pod_annotations, precision),
+    offsetof(struct af_pod_annotations, neuron_core_version),
+    offsetof(struct af_pod_annotations, instances),
+};
+_Static_assert(sizeof(ann_members) / sizeof(ann_members[0]) * sizeof(char *) ==
+                   sizeof(struct af_pod_annotations),
+               "every annotation has its bit in a brief's mask");
+
+static char **ann_at(struct af_pod_annotations *a, size_t i)
+{
+    return (char **)(void *)((char *)a + ann_members[i]);
+}
+
 bool af_pod_info_plain(const struct af_pod_info *p)
 {
-    static const struct af_pod_annotations none;
     static const struct af_resources zero;
 
     return !p->managed && !p->labels && !p->job_name && !p->rollout_side && !p->rollout_claim &&
            !p->ready && !p->failed && !p->restarts && !p->started_unix && !p->placement &&
            !p->n_claims && !p->claims && !p->mig.g && !p->mig.gb && !p->expected_s &&
-           !p->expected_source && !p->expected_bad && !memcmp(&p->ann, &none, sizeof(none)) &&
-           !memcmp(&p->dra, &zero, sizeof(zero));
+           !p->expected_source && !p->expected_bad && !memcmp(&p->dra, &zero, sizeof(zero));
+}
+
+/* The brief's `ann` blob of `a`: NULL when none is set. */
+static const char *ann_blob(struct af_strtab *tab, const struct af_pod_annotations *a)
+{
+    struct af_pod_annotations copy = *a;
+    struct af_buf b = AF_BUF_INIT(0);
+    unsigned mask = 0;
+    const char *out;
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+        if (*ann_at(&copy, i))
+            mask |= 1u << i;
+    if (!mask)
+        return NULL;
+    af_assert(!af_buf_add(&b, (char[2]){(char)(mask & 0xff), (char)(mask >> 8)}, 2));
+    for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+        if (*ann_at(&copy, i))
+            af_assert(!af_buf_add(&b, *ann_at(&copy, i), strlen(*ann_at(&copy, i)) + 1));
+    out = tab ? af_strtab_get_bytes(tab, b.buf, b.len) : af_rcstr_new_bytes(b.buf, b.len);
+    af_buf_release(&b);
+    return out;
 }
 
 static const char *shared(struct af_strtab *tab, const char *s)
@@ -734,6 +775,7 @@ struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *t
     b->owner_kind = shared(tab, p->owner_kind);
     b->owner_name = shared(tab, p->owner_name);
     b->generate_name = shared(tab, p->generate_name);
+    b->ann = ann_blob(tab, &p->ann);
     b->rv = p->rv;
     if (af_pod_info_plain(p)) {
         b->full = NULL;
@@ -761,6 +803,7 @@ void af_pod_brief_unref(struct af_pod_brief *b)
     af_rcstr_unref(b->owner_kind);
     af_rcstr_unref(b->owner_name);
     af_rcstr_unref(b->generate_name);
+    af_rcstr_unref(b->ann);
     af_pod_info_unref(b->full);
     free(b);
 }
@@ -792,6 +835,15 @@ const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
     tmp->terminal = b->terminal;
     tmp->system = b->system;
     tmp->rv = b->rv;
+    if (b->ann) {
+        const char *v = b->ann + 2;
+        unsigned mask = (unsigned char)b->ann[0] | (unsigned)(unsigned char)b->ann[1] << 8;
+        for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+            if (mask & (1u << i)) {
+                *ann_at(&tmp->ann, i) = (char *)v;
+                v += strlen(v) + 1;
+            }
+    }
     af_pod_brief_requests(b, &tmp->requests);
     return tmp;
 }

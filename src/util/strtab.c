@@ -19,6 +19,7 @@
 struct rcstr {
     atomic_uint refcnt;
     uint32_t hash;
+    size_t len;     /* bytes of s[], its NUL included for a string */
     char s[];
 };
 
@@ -27,30 +28,40 @@ static struct rcstr *hdr(const char *s)
     return (struct rcstr *)(void *)(s - offsetof(struct rcstr, s));
 }
 
-static uint32_t hash_str(const char *s)
+static uint32_t hash_bytes(const char *s, size_t n)
 {
     uint32_t h = 2166136261u;   /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
         h *= 16777619u;
     }
     return h;
 }
 
-static const char *rcstr_make(const char *s, uint32_t h)
+static const char *rcstr_make(const char *s, size_t n, uint32_t h)
 {
-    size_t n = strlen(s);
-    struct rcstr *r = af_xmalloc(sizeof(*r) + n + 1);
+    struct rcstr *r = af_xmalloc(sizeof(*r) + n);
 
     atomic_init(&r->refcnt, 1);
     r->hash = h;
-    memcpy(r->s, s, n + 1);
+    r->len = n;
+    memcpy(r->s, s, n);
     return r->s;
 }
 
 const char *af_rcstr_new(const char *s)
 {
-    return s ? rcstr_make(s, hash_str(s)) : NULL;
+    return s ? rcstr_make(s, strlen(s) + 1, hash_bytes(s, strlen(s) + 1)) : NULL;
+}
+
+const char *af_rcstr_new_bytes(const char *s, size_t n)
+{
+    return rcstr_make(s, n, hash_bytes(s, n));
+}
+
+size_t af_rcstr_len(const char *s)
+{
+    return s ? hdr(s)->len : 0;
 }
 
 const char *af_rcstr_ref(const char *s)
@@ -128,22 +139,29 @@ static void rehash(struct af_strtab *t)
 
 const char *af_strtab_get(struct af_strtab *t, const char *s)
 {
+    return s ? af_strtab_get_bytes(t, s, strlen(s) + 1) : NULL;
+}
+
+const char *af_strtab_get_bytes(struct af_strtab *t, const char *s, size_t n)
+{
     uint32_t h;
     size_t pos;
 
     if (!s)
         return NULL;
-    h = hash_str(s);
-    for (pos = h & (t->size - 1); t->t[pos]; pos = (pos + 1) & (t->size - 1))
-        if (hdr(t->t[pos])->hash == h && !strcmp(t->t[pos], s))
+    h = hash_bytes(s, n);
+    for (pos = h & (t->size - 1); t->t[pos]; pos = (pos + 1) & (t->size - 1)) {
+        const struct rcstr *r = hdr(t->t[pos]);
+        if (r->hash == h && r->len == n && !memcmp(r->s, s, n))
             return af_rcstr_ref(t->t[pos]);
+    }
     if ((t->count + 1) * 2 > t->size) {
         rehash(t);
         pos = h & (t->size - 1);
         while (t->t[pos])
             pos = (pos + 1) & (t->size - 1);
     }
-    t->t[pos] = rcstr_make(s, h);
+    t->t[pos] = rcstr_make(s, n, h);
     t->count++;
     return af_rcstr_ref(t->t[pos]);
 }
