@@ -449,7 +449,7 @@ END_TEST
 START_TEST(test_shared_claim_counts_on_its_first_pod)
 {
     struct af_snapshot *s = af_publisher_acquire(&pub);
-    struct af_pod_info ta, tb;
+    struct af_pod_kept ta, tb;
     const struct af_pod_info *a = af_pod_brief_info(af_snapshot_find_pod(s, "ml", "share-a"), &ta);
     const struct af_pod_info *b = af_pod_brief_info(af_snapshot_find_pod(s, "ml", "share-b"), &tb);
 

@@ -1095,7 +1095,7 @@ START_TEST(test_reflector_streams_a_whole_list_then_churn)
     ck_assert_int_eq(v->info->cls, AF_CLASS_NVIDIA_A100);
     ck_assert_int_eq(v->info->allocatable.v[AF_RES_GPU], 8);
     ck_assert_str_eq(v->info->instance_type, "p4d.24xlarge");
-    struct af_pod_info kept;
+    struct af_pod_kept kept;
     const struct af_pod_info *p =
         af_pod_brief_info(af_snapshot_find_pod(s, "ml-training", "worker-0000001"), &kept);
     ck_assert_ptr_nonnull(p);

@@ -475,7 +475,7 @@ void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */
  * annotations and its effective requests (the nonzero ones only); what the cluster
  * repeats (namespace, node, tenant, owner kind and name, generateName, annotations) is
  * shared (accelfit/strtab.h), one copy for all pods naming it; its own name and uid are
- * in the same allocation. A plain pod costs about 200 bytes instead of the 700 of an
+ * in the same allocation. A plain pod costs about 170 bytes instead of the 700 of an
  * af_pod_info and its strings.
  *
  * A pod with more to say than that (labelled accelfit.io/managed, with DRA claims, an
@@ -489,6 +489,9 @@ struct af_pod_brief {
     bool terminal : 1;         /* the af_pod_info fields of the same names */
     bool system : 1;
     bool managed : 1;
+    bool has_uid : 1;          /* the tail holds a uid after the name */
+    bool uid_bin : 1;          /* ... as the 16 bytes of a canonical UUID */
+    bool name_split : 1;       /* the name is generate_name and the tail's suffix */
     const char *ns;            /* shared strings, as in af_pod_info (NULL when absent) */
     const char *node_name;
     const char *tenant;
@@ -499,11 +502,19 @@ struct af_pod_brief {
      * two bytes, the mask of those present (bit i: the i-th member), then their values,
      * each NUL-terminated; NULL for none. */
     const char *ann;
-    const char *name;          /* in this allocation */
-    const char *uid;
     uint64_t rv;
     struct af_pod_info *full;  /* holds a ref; NULL for a plain pod */
-    int64_t req[];             /* one value a bit of req_mask; then the bytes of name and uid */
+    int64_t req[];             /* one value a bit of req_mask; then the name (or what follows
+                                * generate_name in it) and the uid (af_pod_brief_name, _uid) */
+};
+
+/* Room for a brief's name or uid spelled out (af_pod_brief_name, af_pod_brief_uid). */
+#define AF_POD_TEXT_MAX 256
+/* A cached pod as an af_pod_info, with room for its name and uid (af_pod_brief_info). */
+struct af_pod_kept {
+    struct af_pod_info info;
+    char name[AF_POD_TEXT_MAX];
+    char uid[AF_POD_TEXT_MAX];
 };
 
 struct af_strtab;
@@ -515,17 +526,23 @@ bool af_pod_info_plain(const struct af_pod_info *p);
  * NULL for NULL. Cannot fail.
  */
 struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *tab);
+/* Its name and uid (NULL when it has none): in the brief, or spelled out into `buf`
+ * (AF_POD_TEXT_MAX bytes); valid while both are. Cannot fail. */
+const char *af_pod_brief_name(const struct af_pod_brief *b, char *buf);
+const char *af_pod_brief_uid(const struct af_pod_brief *b, char *buf);
+/* True when its name is `name` (NULL reads as ""). */
+bool af_pod_brief_name_is(const struct af_pod_brief *b, const char *name);
 struct af_pod_brief *af_pod_brief_ref(struct af_pod_brief *b);
 void af_pod_brief_unref(struct af_pod_brief *b);     /* NULL is fine */
 /* Its effective requests, whole. Cannot fail. */
 void af_pod_brief_requests(const struct af_pod_brief *b, struct af_resources *out);
 /*
- * The pod as an af_pod_info: `full` when it has one, else `tmp` filled from the brief.
- * Borrowed, and `tmp`'s strings are the brief's: valid while the brief is; never pass
- * `tmp` to af_pod_info_unref. NULL for NULL.
+ * The pod as an af_pod_info: `full` when it has one, else `tmp->info` filled from the
+ * brief. Borrowed: valid while the brief and `tmp` are; never pass it to
+ * af_pod_info_unref. NULL for NULL.
  */
 const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
-                                            struct af_pod_info *tmp);
+                                            struct af_pod_kept *tmp);
 
 /* A node with its current allocation, as one snapshot sees it. */
 struct af_node_view {

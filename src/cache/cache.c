@@ -220,7 +220,7 @@ static bool pod_eq(const void *ctx, uint32_t slot, const void *key)
     const struct pod_table *t = ctx;
     const struct pod_key *k = key;
     const struct af_pod_brief *p = t->pods[slot];
-    return streq(p->name, k->name) && streq(p->ns, k->ns);
+    return af_pod_brief_name_is(p, k->name) && streq(p->ns, k->ns);
 }
 
 static uint32_t pod_h(const void *ctx, uint32_t slot)
@@ -404,7 +404,7 @@ size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d)
         pod_account(c, old, -1);
         c->pods.pods[i] = n;
         if (n->managed)
-            managed_set(c, n->ns, n->name, c->pods.meta[i].hash, n);
+            managed_set(c, n->ns, full->name, c->pods.meta[i].hash, n);
         af_pod_brief_unref(old);
     }
     for (size_t i = 0; i < c->n_nodes; i++) {
@@ -532,6 +532,19 @@ static void table_append(struct pod_table *t, struct af_pod_brief *p, uint32_t h
     t->n++;
 }
 
+/* After a list: the dense arrays grew by doubling, up to twice what the pods need; give
+ * back what an eighth more than their count leaves free (watch events grow them again). */
+static void table_fit(struct pod_table *t)
+{
+    size_t want = t->n + t->n / 8 + 16;
+
+    if (t->cap <= want + want / 4)
+        return;
+    t->pods = af_xrealloc(t->pods, want * sizeof(*t->pods));
+    t->meta = af_xrealloc(t->meta, want * sizeof(*t->meta));
+    t->cap = want;
+}
+
 static void pod_slot_remove(struct af_cache *c, uint32_t slot, size_t pos)
 {
     struct af_pod_brief *p = table_take(&c->pods, slot, pos);
@@ -624,16 +637,18 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *full)
         full = n;
     }
     /* what is kept: the brief, and the whole record only when it says more */
-    p = af_pod_brief_new(full, c->strings);
-    uint32_t h = hash_pod(p->ns, p->name);
+    p = af_pod_brief_new(full, c->strings);   /* `full` may be gone now */
+    char namebuf[AF_POD_TEXT_MAX];
+    const char *name = af_pod_brief_name(p, namebuf);
+    uint32_t h = hash_pod(p->ns, name);
     size_t pos, mpos;
-    long s = table_lookup(&c->pods, p->ns, p->name, h, &pos);
+    long s = table_lookup(&c->pods, p->ns, name, h, &pos);
 
     /* An event the other set's watch sent before the one this record came from (the
      * pod's label changed and the two watches are not ordered): it is old news. Only
      * watch events carry a resourceVersion; a list's pods skip the look. */
     if (p->rv) {
-        long m = s >= 0 ? -1 : table_lookup(&c->managed, p->ns, p->name, h, &mpos);
+        long m = s >= 0 ? -1 : table_lookup(&c->managed, p->ns, name, h, &mpos);
         const struct af_pod_brief *cur = s >= 0   ? c->pods.pods[s]
                                          : m >= 0 ? c->managed.pods[m]
                                                   : NULL;
@@ -642,7 +657,7 @@ void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *full)
             return;
         }
     }
-    managed_set(c, p->ns, p->name, h, p);
+    managed_set(c, p->ns, name, h, p);
     if (p->terminal) {
         if (s >= 0)
             pod_slot_remove(c, (uint32_t)s, pos);
@@ -714,6 +729,8 @@ void af_cache_end_resync_pods(struct af_cache *c, enum af_pod_set set)
         return;
     sweep_pods(c, &c->pods, ending);
     sweep_pods(c, &c->managed, ending);
+    table_fit(&c->pods);
+    table_fit(&c->managed);
 }
 
 void af_cache_begin_resync(struct af_cache *c, enum af_kind kind)
@@ -946,7 +963,7 @@ const struct af_pod_brief *af_snapshot_find_pod(const struct af_snapshot *s, con
         if (!v)
             return NULL;
         const struct af_pod_brief *p = s->pods[v - 1];
-        if (streq(p->name, name) && streq(p->ns, ns))
+        if (af_pod_brief_name_is(p, name) && streq(p->ns, ns))
             return p;
     }
 }

@@ -288,7 +288,7 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
     node_index_build(&nx, nodes, n_nodes);
     for (size_t i = 0; i < n_pods; i++) {
         const struct af_pod_brief *p = pods[i];
-        struct af_pod_info tmp;
+        struct af_pod_kept tmp;
         struct af_resources req;
         const struct af_node_view *v;
         struct af_cost_ns *e;

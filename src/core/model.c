@@ -741,9 +741,37 @@ static const char *shared(struct af_strtab *tab, const char *s)
     return tab ? af_strtab_get(tab, s) : af_rcstr_new(s);
 }
 
+/* The 16 bytes of a canonical (lowercase) UUID, "8-4-4-4-12" hex digits; false otherwise. */
+static bool uuid_bytes(const char *s, unsigned char out[16])
+{
+    static const char hex[] = "0123456789abcdef";
+    int k = 0;
+
+    if (!s || strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        const char *d;
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return false;
+            continue;
+        }
+        if (!s[i] || !(d = strchr(hex, s[i])))
+            return false;
+        if (k % 2 == 0)
+            out[k / 2] = (unsigned char)((d - hex) << 4);
+        else
+            out[k / 2] |= (unsigned char)(d - hex);
+        k++;
+    }
+    return true;
+}
+
 struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *tab)
 {
-    size_t n_req = 0, name_len, uid_len;
+    size_t n_req = 0, name_len, uid_len, skip = 0;
+    unsigned char uuid[16];
+    bool bin;
     struct af_pod_brief *b;
     uint16_t mask = 0;
     char *tail;
@@ -755,9 +783,14 @@ struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *t
             mask |= (uint16_t)(1u << i);
             n_req++;
         }
-    name_len = p->name ? strlen(p->name) + 1 : 0;
-    uid_len = p->uid ? strlen(p->uid) + 1 : 0;
-    b = af_xmalloc(sizeof(*b) + n_req * sizeof(int64_t) + name_len + uid_len);
+    name_len = strlen(p->name ? p->name : "") + 1;
+    /* a ReplicaSet's or Job's pod is named generateName plus a few characters: keep those */
+    if (p->generate_name && *p->generate_name && name_len <= AF_POD_TEXT_MAX &&
+        !strncmp(p->name, p->generate_name, strlen(p->generate_name)))
+        skip = strlen(p->generate_name);
+    bin = uuid_bytes(p->uid, uuid);
+    uid_len = bin ? sizeof(uuid) : p->uid ? strlen(p->uid) + 1 : 0;
+    b = af_xmalloc(sizeof(*b) + n_req * sizeof(int64_t) + name_len - skip + uid_len);
     atomic_init(&b->refcnt, 1);
     b->req_mask = mask;
     b->terminal = p->terminal;
@@ -767,8 +800,12 @@ struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *t
         if (p->requests.v[i])
             b->req[k++] = p->requests.v[i];
     tail = (char *)&b->req[n_req];
-    b->name = p->name ? memcpy(tail, p->name, name_len) : NULL;
-    b->uid = p->uid ? memcpy(tail + name_len, p->uid, uid_len) : NULL;
+    memcpy(tail, (p->name ? p->name : "") + skip, name_len - skip);
+    b->name_split = skip > 0;
+    b->has_uid = p->uid != NULL;
+    b->uid_bin = bin;
+    if (p->uid)
+        memcpy(tail + name_len - skip, bin ? (const char *)uuid : p->uid, uid_len);
     b->ns = shared(tab, p->ns);
     b->node_name = shared(tab, p->node_name);
     b->tenant = shared(tab, p->tenant);
@@ -808,6 +845,49 @@ void af_pod_brief_unref(struct af_pod_brief *b)
     free(b);
 }
 
+static const char *brief_tail(const struct af_pod_brief *b)
+{
+    return (const char *)&b->req[__builtin_popcount(b->req_mask)];
+}
+
+const char *af_pod_brief_name(const struct af_pod_brief *b, char *buf)
+{
+    if (!b->name_split)
+        return brief_tail(b);
+    snprintf(buf, AF_POD_TEXT_MAX, "%s%s", b->generate_name, brief_tail(b));
+    return buf;
+}
+
+bool af_pod_brief_name_is(const struct af_pod_brief *b, const char *name)
+{
+    size_t n;
+
+    if (!name)
+        name = "";
+    if (!b->name_split)
+        return !strcmp(brief_tail(b), name);
+    n = strlen(b->generate_name);
+    return !strncmp(name, b->generate_name, n) && !strcmp(name + n, brief_tail(b));
+}
+
+const char *af_pod_brief_uid(const struct af_pod_brief *b, char *buf)
+{
+    const char *u = brief_tail(b);
+    const unsigned char *x;
+
+    if (!b->has_uid)
+        return NULL;
+    u += strlen(u) + 1;
+    if (!b->uid_bin)
+        return u;
+    x = (const unsigned char *)u;
+    snprintf(buf, AF_POD_TEXT_MAX,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", x[0], x[1],
+             x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13], x[14],
+             x[15]);
+    return buf;
+}
+
 void af_pod_brief_requests(const struct af_pod_brief *b, struct af_resources *out)
 {
     for (int i = 0, k = 0; i < AF_RES__COUNT; i++)
@@ -815,8 +895,10 @@ void af_pod_brief_requests(const struct af_pod_brief *b, struct af_resources *ou
 }
 
 const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
-                                            struct af_pod_info *tmp)
+                                            struct af_pod_kept *kept)
 {
+    struct af_pod_info *tmp = &kept->info;
+
     if (!b)
         return NULL;
     if (b->full)
@@ -825,8 +907,8 @@ const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
     memset(tmp, 0, sizeof(*tmp));
     atomic_init(&tmp->refcnt, 1);
     tmp->ns = (char *)b->ns;
-    tmp->name = (char *)b->name;
-    tmp->uid = (char *)b->uid;
+    tmp->name = (char *)af_pod_brief_name(b, kept->name);
+    tmp->uid = (char *)af_pod_brief_uid(b, kept->uid);
     tmp->node_name = (char *)b->node_name;
     tmp->tenant = (char *)b->tenant;
     tmp->owner_kind = (char *)b->owner_kind;

@@ -861,7 +861,7 @@ static void render_plan(struct jw *w, const struct af_plan *plan)
 
 struct explain_in {
     const struct af_pod_info *pod;
-    struct af_pod_info kept;  /* a cached pod's record when it has no whole one (model.h) */
+    struct af_pod_kept kept;  /* a cached pod's record when it has no whole one (model.h) */
     struct candidates c;
     bool ready;
     const char *why;
