@@ -335,6 +335,63 @@ START_TEST(test_int64_refuses_blanks)
 }
 END_TEST
 
+/*
+ * One reader of times serves the policy, the catalog, AWS answers, pods and annotations: a
+ * time any of them writes reads the same, and what is not RFC 3339 is refused by all alike
+ * (the catalog's reader used to take "...Zjunk" and a 13th month).
+ */
+static const struct {
+    const char *in;
+    double want;   /* -1: refused */
+} time_cases[] = {
+    {"2026-11-22T04:00:00Z", 1795320000},
+    {"2026-11-22t04:00:00z", 1795320000},
+    {"2026-11-22T06:00:00+02:00", 1795320000},
+    {"2026-11-21T23:30:00-04:30", 1795320000},
+    {"2014-01-06T04:32:53.000Z", 1388982773},
+    {"2024-02-29T00:00:00Z", 1709164800},
+    {"2026-11-22T04:00:00Zjunk", -1},
+    {"2026-13-01T00:00:00Z", -1},
+    {"2026-04-31T00:00:00Z", -1},
+    {"2025-02-29T00:00:00Z", -1},
+    {"2026-11-22T04:00:00", -1},
+    {"2026-11-22 04:00:00Z", -1},
+    {" 2026-11-22T04:00:00Z", -1},
+    {"2026-11-22T24:00:00Z", -1},
+    {"2026-11-22T04:00:00+2:00", -1},
+    {"1969-12-31T23:59:59Z", -1},
+    {"", -1},
+};
+
+START_TEST(test_one_time_grammar_for_every_reader)
+{
+    double t = af_parse_rfc3339(time_cases[_i].in);
+    char out[AF_RFC3339_LEN];
+
+    if (time_cases[_i].want < 0) {
+        ck_assert_msg(t < 0, "'%s' read as %.0f", time_cases[_i].in, t);
+        return;
+    }
+    ck_assert_msg(fabs(t - time_cases[_i].want) < 1e-6, "'%s' read as %.3f", time_cases[_i].in, t);
+    /* written back in UTC, it reads the same (whole seconds) */
+    af_format_rfc3339(t, out, sizeof(out));
+    ck_assert_double_eq(af_parse_rfc3339(out), floor(time_cases[_i].want));
+}
+END_TEST
+
+START_TEST(test_times_written_read_back_over_centuries)
+{
+    char out[AF_RFC3339_LEN];
+
+    for (double t = 0; t < 253402300799.0; t += 86400.0 * 97 + 3671) {
+        af_format_rfc3339(t, out, sizeof(out));
+        ck_assert_msg(af_parse_rfc3339(out) == floor(t), "%.0f -> %s", t, out);
+    }
+    af_format_rfc3339(-5, out, sizeof(out));
+    ck_assert_str_eq(out, "1970-01-01T00:00:00Z");
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -355,6 +412,8 @@ static Suite *af_util_suite(void)
     tcase_add_loop_test(tc, test_decimal_is_plain_and_in_range, 0, AF_ARRAY_SIZE(decimal_cases));
     tcase_add_test(tc, test_recommend_refuses_an_overflowing_model_size);
     tcase_add_loop_test(tc, test_int64_refuses_blanks, 0, AF_ARRAY_SIZE(int64_cases));
+    tcase_add_loop_test(tc, test_one_time_grammar_for_every_reader, 0, AF_ARRAY_SIZE(time_cases));
+    tcase_add_test(tc, test_times_written_read_back_over_centuries);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -174,9 +174,6 @@ void af_util_snapshot_unref(struct af_util_snapshot *s);   /* NULL is fine */
 const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const char *name);
 /* The time ages are measured against: `wall_now`, or `taken` for a frozen snapshot. */
 double af_util_now(const struct af_util_snapshot *s, double wall_now);
-/* FNV-1a of a node name: the index's hash (the builder fills it). */
-uint32_t af__util_hash(const char *name);
-
 /* ---- scoring (pure) -------------------------------------------------------------------------- */
 
 /* What live data did for one node (af_node_decision.live_state). */
