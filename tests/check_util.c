@@ -392,6 +392,42 @@ START_TEST(test_times_written_read_back_over_centuries)
 }
 END_TEST
 
+/* The webhook's patch goes out in base64 and kubeconfigs come in base64: one codec, and what
+ * one writes the other reads, including the URL-safe alphabet and missing padding. */
+START_TEST(test_base64_round_trips_and_refuses_other_bytes)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    unsigned char all[256];
+    size_t n = 0;
+    char *back;
+
+    for (int i = 0; i < 256; i++)
+        all[i] = (unsigned char)(255 - i);
+    static const char *const rfc4648[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE="};
+
+    for (size_t len = 0; len < AF_ARRAY_SIZE(rfc4648); len++) {   /* RFC 4648 §10 */
+        af_buf_reset(&b);
+        ck_assert_int_eq(af_buf_base64(&b, "fooba", len), 0);
+        ck_assert_int_eq(af_buf_add(&b, "", 1), 0);
+        ck_assert_str_eq(b.buf, rfc4648[len]);
+    }
+    af_buf_reset(&b);
+    ck_assert_int_eq(af_buf_base64(&b, all, sizeof(all)), 0);
+    ck_assert_int_eq(af_buf_add(&b, "", 1), 0);
+    back = af_base64_decode(b.buf, &n);
+    ck_assert_uint_eq(n, sizeof(all));
+    ck_assert(!memcmp(back, all, n));
+    af_free(back);
+    back = af_base64_decode("_-8\n", &n);   /* URL-safe, unpadded, a line break */
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq((unsigned char)back[0], 0xff);
+    ck_assert_int_eq((unsigned char)back[1], 0xef);
+    af_free(back);
+    ck_assert_ptr_null(af_base64_decode("Zm9v!", NULL));
+    af_buf_release(&b);
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -414,6 +450,7 @@ static Suite *af_util_suite(void)
     tcase_add_loop_test(tc, test_int64_refuses_blanks, 0, AF_ARRAY_SIZE(int64_cases));
     tcase_add_loop_test(tc, test_one_time_grammar_for_every_reader, 0, AF_ARRAY_SIZE(time_cases));
     tcase_add_test(tc, test_times_written_read_back_over_centuries);
+    tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
     suite_add_tcase(s, tc);
     return s;
 }

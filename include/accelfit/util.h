@@ -258,6 +258,11 @@ static inline uint64_t af_fnv64(uint64_t h, const void *p, size_t n)
         h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
+/* Base64 (RFC 4648): appends `len` bytes of `data`, standard alphabet, padded; decodes the
+ * standard or URL-safe alphabet (whitespace ignored, padding optional) into a NUL-terminated
+ * copy (its length in *outlen when not NULL), or NULL when `s` holds another byte. */
+int af_buf_base64(struct af_buf *out, const void *data, size_t len) AF_MUST_CHECK;
+char *af_base64_decode(const char *s, size_t *outlen);
 /* An open-addressing table's size for `n` entries: a power of two, at least 16 and 2n. */
 size_t af_table_size(size_t n);
 

@@ -799,6 +799,74 @@ size_t af_table_size(size_t n)
     return size;
 }
 
+/* ---- base64 (RFC 4648) ------------------------------------------------------------------- */
+
+int af_buf_base64(struct af_buf *out, const void *data, size_t len)
+{
+    const unsigned char *in = data;
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char q[4];
+    int rc = 0;
+
+    for (size_t i = 0; !rc && i < len; i += 3) {
+        unsigned v = (unsigned)in[i] << 16;
+        size_t n = len - i < 3 ? len - i : 3;
+        if (n > 1)
+            v |= (unsigned)in[i + 1] << 8;
+        if (n > 2)
+            v |= in[i + 2];
+        q[0] = tbl[(v >> 18) & 63];
+        q[1] = tbl[(v >> 12) & 63];
+        q[2] = n > 1 ? tbl[(v >> 6) & 63] : '=';
+        q[3] = n > 2 ? tbl[v & 63] : '=';
+        rc = af_buf_add(out, q, 4);
+    }
+    return rc;
+}
+
+static int b64val(int c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+char *af_base64_decode(const char *s, size_t *outlen)
+{
+    size_t n = strlen(s), o = 0;
+    char *out = af_xmalloc(n / 4 * 3 + 4);
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '=' || c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        int v = b64val(c);
+        if (v < 0) {
+            af_free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[o] = '\0';
+    if (outlen)
+        *outlen = o;
+    return out;
+}
+
 /* ---- clocks --------------------------------------------------------------- */
 
 uint64_t af_now_ns(void)
