@@ -7,7 +7,7 @@
  * and renders its own gauges after it with the helpers below
  * (af_service_render_metrics in service_metrics.c).
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -11,6 +11,8 @@
  * tenant object and the tenant and idle-cost gauges are rendered here.
  */
 #include "accelfit/budget.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 
 #include <math.h>
 #include <stdio.h>

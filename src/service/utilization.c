@@ -7,7 +7,8 @@
  * what they cost per hour. Read at scrape time from the current cluster and
  * utilization snapshots; series are bounded by the node count.
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 
 #include <math.h>
 #include <stdio.h>
