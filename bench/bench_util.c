@@ -23,6 +23,7 @@
 #include "accelfit/config.h"
 #include "accelfit/metrics.h"
 #include "accelfit/service.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "accelfit/util.h"
 

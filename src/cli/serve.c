@@ -25,6 +25,7 @@
 #include "accelfit/prices.h"
 #include "accelfit/reload.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"

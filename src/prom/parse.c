@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 
 struct pending {

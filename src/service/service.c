@@ -25,6 +25,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/kube.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "service/internal.h"
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 
 void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
