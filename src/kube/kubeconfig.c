@@ -16,53 +16,6 @@
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
 
-/* ---- base64 ---------------------------------------------------------------------------------- */
-
-static int b64val(int c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* Decodes standard or URL-safe base64 (whitespace ignored, padding optional).
- * Returns a NUL-terminated string or NULL on bad input. */
-static char *b64_decode(const char *s, size_t *outlen)
-{
-    size_t n = strlen(s), o = 0;
-    char *out = af_xmalloc(n / 4 * 3 + 4);
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
-        if (c == '=' || c == ' ' || c == '\n' || c == '\r' || c == '\t')
-            continue;
-        int v = b64val(c);
-        if (v < 0) {
-            free(out);
-            return NULL;
-        }
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    out[o] = '\0';
-    if (outlen)
-        *outlen = o;
-    return out;
-}
-
 /* ---- YAML document helpers ------------------------------------------------------------------- */
 
 static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *m, const char *key)
@@ -127,36 +80,36 @@ static void exec_free(struct af_kube_exec *e)
 {
     if (!e)
         return;
-    free(e->command);
+    af_free(e->command);
     for (char **a = e->args; a && *a; a++)
-        free(*a);
-    free(e->args);
+        af_free(*a);
+    af_free(e->args);
     for (char **a = e->env; a && *a; a++)
-        free(*a);
-    free(e->env);
-    free(e->api_version);
-    free(e);
+        af_free(*a);
+    af_free(e->env);
+    af_free(e->api_version);
+    af_free(e);
 }
 
 void af_kube_conn_free(struct af_kube_conn *c)
 {
     if (!c)
         return;
-    free(c->server);
-    free(c->ca_file);
-    free(c->ca_pem);
-    free(c->client_cert_file);
-    free(c->client_cert_pem);
-    free(c->client_key_file);
-    free(c->client_key_pem);
-    free(c->token);
-    free(c->token_file);
-    free(c->tls_server_name);
+    af_free(c->server);
+    af_free(c->ca_file);
+    af_free(c->ca_pem);
+    af_free(c->client_cert_file);
+    af_free(c->client_cert_pem);
+    af_free(c->client_key_file);
+    af_free(c->client_key_pem);
+    af_free(c->token);
+    af_free(c->token_file);
+    af_free(c->tls_server_name);
     exec_free(c->exec);
-    free(c->context);
-    free(c->origin);
-    free(c->ns);
-    free(c);
+    af_free(c->context);
+    af_free(c->origin);
+    af_free(c->ns);
+    af_free(c);
 }
 
 /* Relative paths in a kubeconfig are relative to the file's directory. */
@@ -177,7 +130,7 @@ static int decode_data(const char *file, const char *what, const char *entry, co
 {
     if (!b64)
         return 0;
-    *out = b64_decode(b64, NULL);
+    *out = af_base64_decode(b64, NULL);
     if (!*out)
         return af_error_set(err, AF_EPARSE, file, 0, 0, "%s \"%s\": %s is not valid base64",
                             strstr(what, "certificate-authority") ? "cluster" : "user", entry,
@@ -478,7 +431,7 @@ int af_kubeconfig_load(struct af_kube_conn **out, const char *path, const char *
     }
     rc = kc_load_files(out, paths, n, from_env && n > 1, context, err);
     for (size_t i = 0; i < n; i++)
-        free(paths[i]);
+        af_free(paths[i]);
     return rc;
 }
 
@@ -518,7 +471,7 @@ int af_kube_incluster(struct af_kube_conn **out, struct af_error *err)
                 c->ns = af_xstrndup(b.buf, n);
         }
         af_buf_reset(&b);
-        free(nsfile);
+        af_free(nsfile);
     }
     int rc = af_buf_read_file(&b, c->token_file);
     af_buf_release(&b);
@@ -543,7 +496,7 @@ static bool looks_in_cluster(void)
         return false;
     token = af_xasprintf("%s/token", serviceaccount_dir());
     ok = access(token, R_OK) == 0;
-    free(token);
+    af_free(token);
     return ok;
 }
 
@@ -574,11 +527,11 @@ int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source 
                                   ? "no service-account token"
                                   : "KUBERNETES_SERVICE_HOST is unset",
                               path);
-            free(path);
+            af_free(path);
             return rc;
         }
         origin = af_xasprintf("~/.kube/config (%s)", path);
-        free(path);
+        af_free(path);
     } else {
         return af_error_set(err, AF_ENOENT, "", 0, 0,
                             "no --kubeconfig, and KUBECONFIG, KUBERNETES_SERVICE_HOST and "
@@ -588,6 +541,6 @@ int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source 
     if (!rc)
         (*out)->origin = origin;
     else
-        free(origin);
+        af_free(origin);
     return rc;
 }
