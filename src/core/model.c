@@ -842,7 +842,7 @@ void af_pod_brief_unref(struct af_pod_brief *b)
     af_rcstr_unref(b->generate_name);
     af_rcstr_unref(b->ann);
     af_pod_info_unref(b->full);
-    free(b);
+    af_free(b);
 }
 
 static const char *brief_tail(const struct af_pod_brief *b)

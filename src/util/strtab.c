@@ -74,7 +74,7 @@ const char *af_rcstr_ref(const char *s)
 void af_rcstr_unref(const char *s)
 {
     if (s && atomic_fetch_sub_explicit(&hdr(s)->refcnt, 1, memory_order_acq_rel) == 1)
-        free(hdr(s));
+        af_free(hdr(s));
 }
 
 struct af_strtab {
@@ -97,8 +97,8 @@ void af_strtab_free(struct af_strtab *t)
         return;
     for (size_t i = 0; i < t->size; i++)
         af_rcstr_unref(t->t[i]);
-    free(t->t);
-    free(t);
+    af_free(t->t);
+    af_free(t);
 }
 
 static void put(const char **tab, size_t size, const char *s)
@@ -131,7 +131,7 @@ static void rehash(struct af_strtab *t)
     for (size_t i = 0; i < t->size; i++)
         if (t->t[i])
             put(n, size, t->t[i]);
-    free(t->t);
+    af_free(t->t);
     t->t = n;
     t->size = size;
     t->count = live;
