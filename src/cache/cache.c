@@ -6,8 +6,10 @@
  * Layout: nodes and pods live in dense arrays of small slots (swap-remove on
  * delete), each indexed by an open-addressing table of uint32 slot numbers
  * (linear probing, backward-shift deletion, no tombstones). Only the
- * refcounted af_node_info / af_pod_info records are kept, never the
- * Kubernetes objects. A node slot can exist without a node record ("phantom")
+ * refcounted af_node_info records and af_pod_brief records (model.h) are kept,
+ * never the Kubernetes objects: a pod is briefed as it is upserted, its names
+ * shared through the cache's string table, so 150,000 pods cost what they say
+ * and not what they repeat. A node slot can exist without a node record ("phantom")
  * while pods bound to that name arrive before the node does, so usage is
  * always current when the node shows up.
  *
