@@ -464,7 +464,8 @@ const char *af_pod_label(const struct af_pod_info *p, const char *key);
 struct af_pod_info *af_pod_info_new(void);
 /* A new record (refcnt 1) with every field, string and placement of `p`: to change one that is
  * shared (the DRA devices of its claims, af_cache_set_dra). Whoever adds an owned field to
- * af_pod_info copies it here and frees it in af_pod_info_unref. */
+ * af_pod_info copies it here and frees it in af_pod_info_unref; any field, owned or not,
+ * also goes into af_pod_info_plain or af_pod_brief (a cached pod's brief must not lose it). */
 struct af_pod_info *af_pod_info_copy(const struct af_pod_info *p);
 struct af_pod_info *af_pod_info_ref(struct af_pod_info *p);
 void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */

@@ -704,6 +704,11 @@ static char **ann_at(struct af_pod_annotations *a, size_t i)
     return (char **)(void *)((char *)a + ann_members[i]);
 }
 
+/* A field added to af_pod_info is either kept by a brief or makes a pod not plain: say
+ * which here (and in af_pod_brief_info), then the size below. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct af_pod_info) == 432,
+               "af_pod_info changed: af_pod_info_plain and af_pod_brief_info must know the field");
+
 bool af_pod_info_plain(const struct af_pod_info *p)
 {
     static const struct af_resources zero;
