@@ -53,7 +53,7 @@ struct af_service {
 
 /* The plans of the last few distinct pods (same config, requests and accelfit.io
  * annotations), so the filter and prioritize calls of a pod and of its replicas plan it
- * once; a new config's generation starts afresh. Thread-safe. */
+ * once; a new config (a reload) plans afresh. Thread-safe. */
 struct af_plan_memo *af_plan_memo_new(void);
 void af_plan_memo_free(struct af_plan_memo *m);
 

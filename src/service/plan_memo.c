@@ -8,8 +8,9 @@
  * name, no clock, no node), yet sizing it — the rule's tiers, their prices and every reason
  * text — was about half of a filter call's instructions. So a plan is computed once per
  * distinct (config, requests, annotations) and copied after: the copy is the plan
- * af_plan_pod would have made, byte for byte. A new config (a reload) has a new
- * generation, so no plan outlives the policy or catalog it was made with.
+ * af_plan_pod would have made, byte for byte. Entries are keyed by the config's serial
+ * (never reused, unlike a freed config's address), so a reload's new policy or catalog
+ * plans afresh and no plan is taken for another config's.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -47,8 +48,7 @@ static const char *ann_at(const struct af_pod_annotations *a, size_t i)
 
 struct memo_entry {
     bool used;
-    const struct af_config *cfg;
-    uint64_t generation;
+    uint64_t serial;             /* the config's (af_config.serial) */
     const struct af_policy *pol;
     const struct af_catalog *cat;
     struct af_resources requests;
@@ -98,7 +98,7 @@ static bool matches(const struct memo_entry *e, const struct af_config *cfg,
                     const struct af_policy *pol, const struct af_catalog *cat,
                     const struct af_pod_info *pod)
 {
-    if (!e->used || e->cfg != cfg || e->generation != cfg->generation || e->pol != pol ||
+    if (!e->used || e->serial != cfg->serial || e->pol != pol ||
         e->cat != cat || memcmp(&e->requests, &pod->requests, sizeof(e->requests)) != 0)
         return false;
     for (size_t i = 0; i < N_ANN; i++)
@@ -118,7 +118,7 @@ void af__plan_memo_plan(struct af_plan_memo *m, const struct af_config *cfg,
         if (a && strlen(a) > MEMO_ANN_MAX)
             m = NULL;
     }
-    if (!m || !cfg) {
+    if (!m || !cfg || !cfg->serial) {
         af_plan_pod(pol, cat, pod, out);
         return;
     }
@@ -137,8 +137,7 @@ void af__plan_memo_plan(struct af_plan_memo *m, const struct af_config *cfg,
     e = &m->e[m->next];
     m->next = (m->next + 1) % MEMO_ENTRIES;
     entry_clear(e);
-    e->cfg = cfg;
-    e->generation = cfg->generation;
+    e->serial = cfg->serial;
     e->pol = pol;
     e->cat = cat;
     e->requests = pod->requests;
