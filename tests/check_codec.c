@@ -21,7 +21,7 @@ static struct af_instance_type types[] = {
     {.name = "p4d.24xlarge", .cls = AF_CLASS_NVIDIA_A100, .price_usd_hr = 32.77, .spot_discount_pct = -1},
     {.name = "trn1.32xlarge", .cls = AF_CLASS_TRAINIUM1, .price_usd_hr = 21.5, .spot_discount_pct = -1},
 };
-static struct af_catalog catalog = {types, AF_ARRAY_SIZE(types), "<test>", "us-east-1", 0};
+static struct af_catalog catalog = {types, AF_ARRAY_SIZE(types), "<test>", "us-east-1", 0, NULL, {0}};
 static struct af_policy policy = {.default_spot_discount_pct = 65, .w_tier = 1};
 static struct af_config config = {.catalog = &catalog, .policy = &policy};
 

@@ -18,8 +18,8 @@
 
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
-#include "accelfit/http.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/service.h"
 #include "accelfit/util.h"
 #include "service/internal.h"
 
