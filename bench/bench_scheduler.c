@@ -26,7 +26,8 @@
  *
  * Usage: bench_scheduler                         1,000 nodes / 2,000 pods, 3 rounds;
  *                                                5,000 nodes / 10,000 pods, 2 rounds
- *        bench_scheduler NODES PODS [ROUNDS]     one size
+ *        bench_scheduler NODES PODS [ROUNDS]     one size (ROUNDS default 3)
+ *        bench_scheduler N1 P1 R1 N2 P2 R2 ...   several, one after the other
  * Takes the e2e suite's lock ($TMPDIR/accelfit-e2e.lock: one control plane a machine),
  * needs the control plane's ports free and stops it at the end.
  */
@@ -692,8 +693,8 @@ int main(int argc, char **argv)
                "cp tests/e2e/controlplane/*.sh build/k8s/ (or set AF_E2E_K8S)\n", k8s);
         return 0;
     }
-    if (argc != 1 && argc != 3 && argc != 4)
-        die("usage: bench_scheduler [NODES PODS [ROUNDS]]");
+    if (argc == 2)
+        die("usage: bench_scheduler [NODES PODS [ROUNDS]]...");
     /* One control plane a machine (fixed ports): wait for the e2e suite or another bench. */
     snprintf(lock, sizeof(lock), "%s/accelfit-e2e.lock", tmpdir && *tmpdir ? tmpdir : "/tmp");
     fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0666);
@@ -719,11 +720,15 @@ int main(int argc, char **argv)
         token = tk;
     }
     if (argc >= 3) {
-        int nodes = atoi(argv[1]), pods = atoi(argv[2]), rounds = argc > 3 ? atoi(argv[3]) : 3;
-        if (nodes < 8 || pods < 10 || rounds < 1 || rounds > 16)
-            die("usage: bench_scheduler [NODES PODS [ROUNDS]] (NODES >= 8, PODS >= 10, "
-                "ROUNDS 1-16)");
-        size_point(nodes, pods, rounds);
+        /* NODES PODS [ROUNDS], or several NODES PODS ROUNDS triples under one lock */
+        for (int a = 1; a + 1 < argc; a += 3) {
+            int nodes = atoi(argv[a]), pods = atoi(argv[a + 1]);
+            int rounds = a + 2 < argc ? atoi(argv[a + 2]) : 3;
+            if (nodes < 8 || pods < 10 || rounds < 1 || rounds > 16)
+                die("usage: bench_scheduler [NODES PODS [ROUNDS]]... (NODES >= 8, PODS >= 10, "
+                    "ROUNDS 1-16)");
+            size_point(nodes, pods, rounds);
+        }
     } else {
         size_point(1000, 2000, 3);
         size_point(5000, 10000, 2);
