@@ -603,10 +603,18 @@ static struct run one_run(int pods, int parts, int round, bool with_accelfit)
     }
     af_free(sorted);
 
-    /* the next run starts on empty nodes: delete the pods at once (no kubelet confirms) */
+    /* The next run starts on empty nodes: delete the pods at once (no kubelet confirms).
+     * The API server gives one request 60 s; a collection of 10,000 pods on a busy machine
+     * can take longer, so ask again until one answer covers what is left. */
     body = af_xasprintf("/api/v1/namespaces/%s/pods?gracePeriodSeconds=0", w.ns);
-    if (api("DELETE", body, NULL) != 200)
-        die("cannot delete the pods of %s", w.ns);
+    for (int tries = 0;; tries++) {
+        long st = api("DELETE", body, NULL);
+        if (st == 200)
+            break;
+        if (tries == 20)
+            die("cannot delete the pods of %s (HTTP %ld)", w.ns, st);
+        sleep(1);
+    }
     af_free(body);
     af_free(w.bound_at);
     af_buf_release(&w.line);
