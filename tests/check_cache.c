@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "accelfit/cache.h"
+#include "accelfit/codec.h"
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
 #include "accelfit/util.h"
@@ -52,10 +53,12 @@ static void check_snapshot_consistent(const struct af_snapshot *s)
             ck_assert_ptr_null(found[2]);
         }
         for (size_t j = 0; j < s->n_pods; j++) {
-            const struct af_pod_info *p = s->pods[j];
+            const struct af_pod_brief *p = s->pods[j];
             if (p->node_name && !strcmp(p->node_name, s->nodes[i].info->name)) {
+                struct af_resources req;
+                af_pod_brief_requests(p, &req);
                 for (int r = 0; r < AF_RES__COUNT; r++)
-                    sum.v[r] += p->requests.v[r];
+                    sum.v[r] += req.v[r];
                 np++;
             }
         }
@@ -65,7 +68,9 @@ static void check_snapshot_consistent(const struct af_snapshot *s)
     }
     for (size_t j = 0; j < s->n_pods; j++) {
         ck_assert(!s->pods[j]->terminal);
-        ck_assert_ptr_eq(af_snapshot_find_pod(s, s->pods[j]->ns, s->pods[j]->name), s->pods[j]);
+        char name[AF_POD_TEXT_MAX];
+        ck_assert_ptr_eq(af_snapshot_find_pod(s, s->pods[j]->ns, af_pod_brief_name(s->pods[j], name)),
+                         s->pods[j]);
     }
 }
 
@@ -76,6 +81,118 @@ static const struct af_node_view *snap_node(struct af_cache *c, struct af_snapsh
     check_snapshot_consistent(*out);
     return af_snapshot_find_node(*out, name);
 }
+
+/* A pod as the API server sends it: owned by a ReplicaSet, labelled with a tenant,
+ * with intent annotations and two containers. */
+static struct af_pod_info *decoded_pod(const char *name, const char *node)
+{
+    static unsigned uids = 0xabc0;
+    char json[2048];
+    struct af_pod_info *p = NULL;
+    struct af_error err;
+
+    snprintf(json, sizeof(json),
+             "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ml\","
+             "\"uid\":\"6b1f5c1e-a0b9-4c2d-8e3f-%012x\","
+             "\"generateName\":\"infer-7d9f-\",\"labels\":{\"accelfit.io/tenant\":\"team-a\"},"
+             "\"annotations\":{\"accelfit.io/workload\":\"inference\","
+             "\"accelfit.io/model-params\":\"7B\",\"accelfit.io/instances\":\"2\"},"
+             "\"ownerReferences\":[{\"kind\":\"ReplicaSet\",\"name\":\"infer-7d9f\","
+             "\"controller\":true}]},"
+             "\"spec\":{\"nodeName\":\"%s\",\"containers\":["
+             "{\"name\":\"a\",\"resources\":{\"requests\":{\"cpu\":\"1500m\",\"memory\":\"2Gi\","
+             "\"nvidia.com/gpu\":\"1\"}}},"
+             "{\"name\":\"b\",\"resources\":{\"requests\":{\"cpu\":\"250m\"}}}]},"
+             "\"status\":{\"phase\":\"Running\"}}",
+             name, ++uids, node);
+    memset(&err, 0, sizeof(err));
+    ck_assert_int_eq(af_codec_decode_pod(json, strlen(json), &p, &err), 0);
+    return p;
+}
+
+static void assert_same_str(const char *a, const char *b)
+{
+    if (!a || !b)
+        ck_assert_ptr_eq(a, b);
+    else
+        ck_assert_str_eq(a, b);
+}
+
+/* What explain, costs and tenants read of a cached pod is what the API server said, though
+ * the cache keeps only a brief of it. */
+START_TEST(test_cached_pod_reads_as_decoded)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_pod_info *want = decoded_pod("infer-7d9f-abcde", "n1");
+    struct af_pod_kept tmp;
+    const struct af_pod_info *got;
+    struct af_snapshot *s;
+
+    af_cache_upsert_node(c, mknode("n1", 8000, 4));
+    af_cache_upsert_pod(c, af_pod_info_ref(want));
+    s = af_cache_snapshot(c);
+    got = af_pod_brief_info(af_snapshot_find_pod(s, "ml", "infer-7d9f-abcde"), &tmp);
+    ck_assert_ptr_nonnull(got);
+    assert_same_str(got->ns, want->ns);
+    assert_same_str(got->name, want->name);
+    assert_same_str(got->uid, want->uid);
+    assert_same_str(got->node_name, want->node_name);
+    assert_same_str(got->tenant, "team-a");
+    assert_same_str(got->owner_kind, "ReplicaSet");
+    assert_same_str(got->owner_name, "infer-7d9f");
+    assert_same_str(got->generate_name, "infer-7d9f-");
+    assert_same_str(got->ann.workload, "inference");
+    assert_same_str(got->ann.model_params, "7B");
+    assert_same_str(got->ann.instances, "2");
+    assert_same_str(got->ann.objective, NULL);
+    assert_same_str(got->ann.precision, NULL);
+    ck_assert_int_eq(got->terminal, want->terminal);
+    ck_assert_int_eq(got->system, want->system);
+    ck_assert_mem_eq(&got->requests, &want->requests, sizeof(want->requests));
+    ck_assert_int_eq(got->requests.v[AF_RES_CPU], 1750);
+    ck_assert_int_eq(af_snapshot_find_node(s, "n1")->used.v[AF_RES_GPU], 1);
+    af_snapshot_unref(s);
+    af_pod_info_unref(want);
+    af_cache_free(c);
+}
+END_TEST
+
+/* 1,000 replicas on one node keep one copy of what they repeat (namespace, node, owner,
+ * tenant, annotations), and a pod that says more than a brief holds keeps its record. */
+START_TEST(test_pods_share_what_they_repeat)
+{
+    struct af_cache *c = af_cache_new();
+    struct af_pod_info *m = decoded_pod("managed-0", "n1");
+    struct af_snapshot *s;
+
+    af_cache_upsert_node(c, mknode("n1", 1000000, 0));
+    for (int i = 0; i < 1000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "infer-7d9f-%05d", i);
+        af_cache_upsert_pod(c, decoded_pod(name, "n1"));
+    }
+    m->managed = true;
+    af_cache_upsert_pod(c, m);
+    s = af_cache_snapshot(c);
+    ck_assert_uint_eq(s->n_pods, 1001);
+    for (size_t i = 1; i < s->n_pods; i++) {
+        char name[AF_POD_TEXT_MAX];
+        const struct af_pod_brief *a = s->pods[0], *b = s->pods[i];
+        ck_assert_ptr_eq(a->ns, b->ns);
+        ck_assert_ptr_eq(a->node_name, b->node_name);
+        ck_assert_ptr_eq(a->owner_name, b->owner_name);
+        ck_assert_ptr_eq(a->tenant, b->tenant);
+        ck_assert_ptr_eq(a->ann, b->ann);
+        ck_assert(!af_pod_brief_name_is(a, b == a ? "" : af_pod_brief_name(b, name)));
+        ck_assert((b->full != NULL) == af_pod_brief_name_is(b, "managed-0"));
+    }
+    ck_assert_uint_eq(s->n_managed, 1);
+    ck_assert_ptr_eq(s->managed[0], af_snapshot_find_pod(s, "ml", "managed-0")->full);
+    ck_assert_int_eq(af_snapshot_find_node(s, "n1")->used.v[AF_RES_CPU], 1001 * 1750);
+    af_snapshot_unref(s);
+    af_cache_free(c);
+}
+END_TEST
 
 START_TEST(test_usage_follows_add_modify_bind_delete)
 {
@@ -280,7 +397,7 @@ START_TEST(test_snapshot_is_immutable_while_cache_changes)
     af_cache_upsert_pod(c, mkpod("ns", "p", "n1", 100, 0, false));
     af_cache_set_synced(c, true);
     struct af_snapshot *s1 = af_cache_snapshot(c);
-    const struct af_pod_info *p1 = af_snapshot_find_pod(s1, "ns", "p");
+    const struct af_pod_brief *p1 = af_snapshot_find_pod(s1, "ns", "p");
     for (int i = 0; i < 2000; i++) {
         char pn[32];
         snprintf(pn, sizeof(pn), "q%d", i);
@@ -293,7 +410,7 @@ START_TEST(test_snapshot_is_immutable_while_cache_changes)
     ck_assert_uint_gt(s2->generation, s1->generation);
     ck_assert_int_eq(s1->n_pods, 1);
     ck_assert_ptr_eq(af_snapshot_find_pod(s1, "ns", "p"), p1);
-    ck_assert_str_eq(p1->name, "p");
+    ck_assert(af_pod_brief_name_is(p1, "p"));
     ck_assert_int_eq(af_snapshot_find_node(s1, "n1")->used.v[AF_RES_CPU], 100);
     ck_assert_int_eq(s2->n_pods, 2000);
     ck_assert_int_eq(s2->n_nodes, 0);
@@ -563,6 +680,8 @@ Suite *af_cache_suite(void)
     tcase_add_test(tc, test_publisher_refcounts);
     tcase_add_test(tc, test_publisher_retires_held_snapshots);
     tcase_add_test(tc, test_random_operations_match_model);
+    tcase_add_test(tc, test_cached_pod_reads_as_decoded);
+    tcase_add_test(tc, test_pods_share_what_they_repeat);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -113,7 +113,8 @@ START_TEST(test_the_memo_is_warm_before_requests_take_a_snapshot)
 
     /* the cluster changes: a pod leaves; s2's costs are there before s2 is current */
     ck_assert_uint_gt(s1->n_pods, 0);
-    af_cache_delete_pod(cache, s1->pods[0]->ns, s1->pods[0]->name);
+    char name[AF_POD_TEXT_MAX];
+    af_cache_delete_pod(cache, s1->pods[0]->ns, af_pod_brief_name(s1->pods[0], name));
     af_publisher_publish(&pub, af_cache_snapshot(cache));
     ck_assert_int_eq(w.calls, 2);
     ck_assert_ptr_eq(w.current_then, s1);

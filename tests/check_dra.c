@@ -450,8 +450,9 @@ END_TEST
 START_TEST(test_shared_claim_counts_on_its_first_pod)
 {
     struct af_snapshot *s = af_publisher_acquire(&pub);
-    const struct af_pod_info *a = af_snapshot_find_pod(s, "ml", "share-a");
-    const struct af_pod_info *b = af_snapshot_find_pod(s, "ml", "share-b");
+    struct af_pod_kept ta, tb;
+    const struct af_pod_info *a = af_pod_brief_info(af_snapshot_find_pod(s, "ml", "share-a"), &ta);
+    const struct af_pod_info *b = af_pod_brief_info(af_snapshot_find_pod(s, "ml", "share-b"), &tb);
 
     ck_assert_int_eq(a->requests.v[AF_RES_GPU], 1);   /* its spend and costs carry the GPU */
     ck_assert_int_eq(a->dra.v[AF_RES_GPU], 1);
@@ -460,6 +461,15 @@ START_TEST(test_shared_claim_counts_on_its_first_pod)
     af_snapshot_unref(s);
 }
 END_TEST
+
+/* The GPUs the cached pod `ns`/`name` requests, its claims' included. */
+static int64_t pod_gpus(const struct af_snapshot *s, const char *ns, const char *name)
+{
+    struct af_resources r;
+
+    af_pod_brief_requests(af_snapshot_find_pod(s, ns, name), &r);
+    return r.v[AF_RES_GPU];
+}
 
 /* The DRA objects change under cached pods and nodes: a claim allocated after its pod was
  * seen moves its devices onto the pod, once; without DRA the nodes have no such devices. */
@@ -486,14 +496,14 @@ START_TEST(test_dra_changes_under_cached_pods)
     s = af_cache_snapshot(cache);
     ck_assert_int_eq(af_snapshot_find_node(s, A100)->info->allocatable.v[AF_RES_GPU], 8);
     ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 0);
-    ck_assert_int_eq(af_snapshot_find_pod(s, "ml", "share-a")->requests.v[AF_RES_GPU], 0);
+    ck_assert_int_eq(pod_gpus(s, "ml", "share-a"), 0);
 
     gather_file(&g, MIXED);
     (void)af_cache_set_dra(cache, build(&g));
     af_snapshot_unref(s);
     s = af_cache_snapshot(cache);
     ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 1);
-    ck_assert_int_eq(af_snapshot_find_pod(s, "ml", "share-a")->requests.v[AF_RES_GPU], 1);
+    ck_assert_int_eq(pod_gpus(s, "ml", "share-a"), 1);
 
     (void)af_cache_set_dra(cache, NULL);
     af_snapshot_unref(s);
@@ -502,7 +512,7 @@ START_TEST(test_dra_changes_under_cached_pods)
     ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 0);
     ck_assert_int_eq(af_snapshot_find_node(s, "both-l4")->info->allocatable.v[AF_RES_GPU], 1);
     ck_assert(!af_snapshot_find_node(s, "both-l4")->info->dra_both);
-    ck_assert_int_eq(af_snapshot_find_pod(s, "ml", "share-a")->requests.v[AF_RES_GPU], 0);
+    ck_assert_int_eq(pod_gpus(s, "ml", "share-a"), 0);
     af_snapshot_unref(s);
     af_cache_free(cache);
     af_config_unref(cfg);

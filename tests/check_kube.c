@@ -523,7 +523,7 @@ static bool snapshot_equals_dump(const struct af_snapshot *s, json_t *d, char *w
         const char *ns = json_string_value(json_object_get(p, "ns"));
         const char *name = json_string_value(json_object_get(p, "name"));
         const char *node = json_string_value(json_object_get(p, "node"));
-        const struct af_pod_info *pi = af_snapshot_find_pod(s, ns, name);
+        const struct af_pod_brief *pi = af_snapshot_find_pod(s, ns, name);
         if (!pi) {
             snprintf(why, n, "pod %s/%s missing", ns, name);
             return false;
@@ -1095,7 +1095,9 @@ START_TEST(test_reflector_streams_a_whole_list_then_churn)
     ck_assert_int_eq(v->info->cls, AF_CLASS_NVIDIA_A100);
     ck_assert_int_eq(v->info->allocatable.v[AF_RES_GPU], 8);
     ck_assert_str_eq(v->info->instance_type, "p4d.24xlarge");
-    const struct af_pod_info *p = af_snapshot_find_pod(s, "ml-training", "worker-0000001");
+    struct af_pod_kept kept;
+    const struct af_pod_info *p =
+        af_pod_brief_info(af_snapshot_find_pod(s, "ml-training", "worker-0000001"), &kept);
     ck_assert_ptr_nonnull(p);
     ck_assert_str_eq(p->node_name, "ip-10-0-0-1.us-west-2.compute.internal");
     ck_assert_int_eq(p->requests.v[AF_RES_CPU], 250);

@@ -30,7 +30,8 @@ struct af_snapshot {
     size_t n_nodes;
     struct af_node_view *nodes;        /* sorted by name; each info holds a ref */
     size_t n_pods;
-    struct af_pod_info **pods;         /* non-terminal pods, each holds a ref */
+    struct af_pod_brief **pods;        /* non-terminal pods, each holds a ref (model.h: what
+                                        * is kept of a pod; af_pod_brief_info for the rest) */
     /* Pods labelled accelfit.io/managed (rollouts), terminal ones included (the brake
      * reads Failed pods); each holds a ref; in no particular order. The cache keeps them
      * apart as they come and go, so listing them costs O(managed), not O(pods). */
@@ -57,8 +58,8 @@ const struct af_node_view *af_snapshot_find_node(const struct af_snapshot *s, co
  */
 void af_snapshot_find_nodes(const struct af_snapshot *s, const char *const *names, size_t n,
                             const struct af_node_view **out);
-const struct af_pod_info *af_snapshot_find_pod(const struct af_snapshot *s, const char *ns,
-                                               const char *name);
+const struct af_pod_brief *af_snapshot_find_pod(const struct af_snapshot *s, const char *ns,
+                                                const char *name);
 struct af_snapshot *af_snapshot_ref(struct af_snapshot *s);
 void af_snapshot_unref(struct af_snapshot *s);     /* NULL is fine */
 

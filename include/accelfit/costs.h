@@ -131,7 +131,7 @@ struct af_costs {
  * namespaces x log namespaces), with a hash index of the nodes built per call.
  */
 struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_node_view *nodes,
-                                  size_t n_nodes, struct af_pod_info *const *pods, size_t n_pods);
+                                  size_t n_nodes, struct af_pod_brief *const *pods, size_t n_pods);
 struct af_costs *af_costs_ref(struct af_costs *c);
 void af_costs_unref(struct af_costs *c);         /* NULL is fine */
 

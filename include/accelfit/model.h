@@ -475,10 +475,86 @@ const char *af_pod_label(const struct af_pod_info *p, const char *key);
 struct af_pod_info *af_pod_info_new(void);
 /* A new record (refcnt 1) with every field, string and placement of `p`: to change one that is
  * shared (the DRA devices of its claims, af_cache_set_dra). Whoever adds an owned field to
- * af_pod_info copies it here and frees it in af_pod_info_unref. */
+ * af_pod_info copies it here and frees it in af_pod_info_unref; any field, owned or not,
+ * also goes into af_pod_info_plain or af_pod_brief (a cached pod's brief must not lose it). */
 struct af_pod_info *af_pod_info_copy(const struct af_pod_info *p);
 struct af_pod_info *af_pod_info_ref(struct af_pod_info *p);
 void af_pod_info_unref(struct af_pod_info *p);         /* NULL is fine */
+
+/*
+ * A pod the cache keeps (af_snapshot.pods): what accelfit reads of a pod it does not
+ * schedule, and no more. Its namespace, node, tenant and owner, its phase, its intent
+ * annotations and its effective requests (the nonzero ones only); what the cluster
+ * repeats (namespace, node, tenant, owner kind and name, generateName, annotations) is
+ * shared (accelfit/strtab.h), one copy for all pods naming it; its own name and uid are
+ * in the same allocation. A plain pod costs about 170 bytes instead of the 700 of an
+ * af_pod_info and its strings.
+ *
+ * A pod with more to say than that (labelled accelfit.io/managed, with DRA claims, an
+ * expected duration or a MIG profile) keeps its whole record in
+ * `full` as well, so af_pod_brief_info gives back the very record that was decoded.
+ * Immutable after it is built; shared by refcount.
+ */
+struct af_pod_brief {
+    atomic_int refcnt;
+    uint16_t req_mask;         /* nonzero requests: bit (1u << enum af_res), in `req` in order */
+    bool terminal : 1;         /* the af_pod_info fields of the same names */
+    bool system : 1;
+    bool managed : 1;
+    bool has_uid : 1;          /* the tail holds a uid after the name */
+    bool uid_bin : 1;          /* ... as the 16 bytes of a canonical UUID */
+    bool name_split : 1;       /* the name is generate_name and the tail's suffix */
+    const char *ns;            /* shared strings, as in af_pod_info (NULL when absent) */
+    const char *node_name;
+    const char *tenant;
+    const char *owner_kind;
+    const char *owner_name;
+    const char *generate_name;
+    /* The intent annotations (af_pod_annotations), shared like the strings: a blob of
+     * two bytes, the mask of those present (bit i: the i-th member), then their values,
+     * each NUL-terminated; NULL for none. */
+    const char *ann;
+    uint64_t rv;
+    struct af_pod_info *full;  /* holds a ref; NULL for a plain pod */
+    int64_t req[];             /* one value a bit of req_mask; then the name (or what follows
+                                * generate_name in it) and the uid (af_pod_brief_name, _uid) */
+};
+
+/* Room for a brief's name or uid spelled out (af_pod_brief_name, af_pod_brief_uid). */
+#define AF_POD_TEXT_MAX 256
+/* A cached pod as an af_pod_info, with room for its name and uid (af_pod_brief_info). */
+struct af_pod_kept {
+    struct af_pod_info info;
+    char name[AF_POD_TEXT_MAX];
+    char uid[AF_POD_TEXT_MAX];
+};
+
+struct af_strtab;
+/* True when `p` has nothing beyond what a brief keeps (above). */
+bool af_pod_info_plain(const struct af_pod_info *p);
+/*
+ * The brief of `p` (refcnt 1; steals the reference to `p`, which it keeps in `full`
+ * unless `p` is plain). Its shared strings come from `tab` (NULL: a new one each).
+ * NULL for NULL. Cannot fail.
+ */
+struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *tab);
+/* Its name and uid (NULL when it has none): in the brief, or spelled out into `buf`
+ * (AF_POD_TEXT_MAX bytes); valid while both are. Cannot fail. */
+const char *af_pod_brief_name(const struct af_pod_brief *b, char *buf);
+const char *af_pod_brief_uid(const struct af_pod_brief *b, char *buf);
+/* True when its name is `name` (NULL reads as ""). */
+bool af_pod_brief_name_is(const struct af_pod_brief *b, const char *name);
+struct af_pod_brief *af_pod_brief_ref(struct af_pod_brief *b);
+void af_pod_brief_unref(struct af_pod_brief *b);     /* NULL is fine */
+/* Its effective requests, whole. Cannot fail. */
+void af_pod_brief_requests(const struct af_pod_brief *b, struct af_resources *out);
+/*
+ * The pod as an af_pod_info: `full` when it has one, else `tmp->info` filled from the
+ * brief. Borrowed: valid while the brief and `tmp` are; never pass it to
+ * af_pod_info_unref. NULL for NULL.
+ */
+const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
+                                            struct af_pod_kept *tmp);
 
 /* A node with its current allocation, as one snapshot sees it. */
 struct af_node_view {

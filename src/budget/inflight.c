@@ -77,10 +77,11 @@ static void settle(struct af_inflight *f, const struct af_snapshot *snap, double
         f->settled_gen = snap->generation;
     for (size_t i = f->n; i-- > 0;) {
         const struct charge *c = &f->v[i];
-        const struct af_pod_info *p = fresh ? af_snapshot_find_pod(snap, c->ns, c->name) : NULL;
+        const struct af_pod_brief *p = fresh ? af_snapshot_find_pod(snap, c->ns, c->name) : NULL;
+        char uid[AF_POD_TEXT_MAX];
 
         if (now - c->at > AF_INFLIGHT_TTL_S ||
-            (p && (p->node_name || p->terminal) && !other_uid(c->uid, p->uid)))
+            (p && (p->node_name || p->terminal) && !other_uid(c->uid, af_pod_brief_uid(p, uid))))
             drop(f, i);
     }
 }

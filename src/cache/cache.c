@@ -6,8 +6,10 @@
  * Layout: nodes and pods live in dense arrays of small slots (swap-remove on
  * delete), each indexed by an open-addressing table of uint32 slot numbers
  * (linear probing, backward-shift deletion, no tombstones). Only the
- * refcounted af_node_info / af_pod_info records are kept, never the
- * Kubernetes objects. A node slot can exist without a node record ("phantom")
+ * refcounted af_node_info records and af_pod_brief records (model.h) are kept,
+ * never the Kubernetes objects: a pod is briefed as it is upserted, its names
+ * shared through the cache's string table, so 150,000 pods cost what they say
+ * and not what they repeat. A node slot can exist without a node record ("phantom")
  * while pods bound to that name arrive before the node does, so usage is
  * always current when the node shows up.
  *
@@ -28,6 +30,7 @@
 
 #include "accelfit/decide.h"
 #include "accelfit/dra.h"
+#include "accelfit/strtab.h"
 #include "accelfit/util.h"
 
 /* ---- hashing ------------------------------------------------------------------------------ */
@@ -146,14 +149,13 @@ struct node_slot {
 };
 
 struct pod_slot {
-    struct af_pod_info *info;
     uint32_t hash;
     uint32_t mark;
 };
 
 /* Pods by namespace and name: a dense array (swap-remove) and its index. */
 struct pod_table {
-    struct af_pod_info **pods;    /* dense, parallel to meta; each holds a ref */
+    struct af_pod_brief **pods;   /* dense, parallel to meta; each holds a ref */
     struct pod_slot *meta;
     size_t n, cap;
     struct index ix;
@@ -167,6 +169,7 @@ struct af_cache {                 /* watch thread only */
 
     struct pod_table pods;        /* non-terminal pods: usage, lookups */
     struct pod_table managed;     /* pods labelled accelfit.io/managed, terminal ones too */
+    struct af_strtab *strings;    /* the briefs' shared strings */
 
     /* resync marks: [AF_KIND_NODE], then per pod set ([AF_PODS_UNMANAGED], [AF_PODS_MANAGED]) */
     uint32_t epoch[3];
@@ -205,8 +208,8 @@ static bool pod_eq(const void *ctx, uint32_t slot, const void *key)
 {
     const struct pod_table *t = ctx;
     const struct pod_key *k = key;
-    const struct af_pod_info *p = t->pods[slot];
-    return streq(p->name, k->name) && streq(p->ns, k->ns);
+    const struct af_pod_brief *p = t->pods[slot];
+    return af_pod_brief_name_is(p, k->name) && streq(p->ns, k->ns);
 }
 
 static uint32_t pod_h(const void *ctx, uint32_t slot)
@@ -219,6 +222,7 @@ struct af_cache *af_cache_new(void)
     struct af_cache *c = af_xcalloc(1, sizeof(*c));
     c->epoch[0] = c->epoch[1] = c->epoch[2] = 1;
     c->sorted_dirty = true;
+    c->strings = af_strtab_new();
     idx_rebuild(&c->node_ix, 8, c, node_h, 0);
     idx_rebuild(&c->pods.ix, 8, &c->pods, pod_h, 0);
     idx_rebuild(&c->managed.ix, 8, &c->managed, pod_h, 0);
@@ -228,7 +232,7 @@ struct af_cache *af_cache_new(void)
 static void table_release(struct pod_table *t)
 {
     for (size_t i = 0; i < t->n; i++)
-        af_pod_info_unref(t->pods[i]);
+        af_pod_brief_unref(t->pods[i]);
     free(t->pods);
     free(t->meta);
     free(t->ix.t);
@@ -244,6 +248,7 @@ void af_cache_free(struct af_cache *c)
     }
     table_release(&c->pods);
     table_release(&c->managed);
+    af_strtab_free(c->strings);
     free(c->nodes);
     free(c->node_ix.t);
     free(c->sorted);
@@ -360,9 +365,9 @@ size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
     return changed;
 }
 
-static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sign);
+static void pod_account(struct af_cache *c, const struct af_pod_brief *p, int sign);
 static void managed_set(struct af_cache *c, const char *ns, const char *name, uint32_t h,
-                        struct af_pod_info *p);
+                        struct af_pod_brief *p);
 static struct af_pod_info *pod_with_dra(struct af_cache *c, struct af_pod_info *p, bool *copied);
 
 size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d)
@@ -373,21 +378,23 @@ size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d)
     c->dra = d;
     /* pods whose claims hold other devices now: new records, accounted again */
     for (size_t i = 0; i < c->pods.n; i++) {
-        struct af_pod_info *old = c->pods.pods[i], *n;
+        struct af_pod_brief *old = c->pods.pods[i], *n;
+        struct af_pod_info *full = old->full, *nfull;
         bool copied;
-        if (!old->n_claims)
+        if (!full || !full->n_claims)
             continue;
-        af_pod_info_ref(old);   /* never changed in place: snapshots may hold it */
-        n = pod_with_dra(c, old, &copied);
-        af_pod_info_unref(old);
+        af_pod_info_ref(full);   /* never changed in place: snapshots may hold it */
+        nfull = pod_with_dra(c, full, &copied);
+        af_pod_info_unref(full);
         if (!copied)
             continue;
+        n = af_pod_brief_new(nfull, c->strings);
         pod_account(c, n, +1);
         pod_account(c, old, -1);
         c->pods.pods[i] = n;
         if (n->managed)
-            managed_set(c, n->ns, n->name, c->pods.meta[i].hash, n);
-        af_pod_info_unref(old);
+            managed_set(c, n->ns, full->name, c->pods.meta[i].hash, n);
+        af_pod_brief_unref(old);
     }
     for (size_t i = 0; i < c->n_nodes; i++) {
         struct af_node_info *old = c->nodes[i].info, *n;
@@ -428,27 +435,27 @@ void af_cache_delete_node(struct af_cache *c, const char *name)
 /* ---- pods ---- */
 
 /* The pod set a record belongs to, by its managed label (cache.h). */
-static enum af_pod_set pod_set_of(const struct af_pod_info *p)
+static enum af_pod_set pod_set_of(const struct af_pod_brief *p)
 {
     return p->managed ? AF_PODS_MANAGED : AF_PODS_UNMANAGED;
 }
 
-static bool set_covers(enum af_pod_set set, const struct af_pod_info *p)
+static bool set_covers(enum af_pod_set set, const struct af_pod_brief *p)
 {
     return set == AF_PODS_ALL || set == pod_set_of(p);
 }
 
-static uint32_t pod_mark(const struct af_cache *c, const struct af_pod_info *p)
+static uint32_t pod_mark(const struct af_cache *c, const struct af_pod_brief *p)
 {
     return c->epoch[pod_set_of(p)];
 }
 
-static bool pod_counts(const struct af_pod_info *p)
+static bool pod_counts(const struct af_pod_brief *p)
 {
     return p && !p->terminal && p->node_name && *p->node_name;
 }
 
-static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sign)
+static void pod_account(struct af_cache *c, const struct af_pod_brief *p, int sign)
 {
     if (!pod_counts(p))
         return;
@@ -456,10 +463,12 @@ static void pod_account(struct af_cache *c, const struct af_pod_info *p, int sig
     struct node_slot *ns = &c->nodes[s];
     /* Wrapping (unsigned) arithmetic: absurd requests must not be undefined behaviour,
      * and removing a pod must exactly undo adding it. */
-    for (int i = 0; i < AF_RES__COUNT; i++) {
-        ns->used.v[i] = (int64_t)((uint64_t)ns->used.v[i] + (uint64_t)(sign * p->requests.v[i]));
-        ns->dra_held.v[i] += sign * p->dra.v[i];
-    }
+    for (int i = 0, k = 0; i < AF_RES__COUNT; i++)
+        if (p->req_mask & (1u << i)) {
+            ns->used.v[i] = (int64_t)((uint64_t)ns->used.v[i] + (uint64_t)(sign * p->req[k++]));
+        }
+    for (int i = 0; p->full && i < AF_RES__COUNT; i++)
+        ns->dra_held.v[i] += sign * p->full->dra.v[i];
     ns->npods += sign;
     if (p->system)
         ns->nsystem += sign;
@@ -479,9 +488,9 @@ static long table_lookup(const struct pod_table *t, const char *ns, const char *
 }
 
 /* Removes the pod in `slot` (index entry at `pos`) and returns its reference. */
-static struct af_pod_info *table_take(struct pod_table *t, uint32_t slot, size_t pos)
+static struct af_pod_brief *table_take(struct pod_table *t, uint32_t slot, size_t pos)
 {
-    struct af_pod_info *p = t->pods[slot];
+    struct af_pod_brief *p = t->pods[slot];
     uint32_t last = (uint32_t)(t->n - 1);
 
     idx_remove_at(&t->ix, pos, t, pod_h);
@@ -496,7 +505,7 @@ static struct af_pod_info *table_take(struct pod_table *t, uint32_t slot, size_t
 }
 
 /* Appends `p` (steals the reference), known to be absent. */
-static void table_append(struct pod_table *t, struct af_pod_info *p, uint32_t h, uint32_t mark)
+static void table_append(struct pod_table *t, struct af_pod_brief *p, uint32_t h, uint32_t mark)
 {
     size_t cap = t->cap;
 
@@ -512,33 +521,46 @@ static void table_append(struct pod_table *t, struct af_pod_info *p, uint32_t h,
     t->n++;
 }
 
+/* After a list: the dense arrays grew by doubling, up to twice what the pods need; give
+ * back what an eighth more than their count leaves free (watch events grow them again). */
+static void table_fit(struct pod_table *t)
+{
+    size_t want = t->n + t->n / 8 + 16;
+
+    if (t->cap <= want + want / 4)
+        return;
+    t->pods = af_xrealloc(t->pods, want * sizeof(*t->pods));
+    t->meta = af_xrealloc(t->meta, want * sizeof(*t->meta));
+    t->cap = want;
+}
+
 static void pod_slot_remove(struct af_cache *c, uint32_t slot, size_t pos)
 {
-    struct af_pod_info *p = table_take(&c->pods, slot, pos);
+    struct af_pod_brief *p = table_take(&c->pods, slot, pos);
 
     pod_account(c, p, -1);
-    af_pod_info_unref(p);
+    af_pod_brief_unref(p);
 }
 
 /* The managed table follows every upsert: `p` (borrowed) replaces the entry of its name,
  * or removes it when `p` is no longer managed or is NULL (deleted). */
 static void managed_set(struct af_cache *c, const char *ns, const char *name, uint32_t h,
-                        struct af_pod_info *p)
+                        struct af_pod_brief *p)
 {
     size_t pos;
     long s = table_lookup(&c->managed, ns, name, h, &pos);
 
     if (p && p->managed) {
-        af_pod_info_ref(p);
+        af_pod_brief_ref(p);
         if (s >= 0) {
-            af_pod_info_unref(c->managed.pods[s]);
+            af_pod_brief_unref(c->managed.pods[s]);
             c->managed.pods[s] = p;
             c->managed.meta[s].mark = pod_mark(c, p);
         } else {
             table_append(&c->managed, p, h, pod_mark(c, p));
         }
     } else if (s >= 0) {
-        af_pod_info_unref(table_take(&c->managed, (uint32_t)s, pos));
+        af_pod_brief_unref(table_take(&c->managed, (uint32_t)s, pos));
     }
 }
 
@@ -586,52 +608,58 @@ static struct af_pod_info *pod_with_dra(struct af_cache *c, struct af_pod_info *
     return n;
 }
 
-void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *p)
+void af_cache_upsert_pod(struct af_cache *c, struct af_pod_info *full)
 {
-    if (!p)
+    struct af_pod_brief *p;
+
+    if (!full)
         return;
-    if (!p->name) {
-        af_pod_info_unref(p);
+    if (!full->name) {
+        af_pod_info_unref(full);
         return;
     }
-    if (p->n_claims) {
+    if (full->n_claims) {
         bool copied;
-        struct af_pod_info *n = pod_with_dra(c, p, &copied);
+        struct af_pod_info *n = pod_with_dra(c, full, &copied);
         if (copied)
-            af_pod_info_unref(p);
-        p = n;
+            af_pod_info_unref(full);
+        full = n;
     }
-    uint32_t h = hash_pod(p->ns, p->name);
+    /* what is kept: the brief, and the whole record only when it says more */
+    p = af_pod_brief_new(full, c->strings);   /* `full` may be gone now */
+    char namebuf[AF_POD_TEXT_MAX];
+    const char *name = af_pod_brief_name(p, namebuf);
+    uint32_t h = hash_pod(p->ns, name);
     size_t pos, mpos;
-    long s = table_lookup(&c->pods, p->ns, p->name, h, &pos);
+    long s = table_lookup(&c->pods, p->ns, name, h, &pos);
 
     /* An event the other set's watch sent before the one this record came from (the
      * pod's label changed and the two watches are not ordered): it is old news. Only
      * watch events carry a resourceVersion; a list's pods skip the look. */
     if (p->rv) {
-        long m = s >= 0 ? -1 : table_lookup(&c->managed, p->ns, p->name, h, &mpos);
-        const struct af_pod_info *cur = s >= 0   ? c->pods.pods[s]
-                                        : m >= 0 ? c->managed.pods[m]
-                                                 : NULL;
+        long m = s >= 0 ? -1 : table_lookup(&c->managed, p->ns, name, h, &mpos);
+        const struct af_pod_brief *cur = s >= 0   ? c->pods.pods[s]
+                                         : m >= 0 ? c->managed.pods[m]
+                                                  : NULL;
         if (cur && cur->rv && pod_set_of(cur) != pod_set_of(p) && p->rv < cur->rv) {
-            af_pod_info_unref(p);
+            af_pod_brief_unref(p);
             return;
         }
     }
-    managed_set(c, p->ns, p->name, h, p);
+    managed_set(c, p->ns, name, h, p);
     if (p->terminal) {
         if (s >= 0)
             pod_slot_remove(c, (uint32_t)s, pos);
-        af_pod_info_unref(p);
+        af_pod_brief_unref(p);
         return;
     }
     if (s >= 0) {
-        struct af_pod_info *old = c->pods.pods[s];
+        struct af_pod_brief *old = c->pods.pods[s];
         /* Account the new state first so a phantom node slot is not dropped
          * and recreated when the pod stays on the same node. */
         pod_account(c, p, +1);
         pod_account(c, old, -1);
-        af_pod_info_unref(old);
+        af_pod_brief_unref(old);
         c->pods.pods[s] = p;
         c->pods.meta[s].mark = pod_mark(c, p);
         return;
@@ -664,7 +692,7 @@ static void sweep_pods(struct af_cache *c, struct pod_table *t, const bool endin
     for (size_t i = t->n; i-- > 0;) {
         if (i >= t->n)
             continue;
-        const struct af_pod_info *p = t->pods[i];
+        const struct af_pod_brief *p = t->pods[i];
         enum af_pod_set set = pod_set_of(p);
         if (!ending[set] || t->meta[i].mark == c->epoch[set])
             continue;
@@ -672,7 +700,7 @@ static void sweep_pods(struct af_cache *c, struct pod_table *t, const bool endin
         if (t == &c->pods)
             pod_slot_remove(c, (uint32_t)i, pos);
         else
-            af_pod_info_unref(table_take(t, (uint32_t)i, pos));
+            af_pod_brief_unref(table_take(t, (uint32_t)i, pos));
     }
 }
 
@@ -690,6 +718,8 @@ void af_cache_end_resync_pods(struct af_cache *c, enum af_pod_set set)
         return;
     sweep_pods(c, &c->pods, ending);
     sweep_pods(c, &c->managed, ending);
+    table_fit(&c->pods);
+    table_fit(&c->managed);
 }
 
 void af_cache_begin_resync(struct af_cache *c, enum af_kind kind)
@@ -820,7 +850,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     s->n_pods = c->pods.n;
     s->pods = af_xmalloc((s->n_pods + 1) * sizeof(*s->pods));
     for (size_t i = 0; i < s->n_pods; i++)
-        s->pods[i] = af_pod_info_ref(c->pods.pods[i]);
+        s->pods[i] = af_pod_brief_ref(c->pods.pods[i]);
     /* The cache's own index has the snapshot's layout (slot + 1 into the same dense
      * order, the same hash, linear probing): copied, not rebuilt. */
     s->pod_index_size = c->pods.ix.size;
@@ -831,7 +861,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     s->n_managed = c->managed.n;
     s->managed = af_xmalloc((s->n_managed + 1) * sizeof(*s->managed));
     for (size_t i = 0; i < s->n_managed; i++)
-        s->managed[i] = af_pod_info_ref(c->managed.pods[i]);
+        s->managed[i] = af_pod_info_ref(c->managed.pods[i]->full);
     return s;
 }
 
@@ -903,8 +933,8 @@ void af_snapshot_find_nodes(const struct af_snapshot *s, const char *const *name
     }
 }
 
-const struct af_pod_info *af_snapshot_find_pod(const struct af_snapshot *s, const char *ns,
-                                               const char *name)
+const struct af_pod_brief *af_snapshot_find_pod(const struct af_snapshot *s, const char *ns,
+                                                const char *name)
 {
     if (!s || !name || !s->pod_index_size)
         return NULL;
@@ -913,8 +943,8 @@ const struct af_pod_info *af_snapshot_find_pod(const struct af_snapshot *s, cons
         uint32_t v = s->pod_index[pos];
         if (!v)
             return NULL;
-        const struct af_pod_info *p = s->pods[v - 1];
-        if (streq(p->name, name) && streq(p->ns, ns))
+        const struct af_pod_brief *p = s->pods[v - 1];
+        if (af_pod_brief_name_is(p, name) && streq(p->ns, ns))
             return p;
     }
 }
@@ -933,7 +963,7 @@ void af_snapshot_unref(struct af_snapshot *s)
     for (size_t i = 0; i < s->n_nodes; i++)
         af_node_info_unref((struct af_node_info *)s->nodes[i].info);
     for (size_t i = 0; i < s->n_pods; i++)
-        af_pod_info_unref(s->pods[i]);
+        af_pod_brief_unref(s->pods[i]);
     for (size_t i = 0; i < s->n_managed; i++)
         af_pod_info_unref(s->managed[i]);
     free(s->nodes);

@@ -266,7 +266,7 @@ static void add_prepaid(struct af_costs *c, size_t *cap, const struct af_node_vi
 /* ---- the computation -------------------------------------------------------------------------- */
 
 struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_node_view *nodes,
-                                  size_t n_nodes, struct af_pod_info *const *pods, size_t n_pods)
+                                  size_t n_nodes, struct af_pod_brief *const *pods, size_t n_pods)
 {
     struct af_costs *c = af_xcalloc(1, sizeof(*c));
     struct ns_table t = {NULL, 0, 0};
@@ -281,7 +281,9 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
 
     node_index_build(&nx, nodes, n_nodes);
     for (size_t i = 0; i < n_pods; i++) {
-        const struct af_pod_info *p = pods[i];
+        const struct af_pod_brief *p = pods[i];
+        struct af_pod_kept tmp;
+        struct af_resources req;
         const struct af_node_view *v;
         struct af_cost_ns *e;
         enum af_tenant_match how;
@@ -302,19 +304,21 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
          * Pods of other namespaces go by their label (af_tenant_of). */
         e = ns_get(&t, p->ns ? p->ns : "", -1, &added);
         if (added) {
-            tenant = af_tenant_of(pol, p, &how);
+            tenant = af_tenant_of(pol, af_pod_brief_info(p, &tmp), &how);
             e->owned = how == AF_TENANT_BY_NAMESPACE;
             /* unowned: the default tenant (the last), for pods without a label */
             e->tenant = e->owned || tenant < 0 ? tenant : (int)pol->n_tenants - 1;
         }
-        tenant = e->owned || !p->tenant ? e->tenant : af_tenant_of(pol, p, NULL);
-        usd = af_pod_share_usd(&p->requests, v->info);
+        tenant = e->owned || !p->tenant ? e->tenant
+                                         : af_tenant_of(pol, af_pod_brief_info(p, &tmp), NULL);
+        af_pod_brief_requests(p, &req);
+        usd = af_pod_share_usd(&req, v->info);
         slot = class_slot(v->info);
         c->pods_counted++;
         if (is_prepaid(v->info)) {
             /* spend is what decisions charge (0 under marginal pricing); the share of the
              * rate is counted apart, whatever the mode */
-            double share = node_rate(v->info) * share_of(&p->requests, v->info);
+            double share = node_rate(v->info) * share_of(&req, v->info);
             node_spend[v - nodes] += share;
             if (tenant >= 0) {
                 c->tenants[tenant].prepaid_usd_hr += share;

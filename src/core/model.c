@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "accelfit/placement.h"
+#include "accelfit/strtab.h"
 #include "accelfit/util.h"
 
 /* ---- classes --------------------------------------------------------------- */
@@ -676,4 +677,260 @@ void af_pod_info_unref(struct af_pod_info *p)
     }
     free(p->claims);
     free(p);
+}
+
+/* ---- briefs ------------------------------------------------------------------------------ */
+
+_Static_assert(AF_RES__COUNT <= 16, "af_pod_brief.req_mask has 16 bits");
+
+/* The members of af_pod_annotations, in the order of a brief's `ann` mask. */
+static const size_t ann_members[] = {
+    offsetof(struct af_pod_annotations, workload),
+    offsetof(struct af_pod_annotations, model_params),
+    offsetof(struct af_pod_annotations, objective),
+    offsetof(struct af_pod_annotations, latency_slo_ms),
+    offsetof(struct af_pod_annotations, framework),
+    offsetof(struct af_pod_annotations, neuron_ready),
+    offsetof(struct af_pod_annotations, precision),
+    offsetof(struct af_pod_annotations, neuron_core_version),
+    offsetof(struct af_pod_annotations, instances),
+};
+_Static_assert(sizeof(ann_members) / sizeof(ann_members[0]) * sizeof(char *) ==
+                   sizeof(struct af_pod_annotations),
+               "every annotation has its bit in a brief's mask");
+
+static char **ann_at(struct af_pod_annotations *a, size_t i)
+{
+    return (char **)(void *)((char *)a + ann_members[i]);
+}
+
+/* A field added to af_pod_info is either kept by a brief or makes a pod not plain: say
+ * which here (and in af_pod_brief_info), then the size below. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct af_pod_info) == 432,
+               "af_pod_info changed: af_pod_info_plain and af_pod_brief_info must know the field");
+
+bool af_pod_info_plain(const struct af_pod_info *p)
+{
+    static const struct af_resources zero;
+
+    return !p->managed && !p->labels && !p->job_name && !p->rollout_side && !p->rollout_claim &&
+           !p->ready && !p->failed && !p->restarts && !p->started_unix && !p->placement &&
+           !p->n_claims && !p->claims && !p->mig.g && !p->mig.gb && !p->expected_s &&
+           !p->expected_source && !p->expected_bad && !memcmp(&p->dra, &zero, sizeof(zero));
+}
+
+/* The brief's `ann` blob of `a`: NULL when none is set. */
+static const char *ann_blob(struct af_strtab *tab, const struct af_pod_annotations *a)
+{
+    struct af_pod_annotations copy = *a;
+    struct af_buf b = AF_BUF_INIT(0);
+    unsigned mask = 0;
+    const char *out;
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+        if (*ann_at(&copy, i))
+            mask |= 1u << i;
+    if (!mask)
+        return NULL;
+    af_assert(!af_buf_add(&b, (char[2]){(char)(mask & 0xff), (char)(mask >> 8)}, 2));
+    for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+        if (*ann_at(&copy, i))
+            af_assert(!af_buf_add(&b, *ann_at(&copy, i), strlen(*ann_at(&copy, i)) + 1));
+    out = tab ? af_strtab_get_bytes(tab, b.buf, b.len) : af_rcstr_new_bytes(b.buf, b.len);
+    af_buf_release(&b);
+    return out;
+}
+
+static const char *shared(struct af_strtab *tab, const char *s)
+{
+    return tab ? af_strtab_get(tab, s) : af_rcstr_new(s);
+}
+
+/* The 16 bytes of a canonical (lowercase) UUID, "8-4-4-4-12" hex digits; false otherwise. */
+static bool uuid_bytes(const char *s, unsigned char out[16])
+{
+    static const char hex[] = "0123456789abcdef";
+    int k = 0;
+
+    if (!s || strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        const char *d;
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return false;
+            continue;
+        }
+        if (!s[i] || !(d = strchr(hex, s[i])))
+            return false;
+        if (k % 2 == 0)
+            out[k / 2] = (unsigned char)((d - hex) << 4);
+        else
+            out[k / 2] |= (unsigned char)(d - hex);
+        k++;
+    }
+    return true;
+}
+
+struct af_pod_brief *af_pod_brief_new(struct af_pod_info *p, struct af_strtab *tab)
+{
+    size_t n_req = 0, name_len, uid_len, skip = 0;
+    unsigned char uuid[16];
+    bool bin;
+    struct af_pod_brief *b;
+    uint16_t mask = 0;
+    char *tail;
+
+    if (!p)
+        return NULL;
+    for (int i = 0; i < AF_RES__COUNT; i++)
+        if (p->requests.v[i]) {
+            mask |= (uint16_t)(1u << i);
+            n_req++;
+        }
+    name_len = strlen(p->name ? p->name : "") + 1;
+    /* a ReplicaSet's or Job's pod is named generateName plus a few characters: keep those */
+    if (p->generate_name && *p->generate_name && name_len <= AF_POD_TEXT_MAX &&
+        !strncmp(p->name, p->generate_name, strlen(p->generate_name)))
+        skip = strlen(p->generate_name);
+    bin = uuid_bytes(p->uid, uuid);
+    uid_len = bin ? sizeof(uuid) : p->uid ? strlen(p->uid) + 1 : 0;
+    b = af_xmalloc(sizeof(*b) + n_req * sizeof(int64_t) + name_len - skip + uid_len);
+    atomic_init(&b->refcnt, 1);
+    b->req_mask = mask;
+    b->terminal = p->terminal;
+    b->system = p->system;
+    b->managed = p->managed;
+    for (int i = 0, k = 0; i < AF_RES__COUNT; i++)
+        if (p->requests.v[i])
+            b->req[k++] = p->requests.v[i];
+    tail = (char *)&b->req[n_req];
+    memcpy(tail, (p->name ? p->name : "") + skip, name_len - skip);
+    b->name_split = skip > 0;
+    b->has_uid = p->uid != NULL;
+    b->uid_bin = bin;
+    if (p->uid)
+        memcpy(tail + name_len - skip, bin ? (const char *)uuid : p->uid, uid_len);
+    b->ns = shared(tab, p->ns);
+    b->node_name = shared(tab, p->node_name);
+    b->tenant = shared(tab, p->tenant);
+    b->owner_kind = shared(tab, p->owner_kind);
+    b->owner_name = shared(tab, p->owner_name);
+    b->generate_name = shared(tab, p->generate_name);
+    b->ann = ann_blob(tab, &p->ann);
+    b->rv = p->rv;
+    if (af_pod_info_plain(p)) {
+        b->full = NULL;
+        af_pod_info_unref(p);
+    } else {
+        b->full = p;
+    }
+    return b;
+}
+
+struct af_pod_brief *af_pod_brief_ref(struct af_pod_brief *b)
+{
+    if (b)
+        atomic_fetch_add_explicit(&b->refcnt, 1, memory_order_relaxed);
+    return b;
+}
+
+void af_pod_brief_unref(struct af_pod_brief *b)
+{
+    if (!b || atomic_fetch_sub_explicit(&b->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    af_rcstr_unref(b->ns);
+    af_rcstr_unref(b->node_name);
+    af_rcstr_unref(b->tenant);
+    af_rcstr_unref(b->owner_kind);
+    af_rcstr_unref(b->owner_name);
+    af_rcstr_unref(b->generate_name);
+    af_rcstr_unref(b->ann);
+    af_pod_info_unref(b->full);
+    af_free(b);
+}
+
+static const char *brief_tail(const struct af_pod_brief *b)
+{
+    return (const char *)&b->req[__builtin_popcount(b->req_mask)];
+}
+
+const char *af_pod_brief_name(const struct af_pod_brief *b, char *buf)
+{
+    if (!b->name_split)
+        return brief_tail(b);
+    snprintf(buf, AF_POD_TEXT_MAX, "%s%s", b->generate_name, brief_tail(b));
+    return buf;
+}
+
+bool af_pod_brief_name_is(const struct af_pod_brief *b, const char *name)
+{
+    size_t n;
+
+    if (!name)
+        name = "";
+    if (!b->name_split)
+        return !strcmp(brief_tail(b), name);
+    n = strlen(b->generate_name);
+    return !strncmp(name, b->generate_name, n) && !strcmp(name + n, brief_tail(b));
+}
+
+const char *af_pod_brief_uid(const struct af_pod_brief *b, char *buf)
+{
+    const char *u = brief_tail(b);
+    const unsigned char *x;
+
+    if (!b->has_uid)
+        return NULL;
+    u += strlen(u) + 1;
+    if (!b->uid_bin)
+        return u;
+    x = (const unsigned char *)u;
+    snprintf(buf, AF_POD_TEXT_MAX,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", x[0], x[1],
+             x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13], x[14],
+             x[15]);
+    return buf;
+}
+
+void af_pod_brief_requests(const struct af_pod_brief *b, struct af_resources *out)
+{
+    for (int i = 0, k = 0; i < AF_RES__COUNT; i++)
+        out->v[i] = b->req_mask & (1u << i) ? b->req[k++] : 0;
+}
+
+const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
+                                            struct af_pod_kept *kept)
+{
+    struct af_pod_info *tmp = &kept->info;
+
+    if (!b)
+        return NULL;
+    if (b->full)
+        return b->full;
+    /* a plain pod: every other field of af_pod_info is zero (af_pod_info_plain) */
+    memset(tmp, 0, sizeof(*tmp));
+    atomic_init(&tmp->refcnt, 1);
+    tmp->ns = (char *)b->ns;
+    tmp->name = (char *)af_pod_brief_name(b, kept->name);
+    tmp->uid = (char *)af_pod_brief_uid(b, kept->uid);
+    tmp->node_name = (char *)b->node_name;
+    tmp->tenant = (char *)b->tenant;
+    tmp->owner_kind = (char *)b->owner_kind;
+    tmp->owner_name = (char *)b->owner_name;
+    tmp->generate_name = (char *)b->generate_name;
+    tmp->terminal = b->terminal;
+    tmp->system = b->system;
+    tmp->rv = b->rv;
+    if (b->ann) {
+        const char *v = b->ann + 2;
+        unsigned mask = (unsigned char)b->ann[0] | (unsigned)(unsigned char)b->ann[1] << 8;
+        for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+            if (mask & (1u << i)) {
+                *ann_at(&tmp->ann, i) = (char *)v;
+                v += strlen(v) + 1;
+            }
+    }
+    af_pod_brief_requests(b, &tmp->requests);
+    return tmp;
 }

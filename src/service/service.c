@@ -781,6 +781,7 @@ static void render_plan(struct af_jw *w, const struct af_plan *plan)
 
 struct explain_in {
     const struct af_pod_info *pod;
+    struct af_pod_kept kept;  /* a cached pod's record when it has no whole one (model.h) */
     struct candidates c;
     bool ready;
     const char *why;
@@ -1259,7 +1260,7 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
         status = 503;
         goto done;
     }
-    in.pod = af_snapshot_find_pod(in.snap, ns, name);
+    in.pod = af_pod_brief_info(af_snapshot_find_pod(in.snap, ns, name), &in.kept);
     if (!in.pod) {
         char text[600];
         snprintf(text, sizeof(text), "pod '%s/%s' is not in the cache", ns, name);
