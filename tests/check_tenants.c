@@ -1282,17 +1282,36 @@ static long costs_research(CURL *c, const struct af_test_server *s)
     return v;
 }
 
-/* Polls GET /costs until research spends `want` cents (the watch delivers the change). */
+static long readyz_status(CURL *c, const struct af_test_server *s)
+{
+    struct af_test_resp r;
+    char url[256];
+    long status;
+
+    snprintf(url, sizeof(url), "%s/readyz", s->base);
+    ck_assert_int_eq(af_test_http(c, NULL, url, NULL, 0, NULL, &r), CURLE_OK);
+    status = r.status;
+    af_test_resp_free(&r);
+    return status;
+}
+
+/*
+ * Polls GET /costs until research spends `want` cents (the watch delivers the change), and
+ * /readyz until the server is ready: /costs answers from the first snapshot, which can come
+ * before every list the server waits for, and filter refuses every node until then.
+ */
 static void await_research(CURL *c, const struct af_test_server *s, long want)
 {
-    long got = -1;
+    long got = -1, ready = 0;
 
-    for (int i = 0; i < 1200 && got != want; i++) {   /* up to a minute on a slow machine */
+    for (int i = 0; i < 1200 && (got != want || ready != 200); i++) {   /* a minute, slow */
         got = costs_research(c, s);
-        if (got != want)
+        ready = readyz_status(c, s);
+        if (got != want || ready != 200)
             usleep(50000);
     }
     ck_assert_int_eq(got, want);
+    ck_assert_int_eq(ready, 200);
 }
 
 static json_t *http_filter(CURL *c, const struct af_test_server *s, const char *body)
