@@ -2956,6 +2956,72 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
 END_TEST
 
 /*
+ * Sides claimed ahead (reserves, docs/rollouts.md): a burst of 160 new units at 30% split
+ * between two replicas, checked after every 20: the target holds within one unit of what
+ * one replica alone gives at that count, at every check, while most answers (all but the
+ * first of each block of reserves) wait for no write to the API server.
+ */
+START_TEST(test_reserves_answer_at_once_within_one_unit_of_one_replica)
+{
+    enum { ROUNDS = 8, EACH = 20 };
+    static const char rollout30[] = "rollouts:\n"
+                                    "  - name: burst\n"
+                                    "    selector: {namespace: ml}\n"
+                                    "    source: [nvidia-a10g]\n"
+                                    "    target: [nvidia-a100]\n"
+                                    "    share: 0.3\n";
+    struct af_test_fake_api f;
+    struct af_test_server rep[2];
+    struct af_test_burst_client cl[AF_TEST_BURST_CLIENTS];
+    size_t body_len;
+    char *policy = af_test_policy_file(rollout30);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
+    long ahead = 0, written = 0;
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy);
+        af_free(body);
+        af_free(sum);
+        return;   /* no python3 here: nothing to talk to */
+    }
+    start_replica(&rep[0], 0, &f, policy);
+    start_replica(&rep[1], 0, &f, policy);
+    for (int round = 1; round <= ROUNDS; round++) {
+        int want = af_test_single_replica_target(0.3, round * EACH);
+        af_test_burst(&rep[0], &rep[1], body, EACH, cl);
+        af_test_burst_add(sum, cl);
+        ck_assert_int_eq(sum->failed, 0);
+        ck_assert_int_eq(sum->local, 0);
+        ck_assert_msg(abs(sum->target - want) <= 1,
+                      "after %d units: %d on the target; one replica alone gives %d",
+                      round * EACH, sum->target, want);
+    }
+    for (int k = 0; k < 2; k++) {
+        ahead += claims_counted(&rep[k], "ahead");
+        written += claims_counted(&rep[k], "written");
+    }
+    printf("reserves: %d units at 30%% through two replicas: %d target (one replica alone: "
+           "%d); %ld answered from a reserve, %ld waited for their claim; webhook latency p50 "
+           "%.2f ms, p99 %.2f ms\n",
+           ROUNDS * EACH, sum->target, af_test_single_replica_target(0.3, ROUNDS * EACH), ahead,
+           written, af_test_percentile(sum->ms, sum->n_ms, 50),
+           af_test_percentile(sum->ms, sum->n_ms, 99));
+    ck_assert_int_eq(ahead + written, ROUNDS * EACH);
+    ck_assert_msg(ahead >= ROUNDS * EACH * 3 / 4, "only %ld of %d answered from a reserve",
+                  ahead, ROUNDS * EACH);
+    ck_assert_int_eq(af_test_server_stop(&rep[0]), 0);
+    ck_assert_int_eq(af_test_server_stop(&rep[1]), 0);
+    /* stopped, each gave its reserves back: the ledger holds the decisions, each once */
+    ck_assert_int_eq(ledger_decisions(&f), ROUNDS * EACH);
+    af_test_fake_api_stop(&f);
+    af_free(policy);
+    af_free(body);
+    af_free(sum);
+}
+END_TEST
+
+/*
  * While a webhook call waits for its claim (the API server slow), the one HTTP thread goes
  * on serving: a filter and a probe are answered before it, and it is answered after.
  */
@@ -3213,6 +3279,7 @@ Suite *af_http_suite(void)
     tc = tcase_create("claims");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
+    tcase_add_test(tc, test_reserves_answer_at_once_within_one_unit_of_one_replica);
     tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
     tcase_add_test(tc, test_extender_calls_flow_while_a_claim_waits);
     tcase_add_test(tc, test_pipelined_byte_behind_a_parked_answer_is_not_read);
