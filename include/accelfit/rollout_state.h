@@ -219,7 +219,8 @@ bool af_rollouts_reserve(struct af_rollouts *rs, const struct af_config *cfg,
  * Gives `pod`, a new anonymous unit (no name, no Job, no pod group: a ReplicaSet's
  * replica), the side of this replica's reserve `id` of the rollout's `generation`: the
  * decision into *out, and true. False (nothing changed) when there is no such reserve, the
- * pod is not anonymous or in another rollout, the generation changed, or the reserve is
+ * pod is not anonymous or in another rollout, the generation or the share in force changed
+ * since it was claimed (a stage began), or the reserve is
  * for the target and the pod cannot go there now (halted, its constraints admit no target
  * node, no room when the rollout falls back to the source). Cannot fail.
  */

@@ -166,6 +166,7 @@ struct pending {
     char *claim;                        /* its entry in the claim ledger; NULL: none */
     bool reserve;                       /* a reserve no pod has taken (yet): counted for
                                          * AF_ROLLOUT_RESERVE_TTL_S at most */
+    double share;                       /* a reserve of this replica's: the share it was for */
 };
 
 /* A ledger entry no longer counted here (its unit seen, or expired): not absorbed again. */
@@ -1238,6 +1239,7 @@ bool af_rollouts_reserve(struct af_rollouts *rs, const struct af_config *cfg,
     e->decided = e->used = now;
     e->claim = af_xstrdup(id);
     e->reserve = true;
+    e->share = share;
     snprintf(claim->id, sizeof(claim->id), "%s", id);
     snprintf(claim->rollout, sizeof(claim->rollout), "%s", t->name);
     claim->generation = t->hash;
@@ -1284,7 +1286,10 @@ bool af_rollouts_take_reserve(struct af_rollouts *rs, const struct af_config *cf
     for (size_t k = 0; k < rs->n_pending; k++)
         if (rs->pending[k].reserve && rs->pending[k].claim && !strcmp(rs->pending[k].claim, id))
             e = &rs->pending[k];
-    if (!e || strcmp(e->rollout, r->name) || t->hash != generation)
+    out->share = af_rollout_share(r, t->began, now, &stage);
+    /* a reserve is for the share it was claimed at: a stage begun since wants new ones */
+    if (!e || strcmp(e->rollout, r->name) || t->hash != generation ||
+        fabs(out->share - e->share) > 1e-9)
         goto out;
     if (r->variant && target_requests)
         req = *target_requests;
@@ -1299,7 +1304,6 @@ bool af_rollouts_take_reserve(struct af_rollouts *rs, const struct af_config *cf
         goto out;
     out->rollout = i;
     out->halted = t->halted;
-    out->share = af_rollout_share(r, t->began, now, &stage);
     if (stage >= 0)
         snprintf(stage_text, sizeof(stage_text), ", stage %d", stage + 1);
     af_rollout_unit(pod, out->unit, sizeof(out->unit));
@@ -1315,6 +1319,11 @@ bool af_rollouts_take_reserve(struct af_rollouts *rs, const struct af_config *cf
     e->decided = e->used = now;
     taken = true;
 out:
+    if (!taken) {
+        memset(out, 0, sizeof(*out));
+        out->rollout = -1;
+        out->side = AF_SIDE_NONE;
+    }
     pthread_mutex_unlock(&rs->lock);
     census_release(&old);
     return taken;

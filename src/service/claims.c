@@ -173,6 +173,12 @@ void af__claims_give_back(struct af_claims *c, const char *rollout, const char *
 {
     pthread_mutex_lock(&c->lock);
     give_back_id_locked(c, rollout, id, generation);
+    /* and the rest of its block, claimed under the same conditions (a share, a brake) */
+    for (size_t i = 0; i < c->n_held; i++)
+        if (!strcmp(c->held[i].rollout, rollout)) {
+            give_back_locked(c, i);
+            break;
+        }
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
 }

@@ -57,7 +57,8 @@ bool af__claims_take(struct af_claims *c, const char *rollout, char *id, size_t 
                      uint64_t *generation);
 /* A unit answered from a reserve (af_claims_stats.ahead). */
 void af__claims_count_ahead(struct af_claims *c);
-/* A reserve taken that its pod could not use: given back with the next write. */
+/* A reserve taken that its pod could not use: given back with the next write, with the rest
+ * of its block. */
 void af__claims_give_back(struct af_claims *c, const char *rollout, const char *id,
                           uint64_t generation);
 
