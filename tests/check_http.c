@@ -3022,6 +3022,53 @@ START_TEST(test_reserves_answer_at_once_within_one_unit_of_one_replica)
 END_TEST
 
 /*
+ * The pods of one Job are one unit with a name: claimed before their answer (the ledger names
+ * the unit), and their claim brings this replica's first block of reserves with it. Both pods
+ * get one side, and the replica stops cleanly (under ASan: the write with the block fits).
+ */
+START_TEST(test_a_jobs_pods_claimed_with_a_block_of_reserves)
+{
+    struct af_test_fake_api f;
+    struct af_test_server rep;
+    struct af_test_burst_client cl[AF_TEST_BURST_CLIENTS];
+    size_t body_len;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    char *at;
+    int target = 0, source = 0;
+
+    /* owned by Job llm-infer-6b8d9c7f4 instead of its ReplicaSet */
+    ck_assert((at = strstr(body, "\"apps/v1\",\n            \"kind\": \"ReplicaSet\"")) != NULL);
+    {
+        char *job = af_xasprintf("%.*s\"batch/v1\", \"kind\": \"Job\"%s", (int)(at - body), body,
+                                 at + strlen("\"apps/v1\",\n            \"kind\": \"ReplicaSet\""));
+        af_free(body);
+        body = job;
+    }
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy);
+        af_free(body);
+        return;   /* no python3 here: nothing to talk to */
+    }
+    start_replica(&rep, 0, &f, policy);
+    af_test_burst(&rep, &rep, body, 2, cl);
+    for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
+        ck_assert_int_eq(cl[i].failed, 0);
+        target += cl[i].target;
+        source += cl[i].source;
+    }
+    ck_assert_msg((target == 2 && source == 0) || (target == 0 && source == 2),
+                  "the Job's pods went %d to the target, %d to the source", target, source);
+    ck_assert_int_eq(claims_counted(&rep, "written"), 1);
+    ck_assert_int_eq(af_test_server_stop(&rep), 0);
+    ck_assert_int_eq(ledger_decisions(&f), 1);   /* the reserves were given back */
+    af_test_fake_api_stop(&f);
+    af_free(policy);
+    af_free(body);
+}
+END_TEST
+
+/*
  * While a webhook call waits for its claim (the API server slow), the one HTTP thread goes
  * on serving: a filter and a probe are answered before it, and it is answered after.
  */
@@ -3280,6 +3327,7 @@ Suite *af_http_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
     tcase_add_test(tc, test_reserves_answer_at_once_within_one_unit_of_one_replica);
+    tcase_add_test(tc, test_a_jobs_pods_claimed_with_a_block_of_reserves);
     tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
     tcase_add_test(tc, test_extender_calls_flow_while_a_claim_waits);
     tcase_add_test(tc, test_pipelined_byte_behind_a_parked_answer_is_not_read);

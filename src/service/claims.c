@@ -197,8 +197,10 @@ static size_t batch_next(void *ud, const struct af_rollout_claim *v, size_t n,
     struct batch *b = ud;
     struct af_claims *c = b->c;
     bool *keep = af_xcalloc(n + 1, sizeof(*keep));
-    struct af_rollout_claim *w =
-        af_xcalloc(n + b->n + b->n_gone + b->n_want * AF_ROLLOUT_RESERVE_BLOCK + 1, sizeof(*w));
+    /* room for a block of reserves per rollout wanted, and per unit of the batch (each may
+     * want its rollout's) */
+    struct af_rollout_claim *w = af_xcalloc(
+        n + b->n + b->n_gone + (b->n_want + b->n) * AF_ROLLOUT_RESERVE_BLOCK + 1, sizeof(*w));
     size_t m = 0;
 
     af_rollouts_absorb_claims(c->svc->rollouts, v, n, af_wall_time(), keep);
