@@ -235,6 +235,7 @@ static void server_start(struct bench_server *s)
     s->svc.config = &s->holder;
     s->svc.pub = &s->pub;
     s->svc.metrics = af_metrics_new();
+    s->svc.plans = af_plan_memo_new();   /* as serve has it */
     s->svc.when_not_ready = AF_NOT_READY_REJECT;
     s->port = free_port();
     snprintf(s->listen, sizeof(s->listen), "127.0.0.1:%d", s->port);
@@ -253,6 +254,7 @@ static void server_stop(struct bench_server *s)
     s->stop = 1;
     pthread_join(s->thread, NULL);
     af_metrics_free(s->svc.metrics);
+    af_plan_memo_free(s->svc.plans);
     af_publisher_destroy(&s->pub);
     af_config_holder_destroy(&s->holder);
 }

@@ -311,7 +311,7 @@ START_TEST(test_reprice_replaces_records_snapshots_keep_theirs)
 {
     struct af_instance_type types[] = {
         {.name = "m7g.large", .cls = AF_CLASS_CPU, .price_usd_hr = 0.0816, .spot_discount_pct = -1}};
-    struct af_catalog cat = {types, 1, "<test>", "us-east-1", 0};
+    struct af_catalog cat = {types, 1, "<test>", "us-east-1", 0, NULL, {0}};
     struct af_policy pol = {.default_spot_discount_pct = -1};
     struct af_kv labels[] = {{"node.kubernetes.io/instance-type", "m7g.large"},
                              {"topology.kubernetes.io/region", "eu-west-1"}};

@@ -21,7 +21,7 @@ static struct af_instance_type types[] = {
     {.name = "p4d.24xlarge", .cls = AF_CLASS_NVIDIA_A100, .price_usd_hr = 32.77, .spot_discount_pct = -1},
     {.name = "trn1.32xlarge", .cls = AF_CLASS_TRAINIUM1, .price_usd_hr = 21.5, .spot_discount_pct = -1},
 };
-static struct af_catalog catalog = {types, AF_ARRAY_SIZE(types), "<test>", "us-east-1", 0};
+static struct af_catalog catalog = {types, AF_ARRAY_SIZE(types), "<test>", "us-east-1", 0, NULL, {0}};
 static struct af_policy policy = {.default_spot_discount_pct = 65, .w_tier = 1};
 static struct af_config config = {.catalog = &catalog, .policy = &policy};
 
@@ -1128,6 +1128,35 @@ static const char *const short_cut_bodies[] = {
     "\"NodeNames\":[\"a\"]}",
 };
 
+/*
+ * The server refuses a body denser than one JSON value per 16 bytes before parsing it, and
+ * counts values for that on every request: brackets and commas inside strings (escaped
+ * quotes and backslashes included) are text, not values, so a pod whose annotations hold
+ * JSON is not refused.
+ */
+START_TEST(test_values_in_strings_are_not_counted)
+{
+    static const struct {
+        const char *text;
+        size_t want;
+    } cases[] = {
+        {"", 1},
+        {"{}", 2},
+        {"{\"a\":[1,2,3]}", 5},
+        {"{\"a\":\"[1,2,{3}]\"}", 2},
+        {"{\"a\":\"x\\\"[,{\"}", 2},          /* an escaped quote, then brackets */
+        {"{\"a\":\"x\\\\\",\"b\":[]}", 4},   /* an escaped backslash ends the string */
+        {"[\"\\\\\\\"[\",{}]", 4},
+        {"\"unterminated [,{", 1},
+    };
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(cases); i++)
+        ck_assert_msg(af_codec_json_values(cases[i].text, strlen(cases[i].text)) == cases[i].want,
+                      "%s: %zu values, want %zu", cases[i].text,
+                      af_codec_json_values(cases[i].text, strlen(cases[i].text)), cases[i].want);
+}
+END_TEST
+
 START_TEST(test_args_short_managed_fields_decode)
 {
     struct af_ext_args *a = NULL;
@@ -1173,6 +1202,7 @@ Suite *af_codec_suite(void)
     tcase_add_test(tc, test_demo_cluster_yaml_decodes);
     tcase_add_test(tc, test_cluster_json_and_bad_yaml);
     tcase_add_test(tc, test_recorded_request_against_demo_cluster);
+    tcase_add_test(tc, test_values_in_strings_are_not_counted);
     tcase_add_loop_test(tc, test_args_fast_path_agrees_with_jansson, 0,
                         AF_ARRAY_SIZE(nul_bodies));
     tcase_add_loop_test(tc, test_args_nul_escape_is_a_clear_error, 0,

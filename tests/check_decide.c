@@ -237,7 +237,7 @@ START_TEST(test_classify_catalog_spot_discount_wins_over_policy)
         {.name = "x1.big", .cls = AF_CLASS_NVIDIA_L4, .price_usd_hr = 10, .spot_discount_pct = 30},
         {.name = "x2.big", .cls = AF_CLASS_NVIDIA_L4, .price_usd_hr = 10, .spot_discount_pct = -1},
     };
-    struct af_catalog cat = {types, 2, "<test>", "us-east-1", 0};
+    struct af_catalog cat = {types, 2, "<test>", "us-east-1", 0, NULL, {0}};
     struct af_policy pol = {.default_spot_discount_pct = 50};
     struct af_kv l1[] = {{"node.kubernetes.io/instance-type", "x1.big"},
                          {"karpenter.sh/capacity-type", "spot"}};
@@ -265,7 +265,8 @@ START_TEST(test_price_sources_in_order_and_their_reasons)
         {.name = "m7g.large", .cls = AF_CLASS_CPU, .price_usd_hr = 0.0816, .spot_discount_pct = -1},
         {.name = "x9.big", .cls = AF_CLASS_CPU, .price_usd_hr = -1, .spot_discount_pct = -1},
     };
-    struct af_catalog cat = {types, 3, "<test>", "us-east-1", 1784554470 /* 2026-07-20T13:34:30Z */};
+    struct af_catalog cat = {types, 3, "<test>", "us-east-1", 1784554470 /* 2026-07-20T13:34:30Z */,
+                             NULL, {0}};
     struct af_policy pol = {.default_spot_discount_pct = 50};
     const double now = 1784554470 + 10 * 86400;
     struct af_kv spot[] = {{"node.kubernetes.io/instance-type", "g5.xlarge"},

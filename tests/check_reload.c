@@ -355,6 +355,7 @@ static void setup_service(struct af_config *cfg)
     svc.config = &holder;
     svc.pub = &pub;
     svc.metrics = af_metrics_new();
+    svc.plans = af_plan_memo_new();   /* as serve has it: plans kept across calls */
     ck_assert_int_eq(af_codec_decode_cluster(cfg, "behaviour.yaml", text, len, af_cache_upsert_item, cache,
                                              &err),
                      0);
@@ -367,6 +368,7 @@ static void setup_service(struct af_config *cfg)
 static void teardown_service(void)
 {
     af_metrics_free(svc.metrics);
+    af_plan_memo_free(svc.plans);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);
 }
@@ -478,6 +480,38 @@ static bool metrics_show(const char *line)
     af_buf_release(&out);
     return found;
 }
+
+/*
+ * The service keeps each pod's plan for its next calls; a new policy must decide the very
+ * next call of the same pod, including when the new config is given the address of the old
+ * one (freed by the swap), as the allocator often does.
+ */
+START_TEST(test_the_call_after_a_swap_is_answered_by_the_new_policy)
+{
+    char *a, *b, *got;
+
+    setup_service(config_of(policy_a));
+    a = filter_answer();
+    ck_assert_ptr_nonnull(strstr(a, "\"NodeNames\":[\"fb-a10g-free\"]"));
+    got = filter_answer();
+    ck_assert_str_eq(got, a);
+    af_free(got);
+    for (int i = 0; i < 20; i++) {
+        af_config_holder_set(&holder, config_of(i % 2 ? policy_a : policy_b));
+        got = filter_answer();
+        if (i % 2)
+            ck_assert_str_eq(got, a);
+        else
+            ck_assert_ptr_nonnull(strstr(got, "\"NodeNames\":[\"fb-l4-free\"]"));
+        af_free(got);
+    }
+    b = filter_answer();
+    ck_assert_str_eq(b, a);
+    af_free(a);
+    af_free(b);
+    teardown_service();
+}
+END_TEST
 
 START_TEST(test_reload_now_results_and_metrics)
 {
@@ -705,6 +739,7 @@ static Suite *reload_suite(void)
     tc = tcase_create("in_process");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_every_answer_is_one_configs_while_the_policy_flips);
+    tcase_add_test(tc, test_the_call_after_a_swap_is_answered_by_the_new_policy);
     tcase_add_test(tc, test_reload_now_results_and_metrics);
     tcase_add_test(tc, test_every_reload_outcome_is_logged);
     tcase_add_loop_test(tc, test_a_policy_path_that_is_no_regular_file_is_refused_with_its_cause, 0,

@@ -40,6 +40,7 @@ static void setup_with(bool publish, bool synced)
     svc.config = &holder;
     svc.pub = &pub;
     svc.metrics = af_metrics_new();
+    svc.plans = af_plan_memo_new();   /* as serve has it */
     svc.when_not_ready = AF_NOT_READY_REJECT;
     if (publish) {
         size_t len;
@@ -65,6 +66,7 @@ static void setup(void)
 static void teardown(void)
 {
     af_metrics_free(svc.metrics);
+    af_plan_memo_free(svc.plans);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);
 }
@@ -540,6 +542,71 @@ START_TEST(test_filter_reason_names_the_cause_and_explain_the_amounts)
 }
 END_TEST
 
+/* The answer to `verb` for a pod with `ann` (annotations' JSON members) and `req`. */
+static char *answer_for(enum af_verb verb, const char *ann, const char *req)
+{
+    char *body = af_xasprintf(
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":\"u\","
+        "\"annotations\":{%s}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+        "\"requests\":{%s}}}]}},\"Nodes\":null,\"NodeNames\":[\"fb-a10g-full\","
+        "\"fb-a10g-free\",\"fb-l4-free\",\"cpu-c6i\",\"nr-inf1\",\"nr-inf2\",\"nr-trn1\","
+        "\"price-cheap\",\"price-dear\"]}",
+        ann, req);
+    struct af_buf out = AF_BUF_INIT(1u << 20);
+    char *s;
+
+    ck_assert_int_eq(af_service_handle(&svc, verb, body, strlen(body), &out), 200);
+    s = af_xstrdup(out.buf);
+    af_buf_release(&out);
+    af_free(body);
+    return s;
+}
+
+/*
+ * The service keeps the plans of recent pods (filter, then prioritize, then the replicas);
+ * every answer must be what the pod gets when it is planned alone, whichever pods came
+ * before it: more kinds of pod than the service keeps, in turn, three times over.
+ */
+START_TEST(test_each_pod_is_answered_as_if_planned_alone)
+{
+    static const char *const anns[] = {
+        "", "\"accelfit.io/workload\":\"inference\"",
+        "\"accelfit.io/workload\":\"training\",\"accelfit.io/model-params\":\"13B\"",
+        "\"accelfit.io/workload\":\"inference\",\"accelfit.io/objective\":\"cost\"",
+        "\"accelfit.io/workload\":\"inference\",\"accelfit.io/neuron-ready\":\"true\"",
+        "\"accelfit.io/workload\":\"nonsense\"",
+    };
+    static const char *const reqs[] = {
+        "\"nvidia.com/gpu\":\"1\",\"cpu\":\"1\"",
+        "\"aws.amazon.com/neuron\":\"1\"",
+        "\"cpu\":\"2\",\"memory\":\"4Gi\"",
+    };
+    enum { N = AF_ARRAY_SIZE(anns) * AF_ARRAY_SIZE(reqs) };
+    char *alone[2][N];
+    struct af_plan_memo *plans = svc.plans;
+
+    svc.plans = NULL;   /* every call plans its pod anew */
+    for (int v = 0; v < 2; v++)
+        for (size_t i = 0; i < N; i++)
+            alone[v][i] = answer_for(v ? AF_VERB_PRIORITIZE : AF_VERB_FILTER,
+                                     anns[i % AF_ARRAY_SIZE(anns)],
+                                     reqs[i / AF_ARRAY_SIZE(anns)]);
+    svc.plans = plans;
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < N; i++)
+            for (int v = 0; v < 2; v++) {
+                char *got = answer_for(v ? AF_VERB_PRIORITIZE : AF_VERB_FILTER,
+                                       anns[i % AF_ARRAY_SIZE(anns)],
+                                       reqs[i / AF_ARRAY_SIZE(anns)]);
+                ck_assert_str_eq(got, alone[v][i]);
+                af_free(got);
+            }
+    for (int v = 0; v < 2; v++)
+        for (size_t i = 0; i < N; i++)
+            af_free(alone[v][i]);
+}
+END_TEST
+
 static bool has_caveat(json_t *j, const char *part)
 {
     size_t i;
@@ -868,6 +935,7 @@ Suite *af_service_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_explain_bound_pod_leaves_out_its_own_usage);
     tcase_add_test(tc, test_filter_reason_names_the_cause_and_explain_the_amounts);
+    tcase_add_test(tc, test_each_pod_is_answered_as_if_planned_alone);
     tcase_add_test(tc, test_explain_says_what_it_does_not_evaluate);
     suite_add_tcase(s, tc);
 

@@ -189,6 +189,10 @@ struct af_config {
     /* Which config this is: 1 when loaded; a reload (accelfit/reload.h) gives the
      * config it swaps in the generation after the current one's. */
     uint64_t generation;
+    /* This config among all loaded in the process (1, 2, ...; never reused, unlike its
+     * address), so what is kept per config (the service's plan memo) is never taken for
+     * another's. 0 for a config not made by the loader. */
+    uint64_t serial;
     char policy_sha256[65];       /* lowercase hex SHA-256 of the policy bytes as loaded */
     char catalog_sha256[65];      /* the same for the catalog */
 };

@@ -351,6 +351,9 @@ struct af_tenant_decision;
 
 struct af_decide_hooks {
     void *ud;
+    /* 1: the plan in place of af_plan_pod (the same plan: a memo of it); NULL: af_plan_pod */
+    void (*plan)(void *ud, const struct af_policy *pol, const struct af_catalog *cat,
+                 const struct af_pod_info *pod, struct af_plan *plan);
     /* 2: restrict `plan` to the pod's rollout side */
     void (*rollout)(void *ud, const struct af_pod_info *pod, struct af_plan *plan);
     /* 3: the tenant's steer into `td` (af_tenant_steer with the caller's books) */

@@ -125,7 +125,18 @@ struct af_catalog {
      * read (`prices_as_of:`, unix time; 0 when the catalog does not say). */
     char *price_region;
     double prices_as_of;
+    /* The types of each class, in name order: indexes into types, class c's at
+     * by_class[class_start[c + 1]] up to by_class[class_start[c + 2]] (slot 0 is
+     * AF_CLASS_UNKNOWN's; af_catalog_index). A
+     * filter or prioritize call sizes each tier of the pod's rule among its class's types
+     * only; scanning the whole catalog (1,368 types) for every tier was most of the call.
+     * NULL when not built (a catalog written as a literal): the types are all looked at. */
+    uint32_t *by_class;
+    uint32_t class_start[AF_CLASS__COUNT + 2];
 };
+
+/* Builds c->by_class (once; the loader calls it). */
+void af_catalog_index(struct af_catalog *c);
 
 /* Total accelerator memory of one instance (devices x memory per device). */
 double af_instance_accel_memory_gib(const struct af_instance_type *t);

@@ -39,7 +39,14 @@ struct af_service {
     struct af_prom *util;             /* may be NULL: no live utilization (accelfit/utilization.h) */
     struct af_prices_holder *prices;  /* may be NULL: prices from the catalog only (prices.h) */
     struct af_claims *claims;         /* may be NULL: new units are decided locally */
+    struct af_plan_memo *plans;       /* may be NULL: every call plans its pod anew */
 };
+
+/* The plans of the last few distinct pods (same config, requests and accelfit.io
+ * annotations), so the filter and prioritize calls of a pod and of its replicas plan it
+ * once; a new config (a reload) plans afresh. Thread-safe. */
+struct af_plan_memo *af_plan_memo_new(void);
+void af_plan_memo_free(struct af_plan_memo *m);
 
 /*
  * Handles one request body for `verb`. Always writes a body to `out` and

@@ -376,7 +376,7 @@ static void print_table(const struct af_costs *c, const struct af_policy *pol, u
     for (size_t i = 0; pol && i < pol->n_tenants && i < c->n_tenants; i++) {
         const struct af_tenant *t = &pol->tenants[i];
         double spend = c->tenants[i].spend_usd_hr;
-        char pre[32] = "";
+        char pre[48] = "";   /* two spaces and a money() of at most 31 */
         if (c->n_prepaid)
             snprintf(pre, sizeof(pre), "  %11s", money(e, sizeof(e), c->tenants[i].prepaid_usd_hr));
         printf("%-20s %10s %5s %10s %10s %5d%s%s\n", t->name,

@@ -614,6 +614,7 @@ int af_cmd_serve(int argc, char **argv)
     svc.metrics = af_metrics_new();
     svc.rollouts = af_rollouts_new();   /* decisions not yet seen, the brake */
     svc.costs = af_costs_memo_new();    /* spend and idle cost, once per snapshot */
+    svc.plans = af_plan_memo_new();     /* a pod's plan, once for its filter and prioritize */
     pub.on_publish = warm_costs;         /* ... computed before requests get the snapshot */
     pub.on_publish_ud = &svc;
     svc.when_not_ready = o.when_not_ready;
@@ -730,6 +731,7 @@ out:
     af_rollouts_free(svc.rollouts);
     af_free(state_ns);
     af_costs_memo_free(svc.costs);
+    af_plan_memo_free(svc.plans);
     af_metrics_free(svc.metrics);
     af_publisher_destroy(&pub);
     af_config_holder_destroy(&holder);

@@ -155,23 +155,30 @@ size_t af__codec_cut_unread(char *text, size_t len)
 
 size_t af_codec_json_values(const char *text, size_t len)
 {
-    size_t n = 1;
-    bool in_str = false, esc = false;
+    size_t n = 1, i = 0;
 
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
+    while (i < len) {
+        char c = text[i++];
 
-        if (in_str) {
-            if (esc)
-                esc = false;
-            else if (c == '\\')
-                esc = true;
-            else if (c == '"')
-                in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == '{' || c == '[' || c == ',') {
+        if (c == '{' || c == '[' || c == ',') {
             n++;
+        } else if (c == '"') {
+            /* Strings are most of a body: jump from quote to quote (memchr), and end at the
+             * first one not escaped, i.e. not after an odd run of backslashes (the run
+             * stops at the opening quote at the latest). Every request pays this. */
+            for (;;) {
+                const char *q = memchr(text + i, '"', len - i);
+                size_t k, run = 0;
+
+                if (!q)
+                    return n;
+                k = (size_t)(q - text);
+                while (text[k - 1 - run] == '\\')
+                    run++;
+                i = k + 1;
+                if (run % 2 == 0)
+                    break;
+            }
         }
     }
     return n;

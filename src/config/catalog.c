@@ -64,9 +64,27 @@ void af_catalog_free(struct af_catalog *c)
     for (size_t i = 0; i < c->n_types; i++)
         type_release(&c->types[i]);
     af_free(c->types);
+    af_free(c->by_class);
     af_free(c->source);
     af_free(c->price_region);
     af_free(c);
+}
+
+void af_catalog_index(struct af_catalog *c)
+{
+    uint32_t at[AF_CLASS__COUNT + 2] = {0};
+
+    if (c->by_class)
+        return;
+    /* a counting sort by slot (class + 1): stable, so each class keeps the name order */
+    for (size_t i = 0; i < c->n_types; i++)
+        at[c->types[i].cls + 2]++;
+    for (int k = 0; k <= AF_CLASS__COUNT; k++)
+        at[k + 1] += at[k];
+    memcpy(c->class_start, at, sizeof(at));
+    c->by_class = af_xcalloc(c->n_types ? c->n_types : 1, sizeof(*c->by_class));
+    for (size_t i = 0; i < c->n_types; i++)
+        c->by_class[at[c->types[i].cls + 1]++] = (uint32_t)i;
 }
 
 static int cmp_type(const void *a, const void *b)
@@ -423,6 +441,7 @@ static int load_catalog(struct af__ydoc *d, struct af_catalog *c)
     if (!c->n_types)
         return af__ydoc_err(d, list, AF_EINVAL, "the catalog lists no instance types");
     qsort(c->types, c->n_types, sizeof(c->types[0]), cmp_type);
+    af_catalog_index(c);
     return 0;
 }
 

@@ -15,6 +15,8 @@
 #include "config/rollout.h"
 #include "config/yamlnode.h"
 
+static atomic_uint_fast64_t next_serial;   /* af_config.serial: 1, 2, ... */
+
 /* Every family a tier names must exist in the catalog with the tier's class;
  * otherwise the tier could never be sized and the typo would go unnoticed. The
  * catalog's families and the classes each holds are gathered once (a hash set of
@@ -81,6 +83,7 @@ int af_config_load_mem(struct af_config **out, const char *catalog_name, const c
     c->catalog = cat;
     c->policy = pol;
     c->generation = 1;
+    c->serial = atomic_fetch_add(&next_serial, 1) + 1;
     af_sha256_hex(policy_yaml, policy_len, c->policy_sha256);
     af_sha256_hex(catalog_yaml, catalog_len, c->catalog_sha256);
     *out = c;

@@ -16,7 +16,10 @@ void af_decide_plan(const struct af_policy *pol, const struct af_catalog *cat,
 {
     memset(td, 0, sizeof(*td));
     td->tenant = -1;
-    af_plan_pod(pol, cat, pod, plan);                 /* 1 */
+    if (h && h->plan)                                 /* 1 */
+        h->plan(h->ud, pol, cat, pod, plan);
+    else
+        af_plan_pod(pol, cat, pod, plan);
     plan->now = now;
     if (h && h->rollout)
         h->rollout(h->ud, pod, plan);                 /* 2 */

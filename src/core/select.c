@@ -360,17 +360,23 @@ static bool size_tier(const struct af_policy *pol, const struct af_catalog *cat,
                    : 1;
     const struct af_instance_type *largest = NULL;
     struct pick best = {NULL, 0, 0, 0};
-    size_t candidates = 0, no_efa = 0;
+    size_t candidates = 0, no_efa = 0, from = 0, to = cat->n_types;
 
     if (maxi < 1)
         maxi = 1;
-    for (size_t i = 0; i < cat->n_types; i++) {
-        const struct af_instance_type *t = &cat->types[i];
-        double cap = capacity_gib(t), pays;
+    /* the class's own types when the catalog is indexed (in the same name order) */
+    if (cat->by_class && ts->cls >= AF_CLASS_UNKNOWN && ts->cls < AF_CLASS__COUNT) {
+        from = cat->class_start[ts->cls + 1];
+        to = cat->class_start[ts->cls + 2];
+    }
+    for (size_t k = from; k < to; k++) {
+        const struct af_instance_type *t = &cat->types[cat->by_class ? cat->by_class[k] : k];
+        double cap, pays;
         int n = 1;
 
         if (t->cls != ts->cls || !family_allowed(ts, t))
             continue;
+        cap = capacity_gib(t);
         candidates++;
         if (!largest || cap > capacity_gib(largest))
             largest = t;

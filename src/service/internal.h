@@ -80,6 +80,11 @@ struct af__decide_ctx {
     struct af_node_view *own_views;
 };
 
+/* af_plan_pod's plan, from `m` when it has it (m may be NULL: planned anew). */
+void af__plan_memo_plan(struct af_plan_memo *m, const struct af_config *cfg,
+                        const struct af_policy *pol, const struct af_catalog *cat,
+                        const struct af_pod_info *pod, struct af_plan *out);
+
 /* The hooks over `d`, in `h`, returned. */
 const struct af_decide_hooks *af__service_hooks(struct af__decide_ctx *d,
                                                 struct af_decide_hooks *h);

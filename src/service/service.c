@@ -182,6 +182,14 @@ static void build_candidates(struct af_arena *ar, const struct af_ext_args *args
  * (step 2), the tenants' books (3), and live utilization (4, 5) from the reader's current
  * snapshot; reading it takes a reference, and no request ever waits for Prometheus.
  */
+static void hook_plan(void *ud, const struct af_policy *pol, const struct af_catalog *cat,
+                      const struct af_pod_info *pod, struct af_plan *plan)
+{
+    struct af__decide_ctx *d = ud;
+
+    af__plan_memo_plan(d->svc ? d->svc->plans : NULL, d->cfg, pol, cat, pod, plan);
+}
+
 static void hook_rollout(void *ud, const struct af_pod_info *pod, struct af_plan *plan)
 {
     struct af__decide_ctx *d = ud;
@@ -237,7 +245,8 @@ static void hook_score(void *ud, const struct af_plan *plan, const struct af_pod
 const struct af_decide_hooks *af__service_hooks(struct af__decide_ctx *d,
                                                 struct af_decide_hooks *h)
 {
-    *h = (struct af_decide_hooks){.ud = d, .rollout = hook_rollout, .tenant = hook_tenant,
+    *h = (struct af_decide_hooks){.ud = d, .plan = hook_plan, .rollout = hook_rollout,
+                                  .tenant = hook_tenant,
                                   .filter = hook_filter, .score = hook_score};
     return h;
 }
