@@ -138,6 +138,8 @@ fuzz)
 bench)
     build build-bench -DCMAKE_BUILD_TYPE=Release -DAF_TESTS=OFF
     for b in build-bench/bench_*; do [ -x "$b" ] && "$b"; done
+    # pod creates through the webhook on the real control plane (skipped without it)
+    ACCELFIT=build-bench/accelfit bench/webhook.sh
     ;;
 *)
     echo "usage: ./run.sh [demo|test|bench|fuzz [SECONDS]]" >&2

@@ -2852,6 +2852,44 @@ static void start_replica(struct af_test_server *s, int port, const struct af_te
     ck_assert_msg(ready, "replica on port %d never became ready", s->port);
 }
 
+/* accelfit_rollout_claims_total{result=`result`} of replica `s` (-1: not on /metrics). */
+static long claims_counted(const struct af_test_server *s, const char *result)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *needle = af_xasprintf("accelfit_rollout_claims_total{result=\"%s\"} ", result);
+    const char *at;
+    long n = -1;
+
+    get(c, s, "/metrics", &r);
+    if (r.status == 200 && r.body && (at = strstr(r.body, needle)) != NULL)
+        n = strtol(at + strlen(needle), NULL, 10);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    af_free(needle);
+    return n;
+}
+
+/* Entries of the fake API server's claim ledger that are not a reserve given back. */
+static int ledger_decisions(const struct af_test_fake_api *f)
+{
+    json_t *ledger = af_test_fake_api_admin(f, "configmap",
+                                            "{\"ns\":\"accelfit\",\"name\":"
+                                            "\"accelfit-rollout-claims\"}");
+    json_t *v;
+    const char *key;
+    int n = 0;
+
+    json_object_foreach(json_object_get(ledger, "data"), key, v) {
+        json_t *e = json_loads(json_string_value(v) ? json_string_value(v) : "", 0, NULL);
+        const char *side = json_string_value(json_object_get(e, "side"));
+        n += side && strcmp(side, "released");
+        json_decref(e);
+    }
+    json_decref(ledger);
+    return n;
+}
+
 /*
  * A burst of 100 unit creates split between two replicas, in five rounds with both replicas
  * restarted between rounds: the target gets what one replica alone would give (5 of 100 at
@@ -2869,7 +2907,7 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
     struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
     int want = af_test_single_replica_target(BURST_SHARE, BURST);
-    json_t *ledger;
+    long ahead = 0, written = 0;
 
     if (!af_test_fake_api_start(&f)) {
         af_free(policy);
@@ -2881,6 +2919,8 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     start_replica(&rep[1], 0, &f, policy);
     for (int round = 0; round < BURST_ROUNDS; round++) {
         for (int k = 0; round && k < 2; k++) {
+            ahead += claims_counted(&rep[k], "ahead");
+            written += claims_counted(&rep[k], "written");
             /* each forgets everything it decided, and reads the ledger instead */
             ck_assert_int_eq(af_test_server_stop(&rep[k]), 0);
             start_replica(&rep[k], rep[k].port, &f, policy);
@@ -2888,27 +2928,143 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
         af_test_burst(&rep[0], &rep[1], body, BURST / BURST_ROUNDS, cl[round]);
         af_test_burst_add(sum, cl[round]);
     }
+    for (int k = 0; k < 2; k++) {
+        ahead += claims_counted(&rep[k], "ahead");
+        written += claims_counted(&rep[k], "written");
+    }
     printf("claims burst: %d units through two replicas (both restarted %d times): %d target, "
-           "%d source (one replica alone: %d target); webhook latency p50 %.2f ms, p99 %.2f "
-           "ms\n",
-           BURST, BURST_ROUNDS - 1, sum->target, sum->source, want,
+           "%d source (one replica alone: %d target); %ld answered from a reserve, %ld waited "
+           "for their claim; webhook latency p50 %.2f ms, p99 %.2f ms\n",
+           BURST, BURST_ROUNDS - 1, sum->target, sum->source, want, ahead, written,
            af_test_percentile(sum->ms, sum->n_ms, 50), af_test_percentile(sum->ms, sum->n_ms, 99));
     ck_assert_int_eq(sum->failed, 0);
     ck_assert_int_eq(sum->target + sum->source, BURST);
     ck_assert_msg(sum->local == 0, "%d units decided without the ledger", sum->local);
     ck_assert_msg(abs(sum->target - want) <= 1,
                   "%d units on the target; one replica alone gives %d", sum->target, want);
-    /* the ledger holds every decision of the burst, each once */
-    ledger = af_test_fake_api_admin(&f, "configmap",
-                                    "{\"ns\":\"accelfit\",\"name\":\"accelfit-rollout-claims\"}");
-    ck_assert_int_eq((int)json_object_size(json_object_get(ledger, "data")), BURST);
-    json_decref(ledger);
+    ck_assert_int_eq(ahead + written, BURST);
     ck_assert_int_eq(af_test_server_stop(&rep[0]), 0);
     ck_assert_int_eq(af_test_server_stop(&rep[1]), 0);
+    /* the ledger holds every decision of the burst, each once; the reserves no pod took
+     * were given back as the replicas stopped */
+    ck_assert_int_eq(ledger_decisions(&f), BURST);
     af_test_fake_api_stop(&f);
     af_free(policy);
     af_free(body);
     af_free(sum);
+}
+END_TEST
+
+/*
+ * Sides claimed ahead (reserves, docs/rollouts.md): a burst of 160 new units at 30% split
+ * between two replicas, checked after every 20: the target holds within one unit of what
+ * one replica alone gives at that count, at every check, while most answers (all but the
+ * first of each block of reserves) wait for no write to the API server.
+ */
+START_TEST(test_reserves_answer_at_once_within_one_unit_of_one_replica)
+{
+    enum { ROUNDS = 8, EACH = 20 };
+    static const char rollout30[] = "rollouts:\n"
+                                    "  - name: burst\n"
+                                    "    selector: {namespace: ml}\n"
+                                    "    source: [nvidia-a10g]\n"
+                                    "    target: [nvidia-a100]\n"
+                                    "    share: 0.3\n";
+    struct af_test_fake_api f;
+    struct af_test_server rep[2];
+    struct af_test_burst_client cl[AF_TEST_BURST_CLIENTS];
+    size_t body_len;
+    char *policy = af_test_policy_file(rollout30);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
+    long ahead = 0, written = 0;
+
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy);
+        af_free(body);
+        af_free(sum);
+        return;   /* no python3 here: nothing to talk to */
+    }
+    start_replica(&rep[0], 0, &f, policy);
+    start_replica(&rep[1], 0, &f, policy);
+    for (int round = 1; round <= ROUNDS; round++) {
+        int want = af_test_single_replica_target(0.3, round * EACH);
+        af_test_burst(&rep[0], &rep[1], body, EACH, cl);
+        af_test_burst_add(sum, cl);
+        ck_assert_int_eq(sum->failed, 0);
+        ck_assert_int_eq(sum->local, 0);
+        ck_assert_msg(abs(sum->target - want) <= 1,
+                      "after %d units: %d on the target; one replica alone gives %d",
+                      round * EACH, sum->target, want);
+    }
+    for (int k = 0; k < 2; k++) {
+        ahead += claims_counted(&rep[k], "ahead");
+        written += claims_counted(&rep[k], "written");
+    }
+    printf("reserves: %d units at 30%% through two replicas: %d target (one replica alone: "
+           "%d); %ld answered from a reserve, %ld waited for their claim; webhook latency p50 "
+           "%.2f ms, p99 %.2f ms\n",
+           ROUNDS * EACH, sum->target, af_test_single_replica_target(0.3, ROUNDS * EACH), ahead,
+           written, af_test_percentile(sum->ms, sum->n_ms, 50),
+           af_test_percentile(sum->ms, sum->n_ms, 99));
+    ck_assert_int_eq(ahead + written, ROUNDS * EACH);
+    ck_assert_msg(ahead >= ROUNDS * EACH * 3 / 4, "only %ld of %d answered from a reserve",
+                  ahead, ROUNDS * EACH);
+    ck_assert_int_eq(af_test_server_stop(&rep[0]), 0);
+    ck_assert_int_eq(af_test_server_stop(&rep[1]), 0);
+    /* stopped, each gave its reserves back: the ledger holds the decisions, each once */
+    ck_assert_int_eq(ledger_decisions(&f), ROUNDS * EACH);
+    af_test_fake_api_stop(&f);
+    af_free(policy);
+    af_free(body);
+    af_free(sum);
+}
+END_TEST
+
+/*
+ * The pods of one Job are one unit with a name: claimed before their answer (the ledger names
+ * the unit), and their claim brings this replica's first block of reserves with it. Both pods
+ * get one side, and the replica stops cleanly (under ASan: the write with the block fits).
+ */
+START_TEST(test_a_jobs_pods_claimed_with_a_block_of_reserves)
+{
+    struct af_test_fake_api f;
+    struct af_test_server rep;
+    struct af_test_burst_client cl[AF_TEST_BURST_CLIENTS];
+    size_t body_len;
+    char *policy = af_test_policy_file(burst_rollout);
+    char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
+    char *at;
+    int target = 0, source = 0;
+
+    /* owned by Job llm-infer-6b8d9c7f4 instead of its ReplicaSet */
+    ck_assert((at = strstr(body, "\"apps/v1\",\n            \"kind\": \"ReplicaSet\"")) != NULL);
+    {
+        char *job = af_xasprintf("%.*s\"batch/v1\", \"kind\": \"Job\"%s", (int)(at - body), body,
+                                 at + strlen("\"apps/v1\",\n            \"kind\": \"ReplicaSet\""));
+        af_free(body);
+        body = job;
+    }
+    if (!af_test_fake_api_start(&f)) {
+        af_free(policy);
+        af_free(body);
+        return;   /* no python3 here: nothing to talk to */
+    }
+    start_replica(&rep, 0, &f, policy);
+    af_test_burst(&rep, &rep, body, 2, cl);
+    for (int i = 0; i < AF_TEST_BURST_CLIENTS; i++) {
+        ck_assert_int_eq(cl[i].failed, 0);
+        target += cl[i].target;
+        source += cl[i].source;
+    }
+    ck_assert_msg((target == 2 && source == 0) || (target == 0 && source == 2),
+                  "the Job's pods went %d to the target, %d to the source", target, source);
+    ck_assert_int_eq(claims_counted(&rep, "written"), 1);
+    ck_assert_int_eq(af_test_server_stop(&rep), 0);
+    ck_assert_int_eq(ledger_decisions(&f), 1);   /* the reserves were given back */
+    af_test_fake_api_stop(&f);
+    af_free(policy);
+    af_free(body);
 }
 END_TEST
 
@@ -3170,6 +3326,8 @@ Suite *af_http_suite(void)
     tc = tcase_create("claims");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_burst_through_two_replicas_keeps_one_share);
+    tcase_add_test(tc, test_reserves_answer_at_once_within_one_unit_of_one_replica);
+    tcase_add_test(tc, test_a_jobs_pods_claimed_with_a_block_of_reserves);
     tcase_add_test(tc, test_connection_closed_while_deferred_is_safe);
     tcase_add_test(tc, test_extender_calls_flow_while_a_claim_waits);
     tcase_add_test(tc, test_pipelined_byte_behind_a_parked_answer_is_not_read);

@@ -1369,6 +1369,91 @@ START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
 END_TEST
 
 /*
+ * Sides claimed ahead (reserves, docs/rollouts.md): a replica's reserves count on every
+ * replica as units decided, so the next decision anywhere follows them; a pod takes the
+ * oldest and is answered with its side; a target reserve is not given to a pod while the
+ * rollout is halted; a reserve given back (its entry rewritten as released) is counted
+ * nowhere any more, and an untaken one is counted for AF_ROLLOUT_RESERVE_TTL_S at most.
+ */
+START_TEST(test_reserves_count_everywhere_until_taken_or_given_back)
+{
+    struct af_rollouts *other = af_rollouts_new();
+    struct af_rollout_claim r[2], gone;
+    struct af_rollout_decision d;
+    struct af_rollout_status st;
+    struct af_snapshot *snap;
+    struct af_pod_info *pod;
+    struct podspec anon = {.name = "x", .labels = "\"app\":\"llm\""};
+    bool keep[2];
+
+    rollout(0, "to-l4", "ml", "llm", A10G, L4, 0.5);
+    cluster(2, 1, 8);
+    snap = af_publisher_acquire(&pub);
+    pod = pod_info(&anon);
+    af_free(pod->name);
+    pod->name = af_xstrdup("");   /* at admission a ReplicaSet's pod has no name yet */
+
+    /* replica 1 claims two ahead: the source (0 of 0), then the target (1 of 2 at 0.5) */
+    ck_assert(af_rollouts_reserve(svc.rollouts, cfg, snap, "to-l4", 1.9e9, "r1-1", &r[0]));
+    ck_assert(af_rollouts_reserve(svc.rollouts, cfg, snap, "to-l4", 1.9e9, "r1-2", &r[1]));
+    ck_assert_int_eq(r[0].side, AF_SIDE_SOURCE);
+    ck_assert_int_eq(r[1].side, AF_SIDE_TARGET);
+    ck_assert(r[0].reserve && !r[0].released);
+    ck_assert(!af_rollouts_reserve(svc.rollouts, cfg, snap, "no-such", 1.9e9, "r1-3", &gone));
+    /* replica 2 reads them: its next new unit counts both (1 of 2) and goes to the source */
+    af_rollouts_status(other, cfg, snap, 1.9e9, 0, &st);
+    af_rollouts_absorb_claims(other, r, 2, 1.9e9 + 1, keep);
+    ck_assert(keep[0] && keep[1]);
+    af_rollouts_decide_ex(other, cfg, snap, pod, NULL, 1.9e9 + 1, AF_ROLLOUTS_PEEK, &d);
+    ck_assert_int_eq(d.count.target, 1);
+    ck_assert_int_eq(d.count.source, 1);
+    ck_assert_msg(d.side == AF_SIDE_SOURCE, "%s", d.reason);
+    /* a pod takes replica 1's oldest reserve: the source, without a new decision */
+    ck_assert(af_rollouts_take_reserve(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, "r1-1",
+                                       r[0].generation, &d));
+    ck_assert_int_eq(d.side, AF_SIDE_SOURCE);
+    ck_assert_msg(strstr(d.reason, "claimed ahead"), "%s", d.reason);
+    /* taken once only; a reserve of another generation is not taken */
+    ck_assert(!af_rollouts_take_reserve(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, "r1-1",
+                                        r[0].generation, &d));
+    ck_assert(!af_rollouts_take_reserve(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, "r1-2",
+                                        r[1].generation + 1, &d));
+    /* halted (elsewhere: the shared state says so), the target reserve is not given to a pod */
+    {
+        struct af_rollout_record *rec = NULL;
+        size_t n = af_rollouts_export(svc.rollouts, cfg, 1.9e9 + 1, &rec);
+        ck_assert_uint_eq(n, 1);
+        rec[0].halted_at = 1.9e9 + 1;
+        snprintf(rec[0].halt_reason, sizeof(rec[0].halt_reason), "a target pod failed");
+        af_rollouts_absorb(svc.rollouts, rec, n);
+        af_free(rec);
+    }
+    af_rollouts_decide_ex(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, AF_ROLLOUTS_PEEK, &d);
+    ck_assert(d.halted);
+    ck_assert(!af_rollouts_take_reserve(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, "r1-2",
+                                        r[1].generation, &d));
+    /* given back: its entry rewritten as released ends it on replica 2 too */
+    af_rollouts_release(svc.rollouts, "r1-2");
+    gone = r[1];
+    gone.side = AF_SIDE_NONE;
+    gone.released = true;
+    af_rollouts_absorb_claims(other, &gone, 1, 1.9e9 + 2, keep);
+    ck_assert(keep[0]);   /* the mark stays, for the replicas that have not read it */
+    af_rollouts_status(other, cfg, snap, 1.9e9 + 2, 0, &st);
+    ck_assert_int_eq(st.pending, 1);   /* r1-1 only */
+    ck_assert_int_eq(st.target, 0);
+    /* an untaken reserve is counted for AF_ROLLOUT_RESERVE_TTL_S, not the decisions' TTL */
+    r[0].at = 1.9e9 + 2 - AF_ROLLOUT_RESERVE_TTL_S - 1;
+    snprintf(r[0].id, sizeof(r[0].id), "r1-9");
+    af_rollouts_absorb_claims(other, r, 1, 1.9e9 + 2, keep);
+    ck_assert(!keep[0]);
+    af_snapshot_unref(snap);
+    af_pod_info_unref(pod);
+    af_rollouts_free(other);
+}
+END_TEST
+
+/*
  * A ledger written by someone else than accelfit (anyone who may write ConfigMaps in its
  * namespace): an entry from far in the future expires like any other, entries of a rollout
  * this replica does not run or of another generation are not counted, and however many
@@ -1923,6 +2008,7 @@ Suite *af_rollouts_suite(void)
     tcase_add_test(tc, test_pending_decisions_expire);
     tcase_add_test(tc, test_hostile_claims_are_bounded_and_expire);
     tcase_add_test(tc, test_claims_count_on_every_replica_and_settle_by_their_pod);
+    tcase_add_test(tc, test_reserves_count_everywhere_until_taken_or_given_back);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("brake");

@@ -207,8 +207,13 @@ struct af_rollout_claim {
     char rollout[64];
     uint64_t generation;                /* the rollout's generation when decided */
     char unit[320];                     /* "namespace/Job/NAME", ...; "" for an anonymous unit */
-    enum af_rollout_side side;
+    enum af_rollout_side side;          /* AF_SIDE_NONE: a reserve given back (released) */
     double at;                          /* unix seconds */
+    /* A reserve: a side claimed ahead for the next new unit a replica admits, before any
+     * pod asks for it, so that the pod is answered without waiting for a write. Counted by
+     * every replica as a unit decided and not yet seen; the pod that takes it names it. */
+    bool reserve;
+    bool released;                      /* a reserve given back unused: no longer counted */
 };
 
 /*

@@ -195,6 +195,45 @@ bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cf
  * decided again), and the fallback it counted. Nothing when there is none. Cannot fail. */
 void af_rollouts_unclaim(struct af_rollouts *rs, const char *id);
 
+/* A reserve (af_rollout_claim.reserve) is taken by a pod within this long of its claim, by
+ * the replica that claimed it; after that it is given back (released) unused. */
+#define AF_ROLLOUT_RESERVE_LEASE_S 10.0
+/* Reserves a replica claims of one rollout in one write, when it holds none: the webhook
+ * answers this many new units from them before one of them waits for a write again. */
+#define AF_ROLLOUT_RESERVE_BLOCK 16
+/* A reserve no pod has taken is counted by every replica this long at most (the lease, and
+ * room for the clocks' skew and a stopped replica). */
+#define AF_ROLLOUT_RESERVE_TTL_S 60.0
+
+/*
+ * Claims a reserve of rollout `rollout` under ledger entry `id`: the side the next new unit
+ * would get now (the source while the rollout is halted), remembered as a decision not yet
+ * seen, so that every later decision counts it, and *claim filled. False (claim zeroed)
+ * when cfg has no rollout of that name. Cannot fail.
+ */
+bool af_rollouts_reserve(struct af_rollouts *rs, const struct af_config *cfg,
+                         const struct af_snapshot *snap, const char *rollout, double now,
+                         const char *id, struct af_rollout_claim *claim);
+
+/*
+ * Gives `pod`, a new anonymous unit (no name, no Job, no pod group: a ReplicaSet's
+ * replica), the side of this replica's reserve `id` of the rollout's `generation`: the
+ * decision into *out, and true. False (nothing changed) when there is no such reserve, the
+ * pod is not anonymous or in another rollout, the generation or the share in force changed
+ * since it was claimed (a stage began), or the reserve is
+ * for the target and the pod cannot go there now (halted, its constraints admit no target
+ * node, no room when the rollout falls back to the source). Cannot fail.
+ */
+bool af_rollouts_take_reserve(struct af_rollouts *rs, const struct af_config *cfg,
+                              const struct af_snapshot *snap, const struct af_pod_info *pod,
+                              const struct af_resources *target_requests, double now,
+                              const char *id, uint64_t generation,
+                              struct af_rollout_decision *out);
+
+/* Forgets reserve `id` no pod took (it is given back in the ledger): retired, not counted.
+ * Nothing when there is none. Cannot fail. */
+void af_rollouts_release(struct af_rollouts *rs, const char *id);
+
 /*
  * The ledger as read (`v`, borrowed, `n` entries): each entry this replica does not count
  * yet becomes a decision not yet seen, counted by every later decision as if made here
@@ -203,8 +242,10 @@ void af_rollouts_unclaim(struct af_rollouts *rs, const char *id);
  * pending already). An entry's time is taken as at most AF_ROLLOUT_CLAIM_SKEW_S ahead of
  * `now`, so that none lives longer than the TTL. keep[i] (n of them) says whether entry i
  * should stay in the ledger: false once older than AF_ROLLOUT_PENDING_TTL_S or no longer
- * counted here (its unit seen in the cache, or expired). Linear in n and the decisions
- * pending (ids and units are looked up in hash sets). Cannot fail.
+ * counted here (its unit seen in the cache, or expired). A reserve's entry lives
+ * AF_ROLLOUT_RESERVE_TTL_S instead; a released one ends the reserve it names here and stays
+ * that long, so that every replica reads it. Linear in n and the decisions pending (ids and
+ * units are looked up in hash sets). Cannot fail.
  */
 void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_claim *v,
                                size_t n, double now, bool *keep);

@@ -40,9 +40,11 @@ struct af_kube_claims {
     size_t n;
 };
 
-static const char *side_text(enum af_rollout_side s)
+static const char *side_text(const struct af_rollout_claim *c)
 {
-    return s == AF_SIDE_TARGET ? "target" : "source";
+    if (c->released)
+        return "released";
+    return c->side == AF_SIDE_TARGET ? "target" : "source";
 }
 
 static bool claim_parse(const char *key, const char *text, struct af_rollout_claim *c)
@@ -66,7 +68,9 @@ static bool claim_parse(const char *key, const char *text, struct af_rollout_cla
               : !strcmp(side, "source") ? AF_SIDE_SOURCE
                                         : AF_SIDE_NONE;
     c->at = json_number_value(json_object_get(o, "at"));
-    ok = c->side != AF_SIDE_NONE && isfinite(c->at);
+    c->reserve = json_is_true(json_object_get(o, "reserve"));
+    c->released = c->reserve && !strcmp(side, "released");
+    ok = (c->side != AF_SIDE_NONE || c->released) && isfinite(c->at);
 out:
     json_decref(o);
     return ok;
@@ -139,7 +143,9 @@ static char *ledger_text(const struct af_kube_claims *c, const struct af_rollout
 
         snprintf(gen, sizeof(gen), "%016llx", (unsigned long long)v[i].generation);
         e = json_pack("{s:s,s:s,s:s,s:s,s:f}", "rollout", v[i].rollout, "generation", gen,
-                      "unit", v[i].unit, "side", side_text(v[i].side), "at", v[i].at);
+                      "unit", v[i].unit, "side", side_text(&v[i]), "at", v[i].at);
+        if (v[i].reserve)
+            json_object_set_new(e, "reserve", json_true());
         line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_object_set_new(data, v[i].id, json_string(line));
         free(line);

@@ -147,6 +147,9 @@ struct pending {
     bool fallback;
     double decided, used;               /* `now` of the decision, of its last use */
     char *claim;                        /* its entry in the claim ledger; NULL: none */
+    bool reserve;                       /* a reserve no pod has taken (yet): counted for
+                                         * AF_ROLLOUT_RESERVE_TTL_S at most */
+    double share;                       /* a reserve of this replica's: the share it was for */
 };
 
 /* A ledger entry no longer counted here (its unit seen, or expired): not absorbed again. */
@@ -667,7 +670,8 @@ static void pending_settle(struct af_rollouts *rs, const struct census *prev,
 static void pending_expire(struct af_rollouts *rs, double now)
 {
     for (size_t i = rs->n_pending; i-- > 0;)
-        if (now - rs->pending[i].used > AF_ROLLOUT_PENDING_TTL_S)
+        if (now - rs->pending[i].used >
+            (rs->pending[i].reserve ? AF_ROLLOUT_RESERVE_TTL_S : AF_ROLLOUT_PENDING_TTL_S))
             pending_remove(rs, i);
 }
 
@@ -1166,6 +1170,148 @@ void af_rollouts_unclaim(struct af_rollouts *rs, const char *id)
     pthread_mutex_unlock(&rs->lock);
 }
 
+bool af_rollouts_reserve(struct af_rollouts *rs, const struct af_config *cfg,
+                         const struct af_snapshot *snap, const char *rollout, double now,
+                         const char *id, struct af_rollout_claim *claim)
+{
+    struct census old;
+    struct af_rollout_count count;
+    const struct track *t;
+    struct pending *e;
+    enum af_rollout_side side;
+    double share;
+    int stage;
+    size_t i;
+
+    memset(claim, 0, sizeof(*claim));
+    memset(&old, 0, sizeof(old));
+    if (!rs || !cfg || !cfg->policy || !rollout)
+        return false;
+    for (i = 0; i < cfg->policy->n_rollouts; i++)
+        if (!strcmp(cfg->policy->rollouts[i].name, rollout))
+            break;
+    if (i == cfg->policy->n_rollouts)
+        return false;
+    pthread_mutex_lock(&rs->lock);
+    census_ensure(rs, cfg, snap, now, &old);
+    pending_expire(rs, now);
+    t = rs->census.r[i].track;
+    brake(rs, i, now);
+    share = af_rollout_share(&cfg->policy->rollouts[i], t->began, now, &stage);
+    count_units(rs, i, NULL, &count);
+    /* The side the next new unit would get now; a halted rollout's is the source. What
+     * depends on the pod (its room on the target, its node constraints) is judged when a
+     * pod takes it (af_rollouts_take_reserve). */
+    side = af_rollout_choose(share, &count);
+    if (side == AF_SIDE_TARGET && t->halted)
+        side = AF_SIDE_SOURCE;
+    AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
+    e = &rs->pending[rs->n_pending++];
+    memset(e, 0, sizeof(*e));
+    e->rollout = af_xstrdup(t->name);
+    e->side = side;
+    e->decided = e->used = now;
+    e->claim = af_xstrdup(id);
+    e->reserve = true;
+    e->share = share;
+    snprintf(claim->id, sizeof(claim->id), "%s", id);
+    snprintf(claim->rollout, sizeof(claim->rollout), "%s", t->name);
+    claim->generation = t->hash;
+    claim->side = side;
+    claim->at = now;
+    claim->reserve = true;
+    pthread_mutex_unlock(&rs->lock);
+    census_release(&old);
+    return true;
+}
+
+bool af_rollouts_take_reserve(struct af_rollouts *rs, const struct af_config *cfg,
+                              const struct af_snapshot *snap, const struct af_pod_info *pod,
+                              const struct af_resources *target_requests, double now,
+                              const char *id, uint64_t generation,
+                              struct af_rollout_decision *out)
+{
+    struct census old;
+    const struct af_rollout *r;
+    const struct crollout *cr;
+    struct track *t;
+    struct pending *e = NULL;
+    struct af_resources req;
+    char cls[96], stage_text[32] = "";
+    int i, stage;
+    bool taken = false;
+
+    memset(out, 0, sizeof(*out));
+    memset(&old, 0, sizeof(old));
+    out->rollout = -1;
+    out->side = AF_SIDE_NONE;
+    if (!rs || !cfg || !cfg->policy || !pod || !pod->managed || !anonymous(pod))
+        return false;
+    i = af_rollout_match(cfg->policy, pod);
+    if (i < 0)
+        return false;
+    pthread_mutex_lock(&rs->lock);
+    census_ensure(rs, cfg, snap, now, &old);
+    pending_expire(rs, now);
+    r = &cfg->policy->rollouts[i];
+    cr = &rs->census.r[i];
+    t = cr->track;
+    brake(rs, (size_t)i, now);
+    for (size_t k = 0; k < rs->n_pending; k++)
+        if (rs->pending[k].reserve && rs->pending[k].claim && !strcmp(rs->pending[k].claim, id))
+            e = &rs->pending[k];
+    out->share = af_rollout_share(r, t->began, now, &stage);
+    /* a reserve is for the share it was claimed at: a stage begun since wants new ones */
+    if (!e || strcmp(e->rollout, r->name) || t->hash != generation ||
+        fabs(out->share - e->share) > 1e-9)
+        goto out;
+    if (r->variant && target_requests)
+        req = *target_requests;
+    else
+        variant_requests(r, pod, &req);
+    /* A target reserve is for a pod the target can take now: not while halted, not for a
+     * pod whose constraints admit no target node, not without room when the rollout falls
+     * back to the source. Such a pod is decided as any new unit; the reserve is given back. */
+    if (e->side == AF_SIDE_TARGET &&
+        (t->halted || target_pinned_away(cr, pod) ||
+         (r->fallback == AF_FALLBACK_SOURCE && !target_has_room(cr, &req, pod))))
+        goto out;
+    out->rollout = i;
+    out->halted = t->halted;
+    if (stage >= 0)
+        snprintf(stage_text, sizeof(stage_text), ", stage %d", stage + 1);
+    af_rollout_unit(pod, out->unit, sizeof(out->unit));
+    count_units(rs, (size_t)i, NULL, &out->count);
+    out->side = e->side;
+    af_class_mask_names(e->side == AF_SIDE_TARGET ? r->target : r->source, cls, sizeof(cls));
+    af_reasonf(out->reason,
+            "rollout %.63s: unit %.80s goes to the %s (%.60s), claimed ahead: %d of %d units on "
+            "the target, share %.2f%s",
+            r->name, out->unit, af_rollout_side_name(e->side), cls, out->count.target,
+            out->count.target + out->count.source, out->share, stage_text);
+    e->reserve = false;   /* a decision now, remembered as long as any */
+    e->decided = e->used = now;
+    taken = true;
+out:
+    if (!taken) {
+        memset(out, 0, sizeof(*out));
+        out->rollout = -1;
+        out->side = AF_SIDE_NONE;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    census_release(&old);
+    return taken;
+}
+
+void af_rollouts_release(struct af_rollouts *rs, const char *id)
+{
+    pthread_mutex_lock(&rs->lock);
+    for (size_t i = rs->n_pending; i-- > 0;)
+        if (rs->pending[i].reserve && rs->pending[i].claim && !strcmp(rs->pending[i].claim, id))
+            pending_remove(rs, i);   /* retired: the ledger's copy is not absorbed again */
+    pthread_mutex_unlock(&rs->lock);
+}
+
 /* A set of borrowed strings, open addressing: what af_rollouts_absorb_claims looks up. */
 struct strset {
     const char **slot;
@@ -1226,7 +1372,18 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
         struct pending *e;
         char *key = NULL;
 
-        keep[i] = now - at <= AF_ROLLOUT_PENDING_TTL_S && !strset_has(&retired, c->id) &&
+        if (c->released) {
+            /* A reserve given back: no longer counted anywhere; the mark stays as long as
+             * the reserve could have been counted, so that every replica reads it. */
+            keep[i] = now - at <= AF_ROLLOUT_RESERVE_TTL_S;
+            for (size_t k = rs->n_pending; k-- > 0;)
+                if (rs->pending[k].reserve && rs->pending[k].claim &&
+                    !strcmp(rs->pending[k].claim, c->id))
+                    pending_remove(rs, k);   /* a reserve is anonymous: no key in `keys` */
+            continue;
+        }
+        keep[i] = now - at <= (c->reserve ? AF_ROLLOUT_RESERVE_TTL_S : AF_ROLLOUT_PENDING_TTL_S) &&
+                  !strset_has(&retired, c->id) &&
                   !(rs->have_census && census_has_claim(&rs->census, c->id));
         if (!keep[i] || strset_has(&claimed, c->id) ||
             (c->side != AF_SIDE_SOURCE && c->side != AF_SIDE_TARGET) ||
@@ -1251,6 +1408,7 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
         e->side = c->side;
         e->decided = e->used = at;
         e->claim = af_xstrdup(c->id);
+        e->reserve = c->reserve;
         if (u && u->side != AF_SIDE_NONE) {   /* its unit is in the cache already */
             pending_remove(rs, rs->n_pending - 1);
             keep[i] = false;

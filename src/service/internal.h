@@ -30,6 +30,7 @@ struct af__mutate_job {
     uint64_t t0;                      /* monotonic ns of its arrival */
     char id[48];                      /* its ledger entry */
     bool decided, claimed;            /* claimed: *claim is a new entry */
+    bool reserved;                    /* PROBE: answered from a reserve (job->id), no wait */
     struct af_rollout_claim claim;
     struct af_buf patch;
     struct af_warnings w;
@@ -45,6 +46,22 @@ int af__mutate_answer(const struct af_admission *a, const struct af_buf *patch,
                       struct af_warnings *w, struct af_buf *out);
 /* Queues the job for the worker, which answers it (steals it). */
 void af__claims_enqueue(struct af_claims *c, struct af__mutate_job *job);
+/* Decides the job's pod from this replica's reserve of its rollout when there is one and
+ * the pod can take it (the patch and warnings into the job); false: it waits for a claim. */
+bool af__mutate_try_reserve(struct af_service *svc, struct af__mutate_job *job);
+/*
+ * This replica's reserve of `rollout` (claims.c): its ledger entry into id and its
+ * generation, removed from those held, and true; false when none is held within its lease.
+ * Either way the worker is asked to claim the rollout's next reserve.
+ */
+bool af__claims_take(struct af_claims *c, const char *rollout, char *id, size_t id_size,
+                     uint64_t *generation);
+/* A unit answered from a reserve (af_claims_stats.ahead). */
+void af__claims_count_ahead(struct af_claims *c);
+/* A reserve taken that its pod could not use: given back with the next write, with the rest
+ * of its block. */
+void af__claims_give_back(struct af_claims *c, const char *rollout, const char *id,
+                          uint64_t generation);
 
 /* The service's part of the decision order (accelfit/decide.h; service.c): the rollouts'
  * ledger (step 2), the tenants' books (3) and live utilization (4, 5). */

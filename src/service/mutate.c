@@ -229,14 +229,40 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
         }
     }
     if (job && job->phase == AF__CLAIM_PROBE) {
+        uint64_t gen = 0;
+
         /* Only a new unit waits for the ledger; a recalled side is answered now. */
         af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
                               af_wall_time(), AF_ROLLOUTS_PEEK, &d);
         job->wants = !af_admission_dry_run(a) && d.rollout == k && !d.recalled &&
                      (d.side == AF_SIDE_SOURCE || d.side == AF_SIDE_TARGET);
-        goto out;   /* the probe decides nothing: the answer is decided after it */
-    }
-    if (job && job->phase == AF__CLAIM_DECIDE) {
+        /* A new anonymous unit (a ReplicaSet's replica) takes this replica's reserve, a
+         * side claimed in the ledger ahead of it, and needs no write of its own. A named
+         * unit waits for its claim: the ledger names it, so that no replica decides it
+         * twice. */
+        if (!job->wants || (pod->job_name && *pod->job_name) || (pod->name && *pod->name) ||
+            !af__claims_take(svc->claims, r->name, job->id, sizeof(job->id), &gen))
+            goto out;   /* the probe decides nothing: the answer is decided after it */
+        if (!af_rollouts_take_reserve(svc->rollouts, cfg, snap, pod,
+                                      r->variant ? &target_req : NULL, af_wall_time(), job->id,
+                                      gen, &d)) {
+            af__claims_give_back(svc->claims, r->name, job->id, gen);
+            goto out;
+        }
+        job->wants = false;
+        job->reserved = job->claimed = true;
+        af__claims_count_ahead(svc->claims);
+        if (d.side == AF_SIDE_TARGET && r->variant) {
+            /* the rewrite again, now naming the reserve's entry */
+            af_buf_reset(&target);
+            memset(&tw, 0, sizeof(tw));
+            m.claim = job->id;
+            if (af_codec_admission_patch(a, &m, &target, &target_req, &tw)) {
+                add_all(w, &tw);
+                goto out;
+            }
+        }
+    } else if (job && job->phase == AF__CLAIM_DECIDE) {
         job->claimed = af_rollouts_decide_claim(svc->rollouts, cfg, snap, pod,
                                                 r->variant ? &target_req : NULL, af_wall_time(),
                                                 job->id, &d, &job->claim);
@@ -320,6 +346,18 @@ void af__mutate_claim_decide(struct af_service *svc, struct af__mutate_job *job)
     job->decided = true;
 }
 
+bool af__mutate_try_reserve(struct af_service *svc, struct af__mutate_job *job)
+{
+    af_buf_reset(&job->patch);
+    memset(&job->w, 0, sizeof(job->w));
+    job->claimed = job->reserved = false;
+    job->phase = AF__CLAIM_PROBE;
+    decide(svc, job->a, &job->patch, &job->w, job);
+    if (job->reserved)
+        job->decided = true;
+    return job->reserved;
+}
+
 void af__mutate_local_decide(struct af_service *svc, struct af__mutate_job *job)
 {
     af_buf_reset(&job->patch);
@@ -375,6 +413,11 @@ int af_service_mutate_ex(struct af_service *svc, const char *body, size_t len, s
         job = af_xcalloc(1, sizeof(*job));
         job->phase = AF__CLAIM_PROBE;
         decide(svc, a, &patch, &w, job);
+        if (job->reserved) {   /* answered from a reserve: no write waited for */
+            af_free(job);
+            status = af__mutate_answer(a, &patch, &w, out);
+            goto out;
+        }
         if (job->wants) {
             job->a = a;
             job->later = *later;

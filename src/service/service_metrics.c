@@ -202,12 +202,15 @@ static int render_claims(struct af_service *svc, struct af_buf *o)
     af_claims_stats(svc->claims, &st);
     rc = af_metrics_header(o, "accelfit_rollout_claims_total", "counter",
                            "New rollout units by how their side was decided: written to the "
-                           "API server's claim ledger first, or by this replica alone (the "
-                           "ledger could not be written in time: the share may drift).");
+                           "API server's claim ledger first, claimed ahead in it (a reserve: "
+                           "answered at once), or by this replica alone (the ledger could not "
+                           "be written in time: the share may drift).");
     if (!rc)
         rc = af_buf_printf(o, "accelfit_rollout_claims_total{result=\"written\"} %llu\n"
+                              "accelfit_rollout_claims_total{result=\"ahead\"} %llu\n"
                               "accelfit_rollout_claims_total{result=\"local\"} %llu\n",
-                           (unsigned long long)st.written, (unsigned long long)st.local);
+                           (unsigned long long)st.written, (unsigned long long)st.ahead,
+                           (unsigned long long)st.local);
     if (!rc)
         rc = af_metrics_header(o, "accelfit_rollout_claim_conflicts_total", "counter",
                                "Claim ledger writes refused because another replica wrote "
