@@ -52,6 +52,10 @@ struct af_rollout_decision {
     /* The pod's nodeName, nodeSelector or required node affinity admits no node of the
      * target's classes: the unit stays on the source (counted with the fallbacks). */
     bool pinned;
+    /* The variant cannot make the pod run on the target (AF_ROLLOUTS_NO_TARGET: a DRA claim
+     * template it swaps in that the cluster does not have): the unit stays on the source
+     * (counted with the fallbacks). */
+    bool unfit;
     bool halted;                       /* the brake is on: the target takes no new units */
     double share;                      /* target share in force */
     struct af_rollout_count count;     /* what the decision counted (before this unit) */
@@ -93,6 +97,10 @@ void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,
 
 enum af_rollouts_flags {
     AF_ROLLOUTS_PEEK = 1 << 0,   /* decide without remembering anything (/explain) */
+    /* the pod cannot take the target (the webhook found the variant's rewrite would not run):
+     * a new unit the share sends there stays on the source, counted with the fallbacks, as a
+     * pinned one does; a unit already on a side keeps it */
+    AF_ROLLOUTS_NO_TARGET = 1 << 1,
 };
 
 #define AF_ROLLOUT_PENDING_TTL_S 300.0
@@ -190,6 +198,12 @@ bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cf
                               const struct af_resources *target_requests, double now,
                               const char *id, struct af_rollout_decision *out,
                               struct af_rollout_claim *claim);
+/* The same with `flags` (af_rollouts_flags but PEEK: AF_ROLLOUTS_NO_TARGET). */
+bool af_rollouts_decide_claim_ex(struct af_rollouts *rs, const struct af_config *cfg,
+                                 const struct af_snapshot *snap, const struct af_pod_info *pod,
+                                 const struct af_resources *target_requests, double now,
+                                 unsigned flags, const char *id, struct af_rollout_decision *out,
+                                 struct af_rollout_claim *claim);
 
 /* Forgets the decision made under ledger entry `id` (its write was refused: it will be
  * decided again), and the fallback it counted. Nothing when there is none. Cannot fail. */

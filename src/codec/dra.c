@@ -546,3 +546,51 @@ int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
     json_decref(root);
     return rc;
 }
+
+/* The records of a cluster file, by kind, for one index. */
+struct gather {
+    struct af_dra_slice **slices;
+    struct af_dra_claim **claims, **templates;
+    struct af_dra_class **classes;
+    size_t n[AF_DRA_KINDS], cap[AF_DRA_KINDS];
+};
+
+static void gather(void *ud, struct af_dra_obj *o)
+{
+    struct gather *g = ud;
+    void **arr[AF_DRA_KINDS] = {(void **)&g->slices, (void **)&g->claims,
+                                (void **)&g->templates, (void **)&g->classes};
+    void *rec = o->slice ? (void *)o->slice : o->claim ? (void *)o->claim : (void *)o->cls;
+
+    af_grow(arr[o->kind], &g->cap[o->kind], g->n[o->kind] + 1, sizeof(void *));
+    ((void **)*arr[o->kind])[g->n[o->kind]++] = rec;
+    memset(o, 0, sizeof(*o));   /* taken */
+}
+
+int af_codec_cluster_dra(const char *name, const char *text, size_t len, struct af_dra **out,
+                         struct af_error *err)
+{
+    struct gather g;
+    int rc;
+
+    memset(&g, 0, sizeof(g));
+    *out = NULL;
+    rc = af_codec_decode_cluster_dra(name, text, len, gather, &g, err);
+    if (!rc && (g.n[AF_DRA_SLICE] || g.n[AF_DRA_CLAIM] || g.n[AF_DRA_TEMPLATE] ||
+                g.n[AF_DRA_CLASS]))
+        *out = af_dra_build(g.slices, g.n[AF_DRA_SLICE], g.claims, g.n[AF_DRA_CLAIM],
+                            g.templates, g.n[AF_DRA_TEMPLATE], g.classes, g.n[AF_DRA_CLASS]);
+    for (size_t i = 0; i < g.n[AF_DRA_SLICE]; i++)
+        af_dra_slice_unref(g.slices[i]);
+    for (size_t i = 0; i < g.n[AF_DRA_CLAIM]; i++)
+        af_dra_claim_unref(g.claims[i]);
+    for (size_t i = 0; i < g.n[AF_DRA_TEMPLATE]; i++)
+        af_dra_claim_unref(g.templates[i]);
+    for (size_t i = 0; i < g.n[AF_DRA_CLASS]; i++)
+        af_dra_class_unref(g.classes[i]);
+    af_free(g.slices);
+    af_free(g.claims);
+    af_free(g.templates);
+    af_free(g.classes);
+    return rc;
+}

@@ -117,6 +117,8 @@ static uint64_t rollout_hash(const struct af_rollout *r)
         h = mix_pairs(h, v->resources, v->n_resources);
         h = mix_pairs(h, v->env, v->n_env);
         h = mix_pairs(h, v->annotations, v->n_annotations);
+        if (v->n_claim_templates)   /* only then: the hash of a rollout without them stays */
+            h = mix_pairs(h, v->claim_templates, v->n_claim_templates);
         h = mix(h, &v->n_tolerations, sizeof(v->n_tolerations));
         for (size_t i = 0; i < v->n_tolerations; i++) {
             const struct af_toleration *t = &v->tolerations[i];
@@ -1048,6 +1050,14 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         af_reasonf(out->reason,
                 "rollout %.63s is halted (%.120s): unit %.60s goes to the source", r->name,
                 t->halt_reason, out->unit);
+    } else if (side == AF_SIDE_TARGET && (flags & AF_ROLLOUTS_NO_TARGET)) {
+        side = AF_SIDE_SOURCE;
+        out->fallback = true;
+        out->unfit = true;
+        af_reasonf(out->reason,
+                "rollout %.63s: the share sends unit %.80s to the target, but its variant "
+                "cannot make the pod run there: it stays on the source",
+                r->name, out->unit);
     } else if (side == AF_SIDE_TARGET && target_pinned_away(cr, pod)) {
         char what[160];
         side = AF_SIDE_SOURCE;
@@ -1143,6 +1153,16 @@ bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cf
                               const char *id, struct af_rollout_decision *out,
                               struct af_rollout_claim *claim)
 {
+    return af_rollouts_decide_claim_ex(rs, cfg, snap, pod, target_requests, now, 0, id, out,
+                                       claim);
+}
+
+bool af_rollouts_decide_claim_ex(struct af_rollouts *rs, const struct af_config *cfg,
+                                 const struct af_snapshot *snap, const struct af_pod_info *pod,
+                                 const struct af_resources *target_requests, double now,
+                                 unsigned flags, const char *id, struct af_rollout_decision *out,
+                                 struct af_rollout_claim *claim)
+{
     struct census old;
     bool made = false;
 
@@ -1154,7 +1174,8 @@ bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cf
     if (!rs || !cfg || !cfg->policy || !cfg->policy->n_rollouts || !pod || !pod->managed)
         return false;
     pthread_mutex_lock(&rs->lock);
-    decide_locked(rs, cfg, snap, pod, target_requests, now, 0, id, out, &old);
+    decide_locked(rs, cfg, snap, pod, target_requests, now, flags & ~AF_ROLLOUTS_PEEK, id, out,
+                  &old);
     if (out->rollout >= 0 && !out->recalled &&
         (out->side == AF_SIDE_SOURCE || out->side == AF_SIDE_TARGET)) {
         const struct track *t = rs->census.r[out->rollout].track;
