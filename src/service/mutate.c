@@ -99,6 +99,22 @@ static const char *pod_label(const struct af_admission *a, const struct af_pod_i
     return pod->name && *pod->name ? pod->name : af_admission_generate_name(a);
 }
 
+/* "gpu: one-a100 -> four-neurons, ...": the claims of `pod` the variant makes from another
+ * template, for the log; "" when none. */
+static void swaps_text(const struct af_pod_info *pod, const struct af_variant *v, char *out,
+                       size_t n)
+{
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (int i = 0; i < pod->n_claims && at < n; i++)
+        for (size_t k = 0; pod->claims[i].tmpl && k < v->n_claim_templates && at < n; k++)
+            if (!strcmp(v->claim_templates[k].key, pod->claims[i].tmpl))
+                at += (size_t)snprintf(out + at, n - at, "%s%s: %s -> %s", at ? ", " : "",
+                                       pod->claims[i].name, pod->claims[i].tmpl,
+                                       v->claim_templates[k].value);
+}
+
 /*
  * DRA: the pod on the target side of a variant that swaps claim templates. `req` (the
  * rewritten pod's requests) gets the devices the target templates ask for, so that the room
@@ -372,6 +388,14 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                    "pod", pod_label(a, pod), "why", w->n ? w->text[w->n - 1] : "", NULL);
             goto out;
         }
+    }
+    if (d.side == AF_SIDE_TARGET && r->variant && r->variant->n_claim_templates) {
+        char swaps[512];
+        swaps_text(pod, r->variant, swaps, sizeof(swaps));
+        if (swaps[0])
+            AF_LOG(AF_LOG_INFO, "pod's claims made from the target's templates", "rollout",
+                   r->name, "namespace", pod->ns, "pod", pod_label(a, pod), "claims", swaps,
+                   NULL);
     }
     AF_LOG(AF_LOG_INFO, "pod mutated", "rollout", r->name, "side", af_rollout_side_name(d.side),
            "variant", d.side == AF_SIDE_TARGET && r->variant ? "true" : "false", "namespace",
