@@ -223,14 +223,16 @@ static struct af_config_holder holder;
 static struct af_publisher pub;
 static struct af_service svc;
 
-static void setup(void)
+/* The mixed cluster with `extra` (items of its List, or NULL) appended. */
+static void setup_with(const char *extra)
 {
     struct af_config *cfg = NULL;
     struct af_error err;
     struct af_cache *cache = af_cache_new();
-    struct gather g;
+    struct af_dra *dra = NULL;
     size_t len;
-    char *text = af_test_read(MIXED, &len);
+    char *file = af_test_read(MIXED, &len);
+    char *text = af_xasprintf("%s%s", file, extra ? extra : "");
 
     memset(&err, 0, sizeof(err));
     ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
@@ -240,16 +242,23 @@ static void setup(void)
     svc.config = &holder;
     svc.pub = &pub;
     svc.when_not_ready = AF_NOT_READY_REJECT;
+    len = strlen(text);
     ck_assert_msg(af_codec_decode_cluster(cfg, MIXED, text, len, af_cache_upsert_item, cache,
                                           &err) == 0,
                   "%s", err.text);
-    memset(&g, 0, sizeof(g));
-    gather_file(&g, MIXED);
-    (void)af_cache_set_dra(cache, build(&g));
+    ck_assert_msg(af_codec_cluster_dra(MIXED, text, len, &dra, &err) == 0, "%s", err.text);
+    ck_assert_ptr_nonnull(dra);
+    (void)af_cache_set_dra(cache, dra);
     af_cache_set_synced(cache, true);
     af_publisher_publish(&pub, af_cache_snapshot(cache));
     af_cache_free(cache);
     af_free(text);
+    af_free(file);
+}
+
+static void setup(void)
+{
+    setup_with(NULL);
 }
 
 static void teardown(void)
@@ -509,6 +518,115 @@ START_TEST(test_dra_changes_under_cached_pods)
 }
 END_TEST
 
+/*
+ * Extended resources served by DRA (Kubernetes 1.34+): a DeviceClass whose extendedResourceName
+ * a pod requests, or the class a deviceclass.resource.kubernetes.io/ name names, serves it with
+ * its devices. A pending pod asking for example.com/a100 is judged as asking for that many A100
+ * GPUs (only the A100 DRA node has them, not the CPU node a name accelfit does not know would
+ * leave it free to take); once kube-scheduler has made and allocated its claim
+ * (status.extendedResourceClaimStatus), the claim's devices are what it holds, counted once
+ * even for a name accelfit tracks (nvidia.com/gpu).
+ */
+static const char ext_items[] =
+    "- apiVersion: resource.k8s.io/v1\n"
+    "  kind: DeviceClass\n"
+    "  metadata: {name: a100.example.com}\n"
+    "  spec:\n"
+    "    extendedResourceName: example.com/a100\n"
+    "    selectors:\n"
+    "    - cel: {expression: \"device.driver == 'gpu.nvidia.com' && "
+    "device.attributes['gpu.nvidia.com'].type == 'gpu'\"}\n"
+    "- apiVersion: resource.k8s.io/v1\n"
+    "  kind: ResourceClaim\n"
+    "  metadata: {name: ext-bound-extended-resources-x7k2q, namespace: ml, uid: claim-ext}\n"
+    "  spec: {devices: {requests: [{name: container-0-request-0, exactly: {deviceClassName: "
+    "gpu.nvidia.com, allocationMode: ExactCount, count: 2}}]}}\n"
+    "  status:\n"
+    "    allocation: {devices: {results: [\n"
+    "      {request: container-0-request-0, driver: gpu.nvidia.com, pool: " A100 ", device: gpu-1},\n"
+    "      {request: container-0-request-0, driver: gpu.nvidia.com, pool: " A100 ", device: gpu-2}"
+    "]}}\n"
+    "    reservedFor: [{resource: pods, name: ext-bound, uid: uid-ext-bound}]\n"
+    "- apiVersion: v1\n"
+    "  kind: Pod\n"
+    "  metadata: {name: ext-bound, namespace: ml, uid: uid-ext-bound}\n"
+    "  spec:\n"
+    "    nodeName: " A100 "\n"
+    "    containers:\n"
+    "    - name: c\n"
+    "      image: x\n"
+    "      resources:\n"
+    "        requests: {cpu: '1', nvidia.com/gpu: '2'}\n"
+    "        limits: {nvidia.com/gpu: '2'}\n"
+    "  status:\n"
+    "    phase: Running\n"
+    "    extendedResourceClaimStatus:\n"
+    "      resourceClaimName: ext-bound-extended-resources-x7k2q\n"
+    "      requestMappings: [{containerName: c, resourceName: nvidia.com/gpu, "
+    "requestName: container-0-request-0}]\n";
+
+/* A filter of a pending pod of namespace ml whose one container requests `res` (JSON). */
+static json_t *call_requests(const char *res)
+{
+    char *body = af_xasprintf(
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"uid-p\"},"
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":%s,"
+        "\"limits\":%s}}]}},\"Nodes\":null,\"NodeNames\":%s}",
+        res, res, all_nodes);
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    struct af_request_stats st;
+    json_t *j;
+
+    memset(&st, 0, sizeof(st));
+    ck_assert_int_eq(af_service_handle_stats(&svc, AF_VERB_FILTER, body, strlen(body), &out, &st),
+                     200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert_msg(j != NULL, "not JSON: %s", out.buf);
+    af_buf_release(&out);
+    af_free(body);
+    return j;
+}
+
+START_TEST(test_extended_resource_is_served_by_its_device_class)
+{
+    char got[512];
+    struct af_snapshot *s;
+    const struct af_pod_info *p;
+    json_t *r;
+
+    teardown();
+    setup_with(ext_items);
+    r = call_requests("{\"cpu\":\"1\",\"example.com/a100\":\"2\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, A100);
+    json_decref(r);
+    r = call_requests("{\"cpu\":\"1\",\"deviceclass.resource.kubernetes.io/neuron.aws.com\":\"4\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, TRN);
+    json_decref(r);
+    /* nine A100s: one more than the node has */
+    r = call_requests("{\"cpu\":\"1\",\"example.com/a100\":\"9\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, "");
+    json_decref(r);
+    /* a name no class serves asks for nothing accelfit can count */
+    r = call_requests("{\"cpu\":\"1\",\"example.com/fpga\":\"1\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_ptr_nonnull(strstr(got, "cpu-c6i"));
+    json_decref(r);
+
+    s = af_publisher_acquire(&pub);
+    p = af_snapshot_find_pod(s, "ml", "ext-bound");
+    ck_assert_ptr_nonnull(p);
+    ck_assert(p->ext_claim);
+    ck_assert_int_eq(p->requests.v[AF_RES_GPU], 2);   /* the claim's two, not four */
+    ck_assert_int_eq(p->dra.v[AF_RES_GPU], 2);
+    /* the shared claim's one and this pod's two */
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 3);
+    af_snapshot_unref(s);
+}
+END_TEST
+
 /* `accelfit simulate --cluster` reads the same objects: the DRA nodes have their devices, a pod
  * the devices its claims hold, and a node with both a device plugin and DRA counts them once. */
 START_TEST(test_simulate_reads_claims_from_a_cluster_file)
@@ -653,6 +771,7 @@ Suite *af_dra_suite(void)
     tcase_add_test(tc, test_shared_claim_counts_on_its_first_pod);
     tcase_add_test(tc, test_dra_changes_under_cached_pods);
     tcase_add_test(tc, test_simulate_reads_claims_from_a_cluster_file);
+    tcase_add_test(tc, test_extended_resource_is_served_by_its_device_class);
     tcase_add_test(tc, test_tiered_fallback_looks_past_nodes_the_claim_excludes);
     tcase_add_loop_test(tc, test_pods_name_their_claims_every_way, 0,
                         (int)AF_ARRAY_SIZE(naming_cases));

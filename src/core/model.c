@@ -632,6 +632,11 @@ struct af_pod_info *af_pod_info_copy(const struct af_pod_info *p)
         c->claims[i].tmpl = af_xstrdup(p->claims[i].tmpl);
         c->claims[i].generated = af_xstrdup(p->claims[i].generated);
     }
+    c->ext = p->n_ext ? af_xcalloc((size_t)p->n_ext, sizeof(*c->ext)) : NULL;
+    for (int i = 0; i < p->n_ext; i++) {
+        c->ext[i].name = af_xstrdup(p->ext[i].name);
+        c->ext[i].count = p->ext[i].count;
+    }
     return c;
 }
 
@@ -675,5 +680,8 @@ void af_pod_info_unref(struct af_pod_info *p)
         free(p->claims[i].generated);
     }
     free(p->claims);
+    for (int i = 0; i < p->n_ext; i++)
+        free(p->ext[i].name);
+    free(p->ext);
     free(p);
 }

@@ -18,7 +18,7 @@ const struct af_pod_info *af__service_dra_pod(struct af_arena *ar, const struct 
     struct af_pod_info *p;
 
     memset(dm, 0, sizeof(*dm));
-    if (!pod || !pod->n_claims)
+    if (!pod || (!pod->n_claims && !pod->n_ext))
         return pod;
     af_dra_pod_demand(snap ? snap->dra : NULL, pod, dm);
     /* A copy for this request only: nobody takes a reference to it or frees it. */

@@ -20,7 +20,7 @@ static void pod_devices(const struct af_dra *d, struct af_pod_info *p)
 {
     struct af_dra_demand dm;
 
-    if (!p || !p->n_claims)
+    if (!p || (!p->n_claims && !p->n_ext))
         return;
     af_dra_pod_demand(d, p, &dm);
     for (int r = 0; r < AF_RES__COUNT; r++) {

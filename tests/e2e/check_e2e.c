@@ -2391,6 +2391,7 @@ START_TEST(test_dra_pod_takes_its_target_template_through_the_real_webhook)
     size_t i;
     bool env = false;
 
+    install_rollout_policy();   /* the preferences test left a policy without rollouts */
     make_namespace("ml");
     ck_assert_msg(dry_run_says("side=source", &last) &&
                       strstr(last, "ml/four-neurons, which the cluster does not have "
