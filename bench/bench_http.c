@@ -37,6 +37,8 @@
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 #include "accelfit/util.h"
 
 #define N_NODES 5000

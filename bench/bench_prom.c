@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "accelfit/util.h"
 

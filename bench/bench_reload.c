@@ -22,7 +22,8 @@
 #include "accelfit/cache.h"
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 #include "accelfit/reload.h"
 #include "accelfit/util.h"
 

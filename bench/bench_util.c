@@ -21,7 +21,9 @@
 
 #include "accelfit/cache.h"
 #include "accelfit/config.h"
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "accelfit/util.h"
 

@@ -16,7 +16,7 @@
 
 #include "accelfit/aws.h"
 #include "accelfit/config.h"
-#include "accelfit/http.h"
+#include "accelfit/service.h"
 #include "accelfit/prices.h"
 #include "support/fake_api.h"
 #include "support/fake_aws.h"

@@ -13,6 +13,8 @@
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 #include "accelfit/util.h"
 #include "support/support.h"
 

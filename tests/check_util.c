@@ -335,6 +335,99 @@ START_TEST(test_int64_refuses_blanks)
 }
 END_TEST
 
+/*
+ * One reader of times serves the policy, the catalog, AWS answers, pods and annotations: a
+ * time any of them writes reads the same, and what is not RFC 3339 is refused by all alike
+ * (the catalog's reader used to take "...Zjunk" and a 13th month).
+ */
+static const struct {
+    const char *in;
+    double want;   /* -1: refused */
+} time_cases[] = {
+    {"2026-11-22T04:00:00Z", 1795320000},
+    {"2026-11-22t04:00:00z", 1795320000},
+    {"2026-11-22T06:00:00+02:00", 1795320000},
+    {"2026-11-21T23:30:00-04:30", 1795320000},
+    {"2014-01-06T04:32:53.000Z", 1388982773},
+    {"2024-02-29T00:00:00Z", 1709164800},
+    {"2026-11-22T04:00:00Zjunk", -1},
+    {"2026-13-01T00:00:00Z", -1},
+    {"2026-04-31T00:00:00Z", -1},
+    {"2025-02-29T00:00:00Z", -1},
+    {"2026-11-22T04:00:00", -1},
+    {"2026-11-22 04:00:00Z", -1},
+    {" 2026-11-22T04:00:00Z", -1},
+    {"2026-11-22T24:00:00Z", -1},
+    {"2026-11-22T04:00:00+2:00", -1},
+    {"1969-12-31T23:59:59Z", -1},
+    {"", -1},
+};
+
+START_TEST(test_one_time_grammar_for_every_reader)
+{
+    double t = af_parse_rfc3339(time_cases[_i].in);
+    char out[AF_RFC3339_LEN];
+
+    if (time_cases[_i].want < 0) {
+        ck_assert_msg(t < 0, "'%s' read as %.0f", time_cases[_i].in, t);
+        return;
+    }
+    ck_assert_msg(fabs(t - time_cases[_i].want) < 1e-6, "'%s' read as %.3f", time_cases[_i].in, t);
+    /* written back in UTC, it reads the same (whole seconds) */
+    af_format_rfc3339(t, out, sizeof(out));
+    ck_assert_double_eq(af_parse_rfc3339(out), floor(time_cases[_i].want));
+}
+END_TEST
+
+START_TEST(test_times_written_read_back_over_centuries)
+{
+    char out[AF_RFC3339_LEN];
+
+    for (double t = 0; t < 253402300799.0; t += 86400.0 * 97 + 3671) {
+        af_format_rfc3339(t, out, sizeof(out));
+        ck_assert_msg(af_parse_rfc3339(out) == floor(t), "%.0f -> %s", t, out);
+    }
+    af_format_rfc3339(-5, out, sizeof(out));
+    ck_assert_str_eq(out, "1970-01-01T00:00:00Z");
+}
+END_TEST
+
+/* The webhook's patch goes out in base64 and kubeconfigs come in base64: one codec, and what
+ * one writes the other reads, including the URL-safe alphabet and missing padding. */
+START_TEST(test_base64_round_trips_and_refuses_other_bytes)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    unsigned char all[256];
+    size_t n = 0;
+    char *back;
+
+    for (int i = 0; i < 256; i++)
+        all[i] = (unsigned char)(255 - i);
+    static const char *const rfc4648[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE="};
+
+    for (size_t len = 0; len < AF_ARRAY_SIZE(rfc4648); len++) {   /* RFC 4648 §10 */
+        af_buf_reset(&b);
+        ck_assert_int_eq(af_buf_base64(&b, "fooba", len), 0);
+        ck_assert_int_eq(af_buf_add(&b, "", 1), 0);
+        ck_assert_str_eq(b.buf, rfc4648[len]);
+    }
+    af_buf_reset(&b);
+    ck_assert_int_eq(af_buf_base64(&b, all, sizeof(all)), 0);
+    ck_assert_int_eq(af_buf_add(&b, "", 1), 0);
+    back = af_base64_decode(b.buf, &n);
+    ck_assert_uint_eq(n, sizeof(all));
+    ck_assert(!memcmp(back, all, n));
+    af_free(back);
+    back = af_base64_decode("_-8\n", &n);   /* URL-safe, unpadded, a line break */
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq((unsigned char)back[0], 0xff);
+    ck_assert_int_eq((unsigned char)back[1], 0xef);
+    af_free(back);
+    ck_assert_ptr_null(af_base64_decode("Zm9v!", NULL));
+    af_buf_release(&b);
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -355,6 +448,9 @@ static Suite *af_util_suite(void)
     tcase_add_loop_test(tc, test_decimal_is_plain_and_in_range, 0, AF_ARRAY_SIZE(decimal_cases));
     tcase_add_test(tc, test_recommend_refuses_an_overflowing_model_size);
     tcase_add_loop_test(tc, test_int64_refuses_blanks, 0, AF_ARRAY_SIZE(int64_cases));
+    tcase_add_loop_test(tc, test_one_time_grammar_for_every_reader, 0, AF_ARRAY_SIZE(time_cases));
+    tcase_add_test(tc, test_times_written_read_back_over_centuries);
+    tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -19,6 +19,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "support/http_client.h"
 #include "support/policy.h"

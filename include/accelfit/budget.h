@@ -25,12 +25,12 @@
 #include "accelfit/cache.h"
 #include "accelfit/costs.h"
 #include "accelfit/decide.h"
-#include "accelfit/http.h"
 #include "accelfit/tenant_budget.h"
 
 /* ---- the memo --------------------------------------------------------------------------------- */
 
 struct af_costs_memo;
+struct af_service;
 struct af_inflight;
 
 struct af_costs_memo *af_costs_memo_new(void);

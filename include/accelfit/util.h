@@ -232,11 +232,48 @@ int af_log_parse_level(const char *s);   /* -1 when unknown */
 #define af_assert(e) ((e) ? (void)0 : af__assert_fail(#e, __FILE__, __LINE__))
 AF_NORETURN void af__assert_fail(const char *expr, const char *file, int line);
 
+/*
+ * FNV-1a, the one hash of the house: its open-addressing tables (32 bit) and fingerprints
+ * (64 bit). Chain fields with af_fnv32_byte(h, 0xff), a byte no name holds. NULL hashes as
+ * "". The inputs are names from the API server or the policy, which cannot choose their
+ * hashes' collisions to any effect beyond longer probes in a table sized 2x.
+ */
+#define AF_FNV32_INIT 2166136261u
+#define AF_FNV64_INIT 14695981039346656037ull
+static inline uint32_t af_fnv32_byte(uint32_t h, unsigned char c)
+{
+    return (h ^ c) * 16777619u;
+}
+static inline uint32_t af_fnv32_str(uint32_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = af_fnv32_byte(h, (unsigned char)*s);
+    return h;
+}
+static inline uint64_t af_fnv64(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+/* Base64 (RFC 4648): appends `len` bytes of `data`, standard alphabet, padded; decodes the
+ * standard or URL-safe alphabet (whitespace ignored, padding optional) into a NUL-terminated
+ * copy (its length in *outlen when not NULL), or NULL when `s` holds another byte. */
+int af_buf_base64(struct af_buf *out, const void *data, size_t len) AF_MUST_CHECK;
+char *af_base64_decode(const char *s, size_t *outlen);
+/* An open-addressing table's size for `n` entries: a power of two, at least 16 and 2n. */
+size_t af_table_size(size_t n);
+
 /* Monotonic clock in nanoseconds and wall clock in seconds (not for the core). */
 uint64_t af_now_ns(void);
-/* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 when
- * not one. */
+/* RFC 3339's date-time ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00"), strictly, to
+ * Unix seconds; < 0 when not one (or before 1970). The one reader of times in the house. */
 double af_parse_rfc3339(const char *s);
+/* Unix seconds as "2026-11-22T04:00:00Z" (UTC, whole seconds); `n` >= 21. */
+#define AF_RFC3339_LEN 21
+void af_format_rfc3339(double t, char *out, size_t n);
 /* A duration as the policy and annotations write it: whole numbers with units s, m, h, d,
  * summed ("90s", "1h30m", "2d"), or "0"; at most AF_DURATION_MAX_S (ten years). Returns 0
  * with *out in seconds, -1 when malformed. */

@@ -92,30 +92,6 @@ int af__aws_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
-int af__aws_parse_time(const char *s, double *out)
-{
-    struct tm tm = {0};
-    double frac = 0;
-    const char *p;
-    int n = 0;
-
-    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
-        return AF_EINVAL;
-    p = s + n;
-    if (*p == '.') {
-        double scale = 0.1;
-        for (p++; isdigit((unsigned char)*p); p++, scale /= 10)
-            frac += (*p - '0') * scale;
-    }
-    if (strcmp(p, "Z") && strcmp(p, "+00:00"))
-        return AF_EINVAL;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *out = (double)timegm(&tm) + frac;
-    return 0;
-}
-
 const char *af__aws_default_region(const char *region)
 {
     if (!region || !*region)
@@ -586,7 +562,7 @@ static int take_credentials(struct af__aws *c, const char *what, struct sts_answ
     double expires = 0;
 
     if (!a->akid || !*a->akid || !a->secret || !*a->secret || !a->token || !*a->token ||
-        !a->expiration || af__aws_parse_time(a->expiration, &expires))
+        (expires = af_parse_rfc3339(a->expiration)) < 0)
         return af__aws_fail(err, errlen, AF_EPARSE,
                             "%s: answer without AccessKeyId, SecretAccessKey, session token "
                             "and Expiration",

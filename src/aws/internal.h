@@ -91,9 +91,6 @@ int af__aws_call(struct af__aws *c, const struct af__aws_req *rq, struct af_buf 
 /* Formats `err` and returns `code`. */
 int af__aws_fail(char *err, size_t errlen, int code, const char *fmt, ...) AF_PRINTF(4, 5);
 
-/* An ISO 8601 UTC time ("2024-05-08T19:10:27Z", "2014-01-06T04:32:53.000Z") as unix time. */
-int af__aws_parse_time(const char *s, double *out) AF_MUST_CHECK;
-
 /* ---- XML ---------------------------------------------------------------------------------- */
 
 /* Called at the end of every element with its path from the root ("/A/B/item/spotPrice",

@@ -216,14 +216,7 @@ int af__aws_read_on_demand(struct af__aws *c, const char *region, const char *co
 
 static uint32_t pair_hash(const char *zone, const char *type)
 {
-    uint32_t h = 2166136261u;
-
-    for (const char *p = zone; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-    for (const char *p = type; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    return h;
+    return af_fnv32_str(af_fnv32_byte(af_fnv32_str(AF_FNV32_INIT, zone), 0xff), type);
 }
 
 /* The slot of (zone, type) in r->ix: its item's, or the empty one it would take. */
@@ -325,7 +318,7 @@ static void spot_cb(void *ud, const char *path, const char *text)
         else if (!strcmp(leaf, "spotPrice"))
             snprintf(r->cur.price, sizeof(r->cur.price), "%s", text);
         else if (!strcmp(leaf, "timestamp"))
-            r->cur.bad_ts = af__aws_parse_time(text, &r->cur.ts) != 0;
+            r->cur.bad_ts = (r->cur.ts = af_parse_rfc3339(text)) < 0;
     }
 }
 
@@ -392,13 +385,10 @@ void af__aws_spot_release(struct af__spot_read *r)
 
 static char *spot_request(CURL *h, const char *const *types, const char *next)
 {
-    char now[32], *e, *form;
-    time_t t = time(NULL);
-    struct tm tm;
+    char now[AF_RFC3339_LEN], *e, *form;
     struct af_buf b = AF_BUF_INIT(0);
 
-    gmtime_r(&t, &tm);
-    strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    af_format_rfc3339(af_wall_time(), now, sizeof(now));
     e = curl_easy_escape(h, now, 0);
     af_assert(af_buf_printf(&b, "Action=DescribeSpotPriceHistory&Version=2016-11-15"
                                 "&ProductDescription.1=Linux%%2FUNIX&StartTime=%s"

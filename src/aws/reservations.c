@@ -74,7 +74,7 @@ static void on_element(void *ud, const char *path, const char *text)
     else if (!strcmp(leaf, "reservationType"))
         p->cur.block = !strcmp(text, "capacity-block");
     else if (!strcmp(leaf, "endDate") && *text)
-        p->bad_end = af__aws_parse_time(text, &p->cur.end) != 0;
+        p->bad_end = (p->cur.end = af_parse_rfc3339(text)) < 0;
 }
 
 int af__aws_reservations_page(const char *what, const char *doc, size_t len, const char *region,

@@ -32,27 +32,14 @@
 
 /* ---- hashing ------------------------------------------------------------------------------ */
 
-static uint32_t hash_bytes(uint32_t h, const char *s)
-{
-    /* FNV-1a, 32 bit */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 16777619u;
-    }
-    return h;
-}
-
 static uint32_t hash_node(const char *name)
 {
-    return hash_bytes(2166136261u, name ? name : "");
+    return af_fnv32_str(AF_FNV32_INIT, name);
 }
 
 static uint32_t hash_pod(const char *ns, const char *name)
 {
-    uint32_t h = hash_bytes(2166136261u, ns ? ns : "");
-    h ^= 0xffu; /* separator that cannot occur in a name */
-    h *= 16777619u;
-    return hash_bytes(h, name ? name : "");
+    return af_fnv32_str(af_fnv32_byte(af_fnv32_str(AF_FNV32_INIT, ns), 0xff), name);
 }
 
 static bool streq(const char *a, const char *b)
@@ -780,14 +767,6 @@ static void refresh_sorted(struct af_cache *c)
     c->sorted_dirty = false;
 }
 
-static size_t pow2_for(size_t n)
-{
-    size_t size = 16;
-    while (size < n * 2)
-        size <<= 1;
-    return size;
-}
-
 void af_cache_note_resource_version(struct af_cache *c, const char *rv)
 {
     char *end_new, *end_old;
@@ -815,7 +794,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     refresh_sorted(c);
     s->n_nodes = c->n_sorted;
     s->nodes = af_xcalloc(s->n_nodes + 1, sizeof(*s->nodes));
-    s->node_index_size = pow2_for(s->n_nodes);
+    s->node_index_size = af_table_size(s->n_nodes);
     s->node_index = af_xcalloc(s->node_index_size, sizeof(*s->node_index));
     for (size_t i = 0; i < s->n_nodes; i++) {
         const struct node_slot *ns = &c->nodes[c->sorted[i]];

@@ -77,11 +77,7 @@ static int row_cmp(const void *a, const void *b)
 
 static const char *when(double t, char *buf, size_t len)
 {
-    time_t s = (time_t)t;
-    struct tm tm;
-
-    gmtime_r(&s, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    af_format_rfc3339(t, buf, len);
     return buf;
 }
 

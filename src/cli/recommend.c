@@ -357,12 +357,9 @@ static void put_duration(struct af_buf *b, double secs)
 /* Appends a time in RFC 3339, UTC. */
 static void put_time(struct af_buf *b, double t)
 {
-    time_t tt = (time_t)t;
-    struct tm tm;
-    char s[64];
+    char s[AF_RFC3339_LEN];
 
-    if (!gmtime_r(&tt, &tm) || !strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", &tm))
-        snprintf(s, sizeof(s), "@%.0f", t);
+    af_format_rfc3339(t, s, sizeof(s));
     put(b, s);
 }
 

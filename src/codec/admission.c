@@ -1637,28 +1637,6 @@ out:
 
 /* ---- the response ---------------------------------------------------------------------------- */
 
-static int base64(const unsigned char *in, size_t len, struct af_buf *out)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char q[4];
-    int rc = 0;
-
-    for (size_t i = 0; !rc && i < len; i += 3) {
-        unsigned v = (unsigned)in[i] << 16;
-        size_t n = len - i < 3 ? len - i : 3;
-        if (n > 1)
-            v |= (unsigned)in[i + 1] << 8;
-        if (n > 2)
-            v |= in[i + 2];
-        q[0] = tbl[(v >> 18) & 63];
-        q[1] = tbl[(v >> 12) & 63];
-        q[2] = n > 1 ? tbl[(v >> 6) & 63] : '=';
-        q[3] = n > 2 ? tbl[v & 63] : '=';
-        rc = af_buf_add(out, q, 4);
-    }
-    return rc;
-}
-
 int af_codec_encode_admission(const char *uid, const char *patch, size_t patch_len,
                               const struct af_warnings *w, struct af_buf *out)
 {
@@ -1674,7 +1652,7 @@ int af_codec_encode_admission(const char *uid, const char *patch, size_t patch_l
     if (!rc && patch && patch_len) {
         rc = af_buf_puts(out, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
         if (!rc)
-            rc = base64((const unsigned char *)patch, patch_len, out);
+            rc = af_buf_base64(out, patch, patch_len);
         if (!rc)
             rc = af_buf_puts(out, "\"");
     }

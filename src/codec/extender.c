@@ -1011,11 +1011,7 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
 
 static uint64_t hash_name(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return af_fnv64(AF_FNV64_INIT, s, strlen(s));
 }
 
 /*
@@ -1027,10 +1023,8 @@ static uint64_t hash_name(const char *s)
 static void dedup_names(const struct af_node_decision *d, const char **names, size_t n,
                         size_t *first, size_t *last)
 {
-    size_t cap = 16, *slot;
+    size_t cap = af_table_size(n), *slot;
 
-    while (cap < 2 * n)
-        cap *= 2;
     slot = af_xmalloc(cap * sizeof(*slot));
     for (size_t k = 0; k < cap; k++)
         slot[k] = SIZE_MAX;

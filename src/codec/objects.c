@@ -543,12 +543,8 @@ static void pod_rollout_fields(json_t *meta, json_t *status, struct af_pod_info 
             p->restarts += (int)json_integer_value(n);
     }
     start = af__codec_get_str(status, "startTime");
-    if (start) {
-        struct tm tm;
-        memset(&tm, 0, sizeof(tm));
-        if (strptime(start, "%Y-%m-%dT%H:%M:%SZ", &tm))
-            p->started_unix = (double)timegm(&tm);
-    }
+    if (start && af_parse_rfc3339(start) > 0)
+        p->started_unix = af_parse_rfc3339(start);
 }
 
 /*

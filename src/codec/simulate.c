@@ -137,26 +137,6 @@ static double seconds(json_t *v)
     return af_sim_parse_duration(af__codec_str(v));
 }
 
-/* RFC 3339 in UTC ("2026-11-20T08:00:00Z", fractions allowed); -1 when not one. */
-static double rfc3339(const char *s)
-{
-    struct tm tm;
-    const char *rest;
-
-    if (!s)
-        return -1;
-    memset(&tm, 0, sizeof(tm));
-    rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (!rest)
-        return -1;
-    if (*rest == '.')
-        for (rest++; *rest >= '0' && *rest <= '9'; rest++)
-            ;
-    if (strcmp(rest, "Z"))
-        return -1;
-    return (double)timegm(&tm);
-}
-
 static char *scalar_dup(json_t *v)
 {
     char buf[64];
@@ -307,7 +287,7 @@ static int load_doc(const char *name, const char *text, size_t len, json_t **roo
 
 static double item_time(json_t *obj, const char *field)
 {
-    return rfc3339(af__codec_get_str(af__codec_get(obj, "metadata"), field));
+    return af_parse_rfc3339(af__codec_get_str(af__codec_get(obj, "metadata"), field));
 }
 
 /* When a finished pod stopped: the latest terminated.finishedAt of its containers; -1. */
@@ -318,7 +298,7 @@ static double finished_at(json_t *status)
     size_t i;
 
     json_array_foreach(json_is_array(cs) ? cs : NULL, i, c) {
-        double t = rfc3339(af__codec_get_str(
+        double t = af_parse_rfc3339(af__codec_get_str(
             af__codec_get(af__codec_get(c, "state"), "terminated"), "finishedAt"));
         if (t > last)
             last = t;
@@ -393,7 +373,7 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
             if (rc)
                 goto done;
             cp->created = item_time(it, "creationTimestamp");
-            cp->started = rfc3339(af__codec_get_str(status, "startTime"));
+            cp->started = af_parse_rfc3339(af__codec_get_str(status, "startTime"));
             cp->finished = info->terminal ? finished_at(status) : -1;
             for (int k = 0; k < 3; k++) {
                 double t = k == 0 ? cp->created : k == 1 ? cp->started : cp->finished;
@@ -847,7 +827,7 @@ int af_codec_decode_trace(const char *name, const char *text, size_t len,
         }
     }
     if ((v = af__codec_get(root, "start")) != NULL) {
-        out->start_unix = rfc3339(af__codec_str(v));
+        out->start_unix = af_parse_rfc3339(af__codec_str(v));
         if (out->start_unix < 0) {
             rc = af_error_set(err, AF_EINVAL, name, 0, 0,
                               "start: expected an RFC 3339 time in UTC like 2026-11-20T00:00:00Z");

@@ -96,79 +96,6 @@ void af__rollouts_free(struct af_rollout *r, size_t n)
  * A duration: one or more whole numbers each followed by a unit, s, m, h or d ("90s",
  * "10m", "24h", "2d", "1h30m"); "0" alone is zero. At most ten years. Returns 0 or -1.
  */
-/* Days from 1970-01-01 to the civil date y-m-d (proleptic Gregorian). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    int64_t era, yoe, doy, doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int digits_at(const char *s, int n, int *out)
-{
-    int v = 0;
-
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-/*
- * An RFC 3339 time, "2026-12-01T00:00:00Z" or with an offset ("...T02:00:00+02:00") and
- * optional fractional seconds, to seconds since the epoch (UTC). Years 1970 to 9999.
- * Returns 0 or -1.
- */
-static int parse_rfc3339(const char *s, double *out)
-{
-    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
-    double frac = 0, t;
-    const char *p;
-
-    if (strlen(s) < 20 || digits_at(s, 4, &y) || s[4] != '-' || digits_at(s + 5, 2, &mo) ||
-        s[7] != '-' || digits_at(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') ||
-        digits_at(s + 11, 2, &h) || s[13] != ':' || digits_at(s + 14, 2, &mi) || s[16] != ':' ||
-        digits_at(s + 17, 2, &sec))
-        return -1;
-    p = s + 19;
-    if (*p == '.') {
-        double scale = 0.1;
-        if (!(p[1] >= '0' && p[1] <= '9'))
-            return -1;
-        for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
-            frac += (*p - '0') * scale;
-    }
-    if ((*p == 'Z' || *p == 'z') && !p[1]) {
-        sign = 0;
-    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && !digits_at(p + 1, 2, &oh) &&
-               p[3] == ':' && !digits_at(p + 4, 2, &om)) {
-        sign = *p == '+' ? 1 : -1;
-        if (oh > 23 || om > 59)
-            return -1;
-    } else {
-        return -1;
-    }
-    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59)
-        return -1;
-    if (d > mdays[mo - 1] + (mo == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)))
-        return -1;
-    t = (double)days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec + frac;
-    t -= sign * (oh * 3600 + om * 60);
-    if (!(t > 0))
-        return -1;
-    *out = t;
-    return 0;
-}
-
 /* ---- typed readers ------------------------------------------------------------------------ */
 
 static int load_duration(struct af__ydoc *d, yaml_node_t *v, const char *what, bool allow_zero,
@@ -196,7 +123,7 @@ static int load_time(struct af__ydoc *d, yaml_node_t *v, const char *what, doubl
 
     if (rc)
         return rc;
-    if (parse_rfc3339(s, out))
+    if ((*out = af_parse_rfc3339(s)) <= 0)
         return af__ydoc_err(d, v, AF_EINVAL,
                             "'%s' must be an RFC 3339 time such as \"2026-12-01T00:00:00Z\" "
                             "(UTC, or with an offset such as +02:00), not '%s'",
@@ -389,26 +316,6 @@ static int load_selector(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *
 
 /* ---- share and stages --------------------------------------------------------------------- */
 
-static void format_time(double t, char *out, size_t n)
-{
-    int64_t secs = (int64_t)t, z = secs / 86400 + 719468, era, doe, yoe, y, doy, mp, dd, mm;
-    int64_t rem = secs % 86400;
-
-    /* civil_from_days (Howard Hinnant), the inverse of days_from_civil. */
-    era = (z >= 0 ? z : z - 146096) / 146097;
-    doe = z - era * 146097;
-    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    y = yoe + era * 400;
-    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    mp = (5 * doy + 2) / 153;
-    dd = doy - (153 * mp + 2) / 5 + 1;
-    mm = mp < 10 ? mp + 3 : mp - 9;
-    y += mm <= 2;
-    snprintf(out, n, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", (long long)y, (long long)mm,
-             (long long)dd, (long long)(rem / 3600), (long long)(rem / 60 % 60),
-             (long long)(rem % 60));
-}
-
 static int load_stages(struct af__ydoc *d, yaml_node_t *list, struct af_rollout *r)
 {
     size_t n;
@@ -463,8 +370,8 @@ static int load_stages(struct af__ydoc *d, yaml_node_t *list, struct af_rollout 
                 return rc;
             if (last_start > 0 && st->start_unix <= last_start) {
                 char a[64], b[64];
-                format_time(st->start_unix, a, sizeof(a));
-                format_time(last_start, b, sizeof(b));
+                af_format_rfc3339(st->start_unix, a, sizeof(a));
+                af_format_rfc3339(last_start, b, sizeof(b));
                 return af__ydoc_err(d, v, AF_EINVAL,
                                     "stage %zu of rollout '%s' starts at %s, not after stage %zu "
                                     "(%s): stage times must go forward",

@@ -361,12 +361,8 @@ int af__ynode_bool(struct af__ydoc *d, const yaml_node_t *n, const char *what, b
  * fixed, simple hash is enough to keep probe sequences short. */
 static size_t str_hash(const char *s)
 {
-    uint64_t h = 14695981039346656037ull;
+    uint64_t h = af_fnv64(AF_FNV64_INIT, s, strlen(s));
 
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
     return (size_t)(h ^ (h >> 32));
 }
 

@@ -73,11 +73,7 @@ struct ns_table {
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return af_fnv64(AF_FNV64_INIT, s, strlen(s));
 }
 
 static void ns_grow(struct ns_table *t);
@@ -91,10 +87,8 @@ struct node_index {
 
 static void node_index_build(struct node_index *x, const struct af_node_view *nodes, size_t n)
 {
-    size_t size = 16;
+    size_t size = af_table_size(n);
 
-    while (size < n * 2)
-        size <<= 1;
     x->mask = size - 1;
     x->slots = af_xcalloc(size, sizeof(*x->slots));
     for (size_t i = 0; i < n; i++) {

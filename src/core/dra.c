@@ -595,20 +595,14 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
 
 static uint32_t name_hash(const char *s)
 {
-    uint32_t h = 2166136261u;   /* FNV-1a */
-
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 16777619u;
-    return h;
+    return af_fnv32_str(AF_FNV32_INIT, s);
 }
 
 /* The nodes' hash index: a lookup per candidate node touches one slot and one name. */
 static void index_nodes(struct af_dra *d)
 {
-    size_t size = 16;
+    size_t size = af_table_size(d->n_nodes);
 
-    while (size < 2 * d->n_nodes)
-        size *= 2;
     d->node_index_size = size;
     d->node_index = af_xcalloc(size, sizeof(*d->node_index));
     d->node_hashes = af_xcalloc(d->n_nodes + 1, sizeof(*d->node_hashes));

@@ -138,17 +138,6 @@ void af_util_snapshot_unref(struct af_util_snapshot *s)
     af_free(s);
 }
 
-uint32_t af__util_hash(const char *name)
-{
-    uint32_t h = 2166136261u;   /* FNV-1a */
-
-    for (; *name; name++) {
-        h ^= (unsigned char)*name;
-        h *= 16777619u;
-    }
-    return h;
-}
-
 const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const char *name)
 {
     size_t mask;
@@ -156,7 +145,7 @@ const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const 
     if (!s || !name || !s->index_size)
         return NULL;
     mask = s->index_size - 1;
-    uint32_t h = af__util_hash(name);
+    uint32_t h = af_fnv32_str(AF_FNV32_INIT, name);
 
     mask = s->index_size - 1;
     for (size_t pos = h & mask;; pos = (pos + 1) & mask) {

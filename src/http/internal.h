@@ -22,6 +22,9 @@
 #include <openssl/ssl.h>
 
 #include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
+#include "accelfit/webhook.h"
 
 #define TLS_CHECK_US (2 * LWS_US_PER_SEC)  /* how often the TLS files are looked at */
 

@@ -16,28 +16,15 @@
 
 #include "kube/internal.h"
 
-static void rfc3339_now(char *out, size_t n)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* ---- events --------------------------------------------------------------------------------- */
 
 static uint64_t ev_hash(const char *uid, const char *reason, const char *message)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = AF_FNV64_INIT;
     const char *parts[3] = {uid ? uid : "", reason ? reason : "", message ? message : ""};
-    for (int i = 0; i < 3; i++) {
-        for (const char *s = parts[i]; *s; s++) {
-            h ^= (unsigned char)*s;
-            h *= 1099511628211ull;
-        }
-        h ^= 0xff;
-        h *= 1099511628211ull;
-    }
+
+    for (int i = 0; i < 3; i++)
+        h = af_fnv64(h, parts[i], strlen(parts[i]) + 1);   /* the terminator separates */
     return h;
 }
 
@@ -117,20 +104,12 @@ static size_t discard_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     return size * nmemb;
 }
 
-static void fmt_time(double t, char *out, size_t n)
-{
-    time_t s = (time_t)t;
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static void post_one(struct af_kube *k, CURL *h, struct ev_item *e)
 {
     char first[32], last[32], now[32];
-    fmt_time(e->first, first, sizeof(first));
-    fmt_time(e->last, last, sizeof(last));
-    rfc3339_now(now, sizeof(now));
+    af_format_rfc3339(e->first, first, sizeof(first));
+    af_format_rfc3339(e->last, last, sizeof(last));
+    af_format_rfc3339(af_wall_time(), now, sizeof(now));
     char *name = af_xasprintf("%s.%llx", e->pod, (unsigned long long)af_now_ns());
     json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},"
                            "s:s,s:s,s:i,s:s,s:s}",

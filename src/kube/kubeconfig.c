@@ -16,53 +16,6 @@
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
 
-/* ---- base64 ---------------------------------------------------------------------------------- */
-
-static int b64val(int c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* Decodes standard or URL-safe base64 (whitespace ignored, padding optional).
- * Returns a NUL-terminated string or NULL on bad input. */
-static char *b64_decode(const char *s, size_t *outlen)
-{
-    size_t n = strlen(s), o = 0;
-    char *out = af_xmalloc(n / 4 * 3 + 4);
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
-        if (c == '=' || c == ' ' || c == '\n' || c == '\r' || c == '\t')
-            continue;
-        int v = b64val(c);
-        if (v < 0) {
-            free(out);
-            return NULL;
-        }
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    out[o] = '\0';
-    if (outlen)
-        *outlen = o;
-    return out;
-}
-
 /* ---- YAML document helpers ------------------------------------------------------------------- */
 
 static yaml_node_t *map_get(yaml_document_t *d, yaml_node_t *m, const char *key)
@@ -177,7 +130,7 @@ static int decode_data(const char *file, const char *what, const char *entry, co
 {
     if (!b64)
         return 0;
-    *out = b64_decode(b64, NULL);
+    *out = af_base64_decode(b64, NULL);
     if (!*out)
         return af_error_set(err, AF_EPARSE, file, 0, 0, "%s \"%s\": %s is not valid base64",
                             strstr(what, "certificate-authority") ? "cluster" : "user", entry,

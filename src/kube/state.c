@@ -92,10 +92,9 @@ static void others_free(struct other_key *v, size_t n)
 
 static void rfc3339(double t, char *out, size_t n)
 {
-    time_t s = (time_t)t;
-    struct tm tm;
-
-    if (!(t > 0) || !gmtime_r(&s, &tm) || !strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    if (t > 0)
+        af_format_rfc3339(t, out, n);
+    else
         snprintf(out, n, "-");
 }
 

@@ -7,7 +7,7 @@
  * and renders its own gauges after it with the helpers below
  * (af_service_render_metrics in service_metrics.c).
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -81,7 +81,7 @@ void af_metrics_free(struct af_metrics *m)
 
 bool af_metrics_first_bad_annotations(struct af_metrics *m, const char *pod_key, uint32_t bad)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h;
     size_t slot, empty = SIZE_MAX;
     bool first = true;
 
@@ -89,11 +89,7 @@ bool af_metrics_first_bad_annotations(struct af_metrics *m, const char *pod_key,
         return false;
     if (!m || !pod_key)
         return true;
-    for (const char *s = pod_key; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    h |= 1;   /* never 0, the empty slot */
+    h = af_fnv64(AF_FNV64_INIT, pod_key, strlen(pod_key)) | 1;   /* never 0, the empty slot */
     slot = (size_t)(h % WARNED_SLOTS);
     pthread_mutex_lock(&m->warned_lock);
     for (size_t k = 0; k < WARNED_PROBES && first; k++) {

@@ -41,14 +41,9 @@ struct af_prices {
 
 static uint32_t hash_key(enum af_price_kind kind, const char *where, const char *type)
 {
-    uint32_t h = 2166136261u ^ (uint32_t)kind;
+    uint32_t h = af_fnv32_str(AF_FNV32_INIT ^ (uint32_t)kind, where);
 
-    for (const char *s = where; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-    for (const char *s = type; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    return af_fnv32_str(af_fnv32_byte(h, 0xff), type);
 }
 
 /* The slot holding the key, or the empty slot where it would go. */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 
 struct pending {
@@ -919,12 +920,10 @@ struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
         }
         i = j;
     }
-    s->index_size = 16;
-    while (s->index_size < 2 * s->n_nodes)
-        s->index_size *= 2;
+    s->index_size = af_table_size(s->n_nodes);
     s->index = af_arena_alloc(&b->arena, s->index_size * sizeof(*s->index));
     for (size_t i = 0; i < s->n_nodes; i++) {
-        uint32_t h = af__util_hash(s->nodes[i].name);
+        uint32_t h = af_fnv32_str(AF_FNV32_INIT, s->nodes[i].name);
         size_t pos = h & (s->index_size - 1);
         while (s->index[pos])
             pos = (pos + 1) & (s->index_size - 1);

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "accelfit/config.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 
 #define MAX_ANSWER ((size_t)64 << 20)

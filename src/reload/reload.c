@@ -26,7 +26,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
 
 #define DEFAULT_DEBOUNCE_MS 200
 #define REWATCH_MS 1000   /* a watched directory went away: try again this often */

@@ -41,13 +41,7 @@
 
 static uint32_t hash_str(const char *s)
 {
-    uint32_t h = 2166136261u;   /* FNV-1a, 32 bit */
-
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 16777619u;
-    }
-    return h;
+    return af_fnv32_str(AF_FNV32_INIT, s);
 }
 
 static bool class_in(uint32_t mask, enum af_class c)
@@ -68,26 +62,15 @@ static bool anonymous(const struct af_pod_info *pod)
 
 /* ---- the policy's rollout, hashed: a change begins it again ---------------------------- */
 
-static uint64_t mix(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;   /* FNV-1a, 64 bit */
-    }
-    return h;
-}
-
 static uint64_t mix_str(uint64_t h, const char *s)
 {
     /* NULL and "" differ; the terminator separates fields */
-    return s ? mix(h, s, strlen(s) + 1) : mix(h, "\xff", 1);
+    return s ? af_fnv64(h, s, strlen(s) + 1) : af_fnv64(h, "\xff", 1);
 }
 
 static uint64_t mix_pairs(uint64_t h, const struct af_pair *v, size_t n)
 {
-    h = mix(h, &n, sizeof(n));
+    h = af_fnv64(h, &n, sizeof(n));
     for (size_t i = 0; i < n; i++)
         h = mix_str(mix_str(h, v[i].key), v[i].value);
     return h;
@@ -95,22 +78,22 @@ static uint64_t mix_pairs(uint64_t h, const struct af_pair *v, size_t n)
 
 static uint64_t rollout_hash(const struct af_rollout *r)
 {
-    uint64_t h = 14695981039346656037ull;
+    uint64_t h = AF_FNV64_INIT;
     int fb = (int)r->fallback;
 
     h = mix_str(h, r->name);
     h = mix_str(h, r->ns);
     h = mix_pairs(h, r->match_labels, r->n_match_labels);
     h = mix_str(mix_str(h, r->owner_kind), r->owner_name);
-    h = mix(mix(h, &r->source, sizeof(r->source)), &r->target, sizeof(r->target));
-    h = mix(h, &r->share, sizeof(r->share));
-    h = mix(h, &r->n_stages, sizeof(r->n_stages));
+    h = af_fnv64(af_fnv64(h, &r->source, sizeof(r->source)), &r->target, sizeof(r->target));
+    h = af_fnv64(h, &r->share, sizeof(r->share));
+    h = af_fnv64(h, &r->n_stages, sizeof(r->n_stages));
     for (size_t i = 0; i < r->n_stages; i++)
-        h = mix(h, &r->stages[i], sizeof(r->stages[i]));
-    h = mix(h, &fb, sizeof(fb));
-    h = mix(h, &r->brake_not_ready_s, sizeof(r->brake_not_ready_s));
-    h = mix(h, &r->brake_restarts, sizeof(r->brake_restarts));
-    h = mix(h, &r->brake_on_failed, sizeof(r->brake_on_failed));
+        h = af_fnv64(h, &r->stages[i], sizeof(r->stages[i]));
+    h = af_fnv64(h, &fb, sizeof(fb));
+    h = af_fnv64(h, &r->brake_not_ready_s, sizeof(r->brake_not_ready_s));
+    h = af_fnv64(h, &r->brake_restarts, sizeof(r->brake_restarts));
+    h = af_fnv64(h, &r->brake_on_failed, sizeof(r->brake_on_failed));
     if (r->variant) {
         const struct af_variant *v = r->variant;
         h = mix_pairs(h, v->images, v->n_images);
@@ -119,13 +102,13 @@ static uint64_t rollout_hash(const struct af_rollout *r)
         h = mix_pairs(h, v->annotations, v->n_annotations);
         if (v->n_claim_templates)   /* only then: the hash of a rollout without them stays */
             h = mix_pairs(h, v->claim_templates, v->n_claim_templates);
-        h = mix(h, &v->n_tolerations, sizeof(v->n_tolerations));
+        h = af_fnv64(h, &v->n_tolerations, sizeof(v->n_tolerations));
         for (size_t i = 0; i < v->n_tolerations; i++) {
             const struct af_toleration *t = &v->tolerations[i];
             h = mix_str(mix_str(mix_str(mix_str(h, t->key), t->op), t->value), t->effect);
         }
     } else {
-        h = mix(h, "placement", 9);
+        h = af_fnv64(h, "placement", 9);
     }
     return h;
 }
@@ -521,15 +504,6 @@ static void census_readiness(struct af_rollouts *rs, struct census *c, double no
     rs->n_ready = k;
 }
 
-static size_t pow2_for(size_t n)
-{
-    size_t size = 16;
-
-    while (size < n * 2)
-        size <<= 1;
-    return size;
-}
-
 static int cmp_claim(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -557,7 +531,7 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
     for (size_t i = 0; i < c->n_r; i++)
         c->r[i].track = track_sync(rs, &pol->rollouts[i], now);
     c->units = af_xmalloc((nm + 1) * sizeof(*c->units));
-    c->ix_size = pow2_for(nm);
+    c->ix_size = af_table_size(nm);
     c->ix = af_xcalloc(c->ix_size, sizeof(*c->ix));
     c->claims = af_xmalloc((nm + 1) * sizeof(*c->claims));
     if (!snap || !c->n_r)
@@ -1221,9 +1195,7 @@ struct strset {
 
 static void strset_init(struct strset *set, size_t n)
 {
-    set->size = 16;
-    while (set->size < 2 * n + 2)
-        set->size *= 2;
+    set->size = af_table_size(n + 1);
     set->slot = af_xcalloc(set->size, sizeof(*set->slot));
 }
 
@@ -1556,15 +1528,13 @@ static void put_fmt(struct out *o, const char *fmt, ...)
 
 static void put_time(struct out *o, double t)
 {
-    char text[64];
-    struct tm tm;
-    time_t s = (time_t)t;
+    char text[AF_RFC3339_LEN];
 
-    if (!(t > 0) || !gmtime_r(&s, &tm) ||
-        !strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm)) {
+    if (!(t > 0)) {
         put(o, "null");
         return;
     }
+    af_format_rfc3339(t, text, sizeof(text));
     put_str(o, text);
 }
 

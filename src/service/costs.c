@@ -11,6 +11,8 @@
  * tenant object and the tenant and idle-cost gauges are rendered here.
  */
 #include "accelfit/budget.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -360,11 +362,8 @@ static int render_prepaid(const struct af_costs *c, double now, struct af_buf *o
         else if (!rc)
             rc = kraw(o, &g, "idle_usd_hr", "null");
         if (!rc && r->end > 0) {
-            char at[32];
-            time_t t = (time_t)r->end;
-            struct tm tm;
-            gmtime_r(&t, &tm);
-            strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+            char at[AF_RFC3339_LEN];
+            af_format_rfc3339(r->end, at, sizeof(at));
             rc = kstr(o, &g, "ends_at", at);
             if (!rc)
                 rc = kint(o, &g, "ends_in_seconds", (long long)floor(r->end - now));

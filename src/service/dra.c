@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "accelfit/codec.h"
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
 
 #include "service/dra.h"
 

@@ -10,7 +10,8 @@
 #include "accelfit/dra.h"
 
 #include "accelfit/codec.h"
-#include "accelfit/http.h"
+#include "accelfit/service.h"
+#include "accelfit/webhook.h"
 #include "accelfit/rollout.h"
 
 enum af__claim_phase {

@@ -35,7 +35,8 @@
  * one filter accepts first. Under `when: no-room` the whole cluster is filtered for
  * the pod first, and a node with room means no preference.
  */
-#include "accelfit/http.h"
+#include "accelfit/service.h"
+#include "accelfit/webhook.h"
 
 #include <stdio.h>
 #include <string.h>

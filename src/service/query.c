@@ -7,7 +7,7 @@
  * names the parameter and the route, so a request is never answered for a question it did
  * not ask. Transport-free: the server hands in the query as sent, tests call it directly.
  */
-#include "accelfit/http.h"
+#include "accelfit/service.h"
 
 #include <stdio.h>
 #include <string.h>

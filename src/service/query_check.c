@@ -5,7 +5,7 @@
  * error body every handler uses (service.c), so a request is never answered for a
  * question it did not ask.
  */
-#include "accelfit/http.h"
+#include "accelfit/service.h"
 
 #include <stdio.h>
 

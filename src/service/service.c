@@ -13,7 +13,8 @@
  * server and the benchmarks call it directly, so it has no idea which
  * connection a request came from.
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/kube.h"
 #include "accelfit/rollout_state.h"
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "service/internal.h"
 

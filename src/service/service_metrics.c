@@ -8,7 +8,9 @@
  * hash and reloads (reload.c). metrics.c renders the
  * counters first and knows nothing of any of this.
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
+#include "accelfit/webhook.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,8 @@
  * scrape time; series are bounded by the price sources (two per region) and the
  * AF_PRICE_SOURCE_* names.
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 
 #include <stdio.h>
 #include <string.h>

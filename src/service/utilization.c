@@ -7,12 +7,14 @@
  * what they cost per hour. Read at scrape time from the current cluster and
  * utilization snapshots; series are bounded by the node count.
  */
-#include "accelfit/http.h"
+#include "accelfit/metrics.h"
+#include "accelfit/service.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 
 void af_service_utilization_status(struct af_service *svc, char *out, size_t n)

@@ -790,6 +790,83 @@ int af_parse_quantity(const char *s, int64_t scale, int64_t *out)
     return 0;
 }
 
+size_t af_table_size(size_t n)
+{
+    size_t size = 16;
+
+    while (size < n * 2)
+        size <<= 1;
+    return size;
+}
+
+/* ---- base64 (RFC 4648) ------------------------------------------------------------------- */
+
+int af_buf_base64(struct af_buf *out, const void *data, size_t len)
+{
+    const unsigned char *in = data;
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char q[4];
+    int rc = 0;
+
+    for (size_t i = 0; !rc && i < len; i += 3) {
+        unsigned v = (unsigned)in[i] << 16;
+        size_t n = len - i < 3 ? len - i : 3;
+        if (n > 1)
+            v |= (unsigned)in[i + 1] << 8;
+        if (n > 2)
+            v |= in[i + 2];
+        q[0] = tbl[(v >> 18) & 63];
+        q[1] = tbl[(v >> 12) & 63];
+        q[2] = n > 1 ? tbl[(v >> 6) & 63] : '=';
+        q[3] = n > 2 ? tbl[v & 63] : '=';
+        rc = af_buf_add(out, q, 4);
+    }
+    return rc;
+}
+
+static int b64val(int c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+char *af_base64_decode(const char *s, size_t *outlen)
+{
+    size_t n = strlen(s), o = 0;
+    char *out = af_xmalloc(n / 4 * 3 + 4);
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '=' || c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        int v = b64val(c);
+        if (v < 0) {
+            af_free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[o] = '\0';
+    if (outlen)
+        *outlen = o;
+    return out;
+}
+
 /* ---- clocks --------------------------------------------------------------- */
 
 uint64_t af_now_ns(void)
@@ -799,34 +876,96 @@ uint64_t af_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* RFC 3339 ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00") to Unix seconds; < 0 on error. */
+/* Days from 1970-01-01 to the civil date y-m-d, proleptic Gregorian (Howard Hinnant). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    int64_t era, yoe, doy, doe;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int digits_at(const char *s, int n, int *out)
+{
+    int v = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+ * RFC 3339's date-time, exactly: "2026-11-22T04:00:00Z", fractional seconds and a numeric
+ * offset allowed ("...T04:00:00.123+02:00"), 't' and 'z' too, nothing after it; a real
+ * date (no 31 April), 1970 on. Kubernetes, AWS and the policy all write this grammar, so
+ * one reader serves them all.
+ */
 double af_parse_rfc3339(const char *s)
 {
-    struct tm tm;
-    int y, mo, d, h, mi, sec, n = 0;
-    double frac = 0;
-    memset(&tm, 0, sizeof(tm));
-    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+    double frac = 0, t;
+    const char *p;
+
+    if (!s || strlen(s) < 20 || digits_at(s, 4, &y) || s[4] != '-' || digits_at(s + 5, 2, &mo) ||
+        s[7] != '-' || digits_at(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') ||
+        digits_at(s + 11, 2, &h) || s[13] != ':' || digits_at(s + 14, 2, &mi) || s[16] != ':' ||
+        digits_at(s + 17, 2, &sec))
         return -1;
-    s += n;
-    if (*s == '.') {
-        char *end;
-        frac = strtod(s, &end);
-        s = end;
+    p = s + 19;
+    if (*p == '.') {
+        double scale = 0.1;
+        if (!(p[1] >= '0' && p[1] <= '9'))
+            return -1;
+        for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            frac += (*p - '0') * scale;
     }
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    double t = (double)timegm(&tm) + frac;
-    if (*s == 'Z' || *s == 'z')
-        return t;
-    int oh, om;
-    if ((*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d", &oh, &om) == 2)
-        return t - (*s == '+' ? 1 : -1) * (oh * 3600.0 + om * 60.0);
-    return -1;
+    if ((*p == 'Z' || *p == 'z') && !p[1]) {
+        sign = 0;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && !digits_at(p + 1, 2, &oh) &&
+               p[3] == ':' && !digits_at(p + 4, 2, &om)) {
+        sign = *p == '+' ? 1 : -1;
+        if (oh > 23 || om > 59)
+            return -1;
+    } else {
+        return -1;
+    }
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59)
+        return -1;
+    if (d > mdays[mo - 1] + (mo == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)))
+        return -1;
+    t = (double)days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec + frac;
+    t -= sign * (oh * 3600 + om * 60);
+    return t >= 0 ? t : -1;
+}
+
+/* Unix seconds to "2026-11-22T04:00:00Z" (whole seconds, UTC; before 1970 reads as 1970). */
+void af_format_rfc3339(double t, char *out, size_t n)
+{
+    int64_t secs = t > 0 && t < 253402300800.0 ? (int64_t)t : 0;
+    int64_t z = secs / 86400 + 719468, era, doe, yoe, y, doy, mp, dd, mm, rem = secs % 86400;
+
+    /* civil_from_days (Howard Hinnant), the inverse of days_from_civil */
+    era = z / 146097;
+    doe = z - era * 146097;
+    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    y = yoe + era * 400;
+    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153;
+    dd = doy - (153 * mp + 2) / 5 + 1;
+    mm = mp < 10 ? mp + 3 : mp - 9;
+    y += mm <= 2;
+    snprintf(out, n, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", (long long)y, (long long)mm,
+             (long long)dd, (long long)(rem / 3600), (long long)(rem / 60 % 60),
+             (long long)(rem % 60));
 }
 
 /* "12 s", "4 min", "3 h", "5 days": how long `secs` is, for people. */

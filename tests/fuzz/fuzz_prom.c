@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "accelfit/prom.h"
 #include "accelfit/utilization.h"
 #include "fuzz.h"
 
