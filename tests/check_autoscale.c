@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/prefer.h"
 #include "accelfit/simulate.h"

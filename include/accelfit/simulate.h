@@ -112,23 +112,7 @@ void af_sim_node_release(struct af_sim_node *n);         /* zeroes it; cannot fa
 void af_sim_cluster_drop_pods(struct af_sim_cluster *c);
 void af_sim_trace_release(struct af_sim_trace *t);       /* zeroes it; cannot fail */
 
-/* ---- decoding (src/codec/simulate.c) ----------------------------------------------------- */
-
-/*
- * A cluster file (JSON or YAML: a List of Nodes and Pods, as `kubectl get nodes,pods -A
- * -o json` prints) into *out. Pods bound to a node of the file that are not terminal go
- * to out->bound; others are ignored. With `trace` not NULL, the file's pods become that
- * trace instead (--workload-from-cluster): arrival is metadata.creationTimestamp (t = 0
- * at the earliest), duration runs from status.startTime to the latest
- * containerStatuses[].state.terminated.finishedAt, or to the end for a pod still
- * running; the end is the latest time the file shows. A pod without a creationTimestamp
- * arrives at 0; a finished pod without a finishedAt is left out. DaemonSet and mirror pods
- * stay bound where they are (they run on every node). Returns 0, or AF_EPARSE / AF_ETYPE /
- * AF_EINVAL with `err` naming the item ("items[3]: ...").
- */
-int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, const char *text,
-                                size_t len, struct af_sim_cluster *out, struct af_sim_trace *trace,
-                                struct af_error *err) AF_MUST_CHECK;
+/* ---- decoding (src/codec/simulate.c; the decoders are in accelfit/codec.h) ------------------ */
 
 /*
  * The DRA objects of the cluster file `text` (ResourceSlices, ResourceClaims, templates,
@@ -139,15 +123,6 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
  */
 int af_sim_apply_dra(const char *name, const char *text, size_t len, struct af_sim_cluster *cl,
                      struct af_sim_trace *tr, size_t *devices, struct af_error *err) AF_MUST_CHECK;
-
-/*
- * A trace file (docs/simulate.md): a YAML or JSON document with `pods:` (and optional
- * `start:`, `end:`), or JSON Lines, one pod entry per line. Returns 0, or an error
- * with `err` naming the entry ("pods[2] (web): duration: ...", or line L for JSON
- * Lines and YAML syntax).
- */
-int af_codec_decode_trace(const char *name, const char *text, size_t len,
-                          struct af_sim_trace *out, struct af_error *err) AF_MUST_CHECK;
 
 /*
  * The bounds of a trace, so that a replay's memory, time and every number it prints stay

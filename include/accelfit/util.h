@@ -233,6 +233,42 @@ int af_log_parse_level(const char *s);   /* -1 when unknown */
 AF_NORETURN void af__assert_fail(const char *expr, const char *file, int line);
 
 /*
+ * A JSON writer for output off the hot path (/explain, /costs, reports): values go into
+ * `b` with the commas between them; the first error sticks and every later call does
+ * nothing, so a renderer writes straight through and asks af_jw_error once at the end.
+ * `key` names the value inside an object; NULL inside an array (or for the top value).
+ * Keys and strings are escaped. (The extender's answers have their own measured encoder,
+ * src/codec/extender.c.)
+ */
+struct af_jw {
+    struct af_buf *b;
+    int err;
+    bool comma;   /* a value was written at this level: the next one needs a ',' */
+};
+#define AF_JW_INIT(buf) {(buf), 0, false}
+void af_jw_open(struct af_jw *w, const char *key, char brace);   /* '{' or '[' */
+void af_jw_close(struct af_jw *w, char brace);
+void af_jw_str(struct af_jw *w, const char *key, const char *v);   /* NULL: null */
+void af_jw_int(struct af_jw *w, const char *key, long long v);
+/* `v` with up to `digits` significant digits (af_buf_json_num); not finite: null. */
+void af_jw_num(struct af_jw *w, const char *key, double v, int digits);
+void af_jw_bool(struct af_jw *w, const char *key, bool v);
+void af_jw_null(struct af_jw *w, const char *key);
+/* A value that is JSON already ("null", a number formatted elsewhere). */
+void af_jw_raw(struct af_jw *w, const char *key, const char *json);
+/* For one value another writer appends: the buffer to append it to, after the key; that
+ * writer's result goes to af_jw_done. NULL after an error (then append nothing). */
+struct af_buf *af_jw_value(struct af_jw *w, const char *key);
+void af_jw_done(struct af_jw *w, int rc);
+/* Ends the document with a newline; returns the first error (0 when all went in). */
+int af_jw_end(struct af_jw *w);
+/* The first error (0 when every value went in). */
+static inline int af_jw_error(const struct af_jw *w)
+{
+    return w->err;
+}
+
+/*
  * FNV-1a, the one hash of the house: its open-addressing tables (32 bit) and fingerprints
  * (64 bit). Chain fields with af_fnv32_byte(h, 0xff), a byte no name holds. NULL hashes as
  * "". The inputs are names from the API server or the policy, which cannot choose their

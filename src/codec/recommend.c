@@ -12,23 +12,13 @@
 #include "accelfit/codec.h"
 #include "codec/internal.h"
 
-/* The buffer is unbounded, so appending cannot fail; these wrappers say so once. */
-static void put(struct af_buf *b, const char *s)
+/* `v` when `known`, else null. */
+static void num_or_null(struct af_jw *w, const char *k, bool known, double v)
 {
-    if (af_buf_puts(b, s))
-        af_assert(!"unbounded buffer refused output");
-}
-
-static void json_num(struct af_buf *b, double v)
-{
-    if (af_buf_json_num(b, v, 10))
-        af_assert(!"unbounded buffer refused output");
-}
-
-static void json_str(struct af_buf *b, const char *s)
-{
-    if (af_buf_json_str(b, s))
-        af_assert(!"unbounded buffer refused output");
+    if (known)
+        af_jw_num(w, k, v, 10);
+    else
+        af_jw_null(w, k);
 }
 
 void af_recommend_json(const struct af_profile *p, const struct af_config *cfg,
@@ -36,130 +26,76 @@ void af_recommend_json(const struct af_profile *p, const struct af_config *cfg,
 {
     const struct af_policy *pol = cfg->policy;
     enum af_precision prec = p->precision;
+    struct af_jw w = AF_JW_INIT(b);
 
     if (prec < 0)
         prec = p->workload == AF_WORKLOAD_TRAINING ? pol->training_precision
                                                    : pol->inference_precision;
 
-    put(b, "{\"profile\":{\"workload\":");
-    json_str(b, af_workload_name(p->workload));
-    put(b, ",\"model_params\":");
-    if (p->model_params > 0)
-        json_num(b, p->model_params);
-    else
-        put(b, "null");
-    put(b, ",\"objective\":");
-    json_str(b, af_objective_name(p->objective));
-    put(b, ",\"latency_slo_ms\":");
-    if (p->latency_slo_ms > 0)
-        json_num(b, p->latency_slo_ms);
-    else
-        put(b, "null");
-    put(b, ",\"framework\":");
-    json_str(b, af_framework_name(p->framework));
-    put(b, p->neuron_ready ? ",\"neuron_ready\":true" : ",\"neuron_ready\":false");
-    put(b, ",\"precision\":");
-    json_str(b, af_precision_name(prec));
-    put(b, ",\"instances\":");
-    if (p->instances > 0)
-        json_num(b, p->instances);
-    else
-        put(b, "null");
-    put(b, "},\"rule\":");
-    if (s->rule)
-        json_str(b, s->rule);
-    else
-        put(b, "null");
-    put(b, ",\"memory_needed_gib\":");
-    if (s->memory_needed_gib > 0)
-        json_num(b, s->memory_needed_gib);
-    else
-        put(b, "null");
-    put(b, ",\"tiers\":[");
+    af_jw_open(&w, NULL, '{');
+    af_jw_open(&w, "profile", '{');
+    af_jw_str(&w, "workload", af_workload_name(p->workload));
+    num_or_null(&w, "model_params", p->model_params > 0, p->model_params);
+    af_jw_str(&w, "objective", af_objective_name(p->objective));
+    num_or_null(&w, "latency_slo_ms", p->latency_slo_ms > 0, p->latency_slo_ms);
+    af_jw_str(&w, "framework", af_framework_name(p->framework));
+    af_jw_bool(&w, "neuron_ready", p->neuron_ready);
+    af_jw_str(&w, "precision", af_precision_name(prec));
+    num_or_null(&w, "instances", p->instances > 0, p->instances);
+    af_jw_close(&w, '}');
+    af_jw_str(&w, "rule", s->rule);
+    num_or_null(&w, "memory_needed_gib", s->memory_needed_gib > 0, s->memory_needed_gib);
+    af_jw_open(&w, "tiers", '[');
     for (size_t i = 0; i < s->n_tiers; i++) {
         const struct af_tier *t = &s->tiers[i];
-        if (i)
-            put(b, ",");
-        put(b, "{\"rank\":");
-        json_num(b, t->rank);
-        put(b, ",\"class\":");
-        json_str(b, af_class_name(t->cls));
-        put(b, ",\"instance_type\":");
-        json_str(b, t->instance->name);
-        put(b, ",\"instances\":");
-        json_num(b, t->instances);
-        put(b, ",\"devices_per_instance\":");
-        if (t->devices > 0)
-            json_num(b, t->devices);
-        else
-            put(b, "null");
-        put(b, ",\"hourly_usd\":");
-        if (t->price_known)
-            json_num(b, t->hourly_usd);
-        else
-            put(b, "null");
-        put(b, ",\"workload_usd\":");
-        if (t->price_known)
-            json_num(b, t->workload_usd);
-        else
-            put(b, "null");
-        put(b, ",\"price_per_instance_usd\":");
-        if (t->price_known)
-            json_num(b, t->instance->price_usd_hr);
-        else
-            put(b, "null");
-        put(b, ",\"accelerator_memory_gib\":");
-        json_num(b, t->accel_memory_gib);
-        put(b, ",\"accelerator_memory_gib_per_instance\":");
-        json_num(b, af_instance_accel_memory_gib(t->instance));
-        put(b, ",\"reasons\":[");
-        for (int j = 0; j < t->n_reasons; j++) {
-            if (j)
-                put(b, ",");
-            json_str(b, t->reasons[j]);
-        }
-        put(b, "]}");
+
+        af_jw_open(&w, NULL, '{');
+        af_jw_num(&w, "rank", t->rank, 10);
+        af_jw_str(&w, "class", af_class_name(t->cls));
+        af_jw_str(&w, "instance_type", t->instance->name);
+        af_jw_num(&w, "instances", t->instances, 10);
+        num_or_null(&w, "devices_per_instance", t->devices > 0, t->devices);
+        num_or_null(&w, "hourly_usd", t->price_known, t->hourly_usd);
+        num_or_null(&w, "workload_usd", t->price_known, t->workload_usd);
+        num_or_null(&w, "price_per_instance_usd", t->price_known, t->instance->price_usd_hr);
+        af_jw_num(&w, "accelerator_memory_gib", t->accel_memory_gib, 10);
+        af_jw_num(&w, "accelerator_memory_gib_per_instance",
+                  af_instance_accel_memory_gib(t->instance), 10);
+        af_jw_open(&w, "reasons", '[');
+        for (int j = 0; j < t->n_reasons; j++)
+            af_jw_str(&w, NULL, t->reasons[j]);
+        af_jw_close(&w, ']');
+        af_jw_close(&w, '}');
     }
-    put(b, "],\"dropped\":[");
+    af_jw_close(&w, ']');
+    af_jw_open(&w, "dropped", '[');
     for (size_t i = 0; i < s->n_dropped; i++) {
-        if (i)
-            put(b, ",");
-        put(b, "{\"class\":");
-        json_str(b, af_class_name(s->dropped[i].cls));
-        put(b, ",\"reason\":");
-        json_str(b, s->dropped[i].reason);
-        put(b, "}");
+        af_jw_open(&w, NULL, '{');
+        af_jw_str(&w, "class", af_class_name(s->dropped[i].cls));
+        af_jw_str(&w, "reason", s->dropped[i].reason);
+        af_jw_close(&w, '}');
     }
-    put(b, "],\"outside_rule\":[");
+    af_jw_close(&w, ']');
+    af_jw_open(&w, "outside_rule", '[');
     for (size_t i = 0; i < s->n_outside; i++) {
         const struct af_outside *o = &s->outside[i];
-        if (i)
-            put(b, ",");
-        put(b, "{\"class\":");
-        json_str(b, af_class_name(o->cls));
-        put(b, ",\"instance_type\":");
-        json_str(b, o->instance->name);
-        put(b, ",\"instances\":");
-        json_num(b, o->instances);
-        put(b, ",\"hourly_usd\":");
-        if (o->price_known)
-            json_num(b, o->hourly_usd);
-        else
-            put(b, "null");
-        put(b, ",\"workload_usd\":");
-        if (o->price_known)
-            json_num(b, o->workload_usd);
-        else
-            put(b, "null");
-        put(b, ",\"accelerator_memory_gib\":");
-        json_num(b, o->accel_memory_gib);
-        put(b, "}");
+
+        af_jw_open(&w, NULL, '{');
+        af_jw_str(&w, "class", af_class_name(o->cls));
+        af_jw_str(&w, "instance_type", o->instance->name);
+        af_jw_num(&w, "instances", o->instances, 10);
+        num_or_null(&w, "hourly_usd", o->price_known, o->hourly_usd);
+        num_or_null(&w, "workload_usd", o->price_known, o->workload_usd);
+        af_jw_num(&w, "accelerator_memory_gib", o->accel_memory_gib, 10);
+        af_jw_close(&w, '}');
     }
-    put(b, "],\"catalog\":");
-    json_str(b, cfg->catalog->source);
-    put(b, ",\"policy\":");
-    json_str(b, pol->source);
-    put(b, "}\n");
+    af_jw_close(&w, ']');
+    af_jw_str(&w, "catalog", cfg->catalog->source);
+    af_jw_str(&w, "policy", pol->source);
+    af_jw_close(&w, '}');
+    /* the buffer is unbounded: appending cannot fail */
+    if (af_jw_end(&w))
+        af_assert(!"unbounded buffer refused output");
 }
 
 

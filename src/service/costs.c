@@ -72,70 +72,39 @@ void af_budget_charge(struct af_service *svc, const struct af_pod_info *pod,
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
 
 /* Dollars per hour to a tenth of a cent and a bit: 4 decimals, no trailing zeros. */
-static int num(struct af_buf *o, double v)
+/* Dollars per hour: four decimals (a hundredth of a cent) are all a report needs. */
+static double usd(double v)
 {
-    double r = round(v * 10000.0) / 10000.0;
-
-    return af_buf_json_num(o, r, 10);
+    return round(v * 10000.0) / 10000.0;
 }
 
-static int key(struct af_buf *o, bool *first, const char *k)
+static void num(struct af_jw *w, const char *k, double v)
 {
-    int rc = af_buf_puts(o, *first ? "" : ",");
-
-    *first = false;
-    if (!rc)
-        rc = af_buf_json_str(o, k);
-    if (!rc)
-        rc = af_buf_puts(o, ":");
-    return rc;
+    af_jw_num(w, k, usd(v), 10);
 }
 
-static int kstr(struct af_buf *o, bool *first, const char *k, const char *v)
+/* The same in Prometheus' text format. */
+static int usd_text(struct af_buf *o, double v)
 {
-    int rc = key(o, first, k);
-
-    if (!rc)
-        rc = v ? af_buf_json_str(o, v) : af_buf_puts(o, "null");
-    return rc;
+    return af_buf_json_num(o, usd(v), 10);
 }
 
-static int knum(struct af_buf *o, bool *first, const char *k, double v)
+/* `v` when `known`, else null. */
+static void num_or_null(struct af_jw *w, const char *k, bool known, double v)
 {
-    int rc = key(o, first, k);
-
-    return rc ? rc : num(o, v);
+    if (known)
+        num(w, k, v);
+    else
+        af_jw_null(w, k);
 }
 
-static int kint(struct af_buf *o, bool *first, const char *k, long long v)
+static void class_array(struct af_jw *w, const char *k, uint32_t mask)
 {
-    int rc = key(o, first, k);
-
-    return rc ? rc : af_buf_printf(o, "%lld", v);
-}
-
-static int kraw(struct af_buf *o, bool *first, const char *k, const char *raw)
-{
-    int rc = key(o, first, k);
-
-    return rc ? rc : af_buf_puts(o, raw);
-}
-
-static int class_array(struct af_buf *o, bool *first, const char *k, uint32_t mask)
-{
-    int rc = key(o, first, k);
-    bool one = true;
-
-    if (!rc)
-        rc = af_buf_puts(o, "[");
-    for (int c = 0; c < AF_CLASS__COUNT && !rc; c++)
-        if (mask & (1u << c)) {
-            rc = af_buf_puts(o, one ? "" : ",");
-            if (!rc)
-                rc = af_buf_json_str(o, af_class_name((enum af_class)c));
-            one = false;
-        }
-    return rc ? rc : af_buf_puts(o, "]");
+    af_jw_open(w, k, '[');
+    for (int c = 0; c < AF_CLASS__COUNT; c++)
+        if (mask & (1u << c))
+            af_jw_str(w, NULL, af_class_name((enum af_class)c));
+    af_jw_close(w, ']');
 }
 
 static const char *slot_name(int slot)
@@ -146,292 +115,176 @@ static const char *slot_name(int slot)
 int af_budget_explain_json(const struct af_tenant_decision *td, struct af_buf *out)
 {
     const struct af_tenant *t = td->t;
-    bool f = true;
-    int rc;
+    struct af_jw w = AF_JW_INIT(out);
 
     if (!t)
         return af_buf_puts(out, "null");
-    rc = af_buf_puts(out, "{");
-    if (!rc)
-        rc = kstr(out, &f, "name", t->name);
-    if (!rc)
-        rc = kstr(out, &f, "matched_by", af_tenant_match_name(td->how));
-    if (!rc && t->has_budget)
-        rc = knum(out, &f, "budget_usd_hr", t->budget_usd_hr);
-    else if (!rc)
-        rc = kraw(out, &f, "budget_usd_hr", "null");
-    if (!rc)
-        rc = kstr(out, &f, "over_budget",
-                  t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
-    if (!rc && td->spend_known)
-        rc = knum(out, &f, "spend_usd_hr", td->spend_usd_hr);
-    else if (!rc)
-        rc = kraw(out, &f, "spend_usd_hr", "null");
-    if (!rc)
-        rc = class_array(out, &f, "premium_classes", t->premium);
-    if (!rc && t->classes)
-        rc = class_array(out, &f, "classes", t->classes);
-    else if (!rc)
-        rc = kraw(out, &f, "classes", "null");
-    if (!rc)
-        rc = kstr(out, &f, "capacity", t->spot_only ? "spot" : "any");
-    if (!rc)
-        rc = kstr(out, &f, "effect", td->effect);
-    return rc ? rc : af_buf_puts(out, "}");
+    af_jw_open(&w, NULL, '{');
+    af_jw_str(&w, "name", t->name);
+    af_jw_str(&w, "matched_by", af_tenant_match_name(td->how));
+    num_or_null(&w, "budget_usd_hr", t->has_budget, t->budget_usd_hr);
+    af_jw_str(&w, "over_budget", t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
+    num_or_null(&w, "spend_usd_hr", td->spend_known, td->spend_usd_hr);
+    class_array(&w, "premium_classes", t->premium);
+    if (t->classes)
+        class_array(&w, "classes", t->classes);
+    else
+        af_jw_null(&w, "classes");
+    af_jw_str(&w, "capacity", t->spot_only ? "spot" : "any");
+    af_jw_str(&w, "effect", td->effect);
+    af_jw_close(&w, '}');
+    return af_jw_error(&w);
 }
 
-static int render_tenants(const struct af_costs *c, const struct af_policy *pol, struct af_buf *o)
+static void render_tenants(struct af_jw *w, const struct af_costs *c, const struct af_policy *pol)
 {
-    int rc = af_buf_puts(o, "[");
-
-    for (size_t i = 0; i < c->n_tenants && pol && i < pol->n_tenants && !rc; i++) {
+    af_jw_open(w, "tenants", '[');
+    for (size_t i = 0; i < c->n_tenants && pol && i < pol->n_tenants; i++) {
         const struct af_tenant *t = &pol->tenants[i];
         const struct af_cost_tenant *ct = &c->tenants[i];
-        bool f = true, fc = true;
 
-        rc = af_buf_puts(o, i ? ",{" : "{");
-        if (!rc)
-            rc = kstr(o, &f, "name", t->name);
-        if (!rc && t->has_budget)
-            rc = knum(o, &f, "budget_usd_hr", t->budget_usd_hr);
-        else if (!rc)
-            rc = kraw(o, &f, "budget_usd_hr", "null");
-        if (!rc)
-            rc = kstr(o, &f, "over_budget",
-                      t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
-        if (!rc)
-            rc = knum(o, &f, "spend_usd_hr", ct->spend_usd_hr);
-        if (!rc && t->has_budget)
-            rc = knum(o, &f, "remaining_usd_hr", t->budget_usd_hr - ct->spend_usd_hr);
-        else if (!rc)
-            rc = kraw(o, &f, "remaining_usd_hr", "null");
-        if (!rc)
-            rc = kraw(o, &f, "over",
-                      t->has_budget && ct->spend_usd_hr > t->budget_usd_hr ? "true" : "false");
-        if (!rc)
-            rc = kint(o, &f, "pods", ct->pods);
-        if (!rc)
-            rc = knum(o, &f, "prepaid_usd_hr", ct->prepaid_usd_hr);
-        if (!rc)
-            rc = kint(o, &f, "prepaid_pods", ct->prepaid_pods);
-        if (!rc)
-            rc = key(o, &f, "by_class");
-        if (!rc)
-            rc = af_buf_puts(o, "{");
-        for (int s = 0; s < AF_COSTS_CLASSES && !rc; s++)
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "name", t->name);
+        num_or_null(w, "budget_usd_hr", t->has_budget, t->budget_usd_hr);
+        af_jw_str(w, "over_budget", t->has_budget ? af_over_budget_name(t->over_budget) : NULL);
+        num(w, "spend_usd_hr", ct->spend_usd_hr);
+        num_or_null(w, "remaining_usd_hr", t->has_budget, t->budget_usd_hr - ct->spend_usd_hr);
+        af_jw_bool(w, "over", t->has_budget && ct->spend_usd_hr > t->budget_usd_hr);
+        af_jw_int(w, "pods", ct->pods);
+        num(w, "prepaid_usd_hr", ct->prepaid_usd_hr);
+        af_jw_int(w, "prepaid_pods", ct->prepaid_pods);
+        af_jw_open(w, "by_class", '{');
+        for (int s = 0; s < AF_COSTS_CLASSES; s++)
             if (ct->by_class[s] > 0)
-                rc = knum(o, &fc, slot_name(s), ct->by_class[s]);
-        if (!rc)
-            rc = af_buf_puts(o, "}}");
+                num(w, slot_name(s), ct->by_class[s]);
+        af_jw_close(w, '}');
+        af_jw_close(w, '}');
     }
-    return rc ? rc : af_buf_puts(o, "]");
+    af_jw_close(w, ']');
 }
 
-static int render_namespaces(const struct af_costs *c, const struct af_policy *pol,
-                             struct af_buf *o)
+static void render_namespaces(struct af_jw *w, const struct af_costs *c,
+                              const struct af_policy *pol)
 {
-    int rc = af_buf_puts(o, "[");
-
-    for (size_t i = 0; i < c->n_ns && !rc; i++) {
+    af_jw_open(w, "namespaces", '[');
+    for (size_t i = 0; i < c->n_ns; i++) {
         const struct af_cost_ns *e = &c->ns[i];
-        bool f = true;
-        rc = af_buf_puts(o, i ? ",{" : "{");
-        if (!rc)
-            rc = kstr(o, &f, "name", e->ns);
-        if (!rc)
-            rc = kstr(o, &f, "tenant",
-                      pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
-                          ? pol->tenants[e->tenant].name
-                          : NULL);
-        if (!rc)
-            rc = knum(o, &f, "spend_usd_hr", e->spend_usd_hr);
-        if (!rc)
-            rc = kint(o, &f, "pods", e->pods);
-        if (!rc)
-            rc = af_buf_puts(o, "}");
+
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "name", e->ns);
+        af_jw_str(w, "tenant",
+                  pol && e->owned && e->tenant >= 0 && (size_t)e->tenant < pol->n_tenants
+                      ? pol->tenants[e->tenant].name
+                      : NULL);
+        num(w, "spend_usd_hr", e->spend_usd_hr);
+        af_jw_int(w, "pods", e->pods);
+        af_jw_close(w, '}');
     }
-    return rc ? rc : af_buf_puts(o, "]");
+    af_jw_close(w, ']');
 }
 
-static int render_classes(const struct af_costs *c, struct af_buf *o)
+static void render_classes(struct af_jw *w, const struct af_costs *c)
 {
-    int rc = af_buf_puts(o, "[");
-    bool one = true;
-
-    for (int s = 0; s < AF_COSTS_CLASSES && !rc; s++) {
+    af_jw_open(w, "classes", '[');
+    for (int s = 0; s < AF_COSTS_CLASSES; s++) {
         const struct af_cost_class *cl = &c->classes[s];
-        bool f = true;
+
         if (!cl->nodes)
             continue;
-        rc = af_buf_puts(o, one ? "{" : ",{");
-        one = false;
-        if (!rc)
-            rc = kstr(o, &f, "class", slot_name(s));
-        if (!rc)
-            rc = kint(o, &f, "nodes", cl->nodes);
-        if (!rc)
-            rc = knum(o, &f, "price_usd_hr", cl->price_usd_hr);
-        if (!rc)
-            rc = knum(o, &f, "spend_usd_hr", cl->spend_usd_hr);
-        if (!rc)
-            rc = knum(o, &f, "idle_usd_hr", cl->idle_usd_hr);
-        if (!rc)
-            rc = kint(o, &f, "devices", (long long)cl->devices);
-        if (!rc)
-            rc = kint(o, &f, "idle_devices", (long long)cl->idle_devices);
-        if (!rc)
-            rc = af_buf_puts(o, "}");
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "class", slot_name(s));
+        af_jw_int(w, "nodes", cl->nodes);
+        num(w, "price_usd_hr", cl->price_usd_hr);
+        num(w, "spend_usd_hr", cl->spend_usd_hr);
+        num(w, "idle_usd_hr", cl->idle_usd_hr);
+        af_jw_int(w, "devices", (long long)cl->devices);
+        af_jw_int(w, "idle_devices", (long long)cl->idle_devices);
+        af_jw_close(w, '}');
     }
-    return rc ? rc : af_buf_puts(o, "]");
+    af_jw_close(w, ']');
 }
 
-static int render_idle(const struct af_costs *c, struct af_buf *o)
+static void render_idle(struct af_jw *w, const struct af_costs *c)
 {
-    int rc = af_buf_puts(o, "[");
-
-    for (size_t i = 0; i < c->n_groups && !rc; i++) {
+    af_jw_open(w, "idle", '[');
+    for (size_t i = 0; i < c->n_groups; i++) {
         const struct af_cost_group *g = &c->groups[i];
-        bool f = true;
-        rc = af_buf_puts(o, i ? ",{" : "{");
-        if (!rc)
-            rc = kstr(o, &f, "node_group", g->group);
-        if (!rc)
-            rc = kstr(o, &f, "class", slot_name(g->cls));
-        if (!rc)
-            rc = kint(o, &f, "nodes", g->nodes);
-        if (!rc)
-            rc = kint(o, &f, "devices", (long long)g->devices);
-        if (!rc)
-            rc = kint(o, &f, "idle_devices", (long long)g->idle_devices);
-        if (!rc)
-            rc = knum(o, &f, "idle_usd_hr", g->idle_usd_hr);
-        if (!rc)
-            rc = af_buf_puts(o, "}");
+
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "node_group", g->group);
+        af_jw_str(w, "class", slot_name(g->cls));
+        af_jw_int(w, "nodes", g->nodes);
+        af_jw_int(w, "devices", (long long)g->devices);
+        af_jw_int(w, "idle_devices", (long long)g->idle_devices);
+        num(w, "idle_usd_hr", g->idle_usd_hr);
+        af_jw_close(w, '}');
     }
-    return rc ? rc : af_buf_puts(o, "]");
+    af_jw_close(w, ']');
 }
 
 /* Prepaid capacity: the totals, then one row per prepaid node, by reservation. */
-static int render_prepaid(const struct af_costs *c, double now, struct af_buf *o)
+static void render_prepaid(struct af_jw *w, const struct af_costs *c, double now)
 {
-    bool f = true;
-    int rc = af_buf_puts(o, "{");
-
-    if (!rc)
-        rc = knum(o, &f, "rate_usd_hr", c->prepaid_usd_hr);
-    if (!rc)
-        rc = knum(o, &f, "used_usd_hr", c->prepaid_used_usd_hr);
-    if (!rc)
-        rc = knum(o, &f, "idle_usd_hr", c->prepaid_idle_usd_hr);
-    if (!rc)
-        rc = kint(o, &f, "devices", (long long)c->prepaid_devices);
-    if (!rc)
-        rc = kint(o, &f, "idle_devices", (long long)c->prepaid_idle_devices);
-    if (!rc)
-        rc = key(o, &f, "reservations");
-    if (!rc)
-        rc = af_buf_puts(o, "[");
-    for (size_t i = 0; i < c->n_prepaid && !rc; i++) {
+    af_jw_open(w, "prepaid", '{');
+    num(w, "rate_usd_hr", c->prepaid_usd_hr);
+    num(w, "used_usd_hr", c->prepaid_used_usd_hr);
+    num(w, "idle_usd_hr", c->prepaid_idle_usd_hr);
+    af_jw_int(w, "devices", (long long)c->prepaid_devices);
+    af_jw_int(w, "idle_devices", (long long)c->prepaid_idle_devices);
+    af_jw_open(w, "reservations", '[');
+    for (size_t i = 0; i < c->n_prepaid; i++) {
         const struct af_cost_prepaid *r = &c->prepaid[i];
-        bool g = true;
-        rc = af_buf_puts(o, i ? ",{" : "{");
-        if (!rc)
-            rc = kstr(o, &g, "reservation", r->reservation);
-        if (!rc)
-            rc = kstr(o, &g, "type", af_prepaid_name(r->type));
-        if (!rc)
-            rc = kstr(o, &g, "node", r->node);
-        if (!rc)
-            rc = kstr(o, &g, "class", slot_name(r->cls));
-        if (!rc)
-            rc = kint(o, &g, "devices", (long long)r->devices);
-        if (!rc)
-            rc = kint(o, &g, "used_devices", (long long)(r->devices - r->idle_devices));
-        if (!rc)
-            rc = kint(o, &g, "idle_devices", (long long)r->idle_devices);
-        if (!rc && r->rate_known)
-            rc = knum(o, &g, "rate_usd_hr", r->rate_usd_hr);
-        else if (!rc)
-            rc = kraw(o, &g, "rate_usd_hr", "null");
-        if (!rc && r->rate_known)
-            rc = knum(o, &g, "used_usd_hr", r->used_usd_hr);
-        else if (!rc)
-            rc = kraw(o, &g, "used_usd_hr", "null");
-        if (!rc && r->rate_known)
-            rc = knum(o, &g, "idle_usd_hr", r->idle_usd_hr);
-        else if (!rc)
-            rc = kraw(o, &g, "idle_usd_hr", "null");
-        if (!rc && r->end > 0) {
+
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "reservation", r->reservation);
+        af_jw_str(w, "type", af_prepaid_name(r->type));
+        af_jw_str(w, "node", r->node);
+        af_jw_str(w, "class", slot_name(r->cls));
+        af_jw_int(w, "devices", (long long)r->devices);
+        af_jw_int(w, "used_devices", (long long)(r->devices - r->idle_devices));
+        af_jw_int(w, "idle_devices", (long long)r->idle_devices);
+        num_or_null(w, "rate_usd_hr", r->rate_known, r->rate_usd_hr);
+        num_or_null(w, "used_usd_hr", r->rate_known, r->used_usd_hr);
+        num_or_null(w, "idle_usd_hr", r->rate_known, r->idle_usd_hr);
+        if (r->end > 0) {
             char at[AF_RFC3339_LEN];
             af_format_rfc3339(r->end, at, sizeof(at));
-            rc = kstr(o, &g, "ends_at", at);
-            if (!rc)
-                rc = kint(o, &g, "ends_in_seconds", (long long)floor(r->end - now));
-        } else if (!rc) {
-            rc = kraw(o, &g, "ends_at", "null");
-            if (!rc)
-                rc = kraw(o, &g, "ends_in_seconds", "null");
+            af_jw_str(w, "ends_at", at);
+            af_jw_int(w, "ends_in_seconds", (long long)floor(r->end - now));
+        } else {
+            af_jw_null(w, "ends_at");
+            af_jw_null(w, "ends_in_seconds");
         }
-        if (!rc)
-            rc = af_buf_puts(o, "}");
+        af_jw_close(w, '}');
     }
-    if (!rc)
-        rc = af_buf_puts(o, "]");
-    return rc ? rc : af_buf_puts(o, "}");
+    af_jw_close(w, ']');
+    af_jw_close(w, '}');
 }
 
 int af_costs_render_json(const struct af_costs *c, const struct af_policy *pol,
                          const struct af_snapshot *snap, struct af_buf *out)
 {
-    bool f = true, ft = true;
-    int rc = af_buf_puts(out, "{");
+    struct af_jw w = AF_JW_INIT(out);
 
-    if (!rc)
-        rc = kint(out, &f, "snapshot_generation", (long long)snap->generation);
-    if (!rc)
-        rc = kstr(out, &f, "resource_version",
-                  snap->resource_version[0] ? snap->resource_version : NULL);
-    if (!rc)
-        rc = kstr(out, &f, "policy", pol ? pol->source : NULL);
-    if (!rc)
-        rc = key(out, &f, "total");
-    if (!rc)
-        rc = af_buf_puts(out, "{");
-    if (!rc)
-        rc = knum(out, &ft, "price_usd_hr", c->price_usd_hr);
-    if (!rc)
-        rc = knum(out, &ft, "spend_usd_hr", c->spend_usd_hr);
-    if (!rc)
-        rc = knum(out, &ft, "idle_usd_hr", c->idle_usd_hr);
-    if (!rc)
-        rc = kint(out, &ft, "pods", c->pods_counted);
-    if (!rc)
-        rc = kint(out, &ft, "pods_on_unpriced_nodes", c->pods_unpriced);
-    if (!rc)
-        rc = kint(out, &ft, "unpriced_nodes", c->unpriced_nodes);
-    if (!rc)
-        rc = af_buf_puts(out, "}");
-    if (!rc)
-        rc = key(out, &f, "tenants");
-    if (!rc)
-        rc = render_tenants(c, pol, out);
-    if (!rc)
-        rc = key(out, &f, "namespaces");
-    if (!rc)
-        rc = render_namespaces(c, pol, out);
-    if (!rc)
-        rc = key(out, &f, "classes");
-    if (!rc)
-        rc = render_classes(c, out);
-    if (!rc)
-        rc = key(out, &f, "idle");
-    if (!rc)
-        rc = render_idle(c, out);
-    if (!rc)
-        rc = key(out, &f, "prepaid");
-    if (!rc)
-        rc = render_prepaid(c, af_wall_time(), out);
-    return rc ? rc : af_buf_puts(out, "}\n");
+    af_jw_open(&w, NULL, '{');
+    af_jw_int(&w, "snapshot_generation", (long long)snap->generation);
+    af_jw_str(&w, "resource_version", snap->resource_version[0] ? snap->resource_version : NULL);
+    af_jw_str(&w, "policy", pol ? pol->source : NULL);
+    af_jw_open(&w, "total", '{');
+    num(&w, "price_usd_hr", c->price_usd_hr);
+    num(&w, "spend_usd_hr", c->spend_usd_hr);
+    num(&w, "idle_usd_hr", c->idle_usd_hr);
+    af_jw_int(&w, "pods", c->pods_counted);
+    af_jw_int(&w, "pods_on_unpriced_nodes", c->pods_unpriced);
+    af_jw_int(&w, "unpriced_nodes", c->unpriced_nodes);
+    af_jw_close(&w, '}');
+    render_tenants(&w, c, pol);
+    render_namespaces(&w, c, pol);
+    render_classes(&w, c);
+    render_idle(&w, c);
+    render_prepaid(&w, c, af_wall_time());
+    af_jw_close(&w, '}');
+    return af_jw_end(&w);
 }
 
 int af_service_costs(struct af_service *svc, struct af_buf *out)
@@ -508,7 +361,7 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
         if (!rc)
             rc = af_buf_puts(o, "\"} ");
         if (!rc)
-            rc = num(o, c->tenants[i].spend_usd_hr);
+            rc = usd_text(o, c->tenants[i].spend_usd_hr);
         if (!rc)
             rc = af_buf_puts(o, "\n");
     }
@@ -524,7 +377,7 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
         if (!rc)
             rc = af_buf_puts(o, "\"} ");
         if (!rc)
-            rc = num(o, pol->tenants[i].budget_usd_hr);
+            rc = usd_text(o, pol->tenants[i].budget_usd_hr);
         if (!rc)
             rc = af_buf_puts(o, "\n");
     }
@@ -548,7 +401,7 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
         if (!rc)
             rc = af_buf_puts(o, "\"} ");
         if (!rc)
-            rc = num(o, g->idle_usd_hr);
+            rc = usd_text(o, g->idle_usd_hr);
         if (!rc)
             rc = af_buf_puts(o, "\n");
     }
@@ -559,7 +412,7 @@ int af_budget_render_metrics(struct af_service *svc, struct af_config *cfg, stru
                                "node_group=\"" AF_BUDGET_OTHER_GROUPS "\"} ",
                                slot_name(s));
             if (!rc)
-                rc = num(o, other[s]);
+                rc = usd_text(o, other[s]);
             if (!rc)
                 rc = af_buf_puts(o, "\n");
         }

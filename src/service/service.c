@@ -38,97 +38,6 @@
     "/explain: kube-scheduler applies them before it calls the extender, so a node shown as "  \
     "pass here may still be excluded by them"
 
-/* ---- a small JSON writer with a sticky error ---------------------------------------------- */
-
-struct jw {
-    struct af_buf *b;
-    int err;
-    bool comma;    /* a value was written at this level: the next one needs a ',' */
-};
-
-static void jw_raw(struct jw *w, const char *s)
-{
-    if (!w->err)
-        w->err = af_buf_puts(w->b, s);
-}
-
-static void jw_sep(struct jw *w)
-{
-    if (w->comma)
-        jw_raw(w, ",");
-    w->comma = true;
-}
-
-static void jw_key(struct jw *w, const char *k)
-{
-    jw_sep(w);
-    if (!w->err)
-        w->err = af_buf_json_str(w->b, k);
-    jw_raw(w, ":");
-    w->comma = false;
-}
-
-static void jw_open(struct jw *w, const char *key, const char *brace)
-{
-    if (key)
-        jw_key(w, key);
-    else
-        jw_sep(w);
-    jw_raw(w, brace);
-    w->comma = false;
-}
-
-static void jw_close(struct jw *w, const char *brace)
-{
-    jw_raw(w, brace);
-    w->comma = true;
-}
-
-static void jw_str(struct jw *w, const char *key, const char *v)
-{
-    if (key)
-        jw_key(w, key);
-    else
-        jw_sep(w);
-    if (w->err)
-        return;
-    if (v)
-        w->err = af_buf_json_str(w->b, v);
-    else
-        w->err = af_buf_puts(w->b, "null");
-    w->comma = true;
-}
-
-static void jw_int(struct jw *w, const char *key, long long v)
-{
-    jw_key(w, key);
-    if (!w->err)
-        w->err = af_buf_printf(w->b, "%lld", v);
-    w->comma = true;
-}
-
-static void jw_num(struct jw *w, const char *key, double v)
-{
-    jw_key(w, key);
-    if (!w->err)
-        w->err = af_buf_json_num(w->b, v, 6);
-    w->comma = true;
-}
-
-static void jw_bool(struct jw *w, const char *key, bool v)
-{
-    jw_key(w, key);
-    jw_raw(w, v ? "true" : "false");
-    w->comma = true;
-}
-
-static void jw_null(struct jw *w, const char *key)
-{
-    jw_key(w, key);
-    jw_raw(w, "null");
-    w->comma = true;
-}
-
 /* ---- readiness ------------------------------------------------------------------------------ */
 
 static bool snapshot_ready(struct af_service *svc, const struct af_snapshot *snap, const char **why)
@@ -778,87 +687,87 @@ done:
 
 /* ---- explain ------------------------------------------------------------------------------------ */
 
-static void render_profile(struct jw *w, const struct af_plan *plan)
+static void render_profile(struct af_jw *w, const struct af_plan *plan)
 {
     const struct af_profile *p = &plan->profile;
 
-    jw_open(w, "profile", "{");
+    af_jw_open(w, "profile", '{');
     if ((int)p->workload >= 0)
-        jw_str(w, "workload", af_workload_name(p->workload));
+        af_jw_str(w, "workload", af_workload_name(p->workload));
     else
-        jw_null(w, "workload");
-    jw_bool(w, "workload_inferred", plan->workload_inferred);
+        af_jw_null(w, "workload");
+    af_jw_bool(w, "workload_inferred", plan->workload_inferred);
     if (p->model_params > 0)
-        jw_num(w, "model_params", p->model_params);
+        af_jw_num(w, "model_params", p->model_params, 6);
     else
-        jw_null(w, "model_params");
-    jw_str(w, "objective", af_objective_name(p->objective));
+        af_jw_null(w, "model_params");
+    af_jw_str(w, "objective", af_objective_name(p->objective));
     if (p->latency_slo_ms > 0)
-        jw_int(w, "latency_slo_ms", p->latency_slo_ms);
+        af_jw_int(w, "latency_slo_ms", p->latency_slo_ms);
     else
-        jw_null(w, "latency_slo_ms");
+        af_jw_null(w, "latency_slo_ms");
     if ((int)p->framework >= 0)
-        jw_str(w, "framework", af_framework_name(p->framework));
+        af_jw_str(w, "framework", af_framework_name(p->framework));
     else
-        jw_null(w, "framework");
-    jw_bool(w, "neuron_ready", p->neuron_ready);
+        af_jw_null(w, "framework");
+    af_jw_bool(w, "neuron_ready", p->neuron_ready);
     if ((int)p->precision >= 0)
-        jw_str(w, "precision", af_precision_name(p->precision));
+        af_jw_str(w, "precision", af_precision_name(p->precision));
     else
-        jw_null(w, "precision");
-    jw_close(w, "}");
+        af_jw_null(w, "precision");
+    af_jw_close(w, '}');
 }
 
-static void render_plan(struct jw *w, const struct af_plan *plan)
+static void render_plan(struct af_jw *w, const struct af_plan *plan)
 {
     render_profile(w, plan);
-    jw_str(w, "requested_accelerator", accel_kind_name(plan->requested));
-    jw_str(w, "rule", plan->sel.rule);
-    jw_open(w, "notes", "[");
+    af_jw_str(w, "requested_accelerator", accel_kind_name(plan->requested));
+    af_jw_str(w, "rule", plan->sel.rule);
+    af_jw_open(w, "notes", '[');
     for (int i = 0; i < plan->n_notes && i < AF_NOTE_MAX; i++)
-        jw_str(w, NULL, plan->notes[i]);
-    jw_close(w, "]");
+        af_jw_str(w, NULL, plan->notes[i]);
+    af_jw_close(w, ']');
     if (plan->sel.memory_needed_gib > 0)
-        jw_num(w, "memory_needed_gib", plan->sel.memory_needed_gib);
+        af_jw_num(w, "memory_needed_gib", plan->sel.memory_needed_gib, 6);
     else
-        jw_null(w, "memory_needed_gib");
-    jw_bool(w, "workload_stated", plan->stated);
-    jw_bool(w, "strict", plan->sel.strict && plan->stated);
-    jw_int(w, "max_instances", plan->instances);
-    jw_bool(w, "instances_stated", plan->instances_stated);
+        af_jw_null(w, "memory_needed_gib");
+    af_jw_bool(w, "workload_stated", plan->stated);
+    af_jw_bool(w, "strict", plan->sel.strict && plan->stated);
+    af_jw_int(w, "max_instances", plan->instances);
+    af_jw_bool(w, "instances_stated", plan->instances_stated);
     if (plan->requested == AF_ACCEL_NEURON) {
-        jw_int(w, "neuron_core_version", plan->neuron_gen);
-        jw_bool(w, "neuron_core_version_stated", plan->neuron_gen_stated);
+        af_jw_int(w, "neuron_core_version", plan->neuron_gen);
+        af_jw_bool(w, "neuron_core_version_stated", plan->neuron_gen_stated);
     }
-    jw_open(w, "tiers", "[");
+    af_jw_open(w, "tiers", '[');
     for (size_t i = 0; i < plan->sel.n_tiers && i < AF_ARRAY_SIZE(plan->sel.tiers); i++) {
         const struct af_tier *t = &plan->sel.tiers[i];
-        jw_open(w, NULL, "{");
-        jw_int(w, "rank", t->rank);
-        jw_str(w, "class", t->group ? t->group : af_class_name(t->cls));
-        jw_str(w, "instance", t->instance ? t->instance->name : NULL);
-        jw_int(w, "instances", t->instances);
+        af_jw_open(w, NULL, '{');
+        af_jw_int(w, "rank", t->rank);
+        af_jw_str(w, "class", t->group ? t->group : af_class_name(t->cls));
+        af_jw_str(w, "instance", t->instance ? t->instance->name : NULL);
+        af_jw_int(w, "instances", t->instances);
         if (t->price_known)
-            jw_num(w, "hourly_usd", t->hourly_usd);
+            af_jw_num(w, "hourly_usd", t->hourly_usd, 6);
         else
-            jw_null(w, "hourly_usd");
-        jw_bool(w, "backfill", plan->backfill && i + 1 == plan->sel.n_tiers);
-        jw_bool(w, "added", t->group != NULL);
-        jw_open(w, "reasons", "[");
+            af_jw_null(w, "hourly_usd");
+        af_jw_bool(w, "backfill", plan->backfill && i + 1 == plan->sel.n_tiers);
+        af_jw_bool(w, "added", t->group != NULL);
+        af_jw_open(w, "reasons", '[');
         for (int r = 0; r < t->n_reasons && r < AF_TIER_REASONS; r++)
-            jw_str(w, NULL, t->reasons[r]);
-        jw_close(w, "]");
-        jw_close(w, "}");
+            af_jw_str(w, NULL, t->reasons[r]);
+        af_jw_close(w, ']');
+        af_jw_close(w, '}');
     }
-    jw_close(w, "]");
-    jw_open(w, "dropped", "[");
+    af_jw_close(w, ']');
+    af_jw_open(w, "dropped", '[');
     for (size_t i = 0; i < plan->sel.n_dropped && i < AF_ARRAY_SIZE(plan->sel.dropped); i++) {
-        jw_open(w, NULL, "{");
-        jw_str(w, "class", af_class_name(plan->sel.dropped[i].cls));
-        jw_str(w, "reason", plan->sel.dropped[i].reason);
-        jw_close(w, "}");
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "class", af_class_name(plan->sel.dropped[i].cls));
+        af_jw_str(w, "reason", plan->sel.dropped[i].reason);
+        af_jw_close(w, '}');
     }
-    jw_close(w, "]");
+    af_jw_close(w, ']');
 }
 
 struct explain_in {
@@ -896,29 +805,29 @@ static void format_requests(const struct af_resources *r, char *out, size_t n)
 }
 
 /* "own_usage_subtracted" and "caveats": what the answer leaves out or adjusts. */
-static void render_scope(struct jw *w, const struct explain_in *in)
+static void render_scope(struct af_jw *w, const struct explain_in *in)
 {
     char text[AF_REASON_MAX + 256];
 
     if (in->own) {
-        jw_open(w, "own_usage_subtracted", "{");
-        jw_str(w, "node", in->own->info->name);
-        jw_int(w, "pods", 1);
-        jw_open(w, "requests", "{");
+        af_jw_open(w, "own_usage_subtracted", '{');
+        af_jw_str(w, "node", in->own->info->name);
+        af_jw_int(w, "pods", 1);
+        af_jw_open(w, "requests", '{');
         for (int i = 0; i < AF_RES__COUNT; i++) {
             char v[32];
             if (i == AF_RES_PODS || in->pod->requests.v[i] == 0)
                 continue;
             af_res_format((enum af_res)i, in->pod->requests.v[i], v, sizeof(v));
-            jw_str(w, af_res_name((enum af_res)i), v);
+            af_jw_str(w, af_res_name((enum af_res)i), v);
         }
-        jw_close(w, "}");
-        jw_close(w, "}");
+        af_jw_close(w, '}');
+        af_jw_close(w, '}');
     } else {
-        jw_null(w, "own_usage_subtracted");
+        af_jw_null(w, "own_usage_subtracted");
     }
-    jw_open(w, "caveats", "[");
-    jw_str(w, NULL, EXPLAIN_SCOPE_CAVEAT);
+    af_jw_open(w, "caveats", '[');
+    af_jw_str(w, NULL, EXPLAIN_SCOPE_CAVEAT);
     if (in->own) {
         char req[160];
         format_requests(&in->pod->requests, req, sizeof(req));
@@ -927,51 +836,51 @@ static void render_scope(struct jw *w, const struct explain_in *in)
                  "subtracted from that node's usage before deciding, so the node is judged as "
                  "if the pod were not on it yet",
                  in->own->info->name, req);
-        jw_str(w, NULL, text);
+        af_jw_str(w, NULL, text);
     } else if (in->own_node_missing) {
         snprintf(text, sizeof(text),
                  "the pod is bound to %s, which is not in accelfit's cache: nothing was "
                  "subtracted",
                  in->pod->node_name);
-        jw_str(w, NULL, text);
+        af_jw_str(w, NULL, text);
     }
-    jw_close(w, "]");
+    af_jw_close(w, ']');
 }
 
 /* "rollout": the pod's rollout, its unit, the side and why (null when in none). */
-static void render_rollout(struct jw *w, const struct af_config *cfg,
+static void render_rollout(struct af_jw *w, const struct af_config *cfg,
                            const struct af_rollout_decision *rd)
 {
     const struct af_rollout *r;
 
     if (rd->rollout < 0) {
-        jw_null(w, "rollout");
+        af_jw_null(w, "rollout");
         return;
     }
     r = &cfg->policy->rollouts[rd->rollout];
-    jw_open(w, "rollout", "{");
-    jw_str(w, "name", r->name);
-    jw_str(w, "kind", r->variant ? "variant" : "placement");
-    jw_str(w, "unit", rd->unit);
+    af_jw_open(w, "rollout", '{');
+    af_jw_str(w, "name", r->name);
+    af_jw_str(w, "kind", r->variant ? "variant" : "placement");
+    af_jw_str(w, "unit", rd->unit);
     if (rd->side != AF_SIDE_NONE)
-        jw_str(w, "side", af_rollout_side_name(rd->side));
+        af_jw_str(w, "side", af_rollout_side_name(rd->side));
     else
-        jw_null(w, "side");
-    jw_bool(w, "restricts_filter", !r->variant && rd->side != AF_SIDE_NONE);
-    jw_bool(w, "fallback", rd->fallback);
-    jw_bool(w, "pinned", rd->pinned);
-    jw_bool(w, "halted", rd->halted);
-    jw_num(w, "share", rd->share);
-    jw_open(w, "counted", "{");
-    jw_int(w, "target", rd->count.target);
-    jw_int(w, "source", rd->count.source);
-    jw_close(w, "}");
-    jw_str(w, "reason", rd->reason);
-    jw_close(w, "}");
+        af_jw_null(w, "side");
+    af_jw_bool(w, "restricts_filter", !r->variant && rd->side != AF_SIDE_NONE);
+    af_jw_bool(w, "fallback", rd->fallback);
+    af_jw_bool(w, "pinned", rd->pinned);
+    af_jw_bool(w, "halted", rd->halted);
+    af_jw_num(w, "share", rd->share, 6);
+    af_jw_open(w, "counted", '{');
+    af_jw_int(w, "target", rd->count.target);
+    af_jw_int(w, "source", rd->count.source);
+    af_jw_close(w, '}');
+    af_jw_str(w, "reason", rd->reason);
+    af_jw_close(w, '}');
 }
 
 /* "utilization": where live data comes from and whether it is used (null without a source). */
-static void render_utilization(struct jw *w, const struct af_config *cfg, struct af_service *svc,
+static void render_utilization(struct af_jw *w, const struct af_config *cfg, struct af_service *svc,
                                const struct af_util_snapshot *us, double now)
 {
     static const char *const modes[] = {"off", "strategy", "prefer-idle", "trust-free"};
@@ -979,153 +888,153 @@ static void render_utilization(struct jw *w, const struct af_config *cfg, struct
     char text[400];
 
     if (!svc->util) {
-        jw_null(w, "utilization");
+        af_jw_null(w, "utilization");
         return;
     }
-    jw_open(w, "utilization", "{");
-    jw_str(w, "source", us ? us->source : NULL);
+    af_jw_open(w, "utilization", '{');
+    af_jw_str(w, "source", us ? us->source : NULL);
     if (!us) {
-        jw_str(w, "state", "degraded");
-        jw_str(w, "error", "no answer from Prometheus yet");
+        af_jw_str(w, "state", "degraded");
+        af_jw_str(w, "error", "no answer from Prometheus yet");
     } else {
-        jw_str(w, "state", us->ok ? "live" : "degraded");
-        jw_str(w, "error", us->ok ? NULL : us->error);
+        af_jw_str(w, "state", us->ok ? "live" : "degraded");
+        af_jw_str(w, "error", us->ok ? NULL : us->error);
     }
     if (!us || !us->ok) {
         snprintf(text, sizeof(text),
                  "live utilization is not available: every node is scored on allocation only");
-        jw_str(w, "effect", text);
+        af_jw_str(w, "effect", text);
     }
-    jw_str(w, "mode", modes[up->mode]);
-    jw_num(w, "weight", up->weight);
-    jw_num(w, "staleness_s", up->staleness_s);
+    af_jw_str(w, "mode", modes[up->mode]);
+    af_jw_num(w, "weight", up->weight, 6);
+    af_jw_num(w, "staleness_s", up->staleness_s, 6);
     if (us && us->last_ok > 0)
-        jw_num(w, "last_answer_age_s", now - us->last_ok);
+        af_jw_num(w, "last_answer_age_s", now - us->last_ok, 6);
     else
-        jw_null(w, "last_answer_age_s");
-    jw_int(w, "nodes_with_data", us ? (long long)us->n_nodes : 0);
-    jw_close(w, "}");
+        af_jw_null(w, "last_answer_age_s");
+    af_jw_int(w, "nodes_with_data", us ? (long long)us->n_nodes : 0);
+    af_jw_close(w, '}');
 }
 
 /* A node's "live": the measured values, their age, what they did to the score, and
  * allocated-but-idle waste. */
-static void render_live(struct jw *w, const struct af_config *cfg, const struct af_node_view *v,
+static void render_live(struct af_jw *w, const struct af_config *cfg, const struct af_node_view *v,
                         const struct af_node_decision *d, const struct af_util_snapshot *us,
                         double now)
 {
     struct af_util_waste waste;
     const char *metric = af_util_metric_name((enum af_util_metric)d->live_metric);
 
-    jw_open(w, "live", "{");
-    jw_str(w, "state", af_live_state_name((enum af_live_state)d->live_state));
-    jw_str(w, "metric", d->live_metric >= 0 ? metric : NULL);
+    af_jw_open(w, "live", '{');
+    af_jw_str(w, "state", af_live_state_name((enum af_live_state)d->live_state));
+    af_jw_str(w, "metric", d->live_metric >= 0 ? metric : NULL);
     if (d->live_devices > 0) {
-        jw_num(w, "util_pct", d->live_util * 100);
-        jw_num(w, "max_pct", d->live_max * 100);
-        jw_int(w, "devices", d->live_devices);
-        jw_int(w, "idle", d->live_idle);
-        jw_num(w, "age_s", d->live_age_s);
-        jw_num(w, "s_live", d->s_live);
+        af_jw_num(w, "util_pct", d->live_util * 100, 6);
+        af_jw_num(w, "max_pct", d->live_max * 100, 6);
+        af_jw_int(w, "devices", d->live_devices);
+        af_jw_int(w, "idle", d->live_idle);
+        af_jw_num(w, "age_s", d->live_age_s, 6);
+        af_jw_num(w, "s_live", d->s_live, 6);
     }
     if (d->verdict == AF_VERDICT_PASS) {
-        jw_int(w, "score_allocation", d->score_alloc);
-        jw_int(w, "score_change", d->score - d->score_alloc);
+        af_jw_int(w, "score_allocation", d->score_alloc);
+        af_jw_int(w, "score_change", d->score - d->score_alloc);
     }
     if (v->info && af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &waste)) {
-        jw_open(w, "waste", "{");
-        jw_int(w, "idle_allocated", waste.idle_allocated);
-        jw_int(w, "allocated", waste.allocated);
-        jw_str(w, "unit", waste.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu");
+        af_jw_open(w, "waste", '{');
+        af_jw_int(w, "idle_allocated", waste.idle_allocated);
+        af_jw_int(w, "allocated", waste.allocated);
+        af_jw_str(w, "unit", waste.metric == AF_UM_NEURONCORE_UTIL ? "neuroncore" : "gpu");
         if (waste.price_known)
-            jw_num(w, "usd_per_hour", waste.usd_per_hour);
+            af_jw_num(w, "usd_per_hour", waste.usd_per_hour, 6);
         else
-            jw_null(w, "usd_per_hour");
-        jw_close(w, "}");
+            af_jw_null(w, "usd_per_hour");
+        af_jw_close(w, '}');
     }
-    jw_close(w, "}");
+    af_jw_close(w, '}');
 }
 
 /* The pod's claims: what each is, what it asks for, which selectors were read. */
-static void render_dra(struct jw *w, const struct explain_in *in)
+static void render_dra(struct af_jw *w, const struct explain_in *in)
 {
     const struct af_dra_demand *dm = &in->dra;
     char text[256];
 
-    jw_open(w, "dra", "{");
-    jw_open(w, "claims", "[");
+    af_jw_open(w, "dra", '{');
+    af_jw_open(w, "claims", '[');
     for (size_t i = 0; i < dm->n; i++) {
         const struct af_dra_pod_claim *pc = &dm->claims[i];
         const struct af_dra_claim *src = pc->claim ? pc->claim : pc->tmpl;
-        jw_open(w, NULL, "{");
-        jw_str(w, "name", pc->ref);
-        jw_str(w, pc->from_template ? "template" : "claim", pc->claim_name);
+        af_jw_open(w, NULL, '{');
+        af_jw_str(w, "name", pc->ref);
+        af_jw_str(w, pc->from_template ? "template" : "claim", pc->claim_name);
         if (pc->claim && pc->from_template)
-            jw_str(w, "claim", pc->claim->name);
-        jw_str(w, "state", pc->missing ? "missing"
+            af_jw_str(w, "claim", pc->claim->name);
+        af_jw_str(w, "state", pc->missing ? "missing"
                            : pc->claim && pc->claim->allocated ? "allocated"
                                                                : "pending");
         if (pc->claim && pc->claim->allocated) {
-            jw_int(w, "reserved_for", (long long)pc->claim->n_reserved);
-            jw_bool(w, "counted_on_this_pod", pc->counted);
+            af_jw_int(w, "reserved_for", (long long)pc->claim->n_reserved);
+            af_jw_bool(w, "counted_on_this_pod", pc->counted);
         }
-        jw_open(w, "requests", "[");
+        af_jw_open(w, "requests", '[');
         for (size_t k = 0; src && k < src->n_requests; k++) {
             const struct af_dra_request *q = &src->requests[k];
-            jw_open(w, NULL, "{");
-            jw_str(w, "name", q->name);
-            jw_bool(w, "first_available", q->first_available);
-            jw_open(w, "choices", "[");
+            af_jw_open(w, NULL, '{');
+            af_jw_str(w, "name", q->name);
+            af_jw_bool(w, "first_available", q->first_available);
+            af_jw_open(w, "choices", '[');
             for (size_t m = 0; m < q->n_choices; m++) {
                 const struct af_dra_choice *ch = &q->choices[m];
                 int res = af_dra_class_res(af_dra_find_class(in->snap ? in->snap->dra : NULL,
                                                              ch->device_class),
                                            ch->device_class);
-                jw_open(w, NULL, "{");
-                jw_str(w, "device_class", ch->device_class);
-                jw_str(w, "counts_as", res >= 0 ? af_res_name((enum af_res)res) : NULL);
+                af_jw_open(w, NULL, '{');
+                af_jw_str(w, "device_class", ch->device_class);
+                af_jw_str(w, "counts_as", res >= 0 ? af_res_name((enum af_res)res) : NULL);
                 if (ch->all)
-                    jw_str(w, "count", "All");
+                    af_jw_str(w, "count", "All");
                 else
-                    jw_int(w, "count", (long long)ch->count);
-                jw_int(w, "selector_terms_read", (long long)ch->sel.n_terms);
-                jw_int(w, "selector_terms_unknown", ch->sel.unknown);
-                jw_close(w, "}");
+                    af_jw_int(w, "count", (long long)ch->count);
+                af_jw_int(w, "selector_terms_read", (long long)ch->sel.n_terms);
+                af_jw_int(w, "selector_terms_unknown", ch->sel.unknown);
+                af_jw_close(w, '}');
             }
-            jw_close(w, "]");
-            jw_close(w, "}");
+            af_jw_close(w, ']');
+            af_jw_close(w, '}');
         }
-        jw_close(w, "]");
-        jw_close(w, "}");
+        af_jw_close(w, ']');
+        af_jw_close(w, '}');
     }
-    jw_close(w, "]");
+    af_jw_close(w, ']');
     format_requests(&dm->need, text, sizeof(text));
-    jw_str(w, "needs", text);
-    jw_str(w, "allocated_on", dm->alloc_node);
+    af_jw_str(w, "needs", text);
+    af_jw_str(w, "allocated_on", dm->alloc_node);
     if (dm->skipped)
-        jw_int(w, "claims_not_read", (long long)dm->skipped);
-    jw_close(w, "}");
+        af_jw_int(w, "claims_not_read", (long long)dm->skipped);
+    af_jw_close(w, '}');
 }
 
 /* A node's DRA devices, and whether its device plugin advertises the same kind. */
-static void render_dra_node(struct jw *w, const struct explain_in *in,
+static void render_dra_node(struct af_jw *w, const struct explain_in *in,
                             const struct af_node_info *ni)
 {
     const struct af_dra_node *dn = af_dra_find_node(in->snap ? in->snap->dra : NULL, ni->name);
     char text[256];
 
-    jw_open(w, "dra", "{");
-    jw_str(w, "driver", ni->dra_driver);
+    af_jw_open(w, "dra", '{');
+    af_jw_str(w, "driver", ni->dra_driver);
     format_requests(&ni->dra_devices, text, sizeof(text));
-    jw_str(w, "devices", text);
+    af_jw_str(w, "devices", text);
     if (dn) {
         format_requests(&dn->allocated, text, sizeof(text));
-        jw_str(w, "allocated", text);
+        af_jw_str(w, "allocated", text);
     }
-    jw_bool(w, "device_plugin_too", ni->dra_both);
+    af_jw_bool(w, "device_plugin_too", ni->dra_both);
     if (ni->dra_both)
-        jw_str(w, "note", "the device plugin advertises the same kind; its allocatable is "
+        af_jw_str(w, "note", "the device plugin advertises the same kind; its allocatable is "
                           "counted, the DRA devices are not counted again");
-    jw_close(w, "}");
+    af_jw_close(w, '}');
 }
 
 static int render_explain(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
@@ -1136,7 +1045,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
     struct af_filter_summary sum;
     struct af_tenant_decision bd;
-    struct jw w = {out, 0, false};
+    struct af_jw w = AF_JW_INIT(out);
     char podname[600];
     struct af_util_snapshot *us = af_prom_acquire(svc->util);
     double now = af_util_now(us, af_wall_time());
@@ -1160,113 +1069,113 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
 
     snprintf(podname, sizeof(podname), "%s/%s", in->pod->ns ? in->pod->ns : "",
              in->pod->name ? in->pod->name : "");
-    jw_open(&w, NULL, "{");
-    jw_str(&w, "pod", podname);
-    jw_str(&w, "node_name", in->pod->node_name);
-    jw_bool(&w, "ready", in->ready);
+    af_jw_open(&w, NULL, '{');
+    af_jw_str(&w, "pod", podname);
+    af_jw_str(&w, "node_name", in->pod->node_name);
+    af_jw_bool(&w, "ready", in->ready);
     if (!in->ready)
-        jw_str(&w, "not_ready_reason", in->why);
+        af_jw_str(&w, "not_ready_reason", in->why);
     if (in->snap)
-        jw_int(&w, "snapshot_generation", (long long)in->snap->generation);
+        af_jw_int(&w, "snapshot_generation", (long long)in->snap->generation);
     else
-        jw_null(&w, "snapshot_generation");
-    jw_open(&w, "policy", "{");   /* which config answered: a reload changes it */
-    jw_str(&w, "source", cfg->policy ? cfg->policy->source : NULL);
-    jw_int(&w, "generation", (long long)cfg->generation);
-    jw_str(&w, "sha256", cfg->policy_sha256);
-    jw_str(&w, "catalog", cfg->catalog ? cfg->catalog->source : NULL);
-    jw_str(&w, "catalog_sha256", cfg->catalog_sha256);
-    jw_close(&w, "}");
+        af_jw_null(&w, "snapshot_generation");
+    af_jw_open(&w, "policy", '{');   /* which config answered: a reload changes it */
+    af_jw_str(&w, "source", cfg->policy ? cfg->policy->source : NULL);
+    af_jw_int(&w, "generation", (long long)cfg->generation);
+    af_jw_str(&w, "sha256", cfg->policy_sha256);
+    af_jw_str(&w, "catalog", cfg->catalog ? cfg->catalog->source : NULL);
+    af_jw_str(&w, "catalog_sha256", cfg->catalog_sha256);
+    af_jw_close(&w, '}');
     render_scope(&w, in);
     render_plan(&w, plan);
     render_rollout(&w, cfg, &dc.rd);
-    jw_key(&w, "tenant");
-    if (!w.err)
-        w.err = af_budget_explain_json(&bd, w.b);
-    w.comma = true;
+    {
+        struct af_buf *tenant = af_jw_value(&w, "tenant");
+        if (tenant)
+            af_jw_done(&w, af_budget_explain_json(&bd, tenant));
+    }
     render_utilization(&w, cfg, svc, us, now);
     if (in->dra.n)
         render_dra(&w, in);
-    jw_open(&w, "summary", "{");
-    jw_int(&w, "candidates", (long long)in->c.n);
-    jw_int(&w, "passed", sum.passed);
-    jw_int(&w, "failed", sum.failed);
-    jw_int(&w, "unresolvable", sum.unresolvable);
+    af_jw_open(&w, "summary", '{');
+    af_jw_int(&w, "candidates", (long long)in->c.n);
+    af_jw_int(&w, "passed", sum.passed);
+    af_jw_int(&w, "failed", sum.failed);
+    af_jw_int(&w, "unresolvable", sum.unresolvable);
     if (sum.best_tier >= 0 && (size_t)sum.best_tier < plan->sel.n_tiers) {
-        jw_int(&w, "best_tier", plan->sel.tiers[sum.best_tier].rank);
-        jw_str(&w, "best_class", tier_name(plan, sum.best_tier));
+        af_jw_int(&w, "best_tier", plan->sel.tiers[sum.best_tier].rank);
+        af_jw_str(&w, "best_class", tier_name(plan, sum.best_tier));
     } else {
-        jw_null(&w, "best_tier");
-        jw_null(&w, "best_class");
+        af_jw_null(&w, "best_tier");
+        af_jw_null(&w, "best_class");
     }
-    jw_bool(&w, "fallback", sum.fallback);
-    jw_close(&w, "}");
-    jw_open(&w, "nodes", "[");
+    af_jw_bool(&w, "fallback", sum.fallback);
+    af_jw_close(&w, '}');
+    af_jw_open(&w, "nodes", '[');
     for (size_t i = 0; i < in->c.n; i++) {
         const struct af_node_info *ni = in->c.views[i].info;
         const struct af_node_decision *f = &fdec[i], *p = &pdec[i];
 
-        jw_open(&w, NULL, "{");
-        jw_str(&w, "name", in->c.names[i]);
-        jw_bool(&w, "known", ni != NULL);
-        jw_str(&w, "class", ni ? af_class_name(ni->cls) : NULL);
-        jw_str(&w, "instance_type", ni ? ni->instance_type : NULL);
+        af_jw_open(&w, NULL, '{');
+        af_jw_str(&w, "name", in->c.names[i]);
+        af_jw_bool(&w, "known", ni != NULL);
+        af_jw_str(&w, "class", ni ? af_class_name(ni->cls) : NULL);
+        af_jw_str(&w, "instance_type", ni ? ni->instance_type : NULL);
         if (ni) {
-            jw_str(&w, "class_source", ni->class_source);
+            af_jw_str(&w, "class_source", ni->class_source);
             if (ni->dev_mem_gib_hi > 0) {
-                jw_num(&w, "device_memory_gib", ni->dev_mem_gib_hi);
-                jw_str(&w, "device_memory_source", ni->dev_mem_source);
+                af_jw_num(&w, "device_memory_gib", ni->dev_mem_gib_hi, 6);
+                af_jw_str(&w, "device_memory_source", ni->dev_mem_source);
             }
-            jw_bool(&w, "spot", ni->spot);
+            af_jw_bool(&w, "spot", ni->spot);
             if (ni->price_known)
-                jw_num(&w, "node_hourly_usd", ni->hourly_usd);
+                af_jw_num(&w, "node_hourly_usd", ni->hourly_usd, 6);
             else
-                jw_null(&w, "node_hourly_usd");
-            jw_str(&w, "price_source", ni->price_source);
+                af_jw_null(&w, "node_hourly_usd");
+            af_jw_str(&w, "price_source", ni->price_source);
             {
                 char why[512];
                 double wall = af_wall_time();
                 af_node_price_reason(ni, cfg->catalog, cfg->policy, wall, why, sizeof(why));
-                jw_str(&w, "price_reason", why);
+                af_jw_str(&w, "price_reason", why);
                 if (ni->price_known && ni->price_as_of > 0)
-                    jw_int(&w, "price_age_s", (long long)(wall - ni->price_as_of));
+                    af_jw_int(&w, "price_age_s", (long long)(wall - ni->price_as_of));
                 else
-                    jw_null(&w, "price_age_s");
+                    af_jw_null(&w, "price_age_s");
             }
-            jw_str(&w, "region", ni->region);
-            jw_str(&w, "zone", ni->zone);
+            af_jw_str(&w, "region", ni->region);
+            af_jw_str(&w, "zone", ni->zone);
             if (ni->price_annotation_bad)
-                jw_str(&w, "price_note",
+                af_jw_str(&w, "price_note",
                        "annotation accelfit.io/hourly-price is not a decimal price; ignored");
             if (ni->dra_driver)
                 render_dra_node(&w, in, ni);
         }
-        jw_str(&w, "verdict", verdict_name(f->verdict));
+        af_jw_str(&w, "verdict", verdict_name(f->verdict));
         if (f->tier >= 0 && (size_t)f->tier < plan->sel.n_tiers)
-            jw_int(&w, "tier", plan->sel.tiers[f->tier].rank);
+            af_jw_int(&w, "tier", plan->sel.tiers[f->tier].rank);
         else
-            jw_null(&w, "tier");
-        jw_bool(&w, "has_room", f->has_room);
-        jw_str(&w, "reason", f->reason);
-        jw_int(&w, "score", p->score);
-        jw_num(&w, "s_tier", p->s_tier);
-        jw_num(&w, "s_util", p->s_util);
-        jw_num(&w, "s_cost", p->s_cost);
-        jw_num(&w, "util_after", p->util_after);
+            af_jw_null(&w, "tier");
+        af_jw_bool(&w, "has_room", f->has_room);
+        af_jw_str(&w, "reason", f->reason);
+        af_jw_int(&w, "score", p->score);
+        af_jw_num(&w, "s_tier", p->s_tier, 6);
+        af_jw_num(&w, "s_util", p->s_util, 6);
+        af_jw_num(&w, "s_cost", p->s_cost, 6);
+        af_jw_num(&w, "util_after", p->util_after, 6);
         if (p->marginal_known)
-            jw_num(&w, "marginal_usd_hr", p->marginal_usd_hr);
+            af_jw_num(&w, "marginal_usd_hr", p->marginal_usd_hr, 6);
         else
-            jw_null(&w, "marginal_usd_hr");
+            af_jw_null(&w, "marginal_usd_hr");
         if (us)
             render_live(&w, cfg, &in->c.views[i], f->live_state == AF_LIVE_REFUSED ? f : p, us,
                         now);
-        jw_close(&w, "}");
+        af_jw_close(&w, '}');
     }
-    jw_close(&w, "]");
-    jw_close(&w, "}");
-    jw_raw(&w, "\n");
+    af_jw_close(&w, ']');
+    af_jw_close(&w, '}');
     af_util_snapshot_unref(us);
-    return w.err;
+    return af_jw_end(&w);
 }
 
 static int do_explain(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
@@ -1446,7 +1355,7 @@ int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_b
     struct af_config *cfg = af_config_holder_get(svc->config);
     struct af_snapshot *snap = NULL;
     struct af_rollout_status st;
-    struct jw w = {out, 0, false};
+    struct af_jw w = AF_JW_INIT(out);
     size_t i, n = cfg->policy ? cfg->policy->n_rollouts : 0;
     int status = 200;
 
@@ -1471,14 +1380,13 @@ int af_service_rollout_ack(struct af_service *svc, const char *name, struct af_b
     af_rollouts_status(svc->rollouts, cfg, snap, af_wall_time(), i, &st);
     if (af_rollouts_ack(svc->rollouts, name) != 0)
         AF_LOG(AF_LOG_ERROR, "cannot acknowledge rollout", "rollout", name, NULL);
-    jw_open(&w, NULL, "{");
-    jw_str(&w, "rollout", name);
-    jw_bool(&w, "acknowledged", true);
-    jw_bool(&w, "was_halted", st.halted);
-    jw_str(&w, "halt_reason", st.halted ? st.halt_reason : NULL);
-    jw_close(&w, "}");
-    jw_raw(&w, "\n");
-    if (w.err) {
+    af_jw_open(&w, NULL, '{');
+    af_jw_str(&w, "rollout", name);
+    af_jw_bool(&w, "acknowledged", true);
+    af_jw_bool(&w, "was_halted", st.halted);
+    af_jw_str(&w, "halt_reason", st.halted ? st.halt_reason : NULL);
+    af_jw_close(&w, '}');
+    if (af_jw_end(&w)) {
         af_service_error_body(out, base, "accelfit: response too large");
         status = 500;
     }

@@ -799,6 +799,99 @@ size_t af_table_size(size_t n)
     return size;
 }
 
+/* ---- the JSON writer ------------------------------------------------------------------------ */
+
+static void jw_put(struct af_jw *w, const char *s)
+{
+    if (!w->err)
+        w->err = af_buf_puts(w->b, s);
+}
+
+/* The comma before a value and its key, if any. */
+static void jw_begin(struct af_jw *w, const char *key)
+{
+    if (w->comma)
+        jw_put(w, ",");
+    if (key) {
+        if (!w->err)
+            w->err = af_buf_json_str(w->b, key);
+        jw_put(w, ":");
+    }
+    w->comma = true;
+}
+
+void af_jw_open(struct af_jw *w, const char *key, char brace)
+{
+    jw_begin(w, key);
+    jw_put(w, brace == '[' ? "[" : "{");
+    w->comma = false;
+}
+
+void af_jw_close(struct af_jw *w, char brace)
+{
+    jw_put(w, brace == ']' ? "]" : "}");
+    w->comma = true;
+}
+
+void af_jw_str(struct af_jw *w, const char *key, const char *v)
+{
+    jw_begin(w, key);
+    if (!v)
+        jw_put(w, "null");
+    else if (!w->err)
+        w->err = af_buf_json_str(w->b, v);
+}
+
+void af_jw_int(struct af_jw *w, const char *key, long long v)
+{
+    jw_begin(w, key);
+    if (!w->err)
+        w->err = af_buf_printf(w->b, "%lld", v);
+}
+
+void af_jw_num(struct af_jw *w, const char *key, double v, int digits)
+{
+    jw_begin(w, key);
+    if (!w->err)
+        w->err = af_buf_json_num(w->b, v, digits);
+}
+
+void af_jw_bool(struct af_jw *w, const char *key, bool v)
+{
+    jw_begin(w, key);
+    jw_put(w, v ? "true" : "false");
+}
+
+void af_jw_null(struct af_jw *w, const char *key)
+{
+    jw_begin(w, key);
+    jw_put(w, "null");
+}
+
+void af_jw_raw(struct af_jw *w, const char *key, const char *json)
+{
+    jw_begin(w, key);
+    jw_put(w, json);
+}
+
+struct af_buf *af_jw_value(struct af_jw *w, const char *key)
+{
+    jw_begin(w, key);
+    return w->err ? NULL : w->b;
+}
+
+void af_jw_done(struct af_jw *w, int rc)
+{
+    if (!w->err)
+        w->err = rc;
+}
+
+int af_jw_end(struct af_jw *w)
+{
+    jw_put(w, "\n");
+    return w->err;
+}
+
 /* ---- base64 (RFC 4648) ------------------------------------------------------------------- */
 
 int af_buf_base64(struct af_buf *out, const void *data, size_t len)

@@ -10,6 +10,7 @@
  */
 #include <math.h>
 
+#include "accelfit/codec.h"
 #include "accelfit/simulate.h"
 #include "fuzz.h"
 
