@@ -252,6 +252,8 @@ void af_jw_str(struct af_jw *w, const char *key, const char *v);   /* NULL: null
 void af_jw_int(struct af_jw *w, const char *key, long long v);
 /* `v` with up to `digits` significant digits (af_buf_json_num); not finite: null. */
 void af_jw_num(struct af_jw *w, const char *key, double v, int digits);
+/* `v` with exactly `decimals` after the point (af_buf_json_fixed). */
+void af_jw_fixed(struct af_jw *w, const char *key, double v, int decimals);
 void af_jw_bool(struct af_jw *w, const char *key, bool v);
 void af_jw_null(struct af_jw *w, const char *key);
 /* A value that is JSON already ("null", a number formatted elsewhere). */

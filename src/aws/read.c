@@ -59,7 +59,7 @@ static char *products_request(const char *region, const char *const *types, cons
         json_object_set_new(req, "NextToken", json_string(next));
     s = json_dumps(req, JSON_COMPACT);
     out = af_xstrdup(s);
-    free(s);
+    af_free(s);
     json_decref(req);
     return out;
 }

@@ -88,7 +88,7 @@ void af_list_stream_free(struct af_list_stream *s)
     af_buf_release(&s->rest);
     af_buf_release(&s->item);
     af_buf_release(&s->pending);
-    free(s);
+    af_free(s);
 }
 
 static int fail(struct af_list_stream *s, int rc)

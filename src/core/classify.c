@@ -250,7 +250,9 @@ static bool gpu_shared(const struct af_kv *labels, size_t n_labels, const struct
         return true;
     if (strategy && (!strcmp(strategy, "time-slicing") || !strcmp(strategy, "mps")))
         return true;
-    return replicas && atoi(replicas) > 1;
+    int64_t n;
+
+    return replicas && af_parse_int64(replicas, 0, INT64_MAX, &n) == 0 && n > 1;
 }
 
 /* "key\0value\0...\0\0" of the pairs; NULL for none. */

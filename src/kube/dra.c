@@ -87,7 +87,7 @@ static void table_clear(struct dra_table *t)
 {
     for (size_t i = 0; i < t->n; i++)
         af_dra_obj_clear(&t->objs[i]);
-    free(t->objs);
+    af_free(t->objs);
     memset(t, 0, sizeof(*t));
 }
 
@@ -152,10 +152,10 @@ static void publish(struct af_kube *k)
     d = af_dra_build(sl, sh->t[AF_DRA_SLICE].n, cl, sh->t[AF_DRA_CLAIM].n, tp,
                      sh->t[AF_DRA_TEMPLATE].n, dc, sh->t[AF_DRA_CLASS].n);
     pthread_mutex_unlock(&sh->lock);
-    free(sl);
-    free(cl);
-    free(tp);
-    free(dc);
+    af_free(sl);
+    af_free(cl);
+    af_free(tp);
+    af_free(dc);
     (void)af__kube_set_dra(k, d);
 }
 
@@ -223,7 +223,7 @@ static long get(struct af_kube *k, CURL *h, const char *pq, struct af_buf *b)
         af__kube_creds_invalidate(k, c.gen);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 0L);
     curl_slist_free_all(hdr);
-    free(url);
+    af_free(url);
     af__kube_creds_clear(&c);
     return status;
 }
@@ -252,8 +252,8 @@ static int list(struct dra_watch *w)
         int drc;
 
         curl_free(esc);
-        free(pq);
-        free(cont);
+        af_free(pq);
+        af_free(cont);
         cont = NULL;
         if (status != 200) {
             char st[16];
@@ -263,7 +263,7 @@ static int list(struct dra_watch *w)
                        af_dra_kind_name(w->kind), "status", st, NULL);
             goto out;
         }
-        free(rv);
+        af_free(rv);
         rv = NULL;
         drc = af_codec_decode_dra_list(w->kind, b.buf, b.len, list_cb, &fresh, &rv, &cont,
                                        &skipped, &err);
@@ -297,8 +297,8 @@ static int list(struct dra_watch *w)
     rc = 0;
 out:
     table_clear(&fresh);
-    free(cont);
-    free(rv);
+    af_free(cont);
+    af_free(rv);
     af_buf_release(&b);
     return rc;
 }
@@ -377,8 +377,8 @@ static long watch(struct dra_watch *w)
     if (status == 401)
         af__kube_creds_invalidate(k, c.gen);
     curl_slist_free_all(hdr);
-    free(url);
-    free(pq);
+    af_free(url);
+    af_free(pq);
     af__kube_creds_clear(&c);
     return status;
 }
@@ -472,8 +472,8 @@ void af__kube_dra_stop(struct af_kube *k)
     for (int i = 0; i < AF_DRA_KINDS; i++)
         table_clear(&sh->t[i]);
     pthread_mutex_destroy(&sh->lock);
-    free(sh);
-    free(ws);
+    af_free(sh);
+    af_free(ws);
     k->dra = NULL;
     k->dra_watches = NULL;
 }

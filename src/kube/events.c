@@ -30,12 +30,12 @@ static uint64_t ev_hash(const char *uid, const char *reason, const char *message
 
 void af__kube_ev_item_free(struct ev_item *e)
 {
-    free(e->ns);
-    free(e->pod);
-    free(e->uid);
-    free(e->type);
-    free(e->reason);
-    free(e->message);
+    af_free(e->ns);
+    af_free(e->pod);
+    af_free(e->uid);
+    af_free(e->type);
+    af_free(e->reason);
+    af_free(e->message);
     memset(e, 0, sizeof(*e));
 }
 
@@ -125,7 +125,7 @@ static void post_one(struct af_kube *k, CURL *h, struct ev_item *e)
                             json_string(e->uid));
     char *body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
     json_decref(ev);
-    free(name);
+    af_free(name);
     if (!body) {
         atomic_fetch_add(&k->st->events_dropped, 1);
         return;
@@ -147,8 +147,8 @@ static void post_one(struct af_kube *k, CURL *h, struct ev_item *e)
         long st = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
         curl_slist_free_all(hdr);
-        free(url);
-        free(path);
+        af_free(url);
+        af_free(path);
         unsigned gen = c.gen;
         af__kube_creds_clear(&c);
         if (cc == CURLE_OK && st >= 200 && st < 300) {
@@ -166,7 +166,7 @@ static void post_one(struct af_kube *k, CURL *h, struct ev_item *e)
         atomic_fetch_add(&k->st->events_dropped, 1);
         break;
     }
-    free(body);
+    af_free(body);
 }
 
 void *af__kube_events_main(void *arg)

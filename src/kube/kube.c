@@ -77,7 +77,7 @@ static int split_server(const char *server, char **scheme, char **host, int *por
     if (*p == '[') {
         const char *rb = memchr(p, ']', (size_t)(end - p));
         if (!rb) {
-            free(*scheme);
+            af_free(*scheme);
             return AF_EINVAL;
         }
         *host = af_xstrndup(p, (size_t)(rb - p + 1));
@@ -86,7 +86,21 @@ static int split_server(const char *server, char **scheme, char **host, int *por
         colon = memchr(p, ':', (size_t)(end - p));
         *host = af_xstrndup(p, (size_t)((colon ? colon : end) - p));
     }
-    *port = colon ? atoi(colon + 1) : (!strcmp(*scheme, "http") ? 80 : 443);
+    *port = !strcmp(*scheme, "http") ? 80 : 443;
+    if (colon) {
+        char digits[8] = "";
+        int64_t v;
+        size_t len = (size_t)(end - colon - 1);
+        if (len < sizeof(digits))
+            memcpy(digits, colon + 1, len);
+        if (len >= sizeof(digits) || af_parse_int64(digits, 1, 65535, &v) != 0) {
+            af_free(*scheme);
+            af_free(*host);
+            *scheme = *host = NULL;
+            return AF_EINVAL;
+        }
+        *port = (int)v;
+    }
     {
         size_t n = strcspn(end, "?#");
         while (n > 0 && end[n - 1] == '/')
@@ -133,13 +147,13 @@ int af_kube_start(struct af_kube **out, struct af_kube_conn *conn,
         k->base_url = af_xasprintf("%s://%s:%d%s", scheme, conn->tls_server_name, port, prefix);
         char *ct = af_xasprintf("%s:%d:%s:%d", conn->tls_server_name, port, host, port);
         k->connect_to = curl_slist_append(NULL, ct);
-        free(ct);
+        af_free(ct);
     } else {
         k->base_url = af_xasprintf("%s://%s:%d%s", scheme, host, port, prefix);
     }
-    free(scheme);
-    free(host);
-    free(prefix);
+    af_free(scheme);
+    af_free(host);
+    af_free(prefix);
     atomic_init(&k->stop, false);
     pthread_mutex_init(&k->lock, NULL);
     pthread_cond_init(&k->cond, NULL);
@@ -210,19 +224,19 @@ void af_kube_stop(struct af_kube *k)
         curl_easy_cleanup(k->refl[i].h);
         af_buf_release(&k->refl[i].body);
         af_buf_release(&k->refl[i].line);
-        free(k->refl[i].rv);
+        af_free(k->refl[i].rv);
     }
     for (size_t i = 0; i < k->q_len; i++)
         af__kube_ev_item_free(&k->queue[(k->q_head + i) % EVENT_QUEUE_MAX]);
-    free(k->seen);
+    af_free(k->seen);
     af_cache_free(k->cache);
     af_prices_unref(k->live);
     af_overlays_unref(k->overlays);
-    free(k->file_token);
-    free(k->exec_token);
-    free(k->exec_cert);
-    free(k->exec_key);
-    free(k->base_url);
+    af_free(k->file_token);
+    af_free(k->exec_token);
+    af_free(k->exec_cert);
+    af_free(k->exec_key);
+    af_free(k->base_url);
     curl_slist_free_all(k->connect_to);
     af_kube_conn_free(k->conn);
     pthread_mutex_destroy(&k->lock);
@@ -231,5 +245,5 @@ void af_kube_stop(struct af_kube *k)
     pthread_mutex_destroy(&k->cred_lock);
     pthread_mutex_destroy(&k->ev_lock);
     pthread_cond_destroy(&k->ev_cond);
-    free(k);
+    af_free(k);
 }

@@ -80,36 +80,36 @@ static void exec_free(struct af_kube_exec *e)
 {
     if (!e)
         return;
-    free(e->command);
+    af_free(e->command);
     for (char **a = e->args; a && *a; a++)
-        free(*a);
-    free(e->args);
+        af_free(*a);
+    af_free(e->args);
     for (char **a = e->env; a && *a; a++)
-        free(*a);
-    free(e->env);
-    free(e->api_version);
-    free(e);
+        af_free(*a);
+    af_free(e->env);
+    af_free(e->api_version);
+    af_free(e);
 }
 
 void af_kube_conn_free(struct af_kube_conn *c)
 {
     if (!c)
         return;
-    free(c->server);
-    free(c->ca_file);
-    free(c->ca_pem);
-    free(c->client_cert_file);
-    free(c->client_cert_pem);
-    free(c->client_key_file);
-    free(c->client_key_pem);
-    free(c->token);
-    free(c->token_file);
-    free(c->tls_server_name);
+    af_free(c->server);
+    af_free(c->ca_file);
+    af_free(c->ca_pem);
+    af_free(c->client_cert_file);
+    af_free(c->client_cert_pem);
+    af_free(c->client_key_file);
+    af_free(c->client_key_pem);
+    af_free(c->token);
+    af_free(c->token_file);
+    af_free(c->tls_server_name);
     exec_free(c->exec);
-    free(c->context);
-    free(c->origin);
-    free(c->ns);
-    free(c);
+    af_free(c->context);
+    af_free(c->origin);
+    af_free(c->ns);
+    af_free(c);
 }
 
 /* Relative paths in a kubeconfig are relative to the file's directory. */
@@ -431,7 +431,7 @@ int af_kubeconfig_load(struct af_kube_conn **out, const char *path, const char *
     }
     rc = kc_load_files(out, paths, n, from_env && n > 1, context, err);
     for (size_t i = 0; i < n; i++)
-        free(paths[i]);
+        af_free(paths[i]);
     return rc;
 }
 
@@ -471,7 +471,7 @@ int af_kube_incluster(struct af_kube_conn **out, struct af_error *err)
                 c->ns = af_xstrndup(b.buf, n);
         }
         af_buf_reset(&b);
-        free(nsfile);
+        af_free(nsfile);
     }
     int rc = af_buf_read_file(&b, c->token_file);
     af_buf_release(&b);
@@ -496,7 +496,7 @@ static bool looks_in_cluster(void)
         return false;
     token = af_xasprintf("%s/token", serviceaccount_dir());
     ok = access(token, R_OK) == 0;
-    free(token);
+    af_free(token);
     return ok;
 }
 
@@ -527,11 +527,11 @@ int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source 
                                   ? "no service-account token"
                                   : "KUBERNETES_SERVICE_HOST is unset",
                               path);
-            free(path);
+            af_free(path);
             return rc;
         }
         origin = af_xasprintf("~/.kube/config (%s)", path);
-        free(path);
+        af_free(path);
     } else {
         return af_error_set(err, AF_ENOENT, "", 0, 0,
                             "no --kubeconfig, and KUBECONFIG, KUBERNETES_SERVICE_HOST and "
@@ -541,6 +541,6 @@ int af_kube_conn_resolve(struct af_kube_conn **out, const struct af_kube_source 
     if (!rc)
         (*out)->origin = origin;
     else
-        free(origin);
+        af_free(origin);
     return rc;
 }

@@ -68,7 +68,7 @@ static int list(struct af_kube *k, CURL *h, struct overlay_watch *w)
     text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     rc = text ? af_codec_decode_overlays(text, strlen(text), &o, &err) : AF_EPARSE;
-    free(text);
+    af_free(text);
     if (rc) {
         AF_LOG(AF_LOG_WARN, "cannot read NodeOverlays", "error", err.text, NULL);
         return -1;
@@ -144,8 +144,8 @@ static long watch(struct af_kube *k, struct overlay_watch *w)
     if (status == 401)
         af__kube_creds_invalidate(k, c.gen);
     curl_slist_free_all(hdr);
-    free(url);
-    free(pq);
+    af_free(url);
+    af_free(pq);
     af__kube_creds_clear(&c);
     return status;
 }

@@ -52,7 +52,7 @@ int af_kube_probe(struct af_kube *k, long timeout_ms, char *why, size_t n)
         cc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         curl_slist_free_all(hdr);
-        free(url);
+        af_free(url);
         if (cc == CURLE_OK && status == 401 && attempt == 0) {
             af__kube_creds_invalidate(k, c.gen);   /* a token due for refresh: once more */
             af__kube_creds_clear(&c);

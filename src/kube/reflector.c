@@ -302,7 +302,7 @@ static int do_get(struct reflector *r, const char *pq, struct creds *c)
     curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
     CURLcode cc = curl_easy_perform(r->h);
     curl_slist_free_all(hdr);
-    free(url);
+    af_free(url);
     r->http_status = 0;
     curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->http_status);
     if (atomic_load(&k->stop))
@@ -369,7 +369,7 @@ static int do_list(struct reflector *r, const char *rv0)
         size_t skipped = 0;
         int lrc = 0;
         if (!rc && r->http_status == 200) {
-            free(cont);
+            af_free(cont);
             cont = NULL;
             lrc = af_list_stream_finish(r->list, &page_rv, &cont, &skipped, &err);
         }
@@ -380,17 +380,17 @@ static int do_list(struct reflector *r, const char *rv0)
         /* what was decoded is applied, even from a page that then failed (the relist
          * does not complete, so nothing is swept) */
         apply_items(r, &li);
-        free(li.nodes);
-        free(li.pods);
+        af_free(li.nodes);
+        af_free(li.pods);
         if (rc) {
-            free(page_rv);
+            af_free(page_rv);
             break;
         }
         if (r->http_status == 410 && cont && !retried_full) {
             /* continue token expired: one full (unpaginated) consistent list */
             AF_LOG(AF_LOG_INFO, "continue token expired; full list", "kind", refl_name(r),
                    NULL);
-            free(cont);
+            af_free(cont);
             cont = NULL;
             retried_full = true;
             limit = 0;
@@ -417,11 +417,11 @@ static int do_list(struct reflector *r, const char *rv0)
         if (rc) {
             AF_LOG(AF_LOG_ERROR, "cannot decode list", "kind", refl_name(r), "error",
                    err.text, NULL);
-            free(page_rv);
+            af_free(page_rv);
             break;
         }
         if (page_rv) {
-            free(rv);
+            af_free(rv);
             rv = page_rv;
         }
         if (!cont || !*cont)
@@ -429,7 +429,7 @@ static int do_list(struct reflector *r, const char *rv0)
         mark_dirty(k);
     }
     if (!rc) {
-        free(r->rv);
+        af_free(r->rv);
         r->rv = rv ? rv : af_xstrdup("");
         rv = NULL;
         pthread_mutex_lock(&k->cache_lock);
@@ -461,8 +461,8 @@ static int do_list(struct reflector *r, const char *rv0)
         malloc_trim(0);
 #endif
     }
-    free(cont);
-    free(rv);
+    af_free(cont);
+    af_free(rv);
     return rc;
 }
 
@@ -550,7 +550,7 @@ static void process_batch(struct reflector *r)
             }
             if (ev->type != AF_WATCH_ERROR && ev->rv && *ev->rv) {
                 af_cache_note_resource_version(k->cache, ev->rv);
-                free(r->rv);
+                af_free(r->rv);
                 r->rv = ev->rv;
                 ev->rv = NULL;
             }
@@ -665,8 +665,8 @@ static int do_watch(struct reflector *r, int *short_watch)
     curl_easy_setopt(r->h, CURLOPT_XFERINFODATA, r);
     CURLcode cc = curl_easy_perform(r->h);
     curl_slist_free_all(hdr);
-    free(url);
-    free(pq);
+    af_free(url);
+    af_free(pq);
     /* A watch ended to list again (a reload) is no outage: the list that follows is a
      * fresher read than the watch. Only a failure of that list makes the kind down. */
     if (!atomic_load(&r->relist) || atomic_load(&k->stop))

@@ -304,7 +304,7 @@ int af__kube_request(struct af_kube *k, CURL *h, const char *method, const char 
         cc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
         curl_slist_free_all(hdr);
-        free(url);
+        af_free(url);
         if (atomic_load(&k->stop)) {
             af__kube_creds_clear(&c);
             rc = AF_ECANCELED;
@@ -406,7 +406,7 @@ static json_t *object_json(struct af_kube_state *s, const struct af_rollout_reco
             *size -= strlen(v[i].name) + strlen(json_string_value(json_object_get(data, v[i].name)));
         json_object_set_new(data, v[i].name, json_string(text));
         *size += strlen(v[i].name) + strlen(text);
-        free(text);
+        af_free(text);
     }
     json_object_set_new(obj, "data", data);
     if (rv)
@@ -519,7 +519,7 @@ static int write_round(struct af_kube_state *s)
 out:
     json_decref(ans);
     json_decref(obj);
-    free(text);
+    af_free(text);
     af_free(rv);
     af_free(local);
     af_free(merged);
@@ -657,8 +657,8 @@ static void *watcher_main(void *arg)
         cc = curl_easy_perform(s->wh);
         curl_easy_getinfo(s->wh, CURLINFO_RESPONSE_CODE, &status);
         curl_slist_free_all(hdr);
-        free(url);
-        free(pq);
+        af_free(url);
+        af_free(pq);
         if (atomic_load(&k->stop)) {
             af__kube_creds_clear(&c);
             break;

@@ -39,9 +39,9 @@ static char *trim_dup(const char *s, size_t n)
 
 void af__kube_creds_clear(struct creds *c)
 {
-    free(c->token);
-    free(c->cert_pem);
-    free(c->key_pem);
+    af_free(c->token);
+    af_free(c->cert_pem);
+    af_free(c->key_pem);
     memset(c, 0, sizeof(*c));
 }
 
@@ -177,9 +177,9 @@ static int run_exec_plugin(struct af_kube *k)
             AF_LOG(AF_LOG_ERROR, "exec credential plugin printed no usable ExecCredential",
                    "command", e->command, NULL);
         } else {
-            free(k->exec_token);
-            free(k->exec_cert);
-            free(k->exec_key);
+            af_free(k->exec_token);
+            af_free(k->exec_cert);
+            af_free(k->exec_key);
             k->exec_token = af_xstrdup(tok);
             k->exec_cert = af_xstrdup(cert);
             k->exec_key = af_xstrdup(key);
@@ -197,9 +197,9 @@ static int run_exec_plugin(struct af_kube *k)
     }
     af_buf_release(&out);
 out_noproc:
-    free(info);
-    free(argv);
-    free(envp);
+    af_free(info);
+    af_free(argv);
+    af_free(envp);
     return rc;
 }
 
@@ -212,7 +212,7 @@ static void read_token_file(struct af_kube *k)
         AF_LOG(AF_LOG_WARN, "cannot read token file", "path", k->conn->token_file, "error",
                af_strerror(rc), NULL);
     } else {
-        free(k->file_token);
+        af_free(k->file_token);
         k->file_token = trim_dup(b.buf ? b.buf : "", b.len);
     }
     af_buf_release(&b);
@@ -251,7 +251,7 @@ void af__kube_creds_invalidate(struct af_kube *k, unsigned gen)
         k->cred_gen++;
         k->exec_valid = false;
         k->file_token_read_ns = 0;
-        free(k->file_token);
+        af_free(k->file_token);
         k->file_token = NULL;
         AF_LOG(AF_LOG_INFO, "unauthorized; refreshing credentials", NULL);
     }
@@ -316,7 +316,7 @@ struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *p
     if (c->token && *c->token) {
         char *a = af_xasprintf("Authorization: Bearer %s", c->token);
         hdr = curl_slist_append(hdr, a);
-        free(a);
+        af_free(a);
     }
     return hdr;
 }

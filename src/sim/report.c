@@ -294,171 +294,174 @@ int af_sim_render_text(const struct af_sim_result *r, struct af_buf *out)
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 
-/* ,"key": then `v` with `decimals` after the point (af_buf_json_fixed). */
-static int json_fixed(struct af_buf *b, const char *key, double v, int decimals, bool comma)
+static void json_money(struct af_jw *w, const char *key, double usd)
 {
-    return af_buf_printf(b, "%s\"%s\":", comma ? "," : "", key) |
-           af_buf_json_fixed(b, v, decimals);
+    af_jw_fixed(w, key, usd, 2);
 }
 
-static int json_money(struct af_buf *b, const char *key, double usd, bool comma)
+/* The classes with a count, as an object {"class": n}. */
+static void json_counts(struct af_jw *w, const char *key, const int *by_class)
 {
-    return json_fixed(b, key, usd, 2, comma);
+    af_jw_open(w, key, '{');
+    for (int c = 0; c < AF_SIM_CLASSES; c++)
+        if (by_class[c])
+            af_jw_int(w, af_sim_class_name(c), by_class[c]);
+    af_jw_close(w, '}');
 }
 
-static int json_side(struct af_buf *b, const struct af_sim_side_stats *s, bool bound,
-                     bool autoscale)
+static void json_side(struct af_jw *w, const char *key, const struct af_sim_side_stats *s,
+                      bool bound, bool autoscale)
 {
-    int err = 0;
-    bool first = true;
-
-    err |= af_buf_puts(b, "{");
-    err |= json_money(b, "cost_usd", s->cost_usd, false);
-    err |= af_buf_puts(b, ",\"cost_by_class\":{");
-    for (int c = 0; c < AF_SIM_CLASSES; c++) {
-        if (fabs(s->cost_by_class[c]) < 0.005)
-            continue;
-        err |= json_money(b, af_sim_class_name(c), s->cost_by_class[c], !first);
-        first = false;
-    }
-    err |= af_buf_puts(b, "},\"placed_by_class\":{");
-    first = true;
-    for (int c = 0; c < AF_SIM_CLASSES; c++) {
-        if (!s->placed_by_class[c])
-            continue;
-        err |= af_buf_printf(b, "%s\"%s\":%d", first ? "" : ",", af_sim_class_name(c),
-                             s->placed_by_class[c]);
-        first = false;
-    }
-    err |= af_buf_printf(b, "},\"placed\":%d", s->placed);
-    err |= json_fixed(b, "pod_hours", s->pod_hours, 1, true);
+    af_jw_open(w, key, '{');
+    json_money(w, "cost_usd", s->cost_usd);
+    af_jw_open(w, "cost_by_class", '{');
+    for (int c = 0; c < AF_SIM_CLASSES; c++)
+        if (fabs(s->cost_by_class[c]) >= 0.005)
+            json_money(w, af_sim_class_name(c), s->cost_by_class[c]);
+    af_jw_close(w, '}');
+    json_counts(w, "placed_by_class", s->placed_by_class);
+    af_jw_int(w, "placed", s->placed);
+    af_jw_fixed(w, "pod_hours", s->pod_hours, 1);
     if (!bound) {
         double nh = 0;
         for (int c = 0; c < AF_SIM_CLASSES; c++)
             nh += s->node_hours_by_class[c];
-        err |= json_fixed(b, "node_hours", nh, 1, true);
-        err |= json_money(b, "idle_accelerator_usd", s->idle_accel_usd, true);
-        err |= json_money(b, "prepaid_idle_usd", s->prepaid_idle_usd, true);
-        err |= af_buf_printf(b,
-                             ",\"first_tier\":%d,\"fallbacks\":%d,\"outside_tiers\":%d,\"model_misfits\":%d,\"waited\":%d,\"unplaced\":%d",
-                             s->first_tier, s->fallbacks, s->outside, s->misfit, s->waited, s->unplaced);
-        err |= json_fixed(b, "wait_pod_hours", s->wait_hours, 1, true);
-        err |= json_fixed(b, "nodes_examined_per_pod", s->nodes_examined_avg, 1, true);
-        err |= json_fixed(b, "feasible_per_pod", s->feasible_avg, 1, true);
-        err |= af_buf_printf(b, ",\"scan_cut\":%d,\"cheapest_missed\":%d", s->scan_cut,
-                             s->cheapest_missed);
+        af_jw_fixed(w, "node_hours", nh, 1);
+        json_money(w, "idle_accelerator_usd", s->idle_accel_usd);
+        json_money(w, "prepaid_idle_usd", s->prepaid_idle_usd);
+        af_jw_int(w, "first_tier", s->first_tier);
+        af_jw_int(w, "fallbacks", s->fallbacks);
+        af_jw_int(w, "outside_tiers", s->outside);
+        af_jw_int(w, "model_misfits", s->misfit);
+        af_jw_int(w, "waited", s->waited);
+        af_jw_int(w, "unplaced", s->unplaced);
+        af_jw_fixed(w, "wait_pod_hours", s->wait_hours, 1);
+        af_jw_fixed(w, "nodes_examined_per_pod", s->nodes_examined_avg, 1);
+        af_jw_fixed(w, "feasible_per_pod", s->feasible_avg, 1);
+        af_jw_int(w, "scan_cut", s->scan_cut);
+        af_jw_int(w, "cheapest_missed", s->cheapest_missed);
         if (autoscale) {
-            err |= af_buf_printf(b, ",\"launched\":%d,\"launched_by_class\":{", s->launched);
-            first = true;
-            for (int c = 0; c < AF_SIM_CLASSES; c++) {
-                if (!s->launched_by_class[c])
-                    continue;
-                err |= af_buf_printf(b, "%s\"%s\":%d", first ? "" : ",", af_sim_class_name(c),
-                                     s->launched_by_class[c]);
-                first = false;
-            }
-            err |= af_buf_printf(b, "},\"launched_for_a_preference\":%d,\"consolidated\":%d",
-                                 s->launched_preferred, s->consolidated);
+            af_jw_int(w, "launched", s->launched);
+            json_counts(w, "launched_by_class", s->launched_by_class);
+            af_jw_int(w, "launched_for_a_preference", s->launched_preferred);
+            af_jw_int(w, "consolidated", s->consolidated);
         }
     }
-    return err | af_buf_puts(b, "}");
+    af_jw_close(w, '}');
+}
+
+static void json_tenant(struct af_jw *w, const struct af_sim_result *r,
+                        const struct af_sim_tenant *t, const char *const *keys)
+{
+    af_jw_open(w, NULL, '{');
+    af_jw_str(w, "name", t->name);
+    json_money(w, "accelfit_usd", t->spend_usd[0]);
+    json_money(w, "kube_scheduler_usd", t->spend_usd[1]);
+    json_money(w, "lower_bound_usd", t->spend_usd[2]);
+    if (t->budget_usd_hr < 0) {
+        af_jw_null(w, "budget_usd_per_hour");
+        af_jw_null(w, "over_budget");
+    } else {
+        json_money(w, "budget_usd_per_hour", t->budget_usd_hr);
+        af_jw_str(w, "over_budget", t->hard ? "hard" : "soft");
+    }
+    af_jw_open(w, "average_usd_per_hour", '{');
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        json_money(w, keys[s], af__sim_tenant_average(r, t, s));
+    af_jw_close(w, '}');
+    af_jw_open(w, "peak_usd_per_hour", '{');
+    for (int s = 0; s < 2; s++)
+        json_money(w, keys[s], t->peak_usd_hr[s]);
+    af_jw_close(w, '}');
+    if (t->budget_usd_hr < 0) {
+        af_jw_null(w, "hours_over_budget");
+    } else {
+        af_jw_open(w, "hours_over_budget", '{');
+        af_jw_fixed(w, keys[0], t->over_hours[0], 1);
+        af_jw_fixed(w, keys[1], t->over_hours[1], 1);
+        af_jw_close(w, '}');
+    }
+    af_jw_close(w, '}');
+}
+
+static void json_placement(struct af_jw *w, const char *key, const struct af_sim_placement *pl)
+{
+    if (!pl->node) {
+        af_jw_null(w, key);
+        return;
+    }
+    af_jw_open(w, key, '{');
+    af_jw_str(w, "node", pl->node);
+    af_jw_str(w, "class", af_sim_class_name(pl->cls));
+    af_jw_fixed(w, "placed_h", pl->placed_at / 3600.0, 2);
+    af_jw_fixed(w, "ran_h", pl->ran / 3600.0, 2);
+    if (pl->tier >= 0)
+        af_jw_int(w, "tier", pl->tier + 1);
+    else
+        af_jw_null(w, "tier");
+    af_jw_close(w, '}');
 }
 
 int af_sim_render_json(const struct af_sim_result *r, struct af_buf *out)
 {
     static const char *const keys[AF_SIM__SIDES] = {"accelfit", "kube_scheduler", "lower_bound"};
-    int err = 0;
+    struct af_jw w = AF_JW_INIT(out);
+    char line[400];
 
-    err |= af_buf_printf(out, "{\"nodes\":%zu,\"pods\":%zu,\"already_running\":%zu",
-                         r->n_nodes, r->n_pods, r->n_bound);
-    err |= json_fixed(out, "hours", r->horizon / 3600.0, 2, true);
-    err |= af_buf_printf(out,
-                         ",\"scan\":{\"percentage_of_nodes_to_score\":%d,\"feasible_to_find\":%d},"
-                         "\"schedulers\":{",
-                         r->percentage, r->feasible_to_find);
-    for (int s = 0; s < AF_SIM__SIDES; s++) {
-        err |= af_buf_printf(out, "%s\"%s\":", s ? "," : "", keys[s]);
-        err |= json_side(out, &r->side[s], s == AF_SIM_BOUND, r->autoscale);
-    }
-    err |= af_buf_puts(out, "}");
+    af_jw_open(&w, NULL, '{');
+    af_jw_int(&w, "nodes", (long long)r->n_nodes);
+    af_jw_int(&w, "pods", (long long)r->n_pods);
+    af_jw_int(&w, "already_running", (long long)r->n_bound);
+    af_jw_fixed(&w, "hours", r->horizon / 3600.0, 2);
+    af_jw_open(&w, "scan", '{');
+    af_jw_int(&w, "percentage_of_nodes_to_score", r->percentage);
+    af_jw_int(&w, "feasible_to_find", r->feasible_to_find);
+    af_jw_close(&w, '}');
+    af_jw_open(&w, "schedulers", '{');
+    for (int s = 0; s < AF_SIM__SIDES; s++)
+        json_side(&w, keys[s], &r->side[s], s == AF_SIM_BOUND, r->autoscale);
+    af_jw_close(&w, '}');
     if (r->autoscale) {
-        err |= af_buf_puts(out, ",\"autoscale\":{");
-        err |= json_fixed(out, "consolidate_after_s", r->consolidate_after, 0, false);
-        err |= af_buf_puts(out, ",\"launch_latency_s\":0}");
+        af_jw_open(&w, "autoscale", '{');
+        af_jw_fixed(&w, "consolidate_after_s", r->consolidate_after, 0);
+        af_jw_int(&w, "launch_latency_s", 0);
+        af_jw_close(&w, '}');
     }
-    err |= json_money(out, "savings_usd",
-                      r->side[AF_SIM_KUBE].cost_usd - r->side[AF_SIM_ACCELFIT].cost_usd, true);
-    {
-        char line[400];
-        af__sim_summary(r, line, sizeof(line));
-        err |= af_buf_puts(out, ",\"summary\":");
-        err |= af_buf_json_str(out, line);
-    }
-    err |= af_buf_printf(out, ",\"tenants_from\":\"%s\",\"tenants\":[",
-                         r->tenants_from_policy ? "policy" : "trace");
-    for (size_t i = 0; i < r->n_tenants; i++) {
-        const struct af_sim_tenant *t = &r->tenants[i];
-        err |= af_buf_printf(out, "%s{\"name\":", i ? "," : "");
-        err |= af_buf_json_str(out, t->name);
-        for (int s = 0; s < AF_SIM__SIDES; s++)
-            err |= json_money(out, s == 0 ? "accelfit_usd" : s == 1 ? "kube_scheduler_usd"
-                                                                    : "lower_bound_usd",
-                              t->spend_usd[s], true);
-        if (t->budget_usd_hr < 0)
-            err |= af_buf_puts(out, ",\"budget_usd_per_hour\":null,\"over_budget\":null");
-        else
-            err |= json_money(out, "budget_usd_per_hour", t->budget_usd_hr, true) |
-                   af_buf_printf(out, ",\"over_budget\":\"%s\"", t->hard ? "hard" : "soft");
-        err |= af_buf_puts(out, ",\"average_usd_per_hour\":{");
-        for (int s = 0; s < AF_SIM__SIDES; s++)
-            err |= json_money(out, keys[s], af__sim_tenant_average(r, t, s), s > 0);
-        err |= af_buf_puts(out, "},\"peak_usd_per_hour\":{");
-        for (int s = 0; s < 2; s++)
-            err |= json_money(out, keys[s], t->peak_usd_hr[s], s > 0);
-        if (t->budget_usd_hr < 0)
-            err |= af_buf_puts(out, "},\"hours_over_budget\":null}");
-        else
-            err |= af_buf_puts(out, "},\"hours_over_budget\":{") |
-                   json_fixed(out, keys[0], t->over_hours[0], 1, false) |
-                   json_fixed(out, keys[1], t->over_hours[1], 1, true) | af_buf_puts(out, "}}");
-    }
-    err |= af_buf_puts(out, "],\"rollouts\":[");
+    json_money(&w, "savings_usd",
+               r->side[AF_SIM_KUBE].cost_usd - r->side[AF_SIM_ACCELFIT].cost_usd);
+    af__sim_summary(r, line, sizeof(line));
+    af_jw_str(&w, "summary", line);
+    af_jw_str(&w, "tenants_from", r->tenants_from_policy ? "policy" : "trace");
+    af_jw_open(&w, "tenants", '[');
+    for (size_t i = 0; i < r->n_tenants; i++)
+        json_tenant(&w, r, &r->tenants[i], keys);
+    af_jw_close(&w, ']');
+    af_jw_open(&w, "rollouts", '[');
     for (size_t k = 0; k < r->n_rollouts; k++) {
         const struct af_sim_rollout_stats *ro = &r->rollouts[k];
-        err |= af_buf_printf(out, "%s{\"name\":", k ? "," : "");
-        err |= af_buf_json_str(out, ro->name);
-        err |= json_fixed(out, "share", ro->share, 2, true);
-        err |= af_buf_printf(out,
-                             ",\"accelfit\":{\"target\":%d,\"source\":%d},"
-                             "\"kube_scheduler\":{\"target\":%d,\"source\":%d}}",
-                             ro->target_pods[0], ro->source_pods[0], ro->target_pods[1],
-                             ro->source_pods[1]);
-    }
-    err |= af_buf_puts(out, "],\"placements\":[");
-    for (size_t i = 0; i < r->n_pods && r->placements[0]; i++) {
-        err |= af_buf_printf(out, "%s{\"namespace\":", i ? "," : "");
-        err |= af_buf_json_str(out, r->placements[0][i].ns);
-        err |= af_buf_puts(out, ",\"name\":");
-        err |= af_buf_json_str(out, r->placements[0][i].name);
+
+        af_jw_open(&w, NULL, '{');
+        af_jw_str(&w, "name", ro->name);
+        af_jw_fixed(&w, "share", ro->share, 2);
         for (int s = 0; s < 2; s++) {
-            const struct af_sim_placement *pl = &r->placements[s][i];
-            err |= af_buf_printf(out, ",\"%s\":", keys[s]);
-            if (!pl->node) {
-                err |= af_buf_puts(out, "null");
-                continue;
-            }
-            err |= af_buf_puts(out, "{\"node\":");
-            err |= af_buf_json_str(out, pl->node);
-            err |= af_buf_printf(out, ",\"class\":\"%s\"", af_sim_class_name(pl->cls));
-            err |= json_fixed(out, "placed_h", pl->placed_at / 3600.0, 2, true);
-            err |= json_fixed(out, "ran_h", pl->ran / 3600.0, 2, true);
-            if (pl->tier >= 0)
-                err |= af_buf_printf(out, ",\"tier\":%d}", pl->tier + 1);
-            else
-                err |= af_buf_puts(out, ",\"tier\":null}");
+            af_jw_open(&w, keys[s], '{');
+            af_jw_int(&w, "target", ro->target_pods[s]);
+            af_jw_int(&w, "source", ro->source_pods[s]);
+            af_jw_close(&w, '}');
         }
-        err |= af_buf_puts(out, "}");
+        af_jw_close(&w, '}');
     }
-    err |= af_buf_puts(out, "]}\n");
-    return err ? AF_ETOOBIG : 0;
+    af_jw_close(&w, ']');
+    af_jw_open(&w, "placements", '[');
+    for (size_t i = 0; i < r->n_pods && r->placements[0]; i++) {
+        af_jw_open(&w, NULL, '{');
+        af_jw_str(&w, "namespace", r->placements[0][i].ns);
+        af_jw_str(&w, "name", r->placements[0][i].name);
+        for (int s = 0; s < 2; s++)
+            json_placement(&w, keys[s], &r->placements[s][i]);
+        af_jw_close(&w, '}');
+    }
+    af_jw_close(&w, ']');
+    af_jw_close(&w, '}');
+    return af_jw_end(&w) ? AF_ETOOBIG : 0;
 }

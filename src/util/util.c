@@ -856,6 +856,13 @@ void af_jw_num(struct af_jw *w, const char *key, double v, int digits)
         w->err = af_buf_json_num(w->b, v, digits);
 }
 
+void af_jw_fixed(struct af_jw *w, const char *key, double v, int decimals)
+{
+    jw_begin(w, key);
+    if (!w->err)
+        w->err = af_buf_json_fixed(w->b, v, decimals);
+}
+
 void af_jw_bool(struct af_jw *w, const char *key, bool v)
 {
     jw_begin(w, key);
