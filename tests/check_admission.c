@@ -21,6 +21,7 @@
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
+#include "accelfit/dra.h"
 #include "accelfit/metrics.h"
 #include "accelfit/service.h"
 #include "accelfit/webhook.h"
@@ -87,6 +88,9 @@ static const char cluster_yaml[] =
  */
 static void service_with_policy(const char *extra, bool synced, bool state);
 
+/* A cluster file's text to use instead of cluster_yaml, DRA objects and all (NULL: none). */
+static const char *cluster_text;
+
 static void service_with(const char *rollouts, bool synced, bool state)
 {
     char *section = rollouts ? af_xasprintf("\nrollouts:\n%s", rollouts) : NULL;
@@ -115,9 +119,16 @@ static void service_with_policy(const char *extra, bool synced, bool state)
     svc.metrics = af_metrics_new();
     svc.rollouts = state ? af_rollouts_new() : NULL;
     cache = af_cache_new();
-    ck_assert_int_eq(af_codec_decode_cluster(cfg, "cluster.yaml", cluster_yaml,
-                                             strlen(cluster_yaml), af_cache_upsert_item, cache, &err),
-                     0);
+    {
+        const char *text = cluster_text ? cluster_text : cluster_yaml;
+        struct af_dra *dra = NULL;
+        ck_assert_int_eq(af_codec_decode_cluster(cfg, "cluster.yaml", text, strlen(text),
+                                                 af_cache_upsert_item, cache, &err),
+                         0);
+        ck_assert_int_eq(af_codec_cluster_dra("cluster.yaml", text, strlen(text), &dra, &err), 0);
+        if (dra)
+            (void)af_cache_set_dra(cache, dra);
+    }
     af_cache_set_synced(cache, synced);
     af_publisher_publish(&pub, af_cache_snapshot(cache));
     af_cache_free(cache);
@@ -126,6 +137,7 @@ static void service_with_policy(const char *extra, bool synced, bool state)
 
 static void teardown(void)
 {
+    cluster_text = NULL;
     if (!service_up)
         return;
     af_rollouts_free(svc.rollouts);
@@ -814,6 +826,107 @@ START_TEST(test_pinned_pod_stays_on_the_source)
 }
 END_TEST
 
+/*
+ * DRA pods through the webhook, on the mixed cluster of tests/fixtures/clusters (a DRA A100
+ * node, a DRA trn2.48xlarge node with 16 Neuron devices, templates in namespace ml): a
+ * rollout from A100 to Trainium2 whose variant swaps the pod's claim template. At share 1.0
+ * a pod whose claim comes from one-a100 is rewritten to four-neurons; it stays on the source,
+ * counted with the fallbacks, when the template it would get is not in the cluster, when the
+ * target has no devices for it, and when its nodeSelector admits no trn2 node.
+ */
+static char *review_in(const char *ns, const char *pod);
+static const char *claim_template(json_t *pod, size_t i);
+static bool has_env(json_t *c, const char *name);
+
+static const struct {
+    const char *to;          /* the variant's target template */
+    const char *selector;    /* the pod's nodeSelector value (instance type), or NULL */
+    const char *side;
+    const char *warn;        /* what a warning says; NULL: none expected */
+} dra_rollout[] = {
+    {"four-neurons", NULL, "target", NULL},
+    {"eight-neurons", NULL, "source",
+     "its claim gpu would be made from template ml/eight-neurons, which the cluster does not "
+     "have"},
+    {"thirty-two-neurons", NULL, "source", "no target node has room"},
+    {"four-neurons", "p4d.24xlarge", "source", "admits no trainium2 node"},
+};
+
+/* A template of 32 Neuron devices: more than any node of the cluster has. */
+static const char more_neurons[] =
+    "- apiVersion: resource.k8s.io/v1\n"
+    "  kind: ResourceClaimTemplate\n"
+    "  metadata: {name: thirty-two-neurons, namespace: ml}\n"
+    "  spec: {spec: {devices: {requests: [{name: neurons, exactly: {deviceClassName: "
+    "neuron.aws.com, allocationMode: ExactCount, count: 32}}]}}}\n";
+
+START_TEST(test_dra_pod_swaps_its_claim_template_when_it_can_run)
+{
+    size_t len;
+    char *file = af_test_read("tests/fixtures/clusters/dra-mixed.yaml", &len);
+    char *text = af_xasprintf("%s%s", file, more_neurons);
+    char *rollout = af_xasprintf("  - name: a100-to-trn2\n"
+                                 "    selector: {namespace: ml}\n"
+                                 "    source: [nvidia-a100]\n"
+                                 "    target: [trainium2]\n"
+                                 "    share: 1.0\n"
+                                 "    variant:\n"
+                                 "      claimTemplates: {one-a100: %s}\n"
+                                 "      env: {NEURON_RT_VISIBLE_CORES: \"0-7\"}\n",
+                                 dra_rollout[_i].to);
+    char *sel = dra_rollout[_i].selector
+                    ? af_xasprintf(",\"nodeSelector\":{\"node.kubernetes.io/instance-type\":"
+                                   "\"%s\"}",
+                                   dra_rollout[_i].selector)
+                    : af_xstrdup("");
+    char *pod = af_xasprintf(
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"infer-0\","
+        "\"namespace\":\"ml\",\"labels\":{\"accelfit.io/managed\":\"true\"}},\"spec\":{"
+        "\"containers\":[{\"name\":\"server\",\"image\":\"llm:cuda\",\"resources\":{"
+        "\"requests\":{\"cpu\":\"4\"},\"claims\":[{\"name\":\"gpu\"}]}}],\"resourceClaims\":[{"
+        "\"name\":\"gpu\",\"resourceClaimTemplateName\":\"one-a100\"}]%s}}",
+        sel);
+    char *body = review_in("ml", pod), why[300];
+    json_t *obj = json_loads(pod, 0, NULL), *patched;
+    struct af_config *cfg;
+    struct af_snapshot *snap;
+    struct af_rollout_status st;
+    struct answer a;
+    bool target = !strcmp(dra_rollout[_i].side, "target");
+
+    cluster_text = text;
+    service_with(rollout, true, true);
+    a = post(body, strlen(body), "u-1");
+    ck_assert_ptr_nonnull(a.patch);
+    patched = af_test_jsonpatch_apply(obj, a.patch, why, sizeof(why));
+    ck_assert_msg(patched != NULL, "%s", why);
+    assert_pod_valid(patched);
+    ck_assert_str_eq(annotation(patched, "accelfit.io/rollout-side"), dra_rollout[_i].side);
+    ck_assert_str_eq(claim_template(patched, 0), target ? dra_rollout[_i].to : "one-a100");
+    ck_assert(has_env(container(patched, "containers", 0), "NEURON_RT_VISIBLE_CORES") == target);
+    if (dra_rollout[_i].warn)
+        ck_assert_msg(warned(&a, dra_rollout[_i].warn), "no warning says '%s': %s",
+                      dra_rollout[_i].warn, json_dumps(a.warnings, 0));
+    else
+        ck_assert_ptr_null(a.warnings);
+    cfg = af_config_holder_get(&holder);
+    snap = af_publisher_acquire(&pub);
+    af_rollouts_status(svc.rollouts, cfg, snap, af_wall_time(), 0, &st);
+    ck_assert_int_eq((int)st.fallbacks, target ? 0 : 1);
+    af_snapshot_unref(snap);
+    af_config_unref(cfg);
+    json_decref(patched);
+    json_decref(obj);
+    answer_clear(&a);
+    af_free(body);
+    af_free(pod);
+    af_free(sel);
+    af_free(rollout);
+    af_free(text);
+    af_free(file);
+}
+END_TEST
+
 static void nobody(void *ud)
 {
     (void)ud;
@@ -1092,14 +1205,24 @@ static char *review_in(const char *ns, const char *pod)
  */
 static struct af_resources patched_requests;
 
+static json_t *patch_pod_with(const char *pod, const struct af_variant *v, uint32_t source,
+                              char *warn, size_t wlen);
+
 static json_t *patch_pod(const char *pod, uint32_t source, char *warn, size_t wlen)
+{
+    return patch_pod_with(pod, variant(), source, warn, wlen);
+}
+
+/* The same with variant `v` (its annotations must hold example.com/team: ml). */
+static json_t *patch_pod_with(const char *pod, const struct af_variant *v, uint32_t source,
+                              char *warn, size_t wlen)
 {
     char *body = review(pod);
     struct af_admission *adm = NULL;
     struct af_error err;
     struct af_buf patch = AF_BUF_INIT(1u << 20);
     struct af_warnings w;
-    struct af_mutation m = {"r1", AF_SIDE_TARGET, variant(), source, NULL};
+    struct af_mutation m = {"r1", AF_SIDE_TARGET, v, source, NULL};
     json_t *obj, *ops, *out = NULL;
     char why[300] = "";
     int rc;
@@ -1299,6 +1422,136 @@ START_TEST(test_node_selector_kept_is_warned)
     af_buf_release(&patch);
     af_admission_free(adm);
     af_free(body);
+}
+END_TEST
+
+/* ---- DRA: a variant that swaps the claim template ------------------------------------------- */
+
+static struct af_variant claims_variant;
+static struct af_pair cv_templates[] = {{(char *)"one-a100", (char *)"four-neurons"}};
+
+/* The test variant with claim templates: without its resources (`res` false) or with them. */
+static const struct af_variant *variant_claims(bool res)
+{
+    claims_variant = *variant();
+    claims_variant.claim_templates = cv_templates;
+    claims_variant.n_claim_templates = 1;
+    if (!res) {
+        claims_variant.resources = NULL;
+        claims_variant.n_resources = 0;
+    }
+    return &claims_variant;
+}
+
+#define A100 (1u << AF_CLASS_NVIDIA_A100)
+
+static const char *claim_template(json_t *pod, size_t i)
+{
+    json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "resourceClaims"), i);
+    json_t *src = json_object_get(c, "source");
+
+    return json_string_value(json_object_get(json_is_object(src) ? src : c,
+                                             "resourceClaimTemplateName"));
+}
+
+static bool has_env(json_t *c, const char *name)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(json_object_get(c, "env"), i, e) {
+        if (!strcmp(json_string_value(json_object_get(e, "name")), name))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * A claim pod, as 1.34 writes it (resourceClaimTemplateName) and as 1.26 keeps it (under
+ * source:): its claim made from one-a100 is made from four-neurons instead, its other claim
+ * (a named one) stays; the container that names the swapped claim gets the variant's env
+ * and keeps its resources (the claim holds its devices: no Neuron extended resource is
+ * added); a container that names no claim gets no env.
+ */
+static const char *const claim_shapes[] = {
+    "{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"one-a100\"}",
+    "{\"name\":\"gpu\",\"source\":{\"resourceClaimTemplateName\":\"one-a100\"}}",
+};
+
+START_TEST(test_claim_template_is_swapped_for_the_target)
+{
+    char warn[AF_WARNING_LEN];
+    char *pod = af_xasprintf(
+        "{\"metadata\":{\"name\":\"p\",\"labels\":{\"accelfit.io/managed\":\"true\"}},"
+        "\"spec\":{\"containers\":[{\"name\":\"server\",\"image\":\"cuda\",\"resources\":{"
+        "\"requests\":{\"cpu\":\"4\"},\"claims\":[{\"name\":\"gpu\"}]}},{\"name\":\"proxy\","
+        "\"image\":\"envoy\"}],\"resourceClaims\":[%s,{\"name\":\"shared\","
+        "\"resourceClaimName\":\"shared-gpu\"}]}}",
+        claim_shapes[_i]);
+    json_t *out = patch_pod_with(pod, variant_claims(false), A100, warn, sizeof(warn));
+    json_t *server, *proxy;
+
+    ck_assert_msg(out != NULL, "refused: %s", warn);
+    ck_assert_str_eq(claim_template(out, 0), "four-neurons");
+    ck_assert_ptr_null(claim_template(out, 1));
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(
+                         json_object_get(out, "spec"), "resourceClaims"), 1),
+                         "resourceClaimName")),
+                     "shared-gpu");
+    server = container(out, "containers", 0);
+    proxy = container(out, "containers", 1);
+    ck_assert(has_env(server, "NEURON_RT_NUM_CORES"));
+    ck_assert(!has_env(proxy, "NEURON_RT_NUM_CORES"));
+    ck_assert_ptr_null(res_of(server, "requests", "aws.amazon.com/neuron"));
+    ck_assert_ptr_null(json_object_get(json_object_get(server, "resources"), "limits"));
+    ck_assert_str_eq(json_string_value(json_object_get(server, "image")), NEURON_IMAGE);
+    ck_assert_uint_eq(json_array_size(json_object_get(json_object_get(out, "spec"), "tolerations")),
+                      1);
+    ck_assert_int_eq(patched_requests.v[AF_RES_NEURON], 0);
+    ck_assert_int_eq(patched_requests.v[AF_RES_CPU], 4000);
+    json_decref(out);
+    af_free(pod);
+}
+END_TEST
+
+/*
+ * What a claim-template variant is not applied to: a pod whose claims come from another
+ * template, or a device-plugin pod (a variant without resources has nothing to put in place
+ * of nvidia.com/gpu). A variant with both swaps both in a pod that has both.
+ */
+START_TEST(test_claim_template_variant_needs_a_claim_it_swaps)
+{
+    char warn[AF_WARNING_LEN];
+    json_t *out;
+
+    out = patch_pod_with(
+        "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+        "\"image\":\"x\",\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}}],\"resourceClaims\":"
+        "[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"two-gpus\"}]}}",
+        variant_claims(false), A100, warn, sizeof(warn));
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(warn, "no claim of the pod is made from a template the variant swaps"),
+                  "%s", warn);
+    out = patch_pod_with(
+        "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+        "\"image\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"},\"requests\":{"
+        "\"nvidia.com/gpu\":\"1\"}}}]}}",
+        variant_claims(false), A100, warn, sizeof(warn));
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(warn, "nothing for the variant to replace"), "%s", warn);
+    out = patch_pod_with(
+        "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+        "\"image\":\"x\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"},\"requests\":{"
+        "\"nvidia.com/gpu\":\"1\"}}},{\"name\":\"d\",\"image\":\"x\",\"resources\":{"
+        "\"claims\":[{\"name\":\"gpu\"}]}}],\"resourceClaims\":[{\"name\":\"gpu\","
+        "\"resourceClaimTemplateName\":\"one-a100\"}]}}",
+        variant_claims(true), A100, warn, sizeof(warn));
+    ck_assert_msg(out != NULL, "refused: %s", warn);
+    ck_assert_str_eq(res_of(container(out, "containers", 0), "limits", "aws.amazon.com/neuron"),
+                     "2");
+    ck_assert_ptr_null(res_of(container(out, "containers", 1), "limits", "aws.amazon.com/neuron"));
+    ck_assert_str_eq(claim_template(out, 0), "four-neurons");
+    json_decref(out);
 }
 END_TEST
 
@@ -1940,6 +2193,8 @@ static Suite *af_admission_suite(void)
     tcase_add_test(tc, test_target_without_room_falls_back_to_the_source);
     tcase_add_loop_test(tc, test_pinned_pod_stays_on_the_source, 0, (int)AF_ARRAY_SIZE(pinned));
     tcase_add_test(tc, test_unread_rollout_state_is_not_ready);
+    tcase_add_loop_test(tc, test_dra_pod_swaps_its_claim_template_when_it_can_run, 0,
+                        (int)AF_ARRAY_SIZE(dra_rollout));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("unchanged");
@@ -1959,6 +2214,9 @@ static Suite *af_admission_suite(void)
     tcase_add_test(tc, test_pod_with_a_node_name_is_refused);
     tcase_add_test(tc, test_node_selector_kept_is_warned);
     tcase_add_test(tc, test_nothing_to_change_sends_no_patch);
+    tcase_add_loop_test(tc, test_claim_template_is_swapped_for_the_target, 0,
+                        (int)AF_ARRAY_SIZE(claim_shapes));
+    tcase_add_test(tc, test_claim_template_variant_needs_a_claim_it_swaps);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("preferences");

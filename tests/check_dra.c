@@ -7,6 +7,7 @@
  * placed where their claims' devices are free, a shared claim counts once, a node with both a
  * device plugin and DRA counts its devices once, and /explain shows the claims.
  */
+#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #include "accelfit/service.h"
 #include "accelfit/simulate.h"
 #include "accelfit/util.h"
+#include "support/fake_api.h"
+#include "support/http_client.h"
 #include "support/support.h"
 
 #define MIXED "tests/fixtures/clusters/dra-mixed.yaml"
@@ -224,14 +227,16 @@ static struct af_config_holder holder;
 static struct af_publisher pub;
 static struct af_service svc;
 
-static void setup(void)
+/* The mixed cluster with `extra` (items of its List, or NULL) appended. */
+static void setup_with(const char *extra)
 {
     struct af_config *cfg = NULL;
     struct af_error err;
     struct af_cache *cache = af_cache_new();
-    struct gather g;
+    struct af_dra *dra = NULL;
     size_t len;
-    char *text = af_test_read(MIXED, &len);
+    char *file = af_test_read(MIXED, &len);
+    char *text = af_xasprintf("%s%s", file, extra ? extra : "");
 
     memset(&err, 0, sizeof(err));
     ck_assert_int_eq(af_config_load(&cfg, NULL, NULL, &err), 0);
@@ -241,16 +246,23 @@ static void setup(void)
     svc.config = &holder;
     svc.pub = &pub;
     svc.when_not_ready = AF_NOT_READY_REJECT;
+    len = strlen(text);
     ck_assert_msg(af_codec_decode_cluster(cfg, MIXED, text, len, af_cache_upsert_item, cache,
                                           &err) == 0,
                   "%s", err.text);
-    memset(&g, 0, sizeof(g));
-    gather_file(&g, MIXED);
-    (void)af_cache_set_dra(cache, build(&g));
+    ck_assert_msg(af_codec_cluster_dra(MIXED, text, len, &dra, &err) == 0, "%s", err.text);
+    ck_assert_ptr_nonnull(dra);
+    (void)af_cache_set_dra(cache, dra);
     af_cache_set_synced(cache, true);
     af_publisher_publish(&pub, af_cache_snapshot(cache));
     af_cache_free(cache);
     af_free(text);
+    af_free(file);
+}
+
+static void setup(void)
+{
+    setup_with(NULL);
 }
 
 static void teardown(void)
@@ -520,6 +532,147 @@ START_TEST(test_dra_changes_under_cached_pods)
 }
 END_TEST
 
+/*
+ * Extended resources served by DRA (Kubernetes 1.34+): a DeviceClass whose extendedResourceName
+ * a pod requests, or the class a deviceclass.resource.kubernetes.io/ name names, serves it with
+ * its devices. A pending pod asking for example.com/a100 is judged as asking for that many A100
+ * GPUs (only the A100 DRA node has them, not the CPU node a name accelfit does not know would
+ * leave it free to take); once kube-scheduler has made and allocated its claim
+ * (status.extendedResourceClaimStatus), the claim's devices are what it holds, counted once
+ * even for a name accelfit tracks (nvidia.com/gpu).
+ */
+static const char ext_items[] =
+    "- apiVersion: resource.k8s.io/v1\n"
+    "  kind: DeviceClass\n"
+    "  metadata: {name: a100.example.com}\n"
+    "  spec:\n"
+    "    extendedResourceName: example.com/a100\n"
+    "    selectors:\n"
+    "    - cel: {expression: \"device.driver == 'gpu.nvidia.com' && "
+    "device.attributes['gpu.nvidia.com'].type == 'gpu'\"}\n"
+    "- apiVersion: resource.k8s.io/v1\n"
+    "  kind: ResourceClaim\n"
+    "  metadata: {name: ext-bound-extended-resources-x7k2q, namespace: ml, uid: claim-ext}\n"
+    "  spec: {devices: {requests: [{name: container-0-request-0, exactly: {deviceClassName: "
+    "gpu.nvidia.com, allocationMode: ExactCount, count: 2}}]}}\n"
+    "  status:\n"
+    "    allocation: {devices: {results: [\n"
+    "      {request: container-0-request-0, driver: gpu.nvidia.com, pool: " A100 ", device: gpu-1},\n"
+    "      {request: container-0-request-0, driver: gpu.nvidia.com, pool: " A100 ", device: gpu-2}"
+    "]}}\n"
+    "    reservedFor: [{resource: pods, name: ext-bound, uid: uid-ext-bound}]\n"
+    "- apiVersion: v1\n"
+    "  kind: Pod\n"
+    "  metadata: {name: ext-bound, namespace: ml, uid: uid-ext-bound}\n"
+    "  spec:\n"
+    "    nodeName: " A100 "\n"
+    "    containers:\n"
+    "    - name: c\n"
+    "      image: x\n"
+    "      resources:\n"
+    "        requests: {cpu: '1', nvidia.com/gpu: '2'}\n"
+    "        limits: {nvidia.com/gpu: '2'}\n"
+    "  status:\n"
+    "    phase: Running\n"
+    "    extendedResourceClaimStatus:\n"
+    "      resourceClaimName: ext-bound-extended-resources-x7k2q\n"
+    "      requestMappings: [{containerName: c, resourceName: nvidia.com/gpu, "
+    "requestName: container-0-request-0}]\n";
+
+/* A filter of a pending pod of namespace ml whose one container requests `res` (JSON). */
+static json_t *call_requests(const char *res)
+{
+    char *body = af_xasprintf(
+        "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"namespace\":\"ml\",\"uid\":\"uid-p\"},"
+        "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":%s,"
+        "\"limits\":%s}}]}},\"Nodes\":null,\"NodeNames\":%s}",
+        res, res, all_nodes);
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+    struct af_request_stats st;
+    json_t *j;
+
+    memset(&st, 0, sizeof(st));
+    ck_assert_int_eq(af_service_handle_stats(&svc, AF_VERB_FILTER, body, strlen(body), &out, &st),
+                     200);
+    j = json_loadb(out.buf, out.len, 0, NULL);
+    ck_assert_msg(j != NULL, "not JSON: %s", out.buf);
+    af_buf_release(&out);
+    af_free(body);
+    return j;
+}
+
+START_TEST(test_extended_resource_is_served_by_its_device_class)
+{
+    char got[512];
+    struct af_snapshot *s;
+    const struct af_pod_info *p;
+    json_t *r;
+
+    teardown();
+    setup_with(ext_items);
+    r = call_requests("{\"cpu\":\"1\",\"example.com/a100\":\"2\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, A100);
+    json_decref(r);
+    r = call_requests("{\"cpu\":\"1\",\"deviceclass.resource.kubernetes.io/neuron.aws.com\":\"4\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, TRN);
+    json_decref(r);
+    /* nine A100s: one more than the node has */
+    r = call_requests("{\"cpu\":\"1\",\"example.com/a100\":\"9\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_str_eq(got, "");
+    json_decref(r);
+    /* a name no class serves asks for nothing accelfit can count */
+    r = call_requests("{\"cpu\":\"1\",\"example.com/fpga\":\"1\"}");
+    passed(r, got, sizeof(got));
+    ck_assert_ptr_nonnull(strstr(got, "cpu-c6i"));
+    json_decref(r);
+
+    s = af_publisher_acquire(&pub);
+    ck_assert_ptr_nonnull(af_snapshot_find_pod(s, "ml", "ext-bound"));
+    p = af_snapshot_find_pod(s, "ml", "ext-bound")->full;   /* not plain: kept whole */
+    ck_assert_ptr_nonnull(p);
+    ck_assert(p->ext_claim);
+    ck_assert_int_eq(p->requests.v[AF_RES_GPU], 2);   /* the claim's two, not four */
+    ck_assert_int_eq(p->dra.v[AF_RES_GPU], 2);
+    /* the shared claim's one and this pod's two */
+    ck_assert_int_eq(af_snapshot_find_node(s, A100)->used.v[AF_RES_GPU], 3);
+    af_snapshot_unref(s);
+}
+END_TEST
+
+/* /metrics names what DRA holds: objects per kind, the pods that name claims, the devices per
+ * resource and the ones allocated claims hold, the nodes counted once for having both. */
+START_TEST(test_metrics_name_the_dra_state)
+{
+    static const char *const want[] = {
+        "accelfit_dra_objects{kind=\"resourceslice\"} 4\n",
+        "accelfit_dra_objects{kind=\"resourceclaim\"} 1\n",
+        "accelfit_dra_objects{kind=\"resourceclaimtemplate\"} 5\n",
+        "accelfit_dra_objects{kind=\"deviceclass\"} 3\n",
+        "accelfit_dra_claim_pods{state=\"pending\"} 0\n",
+        "accelfit_dra_claim_pods{state=\"bound\"} 2\n",
+        "accelfit_dra_devices{resource=\"nvidia.com/gpu\",state=\"total\"} 9\n",
+        "accelfit_dra_devices{resource=\"nvidia.com/gpu\",state=\"allocated\"} 1\n",
+        "accelfit_dra_devices{resource=\"aws.amazon.com/neurondevice\",state=\"total\"} 16\n",
+        "accelfit_dra_devices{resource=\"nvidia.com/mig-*\",state=\"total\"} 6\n",
+        "accelfit_dra_nodes_with_device_plugin_too 1\n",
+        "# TYPE accelfit_dra_index_bytes gauge\naccelfit_dra_index_bytes ",
+    };
+    struct af_buf out = AF_BUF_INIT(4u << 20);
+
+    svc.metrics = af_metrics_new();
+    ck_assert_int_eq(af_service_render_metrics(&svc, &out), 0);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(want); i++)
+        ck_assert_msg(strstr(out.buf, want[i]), "no '%s' in:\n%s", want[i], out.buf);
+    ck_assert_ptr_null(strstr(out.buf, "accelfit_dra_index_bytes 0\n"));
+    af_buf_release(&out);
+    af_metrics_free(svc.metrics);
+    svc.metrics = NULL;
+}
+END_TEST
+
 /* `accelfit simulate --cluster` reads the same objects: the DRA nodes have their devices, a pod
  * the devices its claims hold, and a node with both a device plugin and DRA counts them once. */
 START_TEST(test_simulate_reads_claims_from_a_cluster_file)
@@ -640,6 +793,127 @@ START_TEST(test_pods_name_their_claims_every_way)
 }
 END_TEST
 
+/* ---- the watch on an API server that serves resource.k8s.io/v1 ---------------------------- */
+
+/* A slice of node `node` with `gpus` NVIDIA GPUs (a JSON object text; caller frees). */
+static char *gpu_slice(const char *name, const char *node, int gpus)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    char *s;
+
+    ck_assert_int_eq(af_buf_printf(&b, "{\"object\": {\"kind\": \"ResourceSlice\", \"metadata\": "
+                                       "{\"name\": \"%s\"}, \"spec\": {\"driver\": "
+                                       "\"gpu.nvidia.com\", \"nodeName\": \"%s\", \"pool\": "
+                                       "{\"name\": \"%s\", \"generation\": 1, "
+                                       "\"resourceSliceCount\": 1}, \"devices\": [",
+                                   name, node, node),
+                     0);
+    for (int i = 0; i < gpus; i++)
+        ck_assert_int_eq(af_buf_printf(&b, "%s{\"name\": \"gpu-%d\", \"attributes\": {\"type\": "
+                                           "{\"string\": \"gpu\"}, \"productName\": {\"string\": "
+                                           "\"NVIDIA A10G\"}}}",
+                                       i ? ", " : "", i),
+                         0);
+    ck_assert_int_eq(af_buf_puts(&b, "]}}}"), 0);
+    s = af_xstrdup(b.buf);
+    af_buf_release(&b);
+    return s;
+}
+
+/* accelfit's /metrics holds `line`. */
+static bool metrics_have(CURL *c, const struct af_test_server *srv, const char *line)
+{
+    struct af_test_resp r;
+    char url[256];
+    bool has;
+
+    snprintf(url, sizeof(url), "%s/metrics", srv->base);
+    has = af_test_http(c, NULL, url, NULL, 0, NULL, &r) == CURLE_OK && r.status == 200 &&
+          r.body && strstr(r.body, line);
+    af_test_resp_free(&r);
+    return has;
+}
+
+/* How many LISTs of ResourceSlices the API server has answered. */
+static int slice_lists(const struct af_test_fake_api *api)
+{
+    json_t *reqs = af_test_fake_api_admin(api, "requests", NULL), *r;
+    size_t i;
+    int n = 0;
+
+    json_array_foreach(reqs, i, r) {
+        const char *path = json_string_value(json_object_get(r, "path"));
+        n += path && strstr(path, "/apis/resource.k8s.io/v1/resourceslices?limit=") != NULL;
+    }
+    json_decref(reqs);
+    return n;
+}
+
+/*
+ * accelfit finds resource.k8s.io/v1 by discovery, lists and watches it: a slice that appears
+ * is in /metrics; the API server ends the watch with an in-band ERROR 410 Expired and forgets
+ * its history, and accelfit lists again and keeps up: a slice added after the 410 and one
+ * deleted are seen.
+ */
+START_TEST(test_dra_watch_survives_an_in_band_410)
+{
+    static const char *const extra[] = {"--dra", NULL};
+    struct af_test_fake_api api;
+    struct af_test_server srv;
+    char *a, *b;
+    int lists;
+    CURL *c;
+
+    if (!af_test_fake_api_start_with(&api, extra))
+        return;
+    a = gpu_slice("node-a-gpus", "node-a", 4);
+    b = gpu_slice("node-b-gpus", "node-b", 2);
+    af_test_fake_api_do(&api, "put_dra",
+                        "{\"object\": {\"kind\": \"DeviceClass\", \"metadata\": {\"name\": "
+                        "\"gpu.nvidia.com\"}, \"spec\": {\"selectors\": [{\"cel\": {\"expression\": "
+                        "\"device.driver == 'gpu.nvidia.com'\"}}]}}}");
+    af_test_fake_api_do(&api, "put_dra", a);
+    {
+        const char *const args[] = {"--kubeconfig", api.kubeconfig, NULL};
+        af_test_server_start(&srv, args, false, NULL, NULL);
+    }
+    c = curl_easy_init();
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, metrics_have(c, &srv,
+                                                    "accelfit_dra_devices{resource=\"nvidia.com/gpu\","
+                                                    "state=\"total\"} 4\n")),
+                  "the listed slice never showed (log: %s)", srv.log_path);
+    ck_assert(AF_TEST_WAIT_FOR(60, metrics_have(c, &srv,
+                                                "accelfit_dra_objects{kind=\"deviceclass\"} 1\n")));
+    lists = slice_lists(&api);
+    ck_assert_int_ge(lists, 1);
+
+    /* the watch ends in an ERROR 410 Expired and the history is gone: only a new list
+     * catches up */
+    af_test_fake_api_do(&api, "expire_watches", NULL);
+    af_test_fake_api_do(&api, "compact", NULL);
+    af_test_fake_api_do(&api, "put_dra", b);
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, metrics_have(c, &srv,
+                                                    "accelfit_dra_devices{resource=\"nvidia.com/gpu\","
+                                                    "state=\"total\"} 6\n")),
+                  "the slice added after the 410 never showed (log: %s)", srv.log_path);
+    ck_assert_int_gt(slice_lists(&api), lists);
+    ck_assert(metrics_have(c, &srv, "accelfit_dra_objects{kind=\"resourceslice\"} 2\n"));
+    /* and the watch after the new list goes on */
+    af_test_fake_api_do(&api, "delete_dra", "{\"kind\": \"ResourceSlice\", \"name\": "
+                                            "\"node-a-gpus\"}");
+    ck_assert_msg(AF_TEST_WAIT_FOR(60, metrics_have(c, &srv,
+                                                    "accelfit_dra_devices{resource=\"nvidia.com/gpu\","
+                                                    "state=\"total\"} 2\n")),
+                  "the deleted slice is still counted (log: %s)", srv.log_path);
+
+    curl_easy_cleanup(c);
+    ck_assert_int_eq(af_test_server_stop(&srv), 0);
+    af_test_fake_api_stop(&api);
+    af_free(a);
+    af_free(b);
+}
+END_TEST
+
 Suite *af_dra_suite(void)
 {
     Suite *s = suite_create("dra");
@@ -664,9 +938,15 @@ Suite *af_dra_suite(void)
     tcase_add_test(tc, test_shared_claim_counts_on_its_first_pod);
     tcase_add_test(tc, test_dra_changes_under_cached_pods);
     tcase_add_test(tc, test_simulate_reads_claims_from_a_cluster_file);
+    tcase_add_test(tc, test_extended_resource_is_served_by_its_device_class);
+    tcase_add_test(tc, test_metrics_name_the_dra_state);
     tcase_add_test(tc, test_tiered_fallback_looks_past_nodes_the_claim_excludes);
     tcase_add_loop_test(tc, test_pods_name_their_claims_every_way, 0,
                         (int)AF_ARRAY_SIZE(naming_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("watch");
+    tcase_add_test(tc, test_dra_watch_survives_an_in_band_410);
     suite_add_tcase(s, tc);
     return s;
 }

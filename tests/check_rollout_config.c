@@ -45,8 +45,9 @@ static void assert_sane_rollouts(const struct af_policy *p)
         for (size_t s = 1; s < r->n_stages; s++)
             ck_assert(r->stages[s].share >= r->stages[s - 1].share);
         if (r->variant) {
-            ck_assert_uint_gt(r->variant->n_resources, 0);
-            ck_assert_ptr_nonnull(r->variant->resource_pos);
+            ck_assert_uint_gt(r->variant->n_resources + r->variant->n_claim_templates, 0);
+            if (r->variant->n_resources)
+                ck_assert_ptr_nonnull(r->variant->resource_pos);
         }
     }
 }
@@ -221,7 +222,15 @@ static const struct {
     {HEAD VARIANT_HEAD "      images: {server: x}\n", 14, 7, "the variant of rollout 'v' has no "
                                                              "'resources'"},
     {HEAD VARIANT_HEAD "      image: {server: x}\n", 14, 7,
-     "unknown key 'image' in variant (known: images, resources, env, tolerations, annotations)"},
+     "unknown key 'image' in variant (known: images, resources, env, tolerations, annotations, "
+     "claimTemplates)"},
+    /* DRA claim templates */
+    {HEAD VARIANT_HEAD "      claimTemplates: {one-a100: Four_Neurons}\n", 14, 34,
+     "'Four_Neurons' is not a ResourceClaimTemplate name"},
+    {HEAD VARIANT_HEAD "      claimTemplates: {one-a100: one-a100}\n", 14, 34,
+     "claim template 'one-a100' is swapped for itself"},
+    {HEAD VARIANT_HEAD "      claimTemplates: {}\n", 14, 23,
+     "'variant.claimTemplates' must not be empty"},
     {HEAD VARIANT_HEAD "      resources: {aws.amazon.com/neuron: 1}\n      images: {Server: x}\n",
      15, 16, "'Server' in variant.images is not a container name"},
     {HEAD VARIANT_HEAD "      resources: {aws.amazon.com/neuron: 1}\n      env: {1BAD: x}\n", 15,
@@ -518,6 +527,24 @@ START_TEST(test_full_rollout_loads_every_field_as_written)
     ck_assert_int_eq(q->brake_not_ready_s, 600);
     ck_assert_int_eq(q->brake_restarts, 3);
     ck_assert(q->brake_on_failed);
+    af_policy_free(p);
+}
+END_TEST
+
+/* A variant for DRA pods: claim templates, and no resources (the claims hold the devices). */
+START_TEST(test_claim_template_variant_loads_without_resources)
+{
+    struct af_policy *p = load_ok(HEAD VARIANT_HEAD
+                                  "      claimTemplates: {one-a10g: two-inf2, a10g-pair: inf2-pair}\n"
+                                  "      env: {NEURON_RT_VISIBLE_CORES: \"0-3\"}\n");
+    const struct af_variant *v = p->rollouts[0].variant;
+
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->n_resources, 0);
+    ck_assert_uint_eq(v->n_claim_templates, 2);
+    assert_pair(&v->claim_templates[0], "one-a10g", "two-inf2");
+    assert_pair(&v->claim_templates[1], "a10g-pair", "inf2-pair");
+    ck_assert_uint_eq(v->n_env, 1);
     af_policy_free(p);
 }
 END_TEST
@@ -834,6 +861,7 @@ static Suite *af_rollout_config_suite(void)
 
     tc = tcase_create("fields");
     tcase_add_test(tc, test_full_rollout_loads_every_field_as_written);
+    tcase_add_test(tc, test_claim_template_variant_loads_without_resources);
     tcase_add_test(tc, test_policy_without_rollouts_has_none);
     tcase_add_test(tc, test_brake_keys_left_out_keep_their_defaults);
     tcase_add_loop_test(tc, test_durations_parse, 0, (int)AF_ARRAY_SIZE(durations));

@@ -1320,7 +1320,7 @@ START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
     pod->name = af_xstrdup("");
 
     /* replica 1 decides an anonymous unit under claim "r1-1": the source (0 of 0) */
-    ck_assert(af_rollouts_decide_claim(svc.rollouts, cfg, snap, pod, NULL, 1.9e9, "r1-1", &d,
+    ck_assert(af_rollouts_decide_claim(svc.rollouts, cfg, snap, pod, NULL, 1.9e9, 0, "r1-1", &d,
                                        &c));
     ck_assert_int_eq(d.side, AF_SIDE_SOURCE);
     ck_assert_str_eq(c.id, "r1-1");
@@ -1333,7 +1333,7 @@ START_TEST(test_claims_count_on_every_replica_and_settle_by_their_pod)
     ck_assert(keep[0]);
     af_rollouts_absorb_claims(other, seen, 1, 1.9e9 + 1, keep);
     ck_assert(keep[0]);
-    ck_assert(af_rollouts_decide_claim(other, cfg, snap, pod, NULL, 1.9e9 + 1, "r2-1", &d,
+    ck_assert(af_rollouts_decide_claim(other, cfg, snap, pod, NULL, 1.9e9 + 1, 0, "r2-1", &d,
                                        &seen[1]));
     ck_assert_msg(d.side == AF_SIDE_TARGET, "%s", d.reason);
     ck_assert_int_eq(d.count.source, 1);
@@ -1479,7 +1479,7 @@ START_TEST(test_hostile_claims_are_bounded_and_expire)
     af_free(pod->name);
     pod->name = af_xstrdup("");
     /* the generation of the rollout, as a claim of its own carries it */
-    ck_assert(af_rollouts_decide_claim(svc.rollouts, cfg, snap, pod, NULL, now, "own-1", &d,
+    ck_assert(af_rollouts_decide_claim(svc.rollouts, cfg, snap, pod, NULL, now, 0, "own-1", &d,
                                        &c));
     af_rollouts_unclaim(svc.rollouts, "own-1");
 

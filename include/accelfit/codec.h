@@ -260,7 +260,10 @@ struct af_mutation {
  * variant's resources instead, in requests and limits alike (the source's keys removed), and
  * the variant's env (added, or replacing a variable of the same name); images go by container
  * name, "*" standing for every container and every rewritten init container; tolerations
- * not already there are appended. Annotations (the variant's, then accelfit.io/rollout and
+ * not already there are appended. A DRA claim (spec.resourceClaims) made from a template the
+ * variant's claim_templates name is made from the target template instead, and a container
+ * that names such a claim is rewritten too (image, env; its resources stay: the claim holds
+ * its devices). A variant without resources leaves device-plugin requests as they are. Annotations (the variant's, then accelfit.io/rollout and
  * accelfit.io/rollout-side) are set. Missing parents are created with one `add`, and keys
  * are escaped (~0, ~1).
  *
@@ -271,7 +274,8 @@ struct af_mutation {
  * nothing changes, and `requests` (may be NULL) set to the effective requests of the
  * patched pod (what rollout_state's room check wants for the target side); AF_EINVAL when
  * the pod cannot be changed safely (a variant with a resource accelfit does not know, no
- * container requesting a source accelerator, an image for a container the pod lacks...):
+ * container requesting a source accelerator and no claim template to swap, an image for a
+ * container the pod lacks...):
  * nothing appended and one warning in `w` saying why; AF_ETOOBIG when `patch` is full
  * (nothing appended). Notes on what a rewrite kept (a nodeSelector) go to `w` too.
  */
@@ -365,6 +369,14 @@ struct af_dra_event {
  */
 int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
                                 af_dra_item_cb cb, void *ud, struct af_error *err) AF_MUST_CHECK;
+struct af_dra;
+/*
+ * The DRA objects of a cluster file as one index (af_dra_build), for the commands that read a
+ * file instead of watching (simulate, costs, recommend): *out gets a new index (refcnt 1), or
+ * NULL when the file has none. 0, or the file's error (*out NULL).
+ */
+int af_codec_cluster_dra(const char *name, const char *text, size_t len, struct af_dra **out,
+                         struct af_error *err) AF_MUST_CHECK;
 /* One watch event line of `kind`. 0, or an error naming what is wrong (ev->obj empty). */
 int af_codec_decode_dra_event(enum af_dra_kind kind, const char *json, size_t len,
                               struct af_dra_event *ev, struct af_error *err) AF_MUST_CHECK;

@@ -220,6 +220,16 @@ const struct af_dra_claim *af_dra_find_template(const struct af_dra *d, const ch
                                                 const char *name);
 const struct af_dra_class *af_dra_find_class(const struct af_dra *d, const char *name);
 
+/* The implicit extended resource name of every DeviceClass: this prefix and its name. */
+#define AF_DRA_CLASS_RESOURCE_PREFIX "deviceclass.resource.kubernetes.io/"
+
+/*
+ * The DeviceClass that serves extended resource `name` (Kubernetes 1.34+, DRAExtendedResource):
+ * the class whose spec.extendedResourceName it is, else the class "deviceclass.resource.
+ * kubernetes.io/<class>" names; NULL when none. Borrowed, valid while `d` is held.
+ */
+const struct af_dra_class *af_dra_ext_class(const struct af_dra *d, const char *name);
+
 /*
  * The resource a device class's devices count as (enum af_res), from its selectors (the
  * driver and type it names) or, when it names none, its own name when that is a driver's
@@ -267,11 +277,15 @@ struct af_dra_demand {
     struct af_mig_profile mig;  /* a MIG profile a request's selector names */
     const char *alloc_node;     /* the node an allocated claim of it is on; NULL none */
     bool conflict;              /* its allocated claims are on different nodes */
+    /* extended resources of a pending pod a DeviceClass serves (af_pod_info.ext), in `need` */
+    size_t ext_served;
 };
 
 /*
- * The demand of `pod`'s claims (af_pod_info.claims) in `d` (NULL: no DRA: nothing).
- * Cannot fail: what is missing is said in the claims' `missing`.
+ * The demand of `pod`'s claims (af_pod_info.claims) in `d` (NULL: no DRA: nothing), and of
+ * the extended resources a DeviceClass serves (af_pod_info.ext, a pending pod's until
+ * kube-scheduler has made its claim for them: af_dra_ext_class). Cannot fail: what is missing
+ * is said in the claims' `missing`.
  */
 void af_dra_pod_demand(const struct af_dra *d, const struct af_pod_info *pod,
                        struct af_dra_demand *out);

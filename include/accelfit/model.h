@@ -412,6 +412,17 @@ struct af_pod_claim_ref {
     char *generated;
 };
 
+/* An extended resource a pod's containers request that accelfit does not know by name
+ * (example.com/gpu, deviceclass.resource.kubernetes.io/gpu.nvidia.com): a DeviceClass whose
+ * extendedResourceName it is (or the class it names) serves it with DRA devices, Kubernetes
+ * 1.34+ (accelfit/dra.h). */
+struct af_pod_ext_req {
+    char *name;
+    int64_t count;
+};
+
+#define AF_POD_EXT_MAX 4
+
 struct af_pod_info {
     atomic_int refcnt;
     char *ns;
@@ -459,7 +470,16 @@ struct af_pod_info {
     struct af_pod_claim_ref *claims;
     int n_claims;
     struct af_resources dra;
+    /* DRA extended resources: what the containers request by names accelfit does not track
+     * (at most AF_POD_EXT_MAX; owned), and whether status.extendedResourceClaimStatus names
+     * the claim kube-scheduler made for them (a claim ref then, named AF_POD_EXT_CLAIM_REF;
+     * the requests of the names it maps that accelfit tracks are left to that claim). */
+    struct af_pod_ext_req *ext;
+    int n_ext;
+    bool ext_claim;
 };
+
+#define AF_POD_EXT_CLAIM_REF "(extended resources)"
 
 #define AF_POD_CLAIMS_MAX 8
 

@@ -56,13 +56,22 @@ struct af_src_pos {
  * How a pod is rewritten for the target side of a variant rollout. Resources
  * replace the source's accelerator resources in every container that requests
  * one (requests and limits both, equal, as the API server requires of extended
- * resources); images are by container name ("*" for every container).
+ * resources); claim templates replace the template a DRA claim of the pod is made
+ * from (its containers name the claim, not the template, and stay as they are);
+ * images are by container name ("*" for every container). A variant has resources,
+ * claim templates or both.
  */
 struct af_variant {
     struct af_pair *images;
     size_t n_images;
-    struct af_pair *resources;     /* "aws.amazon.com/neuron" -> "1" */
+    struct af_pair *resources;     /* "aws.amazon.com/neuron" -> "1"; may be empty when
+                                    * claim_templates is not */
     size_t n_resources;
+    /* DRA (accelfit/dra.h): the ResourceClaimTemplate a pod's claim is made from, source
+     * name -> target name ("a10g-one" -> "trn2-device"), swapped in spec.resourceClaims; a
+     * template is looked up in the pod's namespace */
+    struct af_pair *claim_templates;
+    size_t n_claim_templates;
     struct af_pair *env;           /* added (or replaced) in every rewritten container */
     size_t n_env;
     struct af_toleration *tolerations;   /* added to the pod */

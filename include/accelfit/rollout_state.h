@@ -52,6 +52,10 @@ struct af_rollout_decision {
     /* The pod's nodeName, nodeSelector or required node affinity admits no node of the
      * target's classes: the unit stays on the source (counted with the fallbacks). */
     bool pinned;
+    /* The variant cannot make the pod run on the target (AF_ROLLOUTS_NO_TARGET: a DRA claim
+     * template it swaps in that the cluster does not have): the unit stays on the source
+     * (counted with the fallbacks). */
+    bool unfit;
     bool halted;                       /* the brake is on: the target takes no new units */
     double share;                      /* target share in force */
     struct af_rollout_count count;     /* what the decision counted (before this unit) */
@@ -93,6 +97,10 @@ void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,
 
 enum af_rollouts_flags {
     AF_ROLLOUTS_PEEK = 1 << 0,   /* decide without remembering anything (/explain) */
+    /* the pod cannot take the target (the webhook found the variant's rewrite would not run):
+     * a new unit the share sends there stays on the source, counted with the fallbacks, as a
+     * pinned one does; a unit already on a side keeps it */
+    AF_ROLLOUTS_NO_TARGET = 1 << 1,
 };
 
 #define AF_ROLLOUT_PENDING_TTL_S 300.0
@@ -179,7 +187,8 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
 #define AF_ROLLOUT_PENDING_MAX (4 * AF_ROLLOUT_CLAIMS_MAX)
 
 /*
- * af_rollouts_decide_ex (flags 0) for a decision that is about to be claimed in the ledger:
+ * af_rollouts_decide_ex for a decision that is about to be claimed in the ledger (`flags`:
+ * af_rollouts_flags, PEEK ignored; AF_ROLLOUTS_NO_TARGET when the pod cannot take the target):
  * when the unit is new (not recalled: no annotation, no unit-mate in the cache, no
  * decision remembered), the decision is remembered under ledger entry `id` and *claim is
  * filled with it; returns true then. Returns false (claim zeroed) for a recalled side, a pod
@@ -188,7 +197,7 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
 bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cfg,
                               const struct af_snapshot *snap, const struct af_pod_info *pod,
                               const struct af_resources *target_requests, double now,
-                              const char *id, struct af_rollout_decision *out,
+                              unsigned flags, const char *id, struct af_rollout_decision *out,
                               struct af_rollout_claim *claim);
 
 /* Forgets the decision made under ledger entry `id` (its write was refused: it will be

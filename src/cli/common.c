@@ -83,61 +83,23 @@ static void upsert_item(void *ud, struct af_node_info *node, struct af_pod_info 
         af_cache_upsert_pod(cache, pod);
 }
 
-/* The DRA objects of a cluster file, gathered for one index. */
-struct dra_gather {
-    struct af_dra_slice **slices;
-    struct af_dra_claim **claims, **templates;
-    struct af_dra_class **classes;
-    size_t n[AF_DRA_KINDS], cap[AF_DRA_KINDS];
-};
-
-static void gather_dra(void *ud, struct af_dra_obj *o)
-{
-    struct dra_gather *g = ud;
-    void **arr[AF_DRA_KINDS] = {(void **)&g->slices, (void **)&g->claims,
-                                (void **)&g->templates, (void **)&g->classes};
-    void *rec = o->slice ? (void *)o->slice : o->claim ? (void *)o->claim : (void *)o->cls;
-
-    af_grow(arr[o->kind], &g->cap[o->kind], g->n[o->kind] + 1, sizeof(void *));
-    ((void **)*arr[o->kind])[g->n[o->kind]++] = rec;
-    memset(o, 0, sizeof(*o));   /* taken */
-}
-
 /* Reads the cluster's DRA objects (a file's, or none for the demo) into the cache; 0, or the
  * file's error in `err`. */
 static int load_dra(struct af_cache *cache, const char *path, struct af_error *err)
 {
     struct af_buf file = AF_BUF_INIT(AF_CLUSTER_FILE_MAX);
-    struct dra_gather g;
+    struct af_dra *d = NULL;
     int rc;
 
-    memset(&g, 0, sizeof(g));
     if (!path)
         return 0;
     rc = af_buf_read_file(&file, path);
     if (rc)
         af_error_set(err, rc, path, 0, 0, "%s", af_strerror(rc));
     else
-        rc = af_codec_decode_cluster_dra(path, file.buf ? file.buf : "", file.len, gather_dra, &g,
-                                         err);
-    if (!rc && (g.n[AF_DRA_SLICE] || g.n[AF_DRA_CLAIM] || g.n[AF_DRA_TEMPLATE] ||
-                g.n[AF_DRA_CLASS]))
-        (void)af_cache_set_dra(cache, af_dra_build(g.slices, g.n[AF_DRA_SLICE], g.claims,
-                                                   g.n[AF_DRA_CLAIM], g.templates,
-                                                   g.n[AF_DRA_TEMPLATE], g.classes,
-                                                   g.n[AF_DRA_CLASS]));
-    for (size_t i = 0; i < g.n[AF_DRA_SLICE]; i++)
-        af_dra_slice_unref(g.slices[i]);
-    for (size_t i = 0; i < g.n[AF_DRA_CLAIM]; i++)
-        af_dra_claim_unref(g.claims[i]);
-    for (size_t i = 0; i < g.n[AF_DRA_TEMPLATE]; i++)
-        af_dra_claim_unref(g.templates[i]);
-    for (size_t i = 0; i < g.n[AF_DRA_CLASS]; i++)
-        af_dra_class_unref(g.classes[i]);
-    free(g.slices);
-    free(g.claims);
-    free(g.templates);
-    free(g.classes);
+        rc = af_codec_cluster_dra(path, file.buf ? file.buf : "", file.len, &d, err);
+    if (d)
+        (void)af_cache_set_dra(cache, d);
     af_buf_release(&file);
     return rc;
 }

@@ -428,8 +428,17 @@ static void describe_rollout(size_t i, const struct af_rollout *r, struct af_buf
     if (!v) {
         put(b, "        placement the same pod on both sides\n");
     } else {
-        put(b, "        variant   resources ");
-        put_pairs(b, v->resources, v->n_resources);
+        put(b, "        variant   ");
+        if (v->n_resources) {
+            put(b, "resources ");
+            put_pairs(b, v->resources, v->n_resources);
+        }
+        if (v->n_claim_templates) {
+            put(b, v->n_resources ? "\n                  claim templates " : "claim templates ");
+            for (size_t t = 0; t < v->n_claim_templates; t++)
+                outf(b, "%s%s -> %s", t ? ", " : "", v->claim_templates[t].key,
+                     v->claim_templates[t].value);
+        }
         if (v->n_images) {
             put(b, "\n                  images ");
             put_pairs(b, v->images, v->n_images);

@@ -581,12 +581,30 @@ static bool toleration_ok(const struct af_toleration *t)
     return utf8_ok(t->value);
 }
 
+/* The template the variant swaps `tmpl` for, or NULL. */
+static const char *variant_template(const struct af_variant *v, const char *tmpl)
+{
+    for (size_t i = 0; tmpl && i < v->n_claim_templates; i++)
+        if (!strcmp(v->claim_templates[i].key, tmpl))
+            return v->claim_templates[i].value;
+    return NULL;
+}
+
 /* Checks a variant before any of it is used. Returns 0, or AF_EINVAL with `why`. */
 static int check_variant(const struct af_variant *v, char *why, size_t whylen)
 {
-    if (v->n_resources == 0) {
-        snprintf(why, whylen, "the variant names no resources");
+    if (v->n_resources == 0 && v->n_claim_templates == 0) {
+        snprintf(why, whylen, "the variant names no resources and no claim templates");
         return AF_EINVAL;
+    }
+    for (size_t i = 0; i < v->n_claim_templates; i++) {
+        const char *k = v->claim_templates[i].key, *val = v->claim_templates[i].value;
+        if (!k || !val || !af_k8s_dns_subdomain(k, strlen(k)) ||
+            !af_k8s_dns_subdomain(val, strlen(val))) {
+            snprintf(why, whylen, "the variant's claim template '%.80s' is not a template name",
+                     val ? val : "");
+            return AF_EINVAL;
+        }
     }
     for (size_t i = 0; i < v->n_resources; i++) {
         const char *k = v->resources[i].key, *val = v->resources[i].value;
@@ -667,15 +685,22 @@ struct builder {
     const struct af_mutation *m;
     unsigned kinds;                    /* accelerator kinds of the source classes */
     json_t *ops;
-    /* What the check looks for afterwards. Per container list: which were rewritten and
-     * which image each was given. */
-    bool *rewritten[2];
+    /* DRA claims whose template was swapped: the pod's name for the claim -> the target
+     * template (an object used as a set) */
+    json_t *swapped;
+    /* What the check looks for afterwards. Per container list: which were rewritten (RW_*)
+     * and which image each was given. */
+    unsigned char *rewritten[2];
     const char **image[2];
     size_t n[2];
     bool *image_used;                  /* per variant image */
 };
 
 static const char *const lists[2] = {"containers", "initContainers"};
+
+/* Why a container is rewritten: it requests a source accelerator resource (replaced by the
+ * variant's), it names a claim whose template is swapped (its resources stay), or both. */
+enum { RW_RES = 1 << 0, RW_CLAIM = 1 << 1 };
 
 static void op_add(json_t *ops, const char *op, const char *path, json_t *value)
 {
@@ -796,6 +821,60 @@ out:
     af_free(epath);
 }
 
+/*
+ * spec.resourceClaims: a claim made from a template the variant swaps is made from the
+ * variant's template instead (resourceClaimTemplateName, or source.resourceClaimTemplateName
+ * in the v1alpha2 shape of 1.26 and 1.27). The pod's name for the claim stays, so the
+ * containers that name it (resources.claims) are left as they are. Returns 0 or AF_EINVAL.
+ */
+static int patch_claims(struct builder *b, json_t *spec, char *why, size_t whylen)
+{
+    const struct af_variant *v = b->m->variant;
+    json_t *arr = af__codec_get(spec, "resourceClaims"), *x;
+    size_t i;
+
+    if (!v->n_claim_templates || unset(arr))
+        return 0;
+    if (!json_is_array(arr)) {
+        snprintf(why, whylen, "spec.resourceClaims is not an array");
+        return AF_EINVAL;
+    }
+    json_array_foreach(arr, i, x) {
+        json_t *src = af__codec_get(x, "source");
+        json_t *holder = json_is_object(src) ? src : x;
+        const char *name = af__codec_get_str(x, "name");
+        const char *tmpl = af__codec_get_str(holder, "resourceClaimTemplateName"), *to;
+        char *p;
+        if (!json_is_object(x) || !name || !*name) {
+            snprintf(why, whylen, "spec.resourceClaims[%zu] has no name", i);
+            return AF_EINVAL;
+        }
+        to = variant_template(v, tmpl);
+        if (!to)
+            continue;
+        p = af_xasprintf("/spec/resourceClaims/%zu%s/resourceClaimTemplateName", i,
+                         holder == src ? "/source" : "");
+        op_add(b->ops, "replace", p, json_string(to));
+        af_free(p);
+        json_object_set_new(b->swapped, name, json_string(to));
+    }
+    return 0;
+}
+
+/* True when container `c` names (resources.claims) a claim whose template is swapped. */
+static bool names_swapped(struct builder *b, json_t *c)
+{
+    json_t *claims = af__codec_get(af__codec_get(c, "resources"), "claims"), *x;
+    size_t i;
+
+    json_array_foreach(json_is_array(claims) ? claims : NULL, i, x) {
+        const char *name = af__codec_get_str(x, "name");
+        if (name && json_object_get(b->swapped, name))
+            return true;
+    }
+    return false;
+}
+
 /* Containers and init containers: images, resources, env. Returns 0 or AF_EINVAL (`why`). */
 static int patch_containers(struct builder *b, json_t *spec, char *why, size_t whylen)
 {
@@ -816,17 +895,20 @@ static int patch_containers(struct builder *b, json_t *spec, char *why, size_t w
             return AF_EINVAL;
         }
         b->n[l] = json_array_size(arr);
-        b->rewritten[l] = af_xcalloc(b->n[l] + 1, sizeof(bool));
+        b->rewritten[l] = af_xcalloc(b->n[l] + 1, sizeof(**b->rewritten));
         b->image[l] = af_xcalloc(b->n[l] + 1, sizeof(char *));
         json_array_foreach(arr, i, c) {
             const char *name = af__codec_get_str(c, "name"), *img;
             char *base;
-            bool rw;
+            unsigned rw;
             if (!json_is_object(c) || !name || !*name) {
                 snprintf(why, whylen, "spec.%s[%zu] has no name", lists[l], i);
                 return AF_EINVAL;
             }
-            rw = requests_source(c, b->kinds);
+            /* a variant without resources (claim templates only) leaves device-plugin
+             * requests alone: it has nothing to put in their place */
+            rw = (v->n_resources && requests_source(c, b->kinds) ? RW_RES : 0) |
+                 (names_swapped(b, c) ? RW_CLAIM : 0);
             /* "*" means every app container, and the init containers that are rewritten
              * (a model-download init container keeps its image). */
             img = image_for(b, name, l == 0 || rw);
@@ -842,17 +924,26 @@ static int patch_containers(struct builder *b, json_t *spec, char *why, size_t w
                 }
             }
             if (rw) {
-                b->rewritten[l][i] = true;
+                b->rewritten[l][i] = (unsigned char)rw;
                 rewritten++;
-                patch_resources(b, c, base);
+                if (rw & RW_RES)
+                    patch_resources(b, c, base);
                 patch_env(b, c, base);
             }
             af_free(base);
         }
     }
-    if (!rewritten) {
-        snprintf(why, whylen, "no container requests an accelerator of the rollout's source "
-                              "classes, so there is nothing for the variant to replace");
+    if (!rewritten && !json_object_size(b->swapped)) {
+        snprintf(why, whylen, "%s",
+                 !v->n_claim_templates
+                     ? "no container requests an accelerator of the rollout's source classes, "
+                       "so there is nothing for the variant to replace"
+                 : !v->n_resources
+                     ? "no claim of the pod is made from a template the variant swaps, so "
+                       "there is nothing for the variant to replace"
+                     : "no container requests an accelerator of the rollout's source classes "
+                       "and no claim of the pod is made from a template the variant swaps, so "
+                       "there is nothing for the variant to replace");
         return AF_EINVAL;
     }
     for (size_t i = 0; i < v->n_images; i++)
@@ -987,7 +1078,7 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
     }
     if (!b->rewritten[l] || !b->rewritten[l][i])
         return 0;
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; (b->rewritten[l][i] & RW_RES) && mi < 2; mi++) {
         json_t *map = mi ? lim : req;
         json_object_foreach(json_is_object(map) ? map : NULL, key, val) {
             if (is_source_key(key, b->kinds) && !variant_res(v, key)) {
@@ -996,7 +1087,7 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
             }
         }
     }
-    for (size_t k = 0; k < v->n_resources; k++) {
+    for (size_t k = 0; (b->rewritten[l][i] & RW_RES) && k < v->n_resources; k++) {
         const char *want = v->resources[k].value;
         const char *r = af__codec_get_str(req, v->resources[k].key), *li = af__codec_get_str(lim, v->resources[k].key);
         if (!r || !li || strcmp(r, want) || strcmp(li, want)) {
@@ -1023,6 +1114,39 @@ static int check_container(struct builder *b, json_t *c, int l, size_t i, char *
     return 0;
 }
 
+/* Every swapped claim is made from its target template, and no claim came or went. */
+static int check_claims(struct builder *b, json_t *before, json_t *after, char *why,
+                        size_t whylen)
+{
+    json_t *arr = af__codec_get(after, "resourceClaims"), *x;
+    size_t i, swapped = 0;
+
+    if (json_array_size(arr) != json_array_size(af__codec_get(before, "resourceClaims"))) {
+        snprintf(why, whylen, "spec.resourceClaims would change length");
+        return AF_EINVAL;
+    }
+    json_array_foreach(json_is_array(arr) ? arr : NULL, i, x) {
+        json_t *src = af__codec_get(x, "source");
+        const char *name = af__codec_get_str(x, "name");
+        const char *want = name ? af__codec_str(json_object_get(b->swapped, name)) : NULL;
+        const char *have = af__codec_get_str(json_is_object(src) ? src : x,
+                                             "resourceClaimTemplateName");
+        if (!want)
+            continue;
+        if (!have || strcmp(have, want)) {
+            snprintf(why, whylen, "claim '%.60s' would not be made from template '%.100s'",
+                     name, want);
+            return AF_EINVAL;
+        }
+        swapped++;
+    }
+    if (swapped != json_object_size(b->swapped)) {
+        snprintf(why, whylen, "a swapped claim would be missing");
+        return AF_EINVAL;
+    }
+    return 0;
+}
+
 static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen)
 {
     const struct af_variant *v = b->m->variant;
@@ -1034,6 +1158,11 @@ static int check_result(struct builder *b, json_t *doc, char *why, size_t whylen
     if (!r || strcmp(r, b->m->rollout) || !s || strcmp(s, side_name(b->m->side))) {
         snprintf(why, whylen, "the rollout annotations would be missing");
         return AF_EINVAL;
+    }
+    if (v) {
+        rc = check_claims(b, af__codec_get(b->obj, "spec"), spec, why, whylen);
+        if (rc)
+            return rc;
     }
     for (int l = 0; l < 2; l++) {
         json_t *arr = af__codec_get(spec, lists[l]), *c;
@@ -1111,6 +1240,7 @@ static void builder_release(struct builder *b)
         af_free((void *)b->image[l]);
     }
     af_free(b->image_used);
+    json_decref(b->swapped);
     json_decref(b->ops);
 }
 
@@ -1160,7 +1290,10 @@ int af_codec_admission_patch(const struct af_admission *a, const struct af_mutat
             goto refuse;
         }
         b.image_used = af_xcalloc(m->variant->n_images + 1, sizeof(bool));
-        rc = patch_containers(&b, spec, why, sizeof(why));
+        b.swapped = json_object();
+        rc = patch_claims(&b, spec, why, sizeof(why));
+        if (!rc)
+            rc = patch_containers(&b, spec, why, sizeof(why));
         if (rc)
             goto refuse;
         patch_tolerations(&b, spec);

@@ -514,6 +514,94 @@ void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p)
     }
 }
 
+/* An extended resource name accelfit does not track (docs/decisions.md §8): a name with a
+ * domain, not kubernetes.io's own (but deviceclass.resource.kubernetes.io/<class>). */
+static bool ext_name(const char *key)
+{
+    return strchr(key, '/') && af_res_parse(key) < 0 &&
+           (!strstr(key, "kubernetes.io/") ||
+            !strncmp(key, AF_DRA_CLASS_RESOURCE_PREFIX, strlen(AF_DRA_CLASS_RESOURCE_PREFIX)));
+}
+
+/* A whole count of at least 1, or 0. */
+static int64_t ext_count(json_t *v)
+{
+    int64_t q = 0;
+
+    if (json_is_integer(v))
+        return json_integer_value(v) > 0 && json_integer_value(v) < 1000000
+                   ? (int64_t)json_integer_value(v)
+                   : 0;
+    if (!af__codec_str(v) || af_parse_quantity(af__codec_str(v), 1, &q) || q < 0 || q > 1000000)
+        return 0;
+    return q;
+}
+
+/* The pod's entry for extended resource `name` (added when there is room), or NULL. */
+static struct af_pod_ext_req *ext_slot(struct af_pod_info *p, const char *name)
+{
+    for (int i = 0; i < p->n_ext; i++)
+        if (!strcmp(p->ext[i].name, name))
+            return &p->ext[i];
+    if (p->n_ext == AF_POD_EXT_MAX)
+        return NULL;
+    if (!p->ext)
+        p->ext = af_xcalloc(AF_POD_EXT_MAX, sizeof(*p->ext));
+    p->ext[p->n_ext].name = af_xstrdup(name);
+    return &p->ext[p->n_ext++];
+}
+
+void af__codec_pod_ext(json_t *spec, json_t *status, struct af_pod_info *p)
+{
+    static const char *const lists[] = {"containers", "initContainers"};
+    json_t *st = af__codec_get(status, "extendedResourceClaimStatus"), *x;
+    const char *claim = af__codec_get_str(st, "resourceClaimName");
+    size_t i;
+
+    /* app containers add up; an init container runs alone (the larger counts) */
+    for (size_t l = 0; l < AF_ARRAY_SIZE(lists); l++) {
+        json_array_foreach(json_is_array(af__codec_get(spec, lists[l]))
+                               ? af__codec_get(spec, lists[l])
+                               : NULL,
+                           i, x) {
+            json_t *res = af__codec_get(x, "resources"), *map = af__codec_get(res, "requests");
+            const char *key;
+            json_t *v;
+            if (!json_is_object(map))
+                map = af__codec_get(res, "limits");   /* requests default to limits */
+            json_object_foreach(json_is_object(map) ? map : NULL, key, v) {
+                int64_t n = ext_name(key) ? ext_count(v) : 0;
+                struct af_pod_ext_req *e = n ? ext_slot(p, key) : NULL;
+                if (e && l == 0)
+                    e->count += n;
+                else if (e && n > e->count)
+                    e->count = n;
+            }
+        }
+    }
+    if (!claim || !*claim)
+        return;
+    /* kube-scheduler made a claim for them and allocated it: its devices are what the pod
+     * holds, so the names it maps that accelfit tracks leave the requests (counted once) */
+    if (!p->claims)
+        p->claims = af_xcalloc(AF_POD_CLAIMS_MAX, sizeof(*p->claims));
+    if (p->n_claims < AF_POD_CLAIMS_MAX) {
+        struct af_pod_claim_ref *r = &p->claims[p->n_claims++];
+        r->name = af_xstrdup(AF_POD_EXT_CLAIM_REF);
+        r->claim = af_xstrdup(claim);
+        p->ext_claim = true;
+    }
+    json_array_foreach(json_is_array(af__codec_get(st, "requestMappings"))
+                           ? af__codec_get(st, "requestMappings")
+                           : NULL,
+                       i, x) {
+        const char *rn = af__codec_get_str(x, "resourceName");
+        int r = rn ? af_res_parse(rn) : -1;
+        if (r >= 0 && r != AF_RES_CPU && r != AF_RES_MEMORY && r != AF_RES_PODS)
+            p->requests.v[r] = 0;
+    }
+}
+
 int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
                                 af_dra_item_cb cb, void *ud, struct af_error *err)
 {
@@ -544,5 +632,53 @@ int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
         af_dra_obj_clear(&o);
     }
     json_decref(root);
+    return rc;
+}
+
+/* The records of a cluster file, by kind, for one index. */
+struct gather {
+    struct af_dra_slice **slices;
+    struct af_dra_claim **claims, **templates;
+    struct af_dra_class **classes;
+    size_t n[AF_DRA_KINDS], cap[AF_DRA_KINDS];
+};
+
+static void gather(void *ud, struct af_dra_obj *o)
+{
+    struct gather *g = ud;
+    void **arr[AF_DRA_KINDS] = {(void **)&g->slices, (void **)&g->claims,
+                                (void **)&g->templates, (void **)&g->classes};
+    void *rec = o->slice ? (void *)o->slice : o->claim ? (void *)o->claim : (void *)o->cls;
+
+    af_grow(arr[o->kind], &g->cap[o->kind], g->n[o->kind] + 1, sizeof(void *));
+    ((void **)*arr[o->kind])[g->n[o->kind]++] = rec;
+    memset(o, 0, sizeof(*o));   /* taken */
+}
+
+int af_codec_cluster_dra(const char *name, const char *text, size_t len, struct af_dra **out,
+                         struct af_error *err)
+{
+    struct gather g;
+    int rc;
+
+    memset(&g, 0, sizeof(g));
+    *out = NULL;
+    rc = af_codec_decode_cluster_dra(name, text, len, gather, &g, err);
+    if (!rc && (g.n[AF_DRA_SLICE] || g.n[AF_DRA_CLAIM] || g.n[AF_DRA_TEMPLATE] ||
+                g.n[AF_DRA_CLASS]))
+        *out = af_dra_build(g.slices, g.n[AF_DRA_SLICE], g.claims, g.n[AF_DRA_CLAIM],
+                            g.templates, g.n[AF_DRA_TEMPLATE], g.classes, g.n[AF_DRA_CLASS]);
+    for (size_t i = 0; i < g.n[AF_DRA_SLICE]; i++)
+        af_dra_slice_unref(g.slices[i]);
+    for (size_t i = 0; i < g.n[AF_DRA_CLAIM]; i++)
+        af_dra_claim_unref(g.claims[i]);
+    for (size_t i = 0; i < g.n[AF_DRA_TEMPLATE]; i++)
+        af_dra_claim_unref(g.templates[i]);
+    for (size_t i = 0; i < g.n[AF_DRA_CLASS]; i++)
+        af_dra_class_unref(g.classes[i]);
+    af_free(g.slices);
+    af_free(g.claims);
+    af_free(g.templates);
+    af_free(g.classes);
     return rc;
 }

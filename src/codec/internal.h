@@ -36,6 +36,9 @@ struct af_dra_obj;
 int af__codec_dra_from_json(enum af_dra_kind kind, json_t *obj, const char *where,
                             struct af_dra_obj *out, struct af_error *err);
 void af__codec_pod_claims(json_t *spec, json_t *status, struct af_pod_info *p);
+/* The pod's DRA extended resources (af_pod_info.ext) and the claim kube-scheduler made for
+ * them (status.extendedResourceClaimStatus); after af__codec_pod_claims and the requests. */
+void af__codec_pod_ext(json_t *spec, json_t *status, struct af_pod_info *p);
 /* objects.c: a cluster file's text to its tree (JSON or YAML, the top's shape checked). */
 int af__codec_cluster_root(const char *name, const char *text, size_t len, json_t **out,
                            struct af_error *err);

@@ -706,6 +706,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     pod_rollout_fields(meta, af__codec_get(obj, "status"), p);   /* reads p->terminal */
     pod_expected_duration(meta, spec, p);
     af__codec_pod_claims(spec, af__codec_get(obj, "status"), p);   /* DRA (dra.c) */
+    af__codec_pod_ext(spec, af__codec_get(obj, "status"), p);
     if (p->managed)
         p->placement = pod_placement(spec);
     *out = p;

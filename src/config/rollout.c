@@ -34,8 +34,9 @@ static const char *const rollout_keys[] = {"name",   "selector", "source",  "tar
 static const char *const selector_keys[] = {"namespace", "matchLabels", "owner", NULL};
 static const char *const owner_keys[] = {"kind", "name", NULL};
 static const char *const stage_keys[] = {"share", "after", "start", NULL};
-static const char *const variant_keys[] = {"images", "resources", "env", "tolerations",
-                                           "annotations", NULL};
+static const char *const variant_keys[] = {"images",      "resources",      "env",
+                                           "tolerations", "annotations",    "claimTemplates",
+                                           NULL};
 static const char *const toleration_keys[] = {"key", "operator", "value", "effect", NULL};
 static const char *const brake_keys[] = {"not_ready_for", "restarts", "failed", NULL};
 static const char *const owner_kinds[] = {"Deployment", "StatefulSet", "ReplicaSet", "Job", NULL};
@@ -57,6 +58,7 @@ static void variant_free(struct af_variant *v)
         return;
     pairs_free(v->images, v->n_images);
     pairs_free(v->resources, v->n_resources);
+    pairs_free(v->claim_templates, v->n_claim_templates);
     pairs_free(v->env, v->n_env);
     for (size_t i = 0; i < v->n_tolerations; i++) {
         af_free(v->tolerations[i].key);
@@ -563,6 +565,12 @@ static bool annotation_key_ok(const char *s)
            strcmp(s, AF_ROLLOUT_SIDE_ANNOTATION);
 }
 
+/* A ResourceClaimTemplate's name, as the API server accepts it (metadata.name). */
+static bool template_ok(const char *s)
+{
+    return s && af_k8s_dns_subdomain(s, strlen(s));
+}
+
 static int load_variant(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r)
 {
     struct af_variant *vt;
@@ -586,16 +594,40 @@ static int load_variant(struct af__ydoc *d, yaml_node_t *m, struct af_rollout *r
                                     AF_EINVAL, "'%s' is not a container image reference",
                                     vt->images[i].value);
     }
+    v = af__ymap_get(d, m, "claimTemplates");
+    if (v) {
+        rc = load_pairs(d, v, "variant.claimTemplates", template_ok,
+                        "a ResourceClaimTemplate name (a DNS subdomain: lower-case letters, "
+                        "digits, '-' and '.')",
+                        &vt->claim_templates, &vt->n_claim_templates, NULL);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < vt->n_claim_templates; i++) {
+            yaml_node_t *val = af__ydoc_node(d, v->data.mapping.pairs.start[i].value);
+            if (!template_ok(vt->claim_templates[i].value))
+                return af__ydoc_err(d, val, AF_EINVAL,
+                                    "'%s' is not a ResourceClaimTemplate name (a DNS subdomain: "
+                                    "lower-case letters, digits, '-' and '.')",
+                                    vt->claim_templates[i].value);
+            if (!strcmp(vt->claim_templates[i].key, vt->claim_templates[i].value))
+                return af__ydoc_err(d, val, AF_EINVAL,
+                                    "claim template '%s' is swapped for itself",
+                                    vt->claim_templates[i].value);
+        }
+    }
     v = af__ymap_get(d, m, "resources");
-    if (!v)
+    if (!v && !vt->n_claim_templates)
         return af__ydoc_err(d, m, AF_EINVAL,
                             "the variant of rollout '%s' has no 'resources' (the accelerator "
                             "requests that replace the source's, such as "
-                            "{aws.amazon.com/neuron: 1})",
+                            "{aws.amazon.com/neuron: 1}) and no 'claimTemplates' (the DRA "
+                            "claim templates that replace the source's)",
                             r->name);
-    rc = load_resources(d, v, r, vt);
-    if (rc)
-        return rc;
+    if (v) {
+        rc = load_resources(d, v, r, vt);
+        if (rc)
+            return rc;
+    }
     v = af__ymap_get(d, m, "env");
     if (v) {
         rc = load_pairs(d, v, "variant.env", af_k8s_env_name,

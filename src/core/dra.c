@@ -914,6 +914,30 @@ void af_dra_pod_demand(const struct af_dra *d, const struct af_pod_info *pod,
                 (void)af_mig_profile_parse(profile, &out->mig);
         }
     }
+    /* Extended resources a DeviceClass serves: counted as its devices until kube-scheduler
+     * has made the pod's claim for them (then the claim above says what it holds). */
+    for (int i = 0; !pod->ext_claim && !pod->node_name && i < pod->n_ext; i++) {
+        const struct af_dra_class *cls = af_dra_ext_class(d, pod->ext[i].name);
+        int res = cls ? af_dra_class_res(cls, cls->name) : -1;
+        if (res < 0)
+            continue;
+        out->need.v[res] += pod->ext[i].count;
+        out->ext_served++;
+    }
+}
+
+const struct af_dra_class *af_dra_ext_class(const struct af_dra *d, const char *name)
+{
+    size_t plen = strlen(AF_DRA_CLASS_RESOURCE_PREFIX);
+
+    if (!d || !name)
+        return NULL;
+    for (size_t i = 0; i < d->n_classes; i++)
+        if (d->classes[i]->extended_resource && !strcmp(d->classes[i]->extended_resource, name))
+            return d->classes[i];
+    if (!strncmp(name, AF_DRA_CLASS_RESOURCE_PREFIX, plen))
+        return af_dra_find_class(d, name + plen);
+    return NULL;
 }
 
 /* Takes up to `want` free matching devices of node `n` for `ch` (all of them for All);

@@ -633,6 +633,11 @@ struct af_pod_info *af_pod_info_copy(const struct af_pod_info *p)
         c->claims[i].tmpl = af_xstrdup(p->claims[i].tmpl);
         c->claims[i].generated = af_xstrdup(p->claims[i].generated);
     }
+    c->ext = p->n_ext ? af_xcalloc((size_t)p->n_ext, sizeof(*c->ext)) : NULL;
+    for (int i = 0; i < p->n_ext; i++) {
+        c->ext[i].name = af_xstrdup(p->ext[i].name);
+        c->ext[i].count = p->ext[i].count;
+    }
     return c;
 }
 
@@ -676,6 +681,9 @@ void af_pod_info_unref(struct af_pod_info *p)
         free(p->claims[i].generated);
     }
     free(p->claims);
+    for (int i = 0; i < p->n_ext; i++)
+        free(p->ext[i].name);
+    free(p->ext);
     free(p);
 }
 
@@ -706,7 +714,7 @@ static char **ann_at(struct af_pod_annotations *a, size_t i)
 
 /* A field added to af_pod_info is either kept by a brief or makes a pod not plain: say
  * which here (and in af_pod_brief_info), then the size below. */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct af_pod_info) == 432,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct af_pod_info) == 448,
                "af_pod_info changed: af_pod_info_plain and af_pod_brief_info must know the field");
 
 bool af_pod_info_plain(const struct af_pod_info *p)
@@ -716,7 +724,8 @@ bool af_pod_info_plain(const struct af_pod_info *p)
     return !p->managed && !p->labels && !p->job_name && !p->rollout_side && !p->rollout_claim &&
            !p->ready && !p->failed && !p->restarts && !p->started_unix && !p->placement &&
            !p->n_claims && !p->claims && !p->mig.g && !p->mig.gb && !p->expected_s &&
-           !p->expected_source && !p->expected_bad && !memcmp(&p->dra, &zero, sizeof(zero));
+           !p->expected_source && !p->expected_bad && !memcmp(&p->dra, &zero, sizeof(zero)) &&
+           !p->ext && !p->n_ext && !p->ext_claim;
 }
 
 /* The brief's `ann` blob of `a`: NULL when none is set. */

@@ -100,6 +100,8 @@ static uint64_t rollout_hash(const struct af_rollout *r)
         h = mix_pairs(h, v->resources, v->n_resources);
         h = mix_pairs(h, v->env, v->n_env);
         h = mix_pairs(h, v->annotations, v->n_annotations);
+        if (v->n_claim_templates)   /* only then: the hash of a rollout without them stays */
+            h = mix_pairs(h, v->claim_templates, v->n_claim_templates);
         h = af_fnv64(h, &v->n_tolerations, sizeof(v->n_tolerations));
         for (size_t i = 0; i < v->n_tolerations; i++) {
             const struct af_toleration *t = &v->tolerations[i];
@@ -1026,6 +1028,14 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         af_reasonf(out->reason,
                 "rollout %.63s is halted (%.120s): unit %.60s goes to the source", r->name,
                 t->halt_reason, out->unit);
+    } else if (side == AF_SIDE_TARGET && (flags & AF_ROLLOUTS_NO_TARGET)) {
+        side = AF_SIDE_SOURCE;
+        out->fallback = true;
+        out->unfit = true;
+        af_reasonf(out->reason,
+                "rollout %.63s: the share sends unit %.80s to the target, but its variant "
+                "cannot make the pod run there: it stays on the source",
+                r->name, out->unit);
     } else if (side == AF_SIDE_TARGET && target_pinned_away(cr, pod)) {
         char what[160];
         side = AF_SIDE_SOURCE;
@@ -1118,7 +1128,7 @@ void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
 bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cfg,
                               const struct af_snapshot *snap, const struct af_pod_info *pod,
                               const struct af_resources *target_requests, double now,
-                              const char *id, struct af_rollout_decision *out,
+                              unsigned flags, const char *id, struct af_rollout_decision *out,
                               struct af_rollout_claim *claim)
 {
     struct census old;
@@ -1132,7 +1142,8 @@ bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cf
     if (!rs || !cfg || !cfg->policy || !cfg->policy->n_rollouts || !pod || !pod->managed)
         return false;
     pthread_mutex_lock(&rs->lock);
-    decide_locked(rs, cfg, snap, pod, target_requests, now, 0, id, out, &old);
+    decide_locked(rs, cfg, snap, pod, target_requests, now, flags & ~AF_ROLLOUTS_PEEK, id, out,
+                  &old);
     if (out->rollout >= 0 && !out->recalled &&
         (out->side == AF_SIDE_SOURCE || out->side == AF_SIDE_TARGET)) {
         const struct track *t = rs->census.r[out->rollout].track;

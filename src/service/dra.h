@@ -44,4 +44,12 @@ void af__service_dra_check(struct af_arena *ar, const struct af_snapshot *snap,
 void af__service_dra_reasons(const struct af__dra_check *chk, struct af_node_decision *dec,
                              struct af_filter_summary *sum);
 
+/*
+ * The DRA gauges of /metrics, from `snap` (may be NULL: zeros): objects cached per kind, the
+ * pods that name claims (pending, bound), the devices DRA nodes have and allocated claims
+ * hold per resource, the nodes that have devices of one kind from a device plugin and DRA
+ * both, and the index's bytes. Returns 0, or AF_ETOOBIG when `o` is full.
+ */
+int af__service_render_dra(const struct af_snapshot *snap, struct af_buf *o);
+
 #endif

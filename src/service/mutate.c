@@ -23,6 +23,12 @@
  * decisions and writes its claim before the answer goes out, with the ledger entry's id in
  * annotation accelfit.io/rollout-claim. Everything else is answered at once, as above.
  *
+ * A variant that swaps DRA claim templates is applied only when every template the pod would
+ * be given is in the cluster (the snapshot's DRA objects, in the pod's namespace): otherwise a
+ * new unit stays on the source, counted with the fallbacks, and the warning names the
+ * template (AF_ROLLOUTS_NO_TARGET). The devices the target templates ask for are the target
+ * requests the room check counts.
+ *
  * A pod in no rollout that the policy's preferences select (accelfit/prefer.h) gets
  * node affinity from its plan, planned as filter plans it (af_plan_pod, then its
  * tenant's restrictions), so the node an autoscaler launches for the preference is
@@ -37,6 +43,7 @@
 
 #include "accelfit/budget.h"
 #include "accelfit/codec.h"
+#include "accelfit/dra.h"
 #include "accelfit/prefer.h"
 #include "accelfit/rollout.h"
 #include "accelfit/rollout_state.h"
@@ -91,6 +98,69 @@ static void add_all(struct af_warnings *w, const struct af_warnings *from)
 static const char *pod_label(const struct af_admission *a, const struct af_pod_info *pod)
 {
     return pod->name && *pod->name ? pod->name : af_admission_generate_name(a);
+}
+
+/* "gpu: one-a100 -> four-neurons, ...": the claims of `pod` the variant makes from another
+ * template, for the log; "" when none. */
+static void swaps_text(const struct af_pod_info *pod, const struct af_variant *v, char *out,
+                       size_t n)
+{
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (int i = 0; i < pod->n_claims && at < n; i++)
+        for (size_t k = 0; pod->claims[i].tmpl && k < v->n_claim_templates && at < n; k++)
+            if (!strcmp(v->claim_templates[k].key, pod->claims[i].tmpl))
+                at += (size_t)snprintf(out + at, n - at, "%s%s: %s -> %s", at ? ", " : "",
+                                       pod->claims[i].name, pod->claims[i].tmpl,
+                                       v->claim_templates[k].value);
+}
+
+/*
+ * DRA: the pod on the target side of a variant that swaps claim templates. `req` (the
+ * rewritten pod's requests) gets the devices the target templates ask for, so that the room
+ * check counts them. Returns false with `why` when a template the pod would be given is not in
+ * the cluster (in the pod's namespace, as the API server looks it up): its claim could never
+ * be made and the pod would never start, so the unit stays on the source.
+ */
+static bool variant_claims(const struct af_snapshot *snap, const struct af_pod_info *pod,
+                           const struct af_variant *v, struct af_resources *req, char *why,
+                           size_t n)
+{
+    const struct af_dra *d = snap ? snap->dra : NULL;
+    struct af_pod_claim_ref refs[AF_POD_CLAIMS_MAX];
+    struct af_pod_info p;
+    struct af_dra_demand dm;
+    bool swapped = false;
+
+    if (!v->n_claim_templates || !pod->n_claims)
+        return true;
+    for (int i = 0; i < pod->n_claims && i < AF_POD_CLAIMS_MAX; i++) {
+        const char *to = NULL;
+        refs[i] = pod->claims[i];
+        for (size_t k = 0; pod->claims[i].tmpl && k < v->n_claim_templates; k++)
+            if (!strcmp(v->claim_templates[k].key, pod->claims[i].tmpl))
+                to = v->claim_templates[k].value;
+        if (!to)
+            continue;
+        if (!af_dra_find_template(d, pod->ns, to)) {
+            snprintf(why, n, "its claim %.40s would be made from template %.40s/%.60s, which "
+                     "the cluster does not have%s",
+                     pod->claims[i].name, pod->ns, to, d ? "" : " (no resource.k8s.io/v1)");
+            return false;
+        }
+        refs[i].tmpl = (char *)to;
+        refs[i].generated = NULL;
+        swapped = true;
+    }
+    if (!swapped)
+        return true;
+    memcpy(&p, pod, sizeof(p));   /* a view with the target's claims; never referenced */
+    p.claims = refs;
+    af_dra_pod_demand(d, &p, &dm);
+    for (int r = 0; r < AF_RES__COUNT; r++)
+        req->v[r] += dm.need.v[r];
+    return true;
 }
 
 /*
@@ -177,6 +247,8 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
     const struct af_rollout *r;
     struct af_mutation m;
     const char *why = NULL;
+    char unfit[2 * AF_REASON_MAX] = "";
+    unsigned flags = 0;
     int k, other;
 
     memset(&tw, 0, sizeof(tw));
@@ -227,20 +299,24 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                    "pod", pod_label(a, pod), "why", tw.n ? tw.text[tw.n - 1] : "", NULL);
             goto out;
         }
+        if (!variant_claims(snap, pod, r->variant, &target_req, unfit, sizeof(unfit)))
+            flags |= AF_ROLLOUTS_NO_TARGET;
     }
     if (job && job->phase == AF__CLAIM_PROBE) {
         uint64_t gen = 0;
 
         /* Only a new unit waits for the ledger; a recalled side is answered now. */
         af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
-                              af_wall_time(), AF_ROLLOUTS_PEEK, &d);
+                              af_wall_time(), flags | AF_ROLLOUTS_PEEK, &d);
         job->wants = !af_admission_dry_run(a) && d.rollout == k && !d.recalled &&
                      (d.side == AF_SIDE_SOURCE || d.side == AF_SIDE_TARGET);
         /* A new anonymous unit (a ReplicaSet's replica) takes this replica's reserve, a
          * side claimed in the ledger ahead of it, and needs no write of its own. A named
          * unit waits for its claim: the ledger names it, so that no replica decides it
-         * twice. */
-        if (!job->wants || (pod->job_name && *pod->job_name) || (pod->name && *pod->name) ||
+         * twice; so does one that cannot take the target (its variant's claim template is
+         * not in the cluster), whose claim is decided knowing it. */
+        if (!job->wants || (flags & AF_ROLLOUTS_NO_TARGET) || (pod->job_name && *pod->job_name) ||
+            (pod->name && *pod->name) ||
             !af__claims_take(svc->claims, r->name, job->id, sizeof(job->id), &gen))
             goto out;   /* the probe decides nothing: the answer is decided after it */
         if (!af_rollouts_take_reserve(svc->rollouts, cfg, snap, pod,
@@ -265,12 +341,12 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
     } else if (job && job->phase == AF__CLAIM_DECIDE) {
         job->claimed = af_rollouts_decide_claim(svc->rollouts, cfg, snap, pod,
                                                 r->variant ? &target_req : NULL, af_wall_time(),
-                                                job->id, &d, &job->claim);
+                                                flags, job->id, &d, &job->claim);
     } else {
         /* A dry run is decided as a create would be, and nothing is remembered. */
         af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
-                              af_wall_time(), af_admission_dry_run(a) ? AF_ROLLOUTS_PEEK : 0,
-                              &d);
+                              af_wall_time(),
+                              flags | (af_admission_dry_run(a) ? AF_ROLLOUTS_PEEK : 0), &d);
     }
     if (d.rollout < 0)
         goto out;
@@ -288,7 +364,22 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                         r->name, d.reason);
         goto out;
     }
-    if (d.pinned && d.side == AF_SIDE_SOURCE) {
+    if (d.side == AF_SIDE_TARGET && (flags & AF_ROLLOUTS_NO_TARGET)) {
+        /* a unit already on the target: its pods take the variant or nothing */
+        af_warnings_add(w, "accelfit: rollout %.63s: the unit is on the target, but %.150s; "
+                        "pod created as written",
+                        r->name, unfit);
+        AF_LOG(AF_LOG_WARN, "pod not mutated", "rollout", r->name, "namespace", pod->ns, "pod",
+               pod_label(a, pod), "why", unfit, NULL);
+        goto out;
+    }
+    if (d.unfit && d.side == AF_SIDE_SOURCE) {
+        af_warnings_add(w, "accelfit: rollout %.63s keeps the pod on the source: %.170s",
+                        r->name, unfit);
+        AF_LOG(AF_LOG_INFO, "pod kept on the source: the variant cannot make it run on the "
+               "target", "rollout", r->name, "namespace", pod->ns, "pod", pod_label(a, pod),
+               "why", unfit, NULL);
+    } else if (d.pinned && d.side == AF_SIDE_SOURCE) {
         af_warnings_add(w, "accelfit: %.250s", d.reason);
         AF_LOG(AF_LOG_INFO, "pod kept on the source: its node constraints admit no target node",
                "rollout", r->name, "namespace", pod->ns, "pod", pod_label(a, pod), "why",
@@ -325,6 +416,14 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                    "pod", pod_label(a, pod), "why", w->n ? w->text[w->n - 1] : "", NULL);
             goto out;
         }
+    }
+    if (d.side == AF_SIDE_TARGET && r->variant && r->variant->n_claim_templates) {
+        char swaps[512];
+        swaps_text(pod, r->variant, swaps, sizeof(swaps));
+        if (swaps[0])
+            AF_LOG(AF_LOG_INFO, "pod's claims made from the target's templates", "rollout",
+                   r->name, "namespace", pod->ns, "pod", pod_label(a, pod), "claims", swaps,
+                   NULL);
     }
     AF_LOG(AF_LOG_INFO, "pod mutated", "rollout", r->name, "side", af_rollout_side_name(d.side),
            "variant", d.side == AF_SIDE_TARGET && r->variant ? "true" : "false", "namespace",

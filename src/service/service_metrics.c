@@ -20,6 +20,8 @@
 #include "accelfit/budget.h"
 #include "accelfit/rollout_state.h"
 
+#include "service/dra.h"
+
 static const char *class_label(int c)
 {
     return c == AF_CLASS__COUNT ? "unknown" : af_class_name((enum af_class)c);
@@ -233,6 +235,11 @@ int af_service_render_metrics(struct af_service *svc, struct af_buf *out)
         rc = render_rollouts(svc, cfg, out);
     if (!rc)
         rc = render_claims(svc, out);
+    if (!rc) {
+        struct af_snapshot *snap = af_publisher_acquire(svc->pub);
+        rc = af__service_render_dra(snap, out);   /* service/dra.c */
+        af_snapshot_unref(snap);
+    }
     if (!rc)
         rc = af_reload_render_metrics(svc->reload, cfg, out);
     if (!rc)

@@ -15,31 +15,12 @@
 #include "accelfit/simulate.h"
 #include "accelfit/util.h"
 
-struct gather {
-    struct af_dra_slice **slices;
-    struct af_dra_claim **claims, **templates;
-    struct af_dra_class **classes;
-    size_t n[AF_DRA_KINDS], cap[AF_DRA_KINDS];
-};
-
-static void gather(void *ud, struct af_dra_obj *o)
-{
-    struct gather *g = ud;
-    void **arr[AF_DRA_KINDS] = {(void **)&g->slices, (void **)&g->claims,
-                                (void **)&g->templates, (void **)&g->classes};
-    void *rec = o->slice ? (void *)o->slice : o->claim ? (void *)o->claim : (void *)o->cls;
-
-    af_grow(arr[o->kind], &g->cap[o->kind], g->n[o->kind] + 1, sizeof(void *));
-    ((void **)*arr[o->kind])[g->n[o->kind]++] = rec;
-    memset(o, 0, sizeof(*o));
-}
-
 /* A pod's requests with the devices of its claims: held when allocated, else needed. */
 static void pod_devices(const struct af_dra *d, struct af_pod_info *p)
 {
     struct af_dra_demand dm;
 
-    if (!p || !p->n_claims)
+    if (!p || (!p->n_claims && !p->n_ext))
         return;
     af_dra_pod_demand(d, p, &dm);
     for (int r = 0; r < AF_RES__COUNT; r++) {
@@ -53,17 +34,12 @@ static void pod_devices(const struct af_dra *d, struct af_pod_info *p)
 int af_sim_apply_dra(const char *name, const char *text, size_t len, struct af_sim_cluster *cl,
                      struct af_sim_trace *tr, size_t *devices, struct af_error *err)
 {
-    struct gather g;
     struct af_dra *d = NULL;
     int rc;
 
-    memset(&g, 0, sizeof(g));
     if (devices)
         *devices = 0;
-    rc = af_codec_decode_cluster_dra(name, text, len, gather, &g, err);
-    if (!rc && (g.n[AF_DRA_SLICE] || g.n[AF_DRA_CLAIM] || g.n[AF_DRA_TEMPLATE]))
-        d = af_dra_build(g.slices, g.n[AF_DRA_SLICE], g.claims, g.n[AF_DRA_CLAIM], g.templates,
-                         g.n[AF_DRA_TEMPLATE], g.classes, g.n[AF_DRA_CLASS]);
+    rc = af_codec_cluster_dra(name, text, len, &d, err);
     for (size_t i = 0; d && i < cl->n_nodes; i++) {
         struct af_node_info *n = af_dra_node_info(d, cl->nodes[i].info);
         if (!n)
@@ -78,17 +54,5 @@ int af_sim_apply_dra(const char *name, const char *text, size_t len, struct af_s
     if (d && devices)
         *devices = d->n_devs;
     af_dra_unref(d);
-    for (size_t i = 0; i < g.n[AF_DRA_SLICE]; i++)
-        af_dra_slice_unref(g.slices[i]);
-    for (size_t i = 0; i < g.n[AF_DRA_CLAIM]; i++)
-        af_dra_claim_unref(g.claims[i]);
-    for (size_t i = 0; i < g.n[AF_DRA_TEMPLATE]; i++)
-        af_dra_claim_unref(g.templates[i]);
-    for (size_t i = 0; i < g.n[AF_DRA_CLASS]; i++)
-        af_dra_class_unref(g.classes[i]);
-    free(g.slices);
-    free(g.claims);
-    free(g.templates);
-    free(g.classes);
     return rc;
 }

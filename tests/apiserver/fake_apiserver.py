@@ -45,6 +45,10 @@ JSON body:
   delete_configmap {ns, name}        deleted (watches see DELETED)
   put_nodeoverlay {object}           (with --nodeoverlays) a NodeOverlay created or replaced
   delete_nodeoverlay {name}          (with --nodeoverlays) deleted
+  put_dra {object}                   (with --dra) a ResourceSlice, ResourceClaim,
+                                     ResourceClaimTemplate or DeviceClass (by its kind) of
+                                     resource.k8s.io/v1 created or replaced
+  delete_dra {kind, name, ns?}       (with --dra) deleted; kind as the object's
   events                             the Events POSTed so far
   stats                              request counters
   requests                           every API request so far: [{method, path}] (path with
@@ -135,6 +139,8 @@ class State:
         self.history_start = self.rv    # watches from an RV below this get 410
         self.history = []               # (rv, kind, type, obj, old)
         self.objs = {"nodes": {}, "pods": {}, "configmaps": {}, "nodeoverlays": {}}
+        for k in DRA_KINDS:
+            self.objs[k] = {}
         self.fail_status = 0
         self.fail_count = 0
         self.slow_cm_seconds = 0.0
@@ -207,7 +213,8 @@ class State:
     @staticmethod
     def key(kind, obj):
         m = obj["metadata"]
-        return m["name"] if kind in ("nodes", "nodeoverlays") else m.get("namespace", "default") + "/" + m["name"]
+        return m["name"] if kind in ("nodes", "nodeoverlays", "resourceslices", "deviceclasses") \
+            else m.get("namespace", "default") + "/" + m["name"]
 
     def cm_put(self, ns, name, obj, create):
         """A ConfigMap written as the API server writes it: (code, reason, object or message)."""
@@ -367,6 +374,13 @@ def labels_ok(sel, obj):
         elif term not in labels:
             return False
     return True
+
+
+# resource.k8s.io/v1 (Kubernetes 1.34+), served with --dra: resource -> (kind, namespaced)
+DRA_KINDS = {"resourceslices": ("ResourceSlice", False), "resourceclaims": ("ResourceClaim", True),
+             "resourceclaimtemplates": ("ResourceClaimTemplate", True),
+             "deviceclasses": ("DeviceClass", False)}
+DRA_GV = "resource.k8s.io/v1"
 
 
 def selector_ok(kind, sel, obj, labelsel=""):
@@ -548,6 +562,18 @@ class Handler(BaseHTTPRequestHandler):
             return
         if ARGS.nodeoverlays and u.path == "/apis/karpenter.sh/v1alpha1/nodeoverlays":
             kind = "nodeoverlays"
+        # Dynamic Resource Allocation, as a 1.34+ API server serves it (--dra)
+        if ARGS.dra and u.path == "/apis/" + DRA_GV:
+            self.send_obj(200, "OK", {
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": DRA_GV,
+                "resources": [{"name": r, "singularName": k.lower(), "namespaced": ns, "kind": k,
+                               "verbs": ["create", "delete", "deletecollection", "get", "list",
+                                         "patch", "update", "watch"]}
+                              for r, (k, ns) in sorted(DRA_KINDS.items())]})
+            return
+        if ARGS.dra and len(parts) == 4 and parts[:3] == ["apis", "resource.k8s.io", "v1"] \
+                and parts[3] in DRA_KINDS:
+            kind = parts[3]
         if len(parts) in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
             if len(parts) == 6:
                 with STATE.cond:
@@ -661,8 +687,10 @@ class Handler(BaseHTTPRequestHandler):
                 meta["continue"] = base64.b64encode(json.dumps(
                     {"rv": list_rv, "start": State.key(kind, nxt)}).encode()).decode()
                 meta["remainingItemCount"] = len(keys) - len(items)
-            body = {"kind": {"nodes": "NodeList", "nodeoverlays": "NodeOverlayList"}.get(kind, "PodList"),
-                    "apiVersion": "karpenter.sh/v1alpha1" if kind == "nodeoverlays" else "v1",
+            body = {"kind": {"nodes": "NodeList", "nodeoverlays": "NodeOverlayList"}.get(
+                        kind, DRA_KINDS[kind][0] + "List" if kind in DRA_KINDS else "PodList"),
+                    "apiVersion": "karpenter.sh/v1alpha1" if kind == "nodeoverlays"
+                    else DRA_GV if kind in DRA_KINDS else "v1",
                     "metadata": meta, "items": items}
             data = (json.dumps(body, separators=(",", ":")) + "\n").encode()
         self.start(200, "OK")
@@ -756,6 +784,10 @@ class Handler(BaseHTTPRequestHandler):
                                   "spec": {} if kind == "nodes" else {"containers": None}, "status": {}}
                             if kind == "nodeoverlays":
                                 bm = {"kind": "NodeOverlay", "apiVersion": "karpenter.sh/v1alpha1",
+                                      "metadata": {"resourceVersion": str(STATE.rv),
+                                                   "creationTimestamp": None}}
+                            if kind in DRA_KINDS:
+                                bm = {"kind": DRA_KINDS[kind][0], "apiVersion": DRA_GV,
                                       "metadata": {"resourceVersion": str(STATE.rv),
                                                    "creationTimestamp": None}}
                             if kind == "configmaps":
@@ -860,6 +892,16 @@ class AdminHandler(fake_server.AdminHandler):
             elif cmd == "delete_nodeoverlay":
                 if a["name"] in s.objs["nodeoverlays"]:
                     s._put("nodeoverlays", s.objs["nodeoverlays"][a["name"]], delete=True)
+            elif cmd == "put_dra":
+                obj = a["object"]
+                obj.setdefault("apiVersion", DRA_GV)
+                kind = [r for r, (k, _) in DRA_KINDS.items() if k == obj["kind"]][0]
+                s._put(kind, obj)
+            elif cmd == "delete_dra":
+                kind = [r for r, (k, _) in DRA_KINDS.items() if k == a["kind"]][0]
+                key = (a["ns"] + "/" if DRA_KINDS[kind][1] else "") + a["name"]
+                if key in s.objs[kind]:
+                    s._put(kind, s.objs[kind][key], delete=True)
             elif cmd == "delete_configmap":
                 key = a.get("ns", "default") + "/" + a["name"]
                 if key in s.objs["configmaps"]:
@@ -921,6 +963,9 @@ def main():
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--nodeoverlays", action="store_true",
                     help="serve karpenter.sh/v1alpha1 NodeOverlays (as with Karpenter's CRD)")
+    ap.add_argument("--dra", action="store_true",
+                    help="serve resource.k8s.io/v1 (ResourceSlices, ResourceClaims, templates, "
+                         "DeviceClasses), as a Kubernetes 1.34+ API server does")
     ap.add_argument("--synthetic-nodes", type=int, default=0)
     ap.add_argument("--synthetic-pods", type=int, default=0)
     ap.add_argument("--rv0-ignores-limit", action="store_true",

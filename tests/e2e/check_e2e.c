@@ -1007,6 +1007,14 @@ static const char rollout_policy[] =
     "      resources: {aws.amazon.com/neuron: 1}\n"
     "      tolerations: [{key: aws.amazon.com/neuron, operator: Exists, effect: NoSchedule}]\n"
     "    brake: {failed: true}\n"
+    "  - name: dra-to-trn2\n"
+    "    selector: {namespace: ml, matchLabels: {app: dra-swap}}\n"
+    "    source: [nvidia-a100]\n"
+    "    target: [trainium2]\n"
+    "    share: 1.0\n"
+    "    variant:\n"
+    "      claimTemplates: {two-gpus: four-neurons, one-a100: eight-neurons}\n"
+    "      env: {NEURON_RT_VISIBLE_CORES: \"0-7\"}\n"
     "  - name: burst-to-inf2\n"
     "    selector: {namespace: e2e-burst}\n"
     "    source: [nvidia-a10g]\n"
@@ -2174,6 +2182,22 @@ static void clone_dra_node(const char *tmpl, const char *name, const char *type)
          "patch a DRA node's status");
 }
 
+/* The resource.k8s.io/v1 CRDs, established, then the fixtures of tests/fixtures/dra `files`. */
+static void dra_crds_and_objects(const char *const *files)
+{
+    must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/crds.yaml' >/dev/null", AF_SOURCE_DIR),
+         "create the resource.k8s.io/v1 CRDs");
+    must(kubectl(NULL, "wait --for condition=established --timeout=60s "
+                       "crd/resourceslices.resource.k8s.io crd/resourceclaims.resource.k8s.io "
+                       "crd/resourceclaimtemplates.resource.k8s.io "
+                       "crd/deviceclasses.resource.k8s.io >/dev/null"),
+         "wait for the DRA CRDs");
+    for (; *files; files++)
+        must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/%s.yaml' >/dev/null", AF_SOURCE_DIR,
+                     *files),
+             *files);
+}
+
 /* POST `body` to accelfit's `path`; the parsed answer (NULL when not 200 or not JSON). */
 static json_t *acc_post(const char *path, const char *body)
 {
@@ -2246,24 +2270,13 @@ START_TEST(test_dra_claims_on_a_mixed_cluster)
     char *last = NULL;
     json_t *r;
 
-    must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/crds.yaml' >/dev/null", AF_SOURCE_DIR),
-         "create the resource.k8s.io/v1 CRDs");
-    must(kubectl(NULL, "wait --for condition=established --timeout=60s "
-                       "crd/resourceslices.resource.k8s.io crd/resourceclaims.resource.k8s.io "
-                       "crd/resourceclaimtemplates.resource.k8s.io "
-                       "crd/deviceclasses.resource.k8s.io >/dev/null"),
-         "wait for the DRA CRDs");
     clone_dra_node(NODE_P4D, DRA_A100, "p4d.24xlarge");
     clone_dra_node(NODE_P4D, DRA_MIG, "p5.48xlarge");
     clone_dra_node(NODE_TRN1, DRA_TRN, "trn2.48xlarge");
     make_namespace("ml");
-    for (const char *const *f = (const char *const[]){"deviceclasses", "nvidia-gpu-slice",
-                                                      "nvidia-mig-slice", "neuron-slice",
-                                                      "claims", NULL};
-         *f; f++)
-        must(kubectl(NULL, "apply -f '%s/tests/fixtures/dra/%s.yaml' >/dev/null", AF_SOURCE_DIR,
-                     *f),
-             *f);
+    dra_crds_and_objects((const char *const[]){"deviceclasses", "nvidia-gpu-slice",
+                                               "nvidia-mig-slice", "neuron-slice", "claims",
+                                               NULL});
 
     /* accelfit asks for the API once a minute until it is served, then lists and watches */
     ck_assert_msg(AF_TEST_WAIT_FOR(150, dra_passes(TWO_GPUS, DRA_A100, &last)),
@@ -2316,6 +2329,130 @@ START_TEST(test_dra_claims_on_a_mixed_cluster)
 }
 END_TEST
 
+/* ---- DRA pods through the real webhook ------------------------------------------------------ */
+
+/* A pod of namespace ml in rollout dra-to-trn2 whose claim `g` is made from `tmpl`, written as
+ * the v1.26 API server takes it (source:), named by its one container. */
+static json_t *dra_swap_pod(const char *name, const char *tmpl)
+{
+    return json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:{s:s, s:[{s:s, s:s, s:{s:{s:s}, "
+                     "s:[{s:s}]}}], s:[{s:s, s:{s:s}}]}}",
+                     "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace",
+                     "ml", "labels", "accelfit.io/managed", "true", "app", "dra-swap", "spec",
+                     "schedulerName", "accelfit-scheduler", "containers", "name", "server",
+                     "image", "registry.k8s.io/pause:3.9", "resources", "requests", "cpu",
+                     "100m", "claims", "name", "g", "resourceClaims", "name", "g", "source",
+                     "resourceClaimTemplateName", tmpl);
+}
+
+/* kubectl's output (warnings included) for a server-side dry run of `pod` (steals it). */
+static char *dry_run(json_t *pod)
+{
+    char *path = af_xasprintf("%s/dry-%d.json", work, rand());
+    char *text = json_dumps(pod, JSON_COMPACT), *out = NULL;
+
+    write_file(path, text, strlen(text));
+    (void)run(&out, "'%s/bin/kubectl' --kubeconfig '%s/admin.kubeconfig' create --dry-run=server "
+                    "-o jsonpath='side={.metadata.annotations.accelfit\\.io/rollout-side}' -f "
+                    "'%s' 2>&1",
+              k8s, k8s, path);
+    unlink(path);
+    free(text);
+    af_free(path);
+    json_decref(pod);
+    return out;
+}
+
+static bool dry_run_says(const char *want, char **last)
+{
+    af_free(*last);
+    *last = dry_run(dra_swap_pod("swap-dry", "two-gpus"));
+    return strstr(*last, want) != NULL;
+}
+
+/* Whether accelfit's log holds `needle`. */
+static bool log_has(const char *needle)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    bool has = !af_buf_read_file(&b, acc.log_path) && b.buf && strstr(b.buf, needle);
+
+    af_buf_release(&b);
+    return has;
+}
+
+/*
+ * A DRA pod through the real API server and webhook (rollout dra-to-trn2: A100 to Trainium2 at
+ * share 1.0, its variant swapping claim templates): with no resource.k8s.io/v1 served, the
+ * template it would get is not known and the pod stays on the source; once the CRDs serve the
+ * v1 objects and accelfit's reflector has the templates and the Neuron node's slice, the pod's
+ * claim is made from the Neuron template (said in accelfit's log: the v1.26 API server then
+ * drops spec.resourceClaims, its DRA gate being off), the container that names the claim gets
+ * the variant's env, and the pod is on the target; a pod whose template would be one the
+ * cluster does not have stays on the source, counted as a fallback, the template named in
+ * kubectl's warning.
+ */
+START_TEST(test_dra_pod_takes_its_target_template_through_the_real_webhook)
+{
+    char *out = NULL, *side = NULL, *last = NULL;
+    json_t *pod;
+    size_t i;
+    bool env = false;
+
+    install_rollout_policy();   /* the preferences test left a policy without rollouts */
+    make_namespace("ml");
+    ck_assert_msg(dry_run_says("side=source", &last) &&
+                      strstr(last, "ml/four-neurons, which the cluster does not have "
+                                   "(no resource.k8s.io/v1)"),
+                  "before the DRA API is served: %.1500s", last);
+    dra_crds_and_objects((const char *const[]){"deviceclasses", "neuron-slice", "claims", NULL});
+    clone_dra_node(NODE_P4D, DRA_A100, "p4d.24xlarge");
+    clone_dra_node(NODE_TRN1, DRA_TRN, "trn2.48xlarge");
+    /* accelfit asks for the API once a minute until it is served */
+    ck_assert_msg(AF_TEST_WAIT_FOR(150, dry_run_says("side=target", &last)),
+                  "the pod never went to the target: %.1500s (log: %s)", last, acc.log_path);
+
+    ck_assert_msg(kubectl_create_said(dra_swap_pod("swap-0", "two-gpus"), &out) == 0, "%.1500s",
+                  out);
+    ck_assert_msg(!strstr(out, "Warning"), "%.1500s", out);
+    ck_assert_str_eq(pod_side("ml", "swap-0", &side), "target");
+    pod = kubectl_json("-n ml get pod swap-0");
+    {
+        json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+        json_t *e;
+        json_array_foreach(json_object_get(c, "env"), i, e) {
+            env = env || !strcmp(json_string_value(json_object_get(e, "name")) ?: "",
+                                 "NEURON_RT_VISIBLE_CORES");
+        }
+    }
+    json_decref(pod);
+    ck_assert_msg(env, "swap-0 has no NEURON_RT_VISIBLE_CORES");
+    ck_assert_msg(AF_TEST_WAIT_FOR(10, log_has("\"claims\":\"g: two-gpus -> four-neurons\"") ||
+                                           log_has("claims=\"g: two-gpus -> four-neurons\"")),
+                  "accelfit's log does not say the claim was made from four-neurons (log: %s)",
+                  acc.log_path);
+
+    af_free(out);
+    ck_assert_msg(kubectl_create_said(dra_swap_pod("swap-missing", "one-a100"), &out) == 0,
+                  "%.1500s", out);
+    ck_assert_msg(strstr(out, "keeps the pod on the source: its claim g would be made from "
+                              "template ml/eight-neurons, which the cluster does not have"),
+                  "%.1500s", out);
+    af_free(side);
+    ck_assert_str_eq(pod_side("ml", "swap-missing", &side), "source");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, fallbacks("dra-to-trn2") == 1),
+                  "/rollouts counts %d fallbacks, not 1", fallbacks("dra-to-trn2"));
+
+    af_free(out), af_free(side), af_free(last);
+    delete_pods("ml");
+    must(kubectl(NULL, "delete -f '%s/tests/fixtures/dra/claims.yaml' >/dev/null", AF_SOURCE_DIR),
+         "delete the claims");
+    for (const char *const *n = (const char *const[]){DRA_A100, DRA_TRN, NULL}; *n; n++)
+        must(kubectl(NULL, "delete node %s >/dev/null", *n), "delete a DRA node");
+    must(kubectl(NULL, "delete -f '%s/tests/fixtures/dra/crds.yaml' >/dev/null", AF_SOURCE_DIR),
+         "delete the DRA CRDs");
+}
+END_TEST
+
 static Suite *e2e_suite(void)
 {
     Suite *s = suite_create("e2e");
@@ -2340,6 +2477,7 @@ static Suite *e2e_suite(void)
     tcase_add_test(tc, test_a_pinned_pod_stays_on_the_source);
     tcase_add_test(tc, test_a_restarted_replica_decides_at_the_recorded_stage);
     tcase_add_test(tc, test_preferences_through_the_real_webhook);
+    tcase_add_test(tc, test_dra_pod_takes_its_target_template_through_the_real_webhook);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("monitoring");
