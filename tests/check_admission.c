@@ -187,7 +187,7 @@ static bool warned(const struct answer *a, const char *needle)
 }
 
 /*
- * Posts `body` through af_service_mutate. A 200 must be an AdmissionReview v1 response
+ * Posts `body` through af_webhook_mutate. A 200 must be an AdmissionReview v1 response
  * with `uid` (when given), allowed true, a patch only with patchType JSONPatch, in
  * standard base64, holding a JSON array, and string warnings; a 400 must be
  * {"error": "..."}.
@@ -202,7 +202,7 @@ static struct answer post(const char *body, size_t len, const char *uid)
     size_t i;
 
     memset(&a, 0, sizeof(a));
-    a.status = af_service_mutate(&svc, body, len, &out);
+    a.status = af_webhook_mutate(&svc, body, len, &out);
     a.body = json_loadb(out.buf ? out.buf : "", out.len, 0, &e);
     ck_assert_msg(a.body != NULL, "answer is not JSON: %s", out.buf ? out.buf : "(empty)");
     af_buf_release(&out);
@@ -1723,7 +1723,7 @@ START_TEST(test_small_output_buffer)
     int status;
 
     service_with(VARIANT_ROLLOUT("llm-to-inf2", "1.0"), true, true);
-    status = af_service_mutate(&svc, body, len, &out);
+    status = af_webhook_mutate(&svc, body, len, &out);
     ck_assert_int_eq(status, 200);
     ck_assert_ptr_null(strstr(out.buf, "\"patch\""));
     ck_assert_ptr_nonnull(strstr(out.buf, "\"allowed\":true"));

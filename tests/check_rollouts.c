@@ -494,13 +494,13 @@ START_TEST(test_stages_advance_with_time)
     /* The state: the rollout begins when first seen; the share in force follows `now`. */
     cluster(2, 2, 8);
     snap = af_publisher_acquire(&pub);
-    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, t0, AF_ROLLOUTS_PEEK, &d);
+    af_rollouts_decide_for(rs, cfg, snap, pod, NULL, t0, AF_ROLLOUTS_PEEK, &d);
     ck_assert_int_eq(d.rollout, 0);
     ck_assert_double_eq(d.share, 0.10);
-    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, t0 + 2 * 3600, AF_ROLLOUTS_PEEK, &d);
+    af_rollouts_decide_for(rs, cfg, snap, pod, NULL, t0 + 2 * 3600, AF_ROLLOUTS_PEEK, &d);
     ck_assert_double_eq(d.share, 0.25);
     ck_assert(strstr(d.reason, "stage 2") != NULL);
-    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, t0 + 11 * 3600, AF_ROLLOUTS_PEEK, &d);
+    af_rollouts_decide_for(rs, cfg, snap, pod, NULL, t0 + 11 * 3600, AF_ROLLOUTS_PEEK, &d);
     ck_assert_double_eq(d.share, 0.50);
     af_snapshot_unref(snap);
     af_pod_info_unref(pod);
@@ -1404,7 +1404,7 @@ START_TEST(test_reserves_count_everywhere_until_taken_or_given_back)
     af_rollouts_status(other, cfg, snap, 1.9e9, 0, &st);
     af_rollouts_absorb_claims(other, r, 2, 1.9e9 + 1, keep);
     ck_assert(keep[0] && keep[1]);
-    af_rollouts_decide_ex(other, cfg, snap, pod, NULL, 1.9e9 + 1, AF_ROLLOUTS_PEEK, &d);
+    af_rollouts_decide_for(other, cfg, snap, pod, NULL, 1.9e9 + 1, AF_ROLLOUTS_PEEK, &d);
     ck_assert_int_eq(d.count.target, 1);
     ck_assert_int_eq(d.count.source, 1);
     ck_assert_msg(d.side == AF_SIDE_SOURCE, "%s", d.reason);
@@ -1428,7 +1428,7 @@ START_TEST(test_reserves_count_everywhere_until_taken_or_given_back)
         af_rollouts_absorb(svc.rollouts, rec, n);
         af_free(rec);
     }
-    af_rollouts_decide_ex(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, AF_ROLLOUTS_PEEK, &d);
+    af_rollouts_decide_for(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, AF_ROLLOUTS_PEEK, &d);
     ck_assert(d.halted);
     ck_assert(!af_rollouts_take_reserve(svc.rollouts, cfg, snap, pod, NULL, 1.9e9 + 1, "r1-2",
                                         r[1].generation, &d));

@@ -40,7 +40,7 @@ START_TEST(test_policy_defaults_without_a_section)
     ck_assert(fabs(p->util.q[AF_UM_GPU_UTIL].scale - 0.01) < 1e-12);
     ck_assert_str_eq(p->util.node_labels[0], "node");
     ck_assert_str_eq(p->util.node_labels[1], "Hostname");
-    ck_assert_int_eq(p->util.mode, AF_UTIL_MODE_STRATEGY);
+    ck_assert_int_eq(p->util.mode, AF_UTILIZATION_MODE_STRATEGY);
     ck_assert(p->util.max_gpu_util < 0);
     af_policy_free(p);
 }
@@ -71,7 +71,7 @@ START_TEST(test_policy_section_is_read)
     ck_assert(p->util.q[AF_UM_GPU_UTIL].scale == 1);
     ck_assert_ptr_null(p->util.q[AF_UM_CPU_UTIL].expr);
     ck_assert_ptr_nonnull(p->util.q[AF_UM_NEURONCORE_UTIL].expr);   /* untouched default */
-    ck_assert_int_eq(p->util.mode, AF_UTIL_MODE_TRUST_FREE);
+    ck_assert_int_eq(p->util.mode, AF_UTILIZATION_MODE_TRUST_FREE);
     ck_assert(fabs(p->util.weight - 0.5) < 1e-12);
     ck_assert(fabs(p->util.saturated_above - 0.8) < 1e-12);
     ck_assert(fabs(p->util.max_gpu_util - 0.95) < 1e-12);
@@ -116,29 +116,29 @@ END_TEST
 
 /* ---- answers into snapshots ------------------------------------------------------------------ */
 
-static struct af_util_policy up;
+static struct af_utilization_policy up;
 
 static void setup(void)
 {
-    af_util_policy_defaults(&up);
+    af_utilization_policy_defaults(&up);
 }
 
 static void teardown(void)
 {
-    af_util_policy_release(&up);
+    af_utilization_policy_release(&up);
 }
 
-static struct af_util_snapshot *build(const char *const *answers, const int *metrics, size_t n,
-                                      const struct af_util_snapshot *prev)
+static struct af_utilization_snapshot *build(const char *const *answers, const int *metrics, size_t n,
+                                      const struct af_utilization_snapshot *prev)
 {
-    struct af_util_build *b = af_util_build_new();
+    struct af_prom_build *b = af_prom_build_new();
     char why[300];
 
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(af_util_build_add(b, &up, (enum af_util_metric)metrics[i], answers[i],
+        ck_assert_msg(af_prom_build_add(b, &up, (enum af_utilization_metric)metrics[i], answers[i],
                                         strlen(answers[i]), why, sizeof(why)) == 0,
                       "%s", why);
-    return af_util_build_finish(b, prev, up.idle_below);
+    return af_prom_build_finish(b, prev, up.idle_below);
 }
 
 START_TEST(test_real_answer_maps_hostname_to_nodes)
@@ -146,25 +146,25 @@ START_TEST(test_real_answer_maps_hostname_to_nodes)
     char *body = af_test_read("tests/fixtures/metrics/prometheus-query-response.json", NULL);
     const char *answers[] = {body};
     int metrics[] = {AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s = build(answers, metrics, 1, NULL);
-    const struct af_util_node *n = af_util_find(s, "ip-10-0-1-10.us-west-2.compute.internal");
-    struct af_util_stat st;
+    struct af_utilization_snapshot *s = build(answers, metrics, 1, NULL);
+    const struct af_utilization_node *n = af_utilization_find(s, "ip-10-0-1-10.us-west-2.compute.internal");
+    struct af_utilization_stat st;
 
     ck_assert_int_eq(s->n_nodes, 3);
     ck_assert_ptr_nonnull(n);
     ck_assert_int_eq(n->n, 1);
     ck_assert(fabs(n->samples[0].value - 0.465) < 1e-9);   /* "46.5" percent */
     ck_assert(n->samples[0].ts == T0);
-    ck_assert_ptr_null(af_util_find(s, "ip-10-0-9-99.us-west-2.compute.internal"));
-    af_util_node_stat(&up, af_util_find(s, "ip-10-0-1-40.us-west-2.compute.internal"),
+    ck_assert_ptr_null(af_utilization_find(s, "ip-10-0-9-99.us-west-2.compute.internal"));
+    af_utilization_node_stat(&up, af_utilization_find(s, "ip-10-0-1-40.us-west-2.compute.internal"),
                       AF_UM_GPU_UTIL, T0 + 3, &st);
     ck_assert_int_eq(st.devices, 1);
     ck_assert(fabs(st.mean - 0.92) < 1e-9);
     ck_assert(st.age_s == 3);
-    af_util_node_stat(&up, n, AF_UM_GPU_UTIL, T0 + up.staleness_s + 1, &st);
+    af_utilization_node_stat(&up, n, AF_UM_GPU_UTIL, T0 + up.staleness_s + 1, &st);
     ck_assert_int_eq(st.devices, 0);
     ck_assert(st.stale);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
     af_free(body);
 }
 END_TEST
@@ -175,23 +175,23 @@ START_TEST(test_servicemonitor_labels_still_say_who_holds_the_gpu)
         "tests/fixtures/metrics/prometheus-query-response-servicemonitor-labels.json", NULL);
     const char *answers[] = {body};
     int metrics[] = {AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s = build(answers, metrics, 1, NULL);
-    const struct af_util_node *n = af_util_find(s, "ip-10-0-1-40.us-west-2.compute.internal");
+    struct af_utilization_snapshot *s = build(answers, metrics, 1, NULL);
+    const struct af_utilization_node *n = af_utilization_find(s, "ip-10-0-1-40.us-west-2.compute.internal");
 
     /* Hostname wins over instance (the exporter pod's IP:port) */
     ck_assert_ptr_nonnull(n);
     ck_assert_int_eq(s->n_nodes, 1);
     ck_assert(n->samples[0].held);                    /* exported_pod */
     ck_assert_str_eq(n->samples[0].device, "0");      /* gpu="0" */
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
     af_free(body);
 }
 END_TEST
 
 START_TEST(test_bad_answers_are_refused_and_bad_series_dropped)
 {
-    struct af_util_build *b = af_util_build_new();
-    struct af_util_snapshot *s;
+    struct af_prom_build *b = af_prom_build_new();
+    struct af_utilization_snapshot *s;
     char why[300];
     const char *err = "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"1:5: parse "
                       "error: unexpected identifier\"}";
@@ -202,23 +202,23 @@ START_TEST(test_bad_answers_are_refused_and_bad_series_dropped)
         "{\"metric\":{\"node\":\"n1\"},\"value\":[1795414896,\"NaN\"]},"
         "{\"metric\":{\"node\":\"n2\"},\"value\":[1795414896,\"0.25\"]}]}}";
 
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_CPU_UTIL, err, strlen(err), why, sizeof(why)),
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_CPU_UTIL, err, strlen(err), why, sizeof(why)),
                      AF_EPARSE);
     ck_assert_msg(strstr(why, "bad_data") && strstr(why, "parse error"), "%s", why);
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_CPU_UTIL, "<html>", 6, why, sizeof(why)),
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_CPU_UTIL, "<html>", 6, why, sizeof(why)),
                      AF_EPARSE);
     ck_assert_ptr_nonnull(strstr(why, "not JSON"));
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_CPU_UTIL, mixed, strlen(mixed), why,
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_CPU_UTIL, mixed, strlen(mixed), why,
                                        sizeof(why)),
                      0);
-    s = af_util_build_finish(b, NULL, up.idle_below);
+    s = af_prom_build_finish(b, NULL, up.idle_below);
     /* instance loses its port; no label: counted; NaN: that series only */
     ck_assert_int_eq(s->n_nodes, 2);
-    ck_assert_ptr_nonnull(af_util_find(s, "10.0.1.7"));
-    ck_assert_ptr_nonnull(af_util_find(s, "n2"));
-    ck_assert_ptr_null(af_util_find(s, "n1"));
+    ck_assert_ptr_nonnull(af_utilization_find(s, "10.0.1.7"));
+    ck_assert_ptr_nonnull(af_utilization_find(s, "n2"));
+    ck_assert_ptr_null(af_utilization_find(s, "n1"));
     ck_assert_int_eq(s->unmapped, 1);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
@@ -230,8 +230,8 @@ END_TEST
  */
 START_TEST(test_out_of_range_and_future_samples_are_dropped_and_counted)
 {
-    struct af_util_build *b = af_util_build_new();
-    struct af_util_snapshot *s;
+    struct af_prom_build *b = af_prom_build_new();
+    struct af_utilization_snapshot *s;
     char why[300], *gpu, *fb;
 
     gpu = af_xasprintf(
@@ -245,52 +245,52 @@ START_TEST(test_out_of_range_and_future_samples_are_dropped_and_counted)
     fb = af_xasprintf("{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":["
                       "{\"metric\":{\"Hostname\":\"ok\",\"gpu\":\"0\"},\"value\":[%.0f,\"-3\"]}]}}",
                       T0);
-    af_util_build_set_now(b, T0 + 1);
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_GPU_UTIL, gpu, strlen(gpu), why, sizeof(why)),
+    af_prom_build_set_now(b, T0 + 1);
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_GPU_UTIL, gpu, strlen(gpu), why, sizeof(why)),
                      0);
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_GPU_FB_USED, fb, strlen(fb), why, sizeof(why)),
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_GPU_FB_USED, fb, strlen(fb), why, sizeof(why)),
                      0);
-    s = af_util_build_finish(b, NULL, up.idle_below);
-    ck_assert_ptr_null(af_util_find(s, "neg"));
-    ck_assert_ptr_null(af_util_find(s, "over"));
-    ck_assert_ptr_null(af_util_find(s, "future"));
-    ck_assert_ptr_nonnull(af_util_find(s, "hair"));
-    ck_assert(af_util_find(s, "hair")->samples[0].value == 1.0);
-    ck_assert_int_eq(af_util_find(s, "ok")->n, 1);   /* its negative memory dropped */
-    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_RANGE], 3);
-    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_FUTURE], 1);
-    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_OVER_LIMIT], 0);
-    af_util_snapshot_unref(s);
+    s = af_prom_build_finish(b, NULL, up.idle_below);
+    ck_assert_ptr_null(af_utilization_find(s, "neg"));
+    ck_assert_ptr_null(af_utilization_find(s, "over"));
+    ck_assert_ptr_null(af_utilization_find(s, "future"));
+    ck_assert_ptr_nonnull(af_utilization_find(s, "hair"));
+    ck_assert(af_utilization_find(s, "hair")->samples[0].value == 1.0);
+    ck_assert_int_eq(af_utilization_find(s, "ok")->n, 1);   /* its negative memory dropped */
+    ck_assert_uint_eq(s->discarded[AF_UTILIZATION_DISCARD_RANGE], 3);
+    ck_assert_uint_eq(s->discarded[AF_UTILIZATION_DISCARD_FUTURE], 1);
+    ck_assert_uint_eq(s->discarded[AF_UTILIZATION_DISCARD_OVER_LIMIT], 0);
+    af_utilization_snapshot_unref(s);
     af_free(gpu);
     af_free(fb);
 }
 END_TEST
 
-/* A round keeps at most AF_UTIL_MAX_SERIES series, whatever the answer holds: the rest
+/* A round keeps at most AF_UTILIZATION_MAX_SERIES series, whatever the answer holds: the rest
  * are counted, and the memory a round takes is bounded. */
 START_TEST(test_a_round_keeps_a_bounded_number_of_series)
 {
     struct af_buf body = AF_BUF_INIT(0);
-    struct af_util_build *b = af_util_build_new();
-    struct af_util_snapshot *s;
+    struct af_prom_build *b = af_prom_build_new();
+    struct af_utilization_snapshot *s;
     char why[300];
 
     ck_assert_int_eq(af_buf_puts(&body, "{\"status\":\"success\",\"data\":{\"resultType\":"
                                         "\"vector\",\"result\":["),
                      0);
-    for (int i = 0; i < AF_UTIL_MAX_SERIES + 5; i++)
+    for (int i = 0; i < AF_UTILIZATION_MAX_SERIES + 5; i++)
         ck_assert_int_eq(af_buf_printf(&body, "%s{\"metric\":{\"Hostname\":\"n%d\"},"
                                               "\"value\":[%.0f,\"1\"]}",
                                        i ? "," : "", i, T0),
                          0);
     ck_assert_int_eq(af_buf_puts(&body, "]}}"), 0);
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_GPU_UTIL, body.buf, body.len, why,
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_GPU_UTIL, body.buf, body.len, why,
                                        sizeof(why)),
                      0);
-    s = af_util_build_finish(b, NULL, up.idle_below);
-    ck_assert_uint_eq(s->n_nodes, AF_UTIL_MAX_SERIES);
-    ck_assert_uint_eq(s->discarded[AF_UTIL_DISCARD_OVER_LIMIT], 5);
-    af_util_snapshot_unref(s);
+    s = af_prom_build_finish(b, NULL, up.idle_below);
+    ck_assert_uint_eq(s->n_nodes, AF_UTILIZATION_MAX_SERIES);
+    ck_assert_uint_eq(s->discarded[AF_UTILIZATION_DISCARD_OVER_LIMIT], 5);
+    af_utilization_snapshot_unref(s);
     af_buf_release(&body);
 }
 END_TEST
@@ -311,14 +311,14 @@ static const struct {
 
 START_TEST(test_answers_that_are_not_json_are_refused_with_a_position)
 {
-    struct af_util_build *b = af_util_build_new();
+    struct af_prom_build *b = af_prom_build_new();
     char why[300];
 
-    ck_assert_int_eq(af_util_build_add(b, &up, AF_UM_CPU_UTIL, not_json_cases[_i].body,
+    ck_assert_int_eq(af_prom_build_add(b, &up, AF_UM_CPU_UTIL, not_json_cases[_i].body,
                                        strlen(not_json_cases[_i].body), why, sizeof(why)),
                      AF_EPARSE);
     ck_assert_msg(strstr(why, not_json_cases[_i].why), "got '%s'", why);
-    af_util_snapshot_unref(af_util_build_finish(b, NULL, 0));
+    af_utilization_snapshot_unref(af_prom_build_finish(b, NULL, 0));
 }
 END_TEST
 
@@ -331,18 +331,18 @@ START_TEST(test_answers_in_any_key_order_and_odd_series)
         "{\"values\":[[1795414896,\"0.5\"]],\"metric\":{\"Hostname\":\"m\\u00e9\"}},"
         "{\"metric\":{\"Hostname\":7},\"values\":[[1795414896,\"0.5\"]]}],"
         "\"resultType\":\"matrix\"},\"status\":\"success\"}";
-    struct af_util_build *b = af_util_build_new();
-    struct af_util_snapshot *s;
+    struct af_prom_build *b = af_prom_build_new();
+    struct af_utilization_snapshot *s;
     char why[300];
 
-    ck_assert_msg(af_util_build_add(b, &up, AF_UM_CPU_UTIL, body, strlen(body), why,
+    ck_assert_msg(af_prom_build_add(b, &up, AF_UM_CPU_UTIL, body, strlen(body), why,
                                     sizeof(why)) == 0,
                   "%s", why);
-    s = af_util_build_finish(b, NULL, up.idle_below);
+    s = af_prom_build_finish(b, NULL, up.idle_below);
     ck_assert_uint_eq(s->n_nodes, 1);
-    ck_assert_ptr_nonnull(af_util_find(s, "m\xc3\xa9"));
+    ck_assert_ptr_nonnull(af_utilization_find(s, "m\xc3\xa9"));
     ck_assert_uint_eq(s->unmapped, 1);   /* a number is no node name */
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
@@ -361,15 +361,15 @@ START_TEST(test_idle_runs_carry_over_rounds)
          *c = gpu_answer("n1", "0", "nb", 50, T0 + 120);
     const char *r1[] = {a}, *r2[] = {b}, *r3[] = {c};
     int m[] = {AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s1 = build(r1, m, 1, NULL), *s2 = build(r2, m, 1, s1),
+    struct af_utilization_snapshot *s1 = build(r1, m, 1, NULL), *s2 = build(r2, m, 1, s1),
                             *s3 = build(r3, m, 1, s2);
 
-    ck_assert(af_util_find(s1, "n1")->samples[0].idle_since == T0);
-    ck_assert(af_util_find(s2, "n1")->samples[0].idle_since == T0);   /* still idle since T0 */
-    ck_assert(af_util_find(s3, "n1")->samples[0].idle_since == 0);    /* busy again */
-    af_util_snapshot_unref(s1);
-    af_util_snapshot_unref(s2);
-    af_util_snapshot_unref(s3);
+    ck_assert(af_utilization_find(s1, "n1")->samples[0].idle_since == T0);
+    ck_assert(af_utilization_find(s2, "n1")->samples[0].idle_since == T0);   /* still idle since T0 */
+    ck_assert(af_utilization_find(s3, "n1")->samples[0].idle_since == 0);    /* busy again */
+    af_utilization_snapshot_unref(s1);
+    af_utilization_snapshot_unref(s2);
+    af_utilization_snapshot_unref(s3);
     af_free(a);
     af_free(b);
     af_free(c);
@@ -384,12 +384,12 @@ START_TEST(test_matrix_answer_gives_the_trailing_idle_run)
         "[1795413300,\"0\"],[1795413600,\"1\"],[1795413900,\"0\"]]}]}}";
     const char *answers[] = {body};
     int m[] = {AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s = build(answers, m, 1, NULL);
-    const struct af_util_sample *smp = &af_util_find(s, "n1")->samples[0];
+    struct af_utilization_snapshot *s = build(answers, m, 1, NULL);
+    const struct af_utilization_sample *smp = &af_utilization_find(s, "n1")->samples[0];
 
     ck_assert(smp->ts == 1795413900 && smp->value == 0);
     ck_assert(smp->idle_since == 1795413300);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
@@ -468,12 +468,12 @@ static void bed_release(struct bed *b)
 }
 
 /* n1 busy (90 %), n2 idle (2 %), n3 no series; all at T0. */
-static struct af_util_snapshot *busy_idle_missing(void)
+static struct af_utilization_snapshot *busy_idle_missing(void)
 {
     char *a = gpu_answer("n1", "0", "x", 90, T0), *b = gpu_answer("n2", "0", "y", 2, T0);
     const char *answers[] = {a, b};
     int m[] = {AF_UM_GPU_UTIL, AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s;
+    struct af_utilization_snapshot *s;
 
     s = build(answers, m, 2, NULL);
     af_free(a);
@@ -484,12 +484,12 @@ static struct af_util_snapshot *busy_idle_missing(void)
 START_TEST(test_prefer_idle_ranks_the_idle_node_first)
 {
     struct bed b;
-    struct af_util_snapshot *s = busy_idle_missing();
+    struct af_utilization_snapshot *s = busy_idle_missing();
 
     bed_init(&b, false);
     af_prioritize(pol, &b.plan, b.pod, b.v, b.names, N, b.d);
     ck_assert_int_eq(b.d[0].score, b.d[1].score);   /* equal on allocation */
-    af_util_score(pol, &b.plan, b.pod, b.v, N, s, T0 + 5, b.d);
+    af_utilization_score(pol, &b.plan, b.pod, b.v, N, s, T0 + 5, b.d);
     ck_assert_int_eq(b.d[0].live_state, AF_LIVE_USED);
     ck_assert_int_eq(b.d[1].live_state, AF_LIVE_USED);
     ck_assert_int_gt(b.d[1].score, b.d[0].score);
@@ -499,34 +499,34 @@ START_TEST(test_prefer_idle_ranks_the_idle_node_first)
     ck_assert_int_eq(b.d[2].live_state, AF_LIVE_NO_DATA);
     ck_assert_int_eq(b.d[2].score, b.d[2].score_alloc);
     bed_release(&b);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
 START_TEST(test_stale_or_degraded_data_leaves_allocation_scores)
 {
     struct bed b;
-    struct af_util_snapshot *s = busy_idle_missing();
+    struct af_utilization_snapshot *s = busy_idle_missing();
     int alloc[N];
 
     bed_init(&b, false);
     af_prioritize(pol, &b.plan, b.pod, b.v, b.names, N, b.d);
     for (int i = 0; i < N; i++)
         alloc[i] = b.d[i].score;
-    af_util_score(pol, &b.plan, b.pod, b.v, N, s, T0 + pol->util.staleness_s + 1, b.d);
+    af_utilization_score(pol, &b.plan, b.pod, b.v, N, s, T0 + pol->util.staleness_s + 1, b.d);
     for (int i = 0; i < N; i++)
         ck_assert_int_eq(b.d[i].score, alloc[i]);
     ck_assert_int_eq(b.d[0].live_state, AF_LIVE_STALE);
 
     af_prioritize(pol, &b.plan, b.pod, b.v, b.names, N, b.d);
     s->ok = false;
-    af_util_score(pol, &b.plan, b.pod, b.v, N, s, T0, b.d);
+    af_utilization_score(pol, &b.plan, b.pod, b.v, N, s, T0, b.d);
     for (int i = 0; i < N; i++) {
         ck_assert_int_eq(b.d[i].score, alloc[i]);
         ck_assert_int_eq(b.d[i].live_state, AF_LIVE_DEGRADED);
     }
     bed_release(&b);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
@@ -537,18 +537,18 @@ START_TEST(test_trust_free_distrusts_a_busy_unallocated_gpu)
     char *a = gpu_answer("n1", "0", NULL, 85, T0), *c = gpu_answer("n2", "0", NULL, 0, T0);
     const char *answers[] = {a, c};
     int m[] = {AF_UM_GPU_UTIL, AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s;
+    struct af_utilization_snapshot *s;
 
     s = build(answers, m, 2, NULL);
-    pol->util.mode = AF_UTIL_MODE_TRUST_FREE;
+    pol->util.mode = AF_UTILIZATION_MODE_TRUST_FREE;
     bed_init(&b, false);
     af_prioritize(pol, &b.plan, b.pod, b.v, b.names, N, b.d);
-    af_util_score(pol, &b.plan, b.pod, b.v, N, s, T0, b.d);
+    af_utilization_score(pol, &b.plan, b.pod, b.v, N, s, T0, b.d);
     ck_assert(b.d[0].s_live == 0);
     ck_assert(b.d[1].s_live == 1);
     ck_assert_int_gt(b.d[1].score, b.d[0].score);
     bed_release(&b);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
     af_free(a);
     af_free(c);
 }
@@ -557,18 +557,18 @@ END_TEST
 START_TEST(test_shared_gpus_saturated_are_penalized_and_filtered)
 {
     struct bed b;
-    struct af_util_snapshot *s = busy_idle_missing();
+    struct af_utilization_snapshot *s = busy_idle_missing();
     struct af_node_view scratch[N];
     struct af_filter_summary sum;
 
     bed_init(&b, true);   /* time-sliced GPUs */
     af_prioritize(pol, &b.plan, b.pod, b.v, b.names, N, b.d);
-    af_util_score(pol, &b.plan, b.pod, b.v, N, s, T0 + 7, b.d);
+    af_utilization_score(pol, &b.plan, b.pod, b.v, N, s, T0 + 7, b.d);
     ck_assert_int_eq(b.d[0].live_state, AF_LIVE_SATURATED);
     ck_assert(b.d[0].s_live == 0);
 
     memset(&sum, 0, sizeof(sum));
-    af_util_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0 + 7, scratch, b.d, &sum);
+    af_utilization_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0 + 7, scratch, b.d, &sum);
     ck_assert_int_eq(b.d[0].verdict, AF_VERDICT_FAILED);
     ck_assert_int_eq(b.d[0].live_state, AF_LIVE_REFUSED);
     ck_assert_msg(strstr(b.d[0].reason, "measured at 90%") &&
@@ -583,10 +583,10 @@ START_TEST(test_shared_gpus_saturated_are_penalized_and_filtered)
     bed_release(&b);
     bed_init(&b, false);
     memset(&sum, 0, sizeof(sum));
-    af_util_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0 + 7, scratch, b.d, &sum);
+    af_utilization_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0 + 7, scratch, b.d, &sum);
     ck_assert_int_eq(sum.passed, 3);
     bed_release(&b);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
@@ -595,7 +595,7 @@ END_TEST
 START_TEST(test_refused_node_lets_tiered_fallback_move_on)
 {
     struct bed b;
-    struct af_util_snapshot *s = busy_idle_missing();
+    struct af_utilization_snapshot *s = busy_idle_missing();
     struct af_node_view scratch[N];
     struct af_filter_summary sum;
 
@@ -612,7 +612,7 @@ START_TEST(test_refused_node_lets_tiered_fallback_move_on)
     ck_assert_int_eq(b.d[1].verdict, AF_VERDICT_FAILED);
 
     memset(&sum, 0, sizeof(sum));
-    af_util_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0, scratch, b.d, &sum);
+    af_utilization_filter(pol, &b.plan, b.pod, b.v, b.names, N, s, T0, scratch, b.d, &sum);
     ck_assert_int_eq(b.d[0].verdict, AF_VERDICT_FAILED);
     ck_assert_int_eq(b.d[0].live_state, AF_LIVE_REFUSED);
     ck_assert_int_eq(b.d[1].verdict, AF_VERDICT_PASS);
@@ -620,7 +620,7 @@ START_TEST(test_refused_node_lets_tiered_fallback_move_on)
     ck_assert(sum.fallback);
     ck_assert_int_eq(sum.passed, 2);
     bed_release(&b);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 
@@ -634,27 +634,27 @@ START_TEST(test_waste_counts_allocated_gpus_idle_for_the_window)
         "\"values\":[[1795412000,\"90\"],[1795414000,\"0\"],[1795414896,\"0\"]]}]}}";
     const char *answers[] = {body};
     int m[] = {AF_UM_GPU_UTIL};
-    struct af_util_snapshot *s = build(answers, m, 1, NULL);
-    struct af_util_waste w;
+    struct af_utilization_snapshot *s = build(answers, m, 1, NULL);
+    struct af_utilization_waste w;
 
     bed_init(&b, false);
     b.v[0].used.v[AF_RES_GPU] = 1;
     b.v[1].used.v[AF_RES_GPU] = 1;
     /* n1: idle for 48 minutes, allocated: one GPU wasted, the node's whole price */
-    ck_assert(af_util_waste(pol, &b.v[0], af_util_find(s, "n1"), T0, &w));
+    ck_assert(af_utilization_waste(pol, &b.v[0], af_utilization_find(s, "n1"), T0, &w));
     ck_assert_int_eq(w.idle_allocated, 1);
     ck_assert(w.price_known && fabs(w.usd_per_hour - 1.006) < 1e-9);
     /* n2: idle for 15 minutes only */
-    ck_assert(af_util_waste(pol, &b.v[1], af_util_find(s, "n2"), T0, &w));
+    ck_assert(af_utilization_waste(pol, &b.v[1], af_utilization_find(s, "n2"), T0, &w));
     ck_assert_int_eq(w.idle_allocated, 0);
     /* n1 again, with nothing allocated: idle, but no waste */
     b.v[0].used.v[AF_RES_GPU] = 0;
-    ck_assert(af_util_waste(pol, &b.v[0], af_util_find(s, "n1"), T0, &w));
+    ck_assert(af_utilization_waste(pol, &b.v[0], af_utilization_find(s, "n1"), T0, &w));
     ck_assert_int_eq(w.idle_allocated, 0);
     /* n3 has no series */
-    ck_assert(!af_util_waste(pol, &b.v[2], af_util_find(s, "n3"), T0, &w));
+    ck_assert(!af_utilization_waste(pol, &b.v[2], af_utilization_find(s, "n3"), T0, &w));
     bed_release(&b);
-    af_util_snapshot_unref(s);
+    af_utilization_snapshot_unref(s);
 }
 END_TEST
 

@@ -152,7 +152,7 @@ struct af_policy {
     struct af_tenant_ns *tenant_ns;          /* sorted by namespace */
     size_t n_tenant_ns;
     /* Live utilization from Prometheus (accelfit/utilization.h, docs/utilization.md). */
-    struct af_util_policy util;
+    struct af_utilization_policy util;
     /* Preferences on admission (accelfit/prefer.h). */
     struct af_prefer_policy prefer;
 };

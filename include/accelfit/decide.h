@@ -285,9 +285,9 @@ struct af_node_decision {
     double util_after;                 /* allocation fraction of the scored resource */
     double marginal_usd_hr;            /* the pod's share of the node's price */
     bool marginal_known;
-    /* live utilization (accelfit/utilization.h, af_util_score); zero when not configured */
+    /* live utilization (accelfit/utilization.h, af_utilization_score); zero when not configured */
     int live_state;                    /* enum af_live_state */
-    int live_metric;                   /* enum af_util_metric judged */
+    int live_metric;                   /* enum af_utilization_metric judged */
     double live_util, live_max;        /* mean and max over the node's devices, 0..1 */
     double live_age_s;                 /* age of the oldest sample used */
     int live_devices, live_idle;       /* devices measured, of which idle */

@@ -19,7 +19,7 @@ enum af_verb {
     AF_VERB_PRIORITIZE,
     AF_VERB_EXPLAIN,
     AF_VERB_PREEMPT,
-    AF_VERB_MUTATE,   /* counted in the request metrics; af_service_mutate answers it */
+    AF_VERB_MUTATE,   /* counted in the request metrics; af_webhook_mutate answers it */
     AF_VERB__COUNT
 };
 

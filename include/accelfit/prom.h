@@ -37,35 +37,35 @@ int af_prom_start(struct af_prom **out, const struct af_prom_options *o,
 void af_prom_stop(struct af_prom *p);
 /* New reference to the current snapshot, or NULL before the first round ends. Takes a
  * mutex for a pointer read; never waits for a query. */
-struct af_util_snapshot *af_prom_acquire(struct af_prom *p);
+struct af_utilization_snapshot *af_prom_acquire(struct af_prom *p);
 
 /*
- * Building a snapshot from answers (exposed for tests and fuzzing). af_util_build_add
+ * Building a snapshot from answers (exposed for tests and fuzzing). af_prom_build_add
  * parses one Prometheus HTTP API answer for metric `m`: /api/v1/query (vector), or
  * /api/v1/query_range (matrix: the last point is the value, the trailing run below
  * idle_below gives idle_since). Series no node label names are counted, not kept, and
  * so are samples dropped by the bounds above. The answer is read in place (never as a
- * tree), so its memory is its bytes and AF_UTIL_MAX_SERIES kept series at most.
+ * tree), so its memory is its bytes and AF_UTILIZATION_MAX_SERIES kept series at most.
  * Returns 0, or AF_EPARSE with `why` filled (an error answer says its errorType and error).
  */
-struct af_util_build;
-struct af_util_build *af_util_build_new(void);
-/* The reader's clock: samples timestamped more than AF_UTIL_FUTURE_SKEW_S after `now` are
+struct af_prom_build;
+struct af_prom_build *af_prom_build_new(void);
+/* The reader's clock: samples timestamped more than AF_UTILIZATION_FUTURE_SKEW_S after `now` are
  * dropped. Without it (a recorded file, a test) no timestamp is in the future. */
-void af_util_build_set_now(struct af_util_build *b, double now);
-int af_util_build_add(struct af_util_build *b, const struct af_util_policy *up,
-                      enum af_util_metric m, const char *body, size_t len, char *why,
+void af_prom_build_set_now(struct af_prom_build *b, double now);
+int af_prom_build_add(struct af_prom_build *b, const struct af_utilization_policy *up,
+                      enum af_utilization_metric m, const char *body, size_t len, char *why,
                       size_t whylen) AF_MUST_CHECK;
 /* Internal to the reader: a recorded file ({"queries": {"gpu_util": <answer>, ...}}),
- * each answer added as af_util_build_add does, in place; and the "error" text of an error
+ * each answer added as af_prom_build_add does, in place; and the "error" text of an error
  * answer ("" when it has none), without building it either. */
-int af__util_build_add_file(struct af_util_build *b, const struct af_util_policy *up,
+int af__prom_build_add_file(struct af_prom_build *b, const struct af_utilization_policy *up,
                             const char *body, size_t len, char *why, size_t whylen) AF_MUST_CHECK;
-void af__util_answer_error(const char *body, size_t len, char *out, size_t n);
+void af__prom_answer_error(const char *body, size_t len, char *out, size_t n);
 /* Finishes the build (frees `b`): a new snapshot (refcnt 1), ok, with `prev`'s idle runs
  * carried over. Cannot fail. */
-struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
-                                              const struct af_util_snapshot *prev,
+struct af_utilization_snapshot *af_prom_build_finish(struct af_prom_build *b,
+                                              const struct af_utilization_snapshot *prev,
                                               double idle_below);
 
 #endif

@@ -112,7 +112,7 @@ enum af_rollouts_flags {
  * replaced by the variant's, as if one container requested an accelerator). `flags`:
  * af_rollouts_flags. Cannot fail.
  */
-void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
+void af_rollouts_decide_for(struct af_rollouts *rs, const struct af_config *cfg,
                            const struct af_snapshot *snap, const struct af_pod_info *pod,
                            const struct af_resources *target_requests, double now, unsigned flags,
                            struct af_rollout_decision *out);
@@ -187,7 +187,7 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
 #define AF_ROLLOUT_PENDING_MAX (4 * AF_ROLLOUT_CLAIMS_MAX)
 
 /*
- * af_rollouts_decide_ex for a decision that is about to be claimed in the ledger (`flags`:
+ * af_rollouts_decide_for for a decision that is about to be claimed in the ledger (`flags`:
  * af_rollouts_flags, PEEK ignored; AF_ROLLOUTS_NO_TARGET when the pod cannot take the target):
  * when the unit is new (not recalled: no annotation, no unit-mate in the cache, no
  * decision remembered), the decision is remembered under ledger entry `id` and *claim is

@@ -31,7 +31,7 @@
 
 /* ---- what is measured --------------------------------------------------------------------- */
 
-#define AF_UTIL_METRIC_MAP(XX)                                                        \
+#define AF_UTILIZATION_METRIC_MAP(XX)                                                        \
     XX(GPU_UTIL, "gpu_util", "DCGM_FI_DEV_GPU_UTIL", 0.01)                              \
     XX(GPU_FB_USED, "gpu_fb_used", "DCGM_FI_DEV_FB_USED", 1048576.0)                    \
     XX(GPU_FB_FREE, "gpu_fb_free", "DCGM_FI_DEV_FB_FREE", 1048576.0)                    \
@@ -41,53 +41,53 @@
     XX(CPU_UTIL, "cpu_util",                                                            \
        "1 - avg by (node, instance) (rate(node_cpu_seconds_total{mode=\"idle\"}[2m]))", 1.0)
 
-enum af_util_metric {
+enum af_utilization_metric {
 #define XX(id, name, query, scale) AF_UM_##id,
-    AF_UTIL_METRIC_MAP(XX)
+    AF_UTILIZATION_METRIC_MAP(XX)
 #undef XX
     AF_UM__COUNT
 };
 
 /* "gpu_util"; NULL out of range. Static. */
-const char *af_util_metric_name(enum af_util_metric m);
+const char *af_utilization_metric_name(enum af_utilization_metric m);
 /* -1 when `s` names no metric. */
-int af_util_metric_parse(const char *s);
+int af_utilization_metric_parse(const char *s);
 
 /* ---- policy ------------------------------------------------------------------------------- */
 
-enum af_util_mode {
-    AF_UTIL_MODE_OFF = 0,        /* collect and show, do not change scores */
-    AF_UTIL_MODE_STRATEGY,       /* prefer-idle under spread, trust-free under binpack */
-    AF_UTIL_MODE_PREFER_IDLE,    /* rank nodes whose accelerators are idle first */
-    AF_UTIL_MODE_TRUST_FREE,     /* rank nodes whose free devices are measured idle first */
+enum af_utilization_mode {
+    AF_UTILIZATION_MODE_OFF = 0,        /* collect and show, do not change scores */
+    AF_UTILIZATION_MODE_STRATEGY,       /* prefer-idle under spread, trust-free under binpack */
+    AF_UTILIZATION_MODE_PREFER_IDLE,    /* rank nodes whose accelerators are idle first */
+    AF_UTILIZATION_MODE_TRUST_FREE,     /* rank nodes whose free devices are measured idle first */
 };
 
-#define AF_UTIL_MAX_LABELS 8
-#define AF_UTIL_LABEL_MAX 64
+#define AF_UTILIZATION_MAX_LABELS 8
+#define AF_UTILIZATION_LABEL_MAX 64
 
-struct af_util_query {
+struct af_utilization_query {
     char *expr;                /* PromQL; NULL: not queried */
     double scale;              /* value x scale = fraction (utilization) or bytes (memory) */
 };
 
-struct af_util_policy {
+struct af_utilization_policy {
     bool present;              /* the policy has a utilization: section */
-    struct af_util_query q[AF_UM__COUNT];
+    struct af_utilization_query q[AF_UM__COUNT];
     /* The labels that name a series' node, tried in order ("instance" loses its :port). */
-    char node_labels[AF_UTIL_MAX_LABELS][AF_UTIL_LABEL_MAX];
+    char node_labels[AF_UTILIZATION_MAX_LABELS][AF_UTILIZATION_LABEL_MAX];
     int n_node_labels;
     /* The labels whose values, joined by '/', name the device ("0", "0/7" for a MIG
      * instance); a series with none of them is the whole node. */
-    char device_labels[AF_UTIL_MAX_LABELS][AF_UTIL_LABEL_MAX];
+    char device_labels[AF_UTILIZATION_MAX_LABELS][AF_UTILIZATION_LABEL_MAX];
     int n_device_labels;
     /* The labels that say a pod holds a GPU (dcgm-exporter in Kubernetes mode). */
-    char pod_labels[AF_UTIL_MAX_LABELS][AF_UTIL_LABEL_MAX];
+    char pod_labels[AF_UTILIZATION_MAX_LABELS][AF_UTILIZATION_LABEL_MAX];
     int n_pod_labels;
     double interval_s;         /* between query rounds */
     double timeout_s;          /* per query */
     double staleness_s;        /* samples older than this are not used */
     double retry_max_s;        /* backoff cap after failed rounds */
-    enum af_util_mode mode;
+    enum af_utilization_mode mode;
     double weight;             /* share of the final score live data takes, 0..1 */
     double saturated_above;    /* shared GPUs at or above this (fraction) are saturated */
     double max_gpu_util;       /* filter: shared-GPU pods refuse nodes at or above; < 0 off */
@@ -96,8 +96,8 @@ struct af_util_policy {
 };
 
 /* The defaults (also without a utilization: section): every query of the map above. */
-void af_util_policy_defaults(struct af_util_policy *up);
-void af_util_policy_release(struct af_util_policy *up);
+void af_utilization_policy_defaults(struct af_utilization_policy *up);
+void af_utilization_policy_release(struct af_utilization_policy *up);
 
 /* ---- bounds on what an answer brings ------------------------------------------------------- */
 
@@ -105,26 +105,26 @@ void af_util_policy_release(struct af_util_policy *up);
  * Samples a round drops, by reason, counted in the snapshot and in
  * accelfit_utilization_samples_discarded_total: a value outside its metric's range (a
  * utilization beyond [0, 1] by more than 0.05, which is clamped, or memory beyond
- * [0, 2^60] bytes), a timestamp more than AF_UTIL_FUTURE_SKEW_S ahead of the reader's
- * clock, and the series of a round past AF_UTIL_MAX_SERIES, which bounds the memory a
+ * [0, 2^60] bytes), a timestamp more than AF_UTILIZATION_FUTURE_SKEW_S ahead of the reader's
+ * clock, and the series of a round past AF_UTILIZATION_MAX_SERIES, which bounds the memory a
  * round takes whatever Prometheus answers (a 64 MiB answer is about 1.1 million series).
  */
-enum af_util_discard {
-    AF_UTIL_DISCARD_RANGE = 0,
-    AF_UTIL_DISCARD_FUTURE,
-    AF_UTIL_DISCARD_OVER_LIMIT,
-    AF_UTIL_DISCARD__COUNT
+enum af_utilization_discard {
+    AF_UTILIZATION_DISCARD_RANGE = 0,
+    AF_UTILIZATION_DISCARD_FUTURE,
+    AF_UTILIZATION_DISCARD_OVER_LIMIT,
+    AF_UTILIZATION_DISCARD__COUNT
 };
-#define AF_UTIL_FUTURE_SKEW_S 60.0
-#define AF_UTIL_MAX_SERIES 200000
+#define AF_UTILIZATION_FUTURE_SKEW_S 60.0
+#define AF_UTILIZATION_MAX_SERIES 200000
 
 /* "out_of_range", "future", "over_limit". Static. */
-const char *af_util_discard_name(enum af_util_discard d);
+const char *af_utilization_discard_name(enum af_utilization_discard d);
 
 /* ---- snapshot (immutable after publish) ---------------------------------------------------- */
 
-struct af_util_sample {
-    uint8_t metric;            /* enum af_util_metric */
+struct af_utilization_sample {
+    uint8_t metric;            /* enum af_utilization_metric */
     bool held;                 /* a pod label says a pod holds this GPU (dcgm only) */
     char device[40];           /* "" for a node-level series */
     double value;              /* scaled: fraction or bytes */
@@ -135,20 +135,20 @@ struct af_util_sample {
 
 /* One metric of one node over all its samples, summed when the snapshot is built, so a
  * request reads one record instead of walking the samples (idle as of idle_below). */
-struct af_util_agg {
+struct af_utilization_agg {
     uint16_t devices, idle, held, busy_unheld;
     double sum, max;
     double oldest_ts;          /* 0: no sample of this metric */
 };
 
-struct af_util_node {
+struct af_utilization_node {
     const char *name;          /* the Kubernetes node name */
-    struct af_util_sample *samples;
+    struct af_utilization_sample *samples;
     size_t n;
-    struct af_util_agg agg[AF_UM__COUNT];
+    struct af_utilization_agg agg[AF_UM__COUNT];
 };
 
-struct af_util_snapshot {
+struct af_utilization_snapshot {
     atomic_int refcnt;
     bool ok;                   /* the last round answered; false: degraded */
     bool frozen;               /* a recorded file: ages are as recorded, never grow */
@@ -158,22 +158,22 @@ struct af_util_snapshot {
     double last_ok;            /* when a round last answered, 0 never */
     uint64_t rounds, failures; /* rounds tried, rounds failed */
     size_t unmapped;           /* series no node label named */
-    size_t discarded[AF_UTIL_DISCARD__COUNT];        /* samples this round dropped */
-    uint64_t discarded_total[AF_UTIL_DISCARD__COUNT];   /* the same since the start */
+    size_t discarded[AF_UTILIZATION_DISCARD__COUNT];        /* samples this round dropped */
+    uint64_t discarded_total[AF_UTILIZATION_DISCARD__COUNT];   /* the same since the start */
     size_t n_nodes;
-    struct af_util_node *nodes;   /* sorted by name */
+    struct af_utilization_node *nodes;   /* sorted by name */
     uint64_t *index;           /* open addressing: hash << 32 | node i + 1; 0 empty */
     size_t index_size;         /* a power of two, at least twice n_nodes */
     struct af_arena arena;     /* owns every string and array above */
 };
 
-struct af_util_snapshot *af_util_snapshot_ref(struct af_util_snapshot *s);
-void af_util_snapshot_unref(struct af_util_snapshot *s);   /* NULL is fine */
+struct af_utilization_snapshot *af_utilization_snapshot_ref(struct af_utilization_snapshot *s);
+void af_utilization_snapshot_unref(struct af_utilization_snapshot *s);   /* NULL is fine */
 /* By hash (the request path looks up every candidate). Borrowed, valid until unref;
  * NULL when the node has no series. */
-const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const char *name);
+const struct af_utilization_node *af_utilization_find(const struct af_utilization_snapshot *s, const char *name);
 /* The time ages are measured against: `wall_now`, or `taken` for a frozen snapshot. */
-double af_util_now(const struct af_util_snapshot *s, double wall_now);
+double af_utilization_now(const struct af_utilization_snapshot *s, double wall_now);
 /* ---- scoring (pure) -------------------------------------------------------------------------- */
 
 /* What live data did for one node (af_node_decision.live_state). */
@@ -191,7 +191,7 @@ enum af_live_state {
 const char *af_live_state_name(enum af_live_state s);   /* "used", ... Static. */
 
 /* One metric of one node, summarized over its devices. */
-struct af_util_stat {
+struct af_utilization_stat {
     int devices;               /* fresh device samples */
     int idle;                  /* of which idle (below idle_below) */
     int held;                  /* held by a pod (pod label; every Neuron series) */
@@ -205,8 +205,8 @@ struct af_util_stat {
 };
 
 /* Summarizes metric `m` of `node` (NULL is fine: devices 0). Cannot fail. */
-void af_util_node_stat(const struct af_util_policy *up, const struct af_util_node *node,
-                       enum af_util_metric m, double now, struct af_util_stat *out);
+void af_utilization_node_stat(const struct af_utilization_policy *up, const struct af_utilization_node *node,
+                       enum af_utilization_metric m, double now, struct af_utilization_stat *out);
 
 struct af_plan;
 struct af_pod_info;
@@ -221,9 +221,9 @@ struct af_policy;
  * for failed nodes, for /explain). `us` NULL means no source: nothing changes.
  * A snapshot that is not ok marks every node degraded and changes no score. Cannot fail.
  */
-void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
+void af_utilization_score(const struct af_policy *pol, const struct af_plan *plan,
                    const struct af_pod_info *pod, const struct af_node_view *nodes, size_t n,
-                   const struct af_util_snapshot *us, double now, struct af_node_decision *out);
+                   const struct af_utilization_snapshot *us, double now, struct af_node_decision *out);
 
 /*
  * Filter with the policy's live thresholds (utilization.filter): af_filter, but a node
@@ -232,18 +232,18 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
  * age. `scratch` holds n views (the caller's memory). Without thresholds, fresh data or
  * a pod they apply to, exactly af_filter. Cannot fail.
  */
-void af_util_filter(const struct af_policy *pol, const struct af_plan *plan,
+void af_utilization_filter(const struct af_policy *pol, const struct af_plan *plan,
                     const struct af_pod_info *pod, const struct af_node_view *nodes,
-                    const char *const *names, size_t n, const struct af_util_snapshot *us,
+                    const char *const *names, size_t n, const struct af_utilization_snapshot *us,
                     double now, struct af_node_view *scratch, struct af_node_decision *out,
                     struct af_filter_summary *sum);
 
-/* True when the policy asks af_util_filter for anything. */
-bool af_util_filters(const struct af_policy *pol);
+/* True when the policy asks af_utilization_filter for anything. */
+bool af_utilization_filters(const struct af_policy *pol);
 
 /* Allocated but idle on one node: devices (or NeuronCores) and what they cost. */
-struct af_util_waste {
-    enum af_util_metric metric;   /* GPU_UTIL or NEURONCORE_UTIL */
+struct af_utilization_waste {
+    enum af_utilization_metric metric;   /* GPU_UTIL or NEURONCORE_UTIL */
     int idle_allocated;        /* held, allocated and idle for the whole window */
     int allocated;             /* devices (NeuronCores) the cache shows allocated */
     double usd_per_hour;       /* the node's price x idle_allocated / allocatable; 0 unknown */
@@ -251,7 +251,7 @@ struct af_util_waste {
 };
 
 /* False when the node has no accelerator series to judge. Cannot fail otherwise. */
-bool af_util_waste(const struct af_policy *pol, const struct af_node_view *v,
-                   const struct af_util_node *node, double now, struct af_util_waste *out);
+bool af_utilization_waste(const struct af_policy *pol, const struct af_node_view *v,
+                   const struct af_utilization_node *node, double now, struct af_utilization_waste *out);
 
 #endif

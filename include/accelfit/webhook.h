@@ -24,7 +24,7 @@
  * body that is not an AdmissionReview (the API server then applies the failure policy).
  * A review that is not a Pod CREATE is answered allowed, unchanged. Cannot fail otherwise.
  */
-int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out);
+int af_webhook_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out);
 
 /*
  * A deferred answer: the transport's mailbox for an answer a worker thread finishes.
@@ -36,15 +36,15 @@ struct af_deferred {
     void *ud;
     uint64_t ticket;
 };
-#define AF_SERVICE_DEFERRED (-1)
+#define AF_WEBHOOK_DEFERRED (-1)
 
 /*
- * af_service_mutate, except that with svc->claims and `later` a new unit of a rollout is
+ * af_webhook_mutate, except that with svc->claims and `later` a new unit of a rollout is
  * claimed in the API server's ledger first (docs/rollouts.md): then nothing is written to
- * `out`, AF_SERVICE_DEFERRED is returned, and the answer goes to later->done once the claim
+ * `out`, AF_WEBHOOK_DEFERRED is returned, and the answer goes to later->done once the claim
  * is written or its deadline has passed (then decided locally, with a warning).
  */
-int af_service_mutate_ex(struct af_service *svc, const char *body, size_t len, struct af_buf *out,
+int af_webhook_mutate_deferred(struct af_service *svc, const char *body, size_t len, struct af_buf *out,
                          const struct af_deferred *later);
 
 /*

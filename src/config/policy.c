@@ -70,7 +70,7 @@ void af_policy_free(struct af_policy *p)
     af_free(p->rules);
     af__rollouts_free(p->rollouts, p->n_rollouts);
     af__tenants_free(p);
-    af_util_policy_release(&p->util);
+    af_utilization_policy_release(&p->util);
     for (size_t i = 0; i < p->prefer.n_namespaces; i++)
         af_free(p->prefer.namespaces[i]);
     af_free(p->prefer.namespaces);
@@ -106,7 +106,7 @@ static void policy_defaults(struct af_policy *p)
     p->prepaid = AF_PREPAID_MARGINAL;
     p->block_end_margin_s = 1800;
     p->keep_prepaid_whole = 0;
-    af_util_policy_defaults(&p->util);
+    af_utilization_policy_defaults(&p->util);
 }
 
 /* Walks the pairs of mapping `map`, setting `k` (key text) and `v` (value node). */

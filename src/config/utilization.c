@@ -4,7 +4,7 @@
  * Prometheus (each adaptable to a cluster's relabeling), the labels that name a
  * series' node, device and pod, how often to ask and how old an answer may be, and
  * how live utilization enters scoring, filter and the waste report. Every key is
- * optional over the defaults of af_util_policy_defaults; every value is checked
+ * optional over the defaults of af_utilization_policy_defaults; every value is checked
  * and a bad one is reported at its line and column. Percentages are written as
  * percent (90) and kept as fractions (0.9).
  */
@@ -54,9 +54,9 @@ static int percent(struct af__ydoc *d, yaml_node_t *v, const char *what, double 
     return 0;
 }
 
-/* A list of Prometheus label names (at most AF_UTIL_MAX_LABELS). */
+/* A list of Prometheus label names (at most AF_UTILIZATION_MAX_LABELS). */
 static int labels(struct af__ydoc *d, yaml_node_t *v, const char *what,
-                  char (*dst)[AF_UTIL_LABEL_MAX], int *n)
+                  char (*dst)[AF_UTILIZATION_LABEL_MAX], int *n)
 {
     int rc = af__ynode_expect(d, v, YAML_SEQUENCE_NODE, what), count = 0;
 
@@ -69,18 +69,18 @@ static int labels(struct af__ydoc *d, yaml_node_t *v, const char *what,
         rc = af__ynode_string(d, e, what, &s);
         if (rc)
             return rc;
-        if (!*s || strlen(s) >= AF_UTIL_LABEL_MAX || strspn(s, "abcdefghijklmnopqrstuvwxyz"
+        if (!*s || strlen(s) >= AF_UTILIZATION_LABEL_MAX || strspn(s, "abcdefghijklmnopqrstuvwxyz"
                                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                                                "0123456789_") != strlen(s) ||
             (s[0] >= '0' && s[0] <= '9'))
             return af__ydoc_err(d, e, AF_EINVAL,
                                 "'%s' holds Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*, at "
                                 "most %d characters), not '%s'",
-                                what, AF_UTIL_LABEL_MAX - 1, s);
-        if (count == AF_UTIL_MAX_LABELS)
+                                what, AF_UTILIZATION_LABEL_MAX - 1, s);
+        if (count == AF_UTILIZATION_MAX_LABELS)
             return af__ydoc_err(d, e, AF_EINVAL, "'%s' takes at most %d labels", what,
-                                AF_UTIL_MAX_LABELS);
-        snprintf(dst[count++], AF_UTIL_LABEL_MAX, "%s", s);
+                                AF_UTILIZATION_MAX_LABELS);
+        snprintf(dst[count++], AF_UTILIZATION_LABEL_MAX, "%s", s);
     }
     if (count == 0 && strcmp(what, "utilization.pod_labels"))
         return af__ydoc_err(d, v, AF_EINVAL, "'%s' must not be empty", what);
@@ -89,7 +89,7 @@ static int labels(struct af__ydoc *d, yaml_node_t *v, const char *what,
 }
 
 /* One query: a string (PromQL), null or "" (do not ask), or {query, scale}. */
-static int load_query(struct af__ydoc *d, yaml_node_t *v, const char *what, struct af_util_query *q)
+static int load_query(struct af__ydoc *d, yaml_node_t *v, const char *what, struct af_utilization_query *q)
 {
     yaml_node_t *x = v;
     const char *s = NULL;
@@ -124,7 +124,7 @@ static int load_query(struct af__ydoc *d, yaml_node_t *v, const char *what, stru
     return 0;
 }
 
-static int load_queries(struct af__ydoc *d, yaml_node_t *map, struct af_util_policy *up)
+static int load_queries(struct af__ydoc *d, yaml_node_t *map, struct af_utilization_policy *up)
 {
     char what[80];
     int rc = af__ynode_expect(d, map, YAML_MAPPING_NODE, "utilization.queries");
@@ -134,32 +134,32 @@ static int load_queries(struct af__ydoc *d, yaml_node_t *map, struct af_util_pol
     for (yaml_node_pair_t *pp = map->data.mapping.pairs.start;
          !rc && pp < map->data.mapping.pairs.top; pp++) {
         yaml_node_t *k = af__ydoc_node(d, pp->key);
-        int m = af_util_metric_parse(af__ynode_str(k));
+        int m = af_utilization_metric_parse(af__ynode_str(k));
         if (m < 0) {
             char known[200] = "";
             for (int i = 0; i < AF_UM__COUNT; i++)
                 snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
-                         i ? ", " : "", af_util_metric_name((enum af_util_metric)i));
+                         i ? ", " : "", af_utilization_metric_name((enum af_utilization_metric)i));
             return af__ydoc_err(d, k, AF_EINVAL,
                                 "unknown key '%s' in utilization.queries (known: %s)",
                                 af__ynode_str(k), known);
         }
         snprintf(what, sizeof(what), "utilization.queries.%s",
-                 af_util_metric_name((enum af_util_metric)m));
+                 af_utilization_metric_name((enum af_utilization_metric)m));
         rc = load_query(d, af__ydoc_node(d, pp->value), what, &up->q[m]);
     }
     return rc;
 }
 
-static int load_scoring(struct af__ydoc *d, yaml_node_t *map, struct af_util_policy *up)
+static int load_scoring(struct af__ydoc *d, yaml_node_t *map, struct af_utilization_policy *up)
 {
     static const struct {
         const char *name;
-        enum af_util_mode mode;
-    } modes[] = {{"off", AF_UTIL_MODE_OFF},
-                 {"strategy", AF_UTIL_MODE_STRATEGY},
-                 {"prefer-idle", AF_UTIL_MODE_PREFER_IDLE},
-                 {"trust-free", AF_UTIL_MODE_TRUST_FREE}};
+        enum af_utilization_mode mode;
+    } modes[] = {{"off", AF_UTILIZATION_MODE_OFF},
+                 {"strategy", AF_UTILIZATION_MODE_STRATEGY},
+                 {"prefer-idle", AF_UTILIZATION_MODE_PREFER_IDLE},
+                 {"trust-free", AF_UTILIZATION_MODE_TRUST_FREE}};
     yaml_node_t *v;
     int rc = af__ymap_expect(d, map, "utilization.scoring", scoring_keys);
 
@@ -197,7 +197,7 @@ static int load_scoring(struct af__ydoc *d, yaml_node_t *map, struct af_util_pol
 
 int af__utilization_load(struct af__ydoc *d, yaml_node_t *map, struct af_policy *p)
 {
-    struct af_util_policy *up = &p->util;
+    struct af_utilization_policy *up = &p->util;
     const struct {
         const char *key, *what;
         double *out;
@@ -209,7 +209,7 @@ int af__utilization_load(struct af__ydoc *d, yaml_node_t *map, struct af_policy 
     };
     const struct {
         const char *key, *what;
-        char (*dst)[AF_UTIL_LABEL_MAX];
+        char (*dst)[AF_UTILIZATION_LABEL_MAX];
         int *n;
     } lists[] = {
         {"node_labels", "utilization.node_labels", up->node_labels, &up->n_node_labels},

@@ -20,23 +20,23 @@
 
 static const char *const metric_names[] = {
 #define XX(id, name, query, scale) name,
-    AF_UTIL_METRIC_MAP(XX)
+    AF_UTILIZATION_METRIC_MAP(XX)
 #undef XX
 };
 
-const char *af_util_metric_name(enum af_util_metric m)
+const char *af_utilization_metric_name(enum af_utilization_metric m)
 {
     return (int)m >= 0 && m < AF_UM__COUNT ? metric_names[m] : NULL;
 }
 
-const char *af_util_discard_name(enum af_util_discard d)
+const char *af_utilization_discard_name(enum af_utilization_discard d)
 {
-    static const char *const names[AF_UTIL_DISCARD__COUNT] = {"out_of_range", "future",
+    static const char *const names[AF_UTILIZATION_DISCARD__COUNT] = {"out_of_range", "future",
                                                               "over_limit"};
-    return (int)d >= 0 && d < AF_UTIL_DISCARD__COUNT ? names[d] : "unknown";
+    return (int)d >= 0 && d < AF_UTILIZATION_DISCARD__COUNT ? names[d] : "unknown";
 }
 
-int af_util_metric_parse(const char *s)
+int af_utilization_metric_parse(const char *s)
 {
     for (int i = 0; s && i < AF_UM__COUNT; i++)
         if (!strcmp(s, metric_names[i]))
@@ -67,14 +67,14 @@ const char *af_live_state_name(enum af_live_state s)
     return "off";
 }
 
-static void set_labels(char (*dst)[AF_UTIL_LABEL_MAX], int *n, const char *const *src)
+static void set_labels(char (*dst)[AF_UTILIZATION_LABEL_MAX], int *n, const char *const *src)
 {
     *n = 0;
-    for (; *src && *n < AF_UTIL_MAX_LABELS; src++)
-        snprintf(dst[(*n)++], AF_UTIL_LABEL_MAX, "%s", *src);
+    for (; *src && *n < AF_UTILIZATION_MAX_LABELS; src++)
+        snprintf(dst[(*n)++], AF_UTILIZATION_LABEL_MAX, "%s", *src);
 }
 
-void af_util_policy_defaults(struct af_util_policy *up)
+void af_utilization_policy_defaults(struct af_utilization_policy *up)
 {
     static const char *const node_labels[] = {"node", "Hostname", "hostname", "instance", NULL};
     static const char *const device_labels[] = {"gpu", "GPU_I_ID", "neuroncore", "runtime_tag",
@@ -82,12 +82,12 @@ void af_util_policy_defaults(struct af_util_policy *up)
     static const char *const pod_labels[] = {"pod", "exported_pod", NULL};
     static const char *const queries[] = {
 #define XX(id, name, query, scale) query,
-        AF_UTIL_METRIC_MAP(XX)
+        AF_UTILIZATION_METRIC_MAP(XX)
 #undef XX
     };
     static const double scales[] = {
 #define XX(id, name, query, scale) scale,
-        AF_UTIL_METRIC_MAP(XX)
+        AF_UTILIZATION_METRIC_MAP(XX)
 #undef XX
     };
 
@@ -103,7 +103,7 @@ void af_util_policy_defaults(struct af_util_policy *up)
     up->timeout_s = 5;
     up->staleness_s = 120;
     up->retry_max_s = 120;
-    up->mode = AF_UTIL_MODE_STRATEGY;
+    up->mode = AF_UTILIZATION_MODE_STRATEGY;
     up->weight = 0.3;
     up->saturated_above = 0.9;
     up->max_gpu_util = -1;
@@ -111,7 +111,7 @@ void af_util_policy_defaults(struct af_util_policy *up)
     up->waste_window_s = 1800;
 }
 
-void af_util_policy_release(struct af_util_policy *up)
+void af_utilization_policy_release(struct af_utilization_policy *up)
 {
     if (!up)
         return;
@@ -123,14 +123,14 @@ void af_util_policy_release(struct af_util_policy *up)
 
 /* ---- snapshot -------------------------------------------------------------------------------- */
 
-struct af_util_snapshot *af_util_snapshot_ref(struct af_util_snapshot *s)
+struct af_utilization_snapshot *af_utilization_snapshot_ref(struct af_utilization_snapshot *s)
 {
     if (s)
         atomic_fetch_add(&s->refcnt, 1);
     return s;
 }
 
-void af_util_snapshot_unref(struct af_util_snapshot *s)
+void af_utilization_snapshot_unref(struct af_utilization_snapshot *s)
 {
     if (!s || atomic_fetch_sub(&s->refcnt, 1) != 1)
         return;
@@ -138,7 +138,7 @@ void af_util_snapshot_unref(struct af_util_snapshot *s)
     af_free(s);
 }
 
-const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const char *name)
+const struct af_utilization_node *af_utilization_find(const struct af_utilization_snapshot *s, const char *name)
 {
     size_t mask;
 
@@ -158,21 +158,21 @@ const struct af_util_node *af_util_find(const struct af_util_snapshot *s, const 
     }
 }
 
-double af_util_now(const struct af_util_snapshot *s, double wall_now)
+double af_utilization_now(const struct af_utilization_snapshot *s, double wall_now)
 {
     return s && s->frozen ? s->taken : wall_now;
 }
 
 /* ---- per-node summary ------------------------------------------------------------------------ */
 
-void af_util_node_stat(const struct af_util_policy *up, const struct af_util_node *node,
-                       enum af_util_metric m, double now, struct af_util_stat *out)
+void af_utilization_node_stat(const struct af_utilization_policy *up, const struct af_utilization_node *node,
+                       enum af_utilization_metric m, double now, struct af_utilization_stat *out)
 {
     bool seen = false;
 
     memset(out, 0, sizeof(*out));
     for (size_t i = 0; node && i < node->n; i++) {
-        const struct af_util_sample *s = &node->samples[i];
+        const struct af_utilization_sample *s = &node->samples[i];
         double age = now - s->ts;
         bool idle;
 
@@ -207,16 +207,16 @@ void af_util_node_stat(const struct af_util_policy *up, const struct af_util_nod
 }
 
 /*
- * af_util_node_stat for the request path: when every sample of the metric is fresh, the
+ * af_utilization_node_stat for the request path: when every sample of the metric is fresh, the
  * sums made at build time (the window counts, which only the waste report reads, stay 0).
  */
-static void quick_stat(const struct af_util_policy *up, const struct af_util_node *node,
-                       enum af_util_metric m, double now, struct af_util_stat *out)
+static void quick_stat(const struct af_utilization_policy *up, const struct af_utilization_node *node,
+                       enum af_utilization_metric m, double now, struct af_utilization_stat *out)
 {
-    const struct af_util_agg *a = node ? &node->agg[m] : NULL;
+    const struct af_utilization_agg *a = node ? &node->agg[m] : NULL;
 
     if (!a || !a->devices || now - a->oldest_ts > up->staleness_s) {
-        af_util_node_stat(up, node, m, now, out);
+        af_utilization_node_stat(up, node, m, now, out);
         return;
     }
     memset(out, 0, sizeof(*out));
@@ -255,7 +255,7 @@ static int judged_metric(const struct af_plan *plan)
 
 /* Devices of the measured kind the node has and the cache shows allocated (NeuronCores for
  * Neuron, GPUs otherwise). */
-static void device_counts(const struct af_node_view *v, enum af_util_metric m, int64_t *capacity,
+static void device_counts(const struct af_node_view *v, enum af_utilization_metric m, int64_t *capacity,
                           int64_t *allocated)
 {
     const struct af_resources *a = &v->info->allocatable, *u = &v->used;
@@ -282,11 +282,11 @@ static bool shares_gpus(const struct af_pod_info *pod, const struct af_node_info
                    (pod->requests.v[AF_RES_GPU] > 0 && info && info->gpu_shared));
 }
 
-static enum af_util_mode effective_mode(const struct af_policy *pol)
+static enum af_utilization_mode effective_mode(const struct af_policy *pol)
 {
-    if (pol->util.mode != AF_UTIL_MODE_STRATEGY)
+    if (pol->util.mode != AF_UTILIZATION_MODE_STRATEGY)
         return pol->util.mode;
-    return pol->strategy == AF_STRATEGY_SPREAD ? AF_UTIL_MODE_PREFER_IDLE : AF_UTIL_MODE_TRUST_FREE;
+    return pol->strategy == AF_STRATEGY_SPREAD ? AF_UTILIZATION_MODE_PREFER_IDLE : AF_UTILIZATION_MODE_TRUST_FREE;
 }
 
 /*
@@ -297,12 +297,12 @@ static enum af_util_mode effective_mode(const struct af_policy *pol)
  *                a NeuronCore held by a runtime beyond the allocated ones) takes a free
  *                device away. CPU: 1 - utilization, as prefer-idle.
  */
-static double live_part(enum af_util_mode mode, enum af_util_metric m,
-                        const struct af_node_view *v, const struct af_util_stat *st)
+static double live_part(enum af_utilization_mode mode, enum af_utilization_metric m,
+                        const struct af_node_view *v, const struct af_utilization_stat *st)
 {
     int64_t capacity, allocated, free_devs, phantom;
 
-    if (m == AF_UM_CPU_UTIL || mode == AF_UTIL_MODE_PREFER_IDLE)
+    if (m == AF_UM_CPU_UTIL || mode == AF_UTILIZATION_MODE_PREFER_IDLE)
         return clamp01(1.0 - st->mean);
     device_counts(v, m, &capacity, &allocated);
     if (capacity <= 0)   /* MIG slices or shared GPUs only: no whole devices to count */
@@ -321,12 +321,12 @@ static double live_part(enum af_util_mode mode, enum af_util_metric m,
     return clamp01(1.0 - (double)phantom / (double)free_devs);
 }
 
-void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
+void af_utilization_score(const struct af_policy *pol, const struct af_plan *plan,
                    const struct af_pod_info *pod, const struct af_node_view *nodes, size_t n,
-                   const struct af_util_snapshot *us, double now, struct af_node_decision *out)
+                   const struct af_utilization_snapshot *us, double now, struct af_node_decision *out)
 {
-    const struct af_util_policy *up;
-    enum af_util_mode mode;
+    const struct af_utilization_policy *up;
+    enum af_utilization_mode mode;
     double wt, wu, wc, wsum, w;
     int m;
 
@@ -346,7 +346,7 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
     for (size_t i = 0; i < n; i++) {
         struct af_node_decision *d = &out[i];
         const struct af_node_view *v = &nodes[i];
-        struct af_util_stat st;
+        struct af_utilization_stat st;
         double base, final;
         long score;
 
@@ -360,7 +360,7 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
             d->live_state = AF_LIVE_NO_DATA;
             continue;
         }
-        quick_stat(up, af_util_find(us, v->info->name), (enum af_util_metric)m, now, &st);
+        quick_stat(up, af_utilization_find(us, v->info->name), (enum af_utilization_metric)m, now, &st);
         if (st.devices == 0) {
             d->live_state = st.stale ? AF_LIVE_STALE : AF_LIVE_NO_DATA;
             continue;
@@ -374,10 +374,10 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
             d->s_live = 0;
             d->live_state = AF_LIVE_SATURATED;
         } else {
-            d->s_live = live_part(mode, (enum af_util_metric)m, v, &st);
-            d->live_state = mode == AF_UTIL_MODE_OFF ? AF_LIVE_SHOWN : AF_LIVE_USED;
+            d->s_live = live_part(mode, (enum af_utilization_metric)m, v, &st);
+            d->live_state = mode == AF_UTILIZATION_MODE_OFF ? AF_LIVE_SHOWN : AF_LIVE_USED;
         }
-        if (mode == AF_UTIL_MODE_OFF || d->verdict != AF_VERDICT_PASS)
+        if (mode == AF_UTILIZATION_MODE_OFF || d->verdict != AF_VERDICT_PASS)
             continue;
         base = (wt * d->s_tier + wu * d->s_util + wc * d->s_cost) / wsum;
         final = (1.0 - w) * base + w * d->s_live;
@@ -388,7 +388,7 @@ void af_util_score(const struct af_policy *pol, const struct af_plan *plan,
 
 /* ---- filter post-pass ------------------------------------------------------------------------ */
 
-bool af_util_filters(const struct af_policy *pol)
+bool af_utilization_filters(const struct af_policy *pol)
 {
     return pol && pol->util.max_gpu_util >= 0;
 }
@@ -396,24 +396,24 @@ bool af_util_filters(const struct af_policy *pol)
 /* Fresh GPU stats of node i when the threshold applies to this pod there; false otherwise. */
 static bool over_threshold(const struct af_policy *pol, const struct af_plan *plan,
                            const struct af_pod_info *pod, const struct af_node_view *v,
-                           const struct af_util_snapshot *us, double now, struct af_util_stat *st)
+                           const struct af_utilization_snapshot *us, double now, struct af_utilization_stat *st)
 {
     if (!v->info || plan->requested != AF_ACCEL_GPU || !shares_gpus(pod, v->info))
         return false;
-    quick_stat(&pol->util, af_util_find(us, v->info->name), AF_UM_GPU_UTIL, now, st);
+    quick_stat(&pol->util, af_utilization_find(us, v->info->name), AF_UM_GPU_UTIL, now, st);
     return st->devices > 0 && st->max >= pol->util.max_gpu_util;
 }
 
-void af_util_filter(const struct af_policy *pol, const struct af_plan *plan,
+void af_utilization_filter(const struct af_policy *pol, const struct af_plan *plan,
                     const struct af_pod_info *pod, const struct af_node_view *nodes,
-                    const char *const *names, size_t n, const struct af_util_snapshot *us,
+                    const char *const *names, size_t n, const struct af_utilization_snapshot *us,
                     double now, struct af_node_view *scratch, struct af_node_decision *out,
                     struct af_filter_summary *sum)
 {
-    struct af_util_stat st;
+    struct af_utilization_stat st;
     bool any = false;
 
-    if (!us || !us->ok || !af_util_filters(pol) || plan->requested != AF_ACCEL_GPU) {
+    if (!us || !us->ok || !af_utilization_filters(pol) || plan->requested != AF_ACCEL_GPU) {
         af_filter(pol, plan, pod, nodes, names, n, out, sum);
         return;
     }
@@ -456,10 +456,10 @@ void af_util_filter(const struct af_policy *pol, const struct af_plan *plan,
 
 /* ---- waste ----------------------------------------------------------------------------------- */
 
-bool af_util_waste(const struct af_policy *pol, const struct af_node_view *v,
-                   const struct af_util_node *node, double now, struct af_util_waste *out)
+bool af_utilization_waste(const struct af_policy *pol, const struct af_node_view *v,
+                   const struct af_utilization_node *node, double now, struct af_utilization_waste *out)
 {
-    struct af_util_stat st;
+    struct af_utilization_stat st;
     int64_t capacity, allocated, idle;
 
     memset(out, 0, sizeof(*out));
@@ -471,7 +471,7 @@ bool af_util_waste(const struct af_policy *pol, const struct af_node_view *v,
         out->metric = AF_UM_NEURONCORE_UTIL;
     else
         return false;
-    af_util_node_stat(&pol->util, node, out->metric, now, &st);
+    af_utilization_node_stat(&pol->util, node, out->metric, now, &st);
     if (st.devices == 0)
         return false;
     device_counts(v, out->metric, &capacity, &allocated);

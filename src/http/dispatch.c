@@ -172,8 +172,8 @@ static int answer_post(struct server *s, struct lws *wsi, struct pss *p, const c
         struct af_deferred later;
 
         af__http_deferred_prepare(s, &later);
-        status = af_service_mutate_ex(s->svc, body, p->body.len, &answer, &later);
-        if (status == AF_SERVICE_DEFERRED) {
+        status = af_webhook_mutate_deferred(s->svc, body, p->body.len, &answer, &later);
+        if (status == AF_WEBHOOK_DEFERRED) {
             /* a new unit's side is being claimed: the answer comes through `later` */
             af_buf_release(&answer);
             af__http_park(s, wsi, p, &later);

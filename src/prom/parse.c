@@ -10,7 +10,7 @@
  * is counted and dropped; a value that is not a number drops that series only, and one
  * out of its metric's range or timestamped in the future is dropped and counted. The
  * snapshot keeps, per node, the last value and timestamp of each series, sorted by
- * node name for af_util_find, all in one arena.
+ * node name for af_utilization_find, all in one arena.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,24 +22,24 @@
 
 struct pending {
     char *node;                /* arena */
-    struct af_util_sample s;
+    struct af_utilization_sample s;
 };
 
-struct af_util_build {
+struct af_prom_build {
     struct af_arena arena;     /* node names; handed to the snapshot */
     struct pending *v;
     size_t n, cap;
     size_t unmapped;
     double now;                /* 0: no check of future timestamps */
-    size_t discarded[AF_UTIL_DISCARD__COUNT];
+    size_t discarded[AF_UTILIZATION_DISCARD__COUNT];
 };
 
-struct af_util_build *af_util_build_new(void)
+struct af_prom_build *af_prom_build_new(void)
 {
-    return af_xcalloc(1, sizeof(struct af_util_build));
+    return af_xcalloc(1, sizeof(struct af_prom_build));
 }
 
-void af_util_build_set_now(struct af_util_build *b, double now)
+void af_prom_build_set_now(struct af_prom_build *b, double now)
 {
     b->now = now;
 }
@@ -50,7 +50,7 @@ void af_util_build_set_now(struct af_util_build *b, double now)
  * The answer is read where it lies, never as a tree: a tree of a 64 MiB answer (a
  * json_t, a hash table and an allocation per value) took over 1 GiB. Each series is
  * decoded into fixed buffers on the stack and kept as one struct pending, and only the
- * first AF_UTIL_MAX_SERIES series of a round are kept. The grammar is JSON's (RFC 8259),
+ * first AF_UTILIZATION_MAX_SERIES series of a round are kept. The grammar is JSON's (RFC 8259),
  * checked whole: an answer that is not JSON is refused with the line and column, as
  * before.
  */
@@ -388,16 +388,16 @@ static bool string_or_skip(struct jp *j, char *out, size_t n, bool *is_str, bool
 /* ---- one series --------------------------------------------------------------------------- */
 
 struct series {
-    char node[AF_UTIL_MAX_LABELS][LABEL_MAX];     /* the node labels' values ("": absent) */
-    char device[AF_UTIL_MAX_LABELS][40];
+    char node[AF_UTILIZATION_MAX_LABELS][LABEL_MAX];     /* the node labels' values ("": absent) */
+    char device[AF_UTILIZATION_MAX_LABELS][40];
     bool pod;                                     /* a pod label is set */
     bool metric;                                  /* "metric" was an object */
     bool point;                                   /* the value (or last of values) is valid */
     double ts, value, idle_since;
-    int bad;                                      /* enum af_util_discard + 1 of the last point */
+    int bad;                                      /* enum af_utilization_discard + 1 of the last point */
 };
 
-static int label_index(const char (*labels)[AF_UTIL_LABEL_MAX], int n, const char *key)
+static int label_index(const char (*labels)[AF_UTILIZATION_LABEL_MAX], int n, const char *key)
 {
     for (int i = 0; i < n; i++)
         if (!strcmp(labels[i], key))
@@ -405,10 +405,10 @@ static int label_index(const char (*labels)[AF_UTIL_LABEL_MAX], int n, const cha
     return -1;
 }
 
-static bool metric_object(struct jp *j, const struct af_util_policy *up, struct series *se)
+static bool metric_object(struct jp *j, const struct af_utilization_policy *up, struct series *se)
 {
     bool first = true, fit, is_str;
-    char key[AF_UTIL_LABEL_MAX + 1], val[LABEL_MAX];
+    char key[AF_UTILIZATION_LABEL_MAX + 1], val[LABEL_MAX];
 
     if (!peek(j, '{'))
         return value(j);   /* not an object: the series is skipped */
@@ -439,11 +439,11 @@ static bool metric_object(struct jp *j, const struct af_util_policy *up, struct 
 /*
  * One [<time>, "<value>"] point, scaled and checked for metric `m`: a utilization is a
  * fraction, clamped to [0, 1] within 0.05 of it (rate() rounding) and dropped beyond;
- * memory is from 0 to 2^60 bytes; a time more than AF_UTIL_FUTURE_SKEW_S after `now`
+ * memory is from 0 to 2^60 bytes; a time more than AF_UTILIZATION_FUTURE_SKEW_S after `now`
  * (when known) is dropped. Returns true for a point kept; *bad says why one was not
  * (0: not a point at all).
  */
-static bool point(struct jp *j, enum af_util_metric m, double scale, double now, double *ts,
+static bool point(struct jp *j, enum af_utilization_metric m, double scale, double now, double *ts,
                   double *v, int *bad, bool *ok)
 {
     bool first = true, fit = false, is_str = false;
@@ -481,16 +481,16 @@ static bool point(struct jp *j, enum af_util_metric m, double scale, double now,
         return true;
     if (m == AF_UM_GPU_UTIL || m == AF_UM_NEURONCORE_UTIL || m == AF_UM_CPU_UTIL) {
         if (x < -0.05 || x > 1.05) {
-            *bad = AF_UTIL_DISCARD_RANGE + 1;
+            *bad = AF_UTILIZATION_DISCARD_RANGE + 1;
             return true;
         }
         x = x < 0 ? 0 : x > 1 ? 1 : x;
     } else if (x < 0 || x > 1152921504606846976.0) {
-        *bad = AF_UTIL_DISCARD_RANGE + 1;
+        *bad = AF_UTILIZATION_DISCARD_RANGE + 1;
         return true;
     }
-    if (now > 0 && t > now + AF_UTIL_FUTURE_SKEW_S) {
-        *bad = AF_UTIL_DISCARD_FUTURE + 1;
+    if (now > 0 && t > now + AF_UTILIZATION_FUTURE_SKEW_S) {
+        *bad = AF_UTILIZATION_DISCARD_FUTURE + 1;
         return true;
     }
     *ts = t;
@@ -499,8 +499,8 @@ static bool point(struct jp *j, enum af_util_metric m, double scale, double now,
     return true;
 }
 
-static bool series_object(struct jp *j, struct af_util_build *b, const struct af_util_policy *up,
-                          enum af_util_metric m, bool matrix, struct series *se)
+static bool series_object(struct jp *j, struct af_prom_build *b, const struct af_utilization_policy *up,
+                          enum af_utilization_metric m, bool matrix, struct series *se)
 {
     double scale = up->q[m].scale > 0 ? up->q[m].scale : 1;
     bool first = true, fit, seen_metric = false, seen_value = false;
@@ -562,7 +562,7 @@ static bool series_object(struct jp *j, struct af_util_build *b, const struct af
 }
 
 /* The node a series belongs to, or NULL. */
-static const char *series_node(const struct af_util_policy *up, const struct series *se,
+static const char *series_node(const struct af_utilization_policy *up, const struct series *se,
                                char *buf, size_t n)
 {
     for (int i = 0; i < up->n_node_labels; i++) {
@@ -591,7 +591,7 @@ static const char *series_node(const struct af_util_policy *up, const struct ser
     return NULL;
 }
 
-static void series_device(const struct af_util_policy *up, const struct series *se, char *out,
+static void series_device(const struct af_utilization_policy *up, const struct series *se, char *out,
                           size_t n)
 {
     size_t used = 0;
@@ -603,7 +603,7 @@ static void series_device(const struct af_util_policy *up, const struct series *
                                      se->device[i]);
 }
 
-static void keep(struct af_util_build *b, const struct af_util_policy *up, enum af_util_metric m,
+static void keep(struct af_prom_build *b, const struct af_utilization_policy *up, enum af_utilization_metric m,
                  const struct series *se)
 {
     char node[LABEL_MAX];
@@ -620,8 +620,8 @@ static void keep(struct af_util_build *b, const struct af_util_policy *up, enum 
         b->unmapped++;
         return;
     }
-    if (b->n >= AF_UTIL_MAX_SERIES) {
-        b->discarded[AF_UTIL_DISCARD_OVER_LIMIT]++;
+    if (b->n >= AF_UTILIZATION_MAX_SERIES) {
+        b->discarded[AF_UTILIZATION_DISCARD_OVER_LIMIT]++;
         return;
     }
     AF_GROW(b->v, b->cap, b->n + 1);
@@ -661,8 +661,8 @@ static int not_json(const struct jp *j, char *why, size_t whylen)
     return AF_EPARSE;
 }
 
-int af_util_build_add(struct af_util_build *b, const struct af_util_policy *up,
-                      enum af_util_metric m, const char *body, size_t len, char *why,
+int af_prom_build_add(struct af_prom_build *b, const struct af_utilization_policy *up,
+                      enum af_utilization_metric m, const char *body, size_t len, char *why,
                       size_t whylen)
 {
     struct jp j = {body, body + len, body, 0, "", NULL};
@@ -670,7 +670,7 @@ int af_util_build_add(struct af_util_build *b, const struct af_util_policy *up,
     char key[16], status[24] = "", type[24] = "", etype[48] = "", etext[208] = "";
     bool first = true, fit, is_str, have_status = false, matrix;
     struct series se;
-    size_t kept0 = b->n, unmapped0 = b->unmapped, disc0[AF_UTIL_DISCARD__COUNT];
+    size_t kept0 = b->n, unmapped0 = b->unmapped, disc0[AF_UTILIZATION_DISCARD__COUNT];
 
     memcpy(disc0, b->discarded, sizeof(disc0));
     /* the answer: status, data (read after the whole answer is checked), errorType, error */
@@ -755,7 +755,7 @@ int af_util_build_add(struct af_util_build *b, const struct af_util_policy *up,
     return 0;
 }
 
-int af__util_build_add_file(struct af_util_build *b, const struct af_util_policy *up,
+int af__prom_build_add_file(struct af_prom_build *b, const struct af_utilization_policy *up,
                             const char *body, size_t len, char *why, size_t whylen)
 {
     struct jp j = {body, body + len, body, 0, "", NULL};
@@ -797,7 +797,7 @@ int af__util_build_add_file(struct af_util_build *b, const struct af_util_policy
         struct jp q = {qs, qe, body, 0, "", NULL};
         first = true;
         while (next_key(&q, &first, key, sizeof(key), &fit)) {
-            int m = fit ? af_util_metric_parse(key) : -1;
+            int m = fit ? af_utilization_metric_parse(key) : -1;
             const char *as, *ae;
             int rc;
             if (m < 0) {
@@ -806,7 +806,7 @@ int af__util_build_add_file(struct af_util_build *b, const struct af_util_policy
             }
             if (!span(&q, &as, &ae))
                 return not_json(&q, why, whylen);
-            rc = af_util_build_add(b, up, (enum af_util_metric)m, as, (size_t)(ae - as), what,
+            rc = af_prom_build_add(b, up, (enum af_utilization_metric)m, as, (size_t)(ae - as), what,
                                    sizeof(what));
             if (rc) {
                 snprintf(why, whylen, "queries.%s: %s", key, what);
@@ -819,7 +819,7 @@ int af__util_build_add_file(struct af_util_build *b, const struct af_util_policy
     return 0;
 }
 
-void af__util_answer_error(const char *body, size_t len, char *out, size_t n)
+void af__prom_answer_error(const char *body, size_t len, char *out, size_t n)
 {
     struct jp j = {body, body + len, body, 0, "", NULL};
     bool first = true, fit, is_str;
@@ -852,10 +852,10 @@ static int cmp_pending(const void *a, const void *b)
 }
 
 /* The same series in the previous snapshot, or NULL. */
-static const struct af_util_sample *previous(const struct af_util_snapshot *prev,
-                                             const char *node, const struct af_util_sample *s)
+static const struct af_utilization_sample *previous(const struct af_utilization_snapshot *prev,
+                                             const char *node, const struct af_utilization_sample *s)
 {
-    const struct af_util_node *pn = af_util_find(prev, node);
+    const struct af_utilization_node *pn = af_utilization_find(prev, node);
 
     for (size_t i = 0; pn && i < pn->n; i++)
         if (pn->samples[i].metric == s->metric && !strcmp(pn->samples[i].device, s->device))
@@ -863,11 +863,11 @@ static const struct af_util_sample *previous(const struct af_util_snapshot *prev
     return NULL;
 }
 
-struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
-                                              const struct af_util_snapshot *prev,
+struct af_utilization_snapshot *af_prom_build_finish(struct af_prom_build *b,
+                                              const struct af_utilization_snapshot *prev,
                                               double idle_below)
 {
-    struct af_util_snapshot *s = af_xcalloc(1, sizeof(*s));
+    struct af_utilization_snapshot *s = af_xcalloc(1, sizeof(*s));
     size_t nodes = 0;
 
     atomic_init(&s->refcnt, 1);
@@ -880,7 +880,7 @@ struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
         nodes += i == 0 || strcmp(b->v[i].node, b->v[i - 1].node);
     s->nodes = af_arena_alloc(&b->arena, (nodes + 1) * sizeof(*s->nodes));
     for (size_t i = 0; i < b->n;) {
-        struct af_util_node *n = &s->nodes[s->n_nodes++];
+        struct af_utilization_node *n = &s->nodes[s->n_nodes++];
         size_t j = i;
         while (j < b->n && !strcmp(b->v[j].node, b->v[i].node))
             j++;
@@ -888,9 +888,9 @@ struct af_util_snapshot *af_util_build_finish(struct af_util_build *b,
         n->n = j - i;
         n->samples = af_arena_alloc(&b->arena, n->n * sizeof(*n->samples));
         for (size_t k = 0; k < n->n; k++) {
-            struct af_util_sample *smp = &n->samples[k];
-            const struct af_util_sample *old;
-            struct af_util_agg *a;
+            struct af_utilization_sample *smp = &n->samples[k];
+            const struct af_utilization_sample *old;
+            struct af_utilization_agg *a;
             *smp = b->v[i + k].s;
             a = &n->agg[smp->metric];
             if (a->devices < UINT16_MAX) {

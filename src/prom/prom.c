@@ -39,31 +39,31 @@ struct af_prom {
     pthread_cond_t wake;
     bool stop;                     /* protected by ->lock */
     atomic_bool stopping;          /* set with ->stop; read by the round without the lock */
-    struct af_util_snapshot *current;   /* protected by ->lock */
+    struct af_utilization_snapshot *current;   /* protected by ->lock */
     uint64_t rounds, failures;     /* reader thread only */
-    uint64_t discarded[AF_UTIL_DISCARD__COUNT];   /* reader thread only */
+    uint64_t discarded[AF_UTILIZATION_DISCARD__COUNT];   /* reader thread only */
     double last_ok;                /* reader thread only */
 };
 
-static void publish(struct af_prom *p, struct af_util_snapshot *s)
+static void publish(struct af_prom *p, struct af_utilization_snapshot *s)
 {
-    struct af_util_snapshot *old;
+    struct af_utilization_snapshot *old;
 
     pthread_mutex_lock(&p->lock);
     old = p->current;
     p->current = s;
     pthread_mutex_unlock(&p->lock);
-    af_util_snapshot_unref(old);   /* freed when the last request lets go */
+    af_utilization_snapshot_unref(old);   /* freed when the last request lets go */
 }
 
-struct af_util_snapshot *af_prom_acquire(struct af_prom *p)
+struct af_utilization_snapshot *af_prom_acquire(struct af_prom *p)
 {
-    struct af_util_snapshot *s;
+    struct af_utilization_snapshot *s;
 
     if (!p)
         return NULL;
     pthread_mutex_lock(&p->lock);
-    s = af_util_snapshot_ref(p->current);
+    s = af_utilization_snapshot_ref(p->current);
     pthread_mutex_unlock(&p->lock);
     return s;
 }
@@ -153,7 +153,7 @@ static int query(struct af_prom *p, CURL *h, const char *expr, double timeout_s,
     if (status != 200) {
         /* The API's error answers are JSON with errorType and error: show them. */
         char e[208];
-        af__util_answer_error(body->buf ? body->buf : "", body->len, e, sizeof(e));
+        af__prom_answer_error(body->buf ? body->buf : "", body->len, e, sizeof(e));
         snprintf(why, whylen, "HTTP %ld from %s%s%.200s", status, p->opt.url, e[0] ? ": " : "",
                  e);
         rc = AF_EIO;
@@ -165,9 +165,9 @@ out:
     return rc;
 }
 
-static struct af_util_snapshot *degraded(const char *why)
+static struct af_utilization_snapshot *degraded(const char *why)
 {
-    struct af_util_snapshot *s = af_xcalloc(1, sizeof(*s));
+    struct af_utilization_snapshot *s = af_xcalloc(1, sizeof(*s));
 
     atomic_init(&s->refcnt, 1);
     s->ok = false;
@@ -176,16 +176,16 @@ static struct af_util_snapshot *degraded(const char *why)
 }
 
 /* One round of every configured query. Returns the new snapshot (ok or degraded). */
-static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
-                                           const struct af_util_policy *up,
-                                           const struct af_util_snapshot *prev)
+static struct af_utilization_snapshot *round_once(struct af_prom *p, CURL *h,
+                                           const struct af_utilization_policy *up,
+                                           const struct af_utilization_snapshot *prev)
 {
-    struct af_util_build *b = af_util_build_new();
+    struct af_prom_build *b = af_prom_build_new();
     struct af_buf body = AF_BUF_INIT(MAX_ANSWER);
-    struct af_util_snapshot *s;
+    struct af_utilization_snapshot *s;
     char why[300], what[300];
 
-    af_util_build_set_now(b, af_wall_time());
+    af_prom_build_set_now(b, af_wall_time());
     why[0] = '\0';
     for (int m = 0; m < AF_UM__COUNT && !why[0]; m++) {
         if (atomic_load(&p->stopping)) {
@@ -195,16 +195,16 @@ static struct af_util_snapshot *round_once(struct af_prom *p, CURL *h,
         if (!up->q[m].expr)
             continue;
         if (query(p, h, up->q[m].expr, up->timeout_s, &body, what, sizeof(what)) == 0 &&
-            af_util_build_add(b, up, (enum af_util_metric)m, body.buf ? body.buf : "", body.len,
+            af_prom_build_add(b, up, (enum af_utilization_metric)m, body.buf ? body.buf : "", body.len,
                               what, sizeof(what)) == 0)
             continue;
-        snprintf(why, sizeof(why), "query %s: %.250s", af_util_metric_name((enum af_util_metric)m),
+        snprintf(why, sizeof(why), "query %s: %.250s", af_utilization_metric_name((enum af_utilization_metric)m),
                  what);
     }
     af_buf_release(&body);
-    s = af_util_build_finish(b, prev, up->idle_below);
+    s = af_prom_build_finish(b, prev, up->idle_below);
     if (why[0]) {
-        af_util_snapshot_unref(s);
+        af_utilization_snapshot_unref(s);
         s = degraded(why);
     }
     return s;
@@ -241,13 +241,13 @@ static void *reader_main(void *arg)
     CURL *h = curl_easy_init();
     double backoff = 0;
     /* the last round that answered: idle runs carry over failed rounds */
-    struct af_util_snapshot *prev = NULL;
+    struct af_utilization_snapshot *prev = NULL;
 
     configure(p, h);
     for (;;) {
         struct af_config *cfg = af_config_holder_get(p->cfg);
-        const struct af_util_policy *up = &cfg->policy->util;
-        struct af_util_snapshot *s;
+        const struct af_utilization_policy *up = &cfg->policy->util;
+        struct af_utilization_snapshot *s;
         double interval = p->opt.interval_s > 0 ? p->opt.interval_s : up->interval_s, wait;
         struct timespec until;
         bool stop;
@@ -255,14 +255,14 @@ static void *reader_main(void *arg)
         s = round_once(p, h, up, prev);
         if (atomic_load(&p->stopping)) {
             /* a round cut short by the stop says nothing about Prometheus */
-            af_util_snapshot_unref(s);
+            af_utilization_snapshot_unref(s);
             af_config_unref(cfg);
             break;
         }
         p->rounds++;
         if (s->ok) {
-            af_util_snapshot_unref(prev);
-            prev = af_util_snapshot_ref(s);
+            af_utilization_snapshot_unref(prev);
+            prev = af_utilization_snapshot_ref(s);
             p->last_ok = af_wall_time();
             if (backoff > 0)
                 AF_LOG(AF_LOG_INFO, "prometheus answers again; live utilization resumes", "url",
@@ -280,11 +280,11 @@ static void *reader_main(void *arg)
             wait = backoff;
         }
         if (s->ok) {
-            for (int d = 0; d < AF_UTIL_DISCARD__COUNT; d++) {
+            for (int d = 0; d < AF_UTILIZATION_DISCARD__COUNT; d++) {
                 p->discarded[d] += s->discarded[d];
-                if (s->discarded[d] && d == AF_UTIL_DISCARD_OVER_LIMIT) {
+                if (s->discarded[d] && d == AF_UTILIZATION_DISCARD_OVER_LIMIT) {
                     char lim[24], n[24];
-                    snprintf(lim, sizeof(lim), "%d", AF_UTIL_MAX_SERIES);
+                    snprintf(lim, sizeof(lim), "%d", AF_UTILIZATION_MAX_SERIES);
                     snprintf(n, sizeof(n), "%zu", s->discarded[d]);
                     AF_LOG(AF_LOG_WARN, "prometheus answered more series than accelfit keeps; "
                            "the rest were dropped", "limit", lim, "dropped", n, NULL);
@@ -315,7 +315,7 @@ static void *reader_main(void *arg)
         if (stop)
             break;
     }
-    af_util_snapshot_unref(prev);
+    af_utilization_snapshot_unref(prev);
     curl_easy_cleanup(h);
     return NULL;
 }
@@ -324,15 +324,15 @@ static void *reader_main(void *arg)
 
 /*
  * {"recorded": "...", "queries": {"gpu_util": <an /api/v1/query or query_range answer>,
- * ...}}: each answer parsed as a live one would be (in place, af_util_build_add_file),
+ * ...}}: each answer parsed as a live one would be (in place, af_prom_build_add_file),
  * then frozen at its newest sample.
  */
-static int load_file(struct af_prom *p, const struct af_util_policy *up, char *why,
+static int load_file(struct af_prom *p, const struct af_utilization_policy *up, char *why,
                      size_t whylen)
 {
     struct af_buf file = AF_BUF_INIT(MAX_ANSWER);
-    struct af_util_build *b = NULL;
-    struct af_util_snapshot *s;
+    struct af_prom_build *b = NULL;
+    struct af_utilization_snapshot *s;
     char what[300];
     int rc = af_buf_read_file(&file, p->opt.metrics_file);
 
@@ -341,14 +341,14 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
                  af_strerror(rc));
         goto out;
     }
-    b = af_util_build_new();
-    rc = af__util_build_add_file(b, up, file.buf ? file.buf : "", file.len, what, sizeof(what));
+    b = af_prom_build_new();
+    rc = af__prom_build_add_file(b, up, file.buf ? file.buf : "", file.len, what, sizeof(what));
     if (rc) {
         snprintf(why, whylen, "--metrics-file '%s': %s", p->opt.metrics_file, what);
         rc = AF_EINVAL;
         goto out;
     }
-    s = af_util_build_finish(b, NULL, up->idle_below);
+    s = af_prom_build_finish(b, NULL, up->idle_below);
     b = NULL;
     s->frozen = true;
     for (size_t i = 0; i < s->n_nodes; i++)
@@ -357,13 +357,13 @@ static int load_file(struct af_prom *p, const struct af_util_policy *up, char *w
                 s->taken = s->nodes[i].samples[k].ts;
     s->last_ok = s->taken;
     s->rounds = 1;
-    for (int d = 0; d < AF_UTIL_DISCARD__COUNT; d++)
+    for (int d = 0; d < AF_UTILIZATION_DISCARD__COUNT; d++)
         s->discarded_total[d] = s->discarded[d];
     snprintf(s->source, sizeof(s->source), "file %s", p->opt.metrics_file);
     publish(p, s);
 out:
     if (b)
-        af_util_snapshot_unref(af_util_build_finish(b, NULL, 0));
+        af_utilization_snapshot_unref(af_prom_build_finish(b, NULL, 0));
     af_buf_release(&file);
     return rc;
 }
@@ -382,7 +382,7 @@ static void prom_free(struct af_prom *p)
     af_free((char *)p->opt.basic_auth_file);
     af_free((char *)p->opt.ca_file);
     af_free((char *)p->opt.metrics_file);
-    af_util_snapshot_unref(p->current);
+    af_utilization_snapshot_unref(p->current);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     af_free(p);

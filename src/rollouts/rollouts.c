@@ -1106,7 +1106,7 @@ done:
     af_free(key);
 }
 
-void af_rollouts_decide_ex(struct af_rollouts *rs, const struct af_config *cfg,
+void af_rollouts_decide_for(struct af_rollouts *rs, const struct af_config *cfg,
                            const struct af_snapshot *snap, const struct af_pod_info *pod,
                            const struct af_resources *target_requests, double now, unsigned flags,
                            struct af_rollout_decision *out)
@@ -1439,7 +1439,7 @@ void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,
                         const struct af_snapshot *snap, const struct af_pod_info *pod, double now,
                         struct af_rollout_decision *out)
 {
-    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, now, 0, out);
+    af_rollouts_decide_for(rs, cfg, snap, pod, NULL, now, 0, out);
 }
 
 int af_rollouts_ack(struct af_rollouts *rs, const char *name)
@@ -1807,7 +1807,7 @@ static void pinned_explain(struct af_rollouts *rs, const struct af_config *cfg,
 
     if (!af_placement_constrains(pod->placement))
         return;
-    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, now, AF_ROLLOUTS_PEEK, &d);
+    af_rollouts_decide_for(rs, cfg, snap, pod, NULL, now, AF_ROLLOUTS_PEEK, &d);
     if (d.rollout != i || !d.pinned)
         return;
     rd->pinned = true;
@@ -1841,7 +1841,7 @@ void af_rollouts_steer(struct af_rollouts *rs, const struct af_config *cfg,
         pinned_explain(rs, cfg, snap, pod, now, i, rd);
         return;
     }
-    af_rollouts_decide_ex(rs, cfg, snap, pod, NULL, now,
+    af_rollouts_decide_for(rs, cfg, snap, pod, NULL, now,
                           r->variant ? flags | AF_ROLLOUTS_PEEK : flags, rd);
     if (rd->rollout < 0 || r->variant || rd->side == AF_SIDE_NONE)
         return;

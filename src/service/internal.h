@@ -39,7 +39,7 @@ struct af__mutate_job {
 /* Decides the job's pod, remembering a new unit's side under job->id (job->claimed, claim);
  * the patch and warnings into the job. */
 void af__mutate_claim_decide(struct af_service *svc, struct af__mutate_job *job);
-/* Decides as af_service_mutate does, without a claim. */
+/* Decides as af_webhook_mutate does, without a claim. */
 void af__mutate_local_decide(struct af_service *svc, struct af__mutate_job *job);
 /* The AdmissionReview answer (status returned: 200, or 500 when even a bare one does not fit). */
 int af__mutate_answer(const struct af_admission *a, const struct af_buf *patch,
@@ -72,7 +72,7 @@ struct af__decide_ctx {
     unsigned rollout_flags;            /* af_rollouts_steer's (AF_ROLLOUTS_PEEK: /explain) */
     unsigned budget_flags;             /* af_budget_steer's */
     struct af_arena *ar;               /* scratch of the live filter */
-    struct af_util_snapshot *us;       /* for the live score; NULL: none */
+    struct af_utilization_snapshot *us;       /* for the live score; NULL: none */
     struct af_rollout_decision rd;     /* step 2's decision */
     /* DRA (service/dra.h): the demand of the pod's claims, and the request's own copies of
      * the views, which the check before step 4 marks full where the claims do not fit */

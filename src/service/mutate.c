@@ -306,7 +306,7 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
         uint64_t gen = 0;
 
         /* Only a new unit waits for the ledger; a recalled side is answered now. */
-        af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
+        af_rollouts_decide_for(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
                               af_wall_time(), flags | AF_ROLLOUTS_PEEK, &d);
         job->wants = !af_admission_dry_run(a) && d.rollout == k && !d.recalled &&
                      (d.side == AF_SIDE_SOURCE || d.side == AF_SIDE_TARGET);
@@ -344,7 +344,7 @@ static void decide(struct af_service *svc, const struct af_admission *a, struct 
                                                 flags, job->id, &d, &job->claim);
     } else {
         /* A dry run is decided as a create would be, and nothing is remembered. */
-        af_rollouts_decide_ex(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
+        af_rollouts_decide_for(svc->rollouts, cfg, snap, pod, r->variant ? &target_req : NULL,
                               af_wall_time(),
                               flags | (af_admission_dry_run(a) ? AF_ROLLOUTS_PEEK : 0), &d);
     }
@@ -489,7 +489,7 @@ int af__mutate_answer(const struct af_admission *a, const struct af_buf *patch,
     return status;
 }
 
-int af_service_mutate_ex(struct af_service *svc, const char *body, size_t len, struct af_buf *out,
+int af_webhook_mutate_deferred(struct af_service *svc, const char *body, size_t len, struct af_buf *out,
                          const struct af_deferred *later)
 {
     struct af_admission *a = NULL;
@@ -524,7 +524,7 @@ int af_service_mutate_ex(struct af_service *svc, const char *body, size_t len, s
             af_buf_init(&job->patch, MUTATE_MAX_PATCH);
             a = NULL;
             af__claims_enqueue(svc->claims, job);   /* steals the job */
-            status = AF_SERVICE_DEFERRED;
+            status = AF_WEBHOOK_DEFERRED;
             goto out;
         }
         af_free(job);
@@ -541,7 +541,7 @@ out:
     return status;
 }
 
-int af_service_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out)
+int af_webhook_mutate(struct af_service *svc, const char *body, size_t len, struct af_buf *out)
 {
-    return af_service_mutate_ex(svc, body, len, out, NULL);
+    return af_webhook_mutate_deferred(svc, body, len, out, NULL);
 }

@@ -213,7 +213,7 @@ static void hook_filter(void *ud, const struct af_plan *plan, const struct af_po
 {
     struct af__decide_ctx *d = ud;
     const struct af_policy *pol = d->cfg->policy;
-    struct af_util_snapshot *us = af_util_filters(pol) ? af_prom_acquire(d->svc->util) : NULL;
+    struct af_utilization_snapshot *us = af_utilization_filters(pol) ? af_prom_acquire(d->svc->util) : NULL;
     struct af__dra_check chk = {0};
 
     /* a pod's DRA claims: a node whose free devices cannot give them has no room, so the
@@ -223,11 +223,11 @@ static void hook_filter(void *ud, const struct af_plan *plan, const struct af_po
         nodes = d->own_views;
     }
     if (us)
-        af_util_filter(pol, plan, pod, nodes, names, n, us, af_util_now(us, af_wall_time()),
+        af_utilization_filter(pol, plan, pod, nodes, names, n, us, af_utilization_now(us, af_wall_time()),
                        af_arena_alloc(d->ar, (n + 1) * sizeof(*nodes)), out, sum);
     else
         af_filter(pol, plan, pod, nodes, names, n, out, sum);
-    af_util_snapshot_unref(us);
+    af_utilization_snapshot_unref(us);
     if (d->dra && d->own_views)
         af__service_dra_reasons(&chk, out, sum);
 }
@@ -238,8 +238,8 @@ static void hook_score(void *ud, const struct af_plan *plan, const struct af_pod
     struct af__decide_ctx *d = ud;
 
     if (d->us)
-        af_util_score(d->cfg->policy, plan, pod, nodes, n, d->us,
-                      af_util_now(d->us, af_wall_time()), out);
+        af_utilization_score(d->cfg->policy, plan, pod, nodes, n, d->us,
+                      af_utilization_now(d->us, af_wall_time()), out);
 }
 
 const struct af_decide_hooks *af__service_hooks(struct af__decide_ctx *d,
@@ -567,7 +567,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         af_decide_plan(cfg->policy, cfg->catalog, pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
         warn_bad_annotations(svc, pod, plan);
         af_decide_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, &h, &bd, dec);
-        af_util_snapshot_unref(dc.us);
+        af_utilization_snapshot_unref(dc.us);
     }
     rc = af_codec_encode_priorities(dec, c.n, out);
     if (rc != 0) {
@@ -891,10 +891,10 @@ static void render_rollout(struct af_jw *w, const struct af_config *cfg,
 
 /* "utilization": where live data comes from and whether it is used (null without a source). */
 static void render_utilization(struct af_jw *w, const struct af_config *cfg, struct af_service *svc,
-                               const struct af_util_snapshot *us, double now)
+                               const struct af_utilization_snapshot *us, double now)
 {
     static const char *const modes[] = {"off", "strategy", "prefer-idle", "trust-free"};
-    const struct af_util_policy *up = &cfg->policy->util;
+    const struct af_utilization_policy *up = &cfg->policy->util;
     char text[400];
 
     if (!svc->util) {
@@ -929,11 +929,11 @@ static void render_utilization(struct af_jw *w, const struct af_config *cfg, str
 /* A node's "live": the measured values, their age, what they did to the score, and
  * allocated-but-idle waste. */
 static void render_live(struct af_jw *w, const struct af_config *cfg, const struct af_node_view *v,
-                        const struct af_node_decision *d, const struct af_util_snapshot *us,
+                        const struct af_node_decision *d, const struct af_utilization_snapshot *us,
                         double now)
 {
-    struct af_util_waste waste;
-    const char *metric = af_util_metric_name((enum af_util_metric)d->live_metric);
+    struct af_utilization_waste waste;
+    const char *metric = af_utilization_metric_name((enum af_utilization_metric)d->live_metric);
 
     af_jw_open(w, "live", '{');
     af_jw_str(w, "state", af_live_state_name((enum af_live_state)d->live_state));
@@ -950,7 +950,7 @@ static void render_live(struct af_jw *w, const struct af_config *cfg, const stru
         af_jw_int(w, "score_allocation", d->score_alloc);
         af_jw_int(w, "score_change", d->score - d->score_alloc);
     }
-    if (v->info && af_util_waste(cfg->policy, v, af_util_find(us, v->info->name), now, &waste)) {
+    if (v->info && af_utilization_waste(cfg->policy, v, af_utilization_find(us, v->info->name), now, &waste)) {
         af_jw_open(w, "waste", '{');
         af_jw_int(w, "idle_allocated", waste.idle_allocated);
         af_jw_int(w, "allocated", waste.allocated);
@@ -1057,8 +1057,8 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     struct af_tenant_decision bd;
     struct af_jw w = AF_JW_INIT(out);
     char podname[600];
-    struct af_util_snapshot *us = af_prom_acquire(svc->util);
-    double now = af_util_now(us, af_wall_time());
+    struct af_utilization_snapshot *us = af_prom_acquire(svc->util);
+    double now = af_utilization_now(us, af_wall_time());
     /* what filter and prioritize would do, remembering nothing */
     struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = in->snap, .ar = ar, .us = us,
                             .rollout_flags = AF_ROLLOUTS_PEEK, .budget_flags = AF_BUDGET_SPEND,
@@ -1184,7 +1184,7 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     }
     af_jw_close(&w, ']');
     af_jw_close(&w, '}');
-    af_util_snapshot_unref(us);
+    af_utilization_snapshot_unref(us);
     return af_jw_end(&w);
 }
 

@@ -19,7 +19,7 @@
 
 void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
 {
-    struct af_util_snapshot *us;
+    struct af_utilization_snapshot *us;
 
     out[0] = '\0';
     if (!svc || !svc->util)
@@ -34,7 +34,7 @@ void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
         snprintf(out, n, "utilization: live from %s, %zu nodes, answered %.1fs ago\n",
                  us->source, us->n_nodes,
                  us->frozen ? 0.0 : af_wall_time() - us->last_ok);
-    af_util_snapshot_unref(us);
+    af_utilization_snapshot_unref(us);
 }
 
 /*
@@ -43,15 +43,15 @@ void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
  */
 static int waste_gauge(struct af_buf *o, const char *metric, const char *help, bool usd,
                        const struct af_policy *pol, const struct af_snapshot *snap,
-                       const struct af_util_snapshot *us, double now)
+                       const struct af_utilization_snapshot *us, double now)
 {
     int rc = af_metrics_header(o, metric, "gauge", help);
 
     for (size_t i = 0; snap && i < snap->n_nodes && !rc; i++) {
         const struct af_node_view *v = &snap->nodes[i];
-        struct af_util_waste w;
+        struct af_utilization_waste w;
         double value;
-        if (!af_util_waste(pol, v, af_util_find(us, v->info->name), now, &w) ||
+        if (!af_utilization_waste(pol, v, af_utilization_find(us, v->info->name), now, &w) ||
             (usd && !w.price_known))
             continue;
         value = usd ? w.usd_per_hour : w.idle_allocated;
@@ -70,7 +70,7 @@ static int waste_gauge(struct af_buf *o, const char *metric, const char *help, b
 int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
                                   struct af_buf *o)
 {
-    struct af_util_snapshot *us;
+    struct af_utilization_snapshot *us;
     struct af_snapshot *snap;
     double now;
     int rc;
@@ -78,7 +78,7 @@ int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
     if (!svc || !svc->util)
         return 0;
     us = af_prom_acquire(svc->util);
-    now = af_util_now(us, af_wall_time());
+    now = af_utilization_now(us, af_wall_time());
     rc = af_metrics_header(o, "accelfit_utilization_up", "gauge",
                            "1 when the last round of utilization queries answered; 0: scoring "
                            "on allocation only.");
@@ -113,17 +113,17 @@ int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
                                "[0, 1], memory beyond [0, 2^60] bytes), future (timestamped "
                                "over a minute ahead), over_limit (series past the round's "
                                "limit).");
-    for (int d = 0; d < AF_UTIL_DISCARD__COUNT && !rc; d++)
+    for (int d = 0; d < AF_UTILIZATION_DISCARD__COUNT && !rc; d++)
         rc = af_buf_printf(o, "accelfit_utilization_samples_discarded_total{reason=\"%s\"} %llu\n",
-                           af_util_discard_name((enum af_util_discard)d),
+                           af_utilization_discard_name((enum af_utilization_discard)d),
                            (unsigned long long)(us ? us->discarded_total[d] : 0));
     if (rc || !us || !us->ok) {
-        af_util_snapshot_unref(us);
+        af_utilization_snapshot_unref(us);
         return rc;
     }
 
     if (!cfg) {   /* waste needs the policy */
-        af_util_snapshot_unref(us);
+        af_utilization_snapshot_unref(us);
         return rc;
     }
     snap = af_publisher_acquire(svc->pub);
@@ -137,6 +137,6 @@ int af_service_render_utilization(struct af_service *svc, struct af_config *cfg,
                          "node's price), by node and class.",
                          true, cfg->policy, snap, us, now);
     af_snapshot_unref(snap);
-    af_util_snapshot_unref(us);
+    af_utilization_snapshot_unref(us);
     return rc;
 }
