@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "aws/internal.h"
+#include "accelfit/banned.h"
 
 #define MAX_TOKEN_FILE (64u << 10)
 #define MAX_BACKOFF_S 30.0

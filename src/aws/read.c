@@ -22,6 +22,7 @@
 
 #include "accelfit/model.h"
 #include "aws/internal.h"
+#include "accelfit/banned.h"
 
 static bool wanted(const char *const *types, const char *type)
 {

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "aws/internal.h"
+#include "accelfit/banned.h"
 
 #define MAX_REGIONS 32
 #define FORGET_AFTER_REFRESHES 3.0

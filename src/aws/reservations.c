@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "aws/internal.h"
+#include "accelfit/banned.h"
 
 struct resv_page {
     struct af_prices *book;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "aws/internal.h"
+#include "accelfit/banned.h"
 
 #define MAX_DEPTH 32
 #define MAX_PATH 512

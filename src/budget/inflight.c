@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 struct charge {
     char *tenant;

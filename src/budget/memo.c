@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include "accelfit/inflight.h"
+#include "accelfit/banned.h"
 
 /* ---- the memo ------------------------------------------------------------------------------------ */
 

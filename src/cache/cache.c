@@ -32,6 +32,7 @@
 #include "accelfit/dra.h"
 #include "accelfit/strtab.h"
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 /* ---- hashing ------------------------------------------------------------------------------ */
 
@@ -70,7 +71,7 @@ static void idx_rebuild(struct index *ix, size_t need, const void *ctx, idx_hash
     size_t size = 16;
     while (size < need * 2)
         size <<= 1;
-    free(ix->t);
+    af_free(ix->t);
     ix->t = af_xcalloc(size, sizeof(uint32_t));
     ix->size = size;
     ix->count = n;
@@ -233,9 +234,9 @@ static void table_release(struct pod_table *t)
 {
     for (size_t i = 0; i < t->n; i++)
         af_pod_brief_unref(t->pods[i]);
-    free(t->pods);
-    free(t->meta);
-    free(t->ix.t);
+    af_free(t->pods);
+    af_free(t->meta);
+    af_free(t->ix.t);
 }
 
 void af_cache_free(struct af_cache *c)
@@ -243,17 +244,17 @@ void af_cache_free(struct af_cache *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->n_nodes; i++) {
-        free(c->nodes[i].name);
+        af_free(c->nodes[i].name);
         af_node_info_unref(c->nodes[i].info);
     }
     table_release(&c->pods);
     table_release(&c->managed);
     af_strtab_free(c->strings);
-    free(c->nodes);
-    free(c->node_ix.t);
-    free(c->sorted);
+    af_free(c->nodes);
+    af_free(c->node_ix.t);
+    af_free(c->sorted);
     af_dra_unref(c->dra);
-    free(c);
+    af_free(c);
 }
 
 /* ---- nodes ---- */
@@ -287,7 +288,7 @@ static void node_slot_remove(struct af_cache *c, uint32_t slot)
     struct node_slot *ns = &c->nodes[slot];
     size_t pos = idx_find_slot(&c->node_ix, ns->hash, slot);
     idx_remove_at(&c->node_ix, pos, c, node_h);
-    free(ns->name);
+    af_free(ns->name);
     af_node_info_unref(ns->info);
     uint32_t last = (uint32_t)(c->n_nodes - 1);
     if (slot != last) {
@@ -784,7 +785,7 @@ static void refresh_sorted(struct af_cache *c)
 {
     if (!c->sorted_dirty)
         return;
-    free(c->sorted);
+    af_free(c->sorted);
     c->sorted = af_xmalloc((c->n_node_infos + 1) * sizeof(uint32_t));
     c->n_sorted = 0;
     for (size_t i = 0; i < c->n_nodes; i++)
@@ -966,13 +967,13 @@ void af_snapshot_unref(struct af_snapshot *s)
         af_pod_brief_unref(s->pods[i]);
     for (size_t i = 0; i < s->n_managed; i++)
         af_pod_info_unref(s->managed[i]);
-    free(s->nodes);
-    free(s->pods);
-    free(s->managed);
-    free(s->node_index);
-    free(s->pod_index);
+    af_free(s->nodes);
+    af_free(s->pods);
+    af_free(s->managed);
+    af_free(s->node_index);
+    af_free(s->pod_index);
     af_dra_unref(s->dra);
-    free(s);
+    af_free(s);
 }
 
 /* ---- publisher ---------------------------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include "accelfit/dra.h"
 #include "accelfit/prices.h"
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 int af_cli_fail(const char *cmd, const char *fmt, ...)
 {

@@ -26,6 +26,7 @@
 #include "accelfit/page.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 static const char usage[] =
     "usage: accelfit costs [--cluster FILE | --demo | --kubeconfig FILE | --in-cluster]\n"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 static const char usage[] =
     "usage: accelfit <command> [options]\n"

@@ -13,6 +13,7 @@
 #include "accelfit/aws.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 static const char usage[] =
     "usage: accelfit prices [--region R] [--spot] [--type T]... [--output table|json]\n"

@@ -16,6 +16,7 @@
 #include "accelfit/select.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 static const char recommend_usage[] =
     "usage: accelfit recommend --workload KIND [options]\n"

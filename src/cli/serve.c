@@ -29,6 +29,7 @@
 #include "accelfit/utilization.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 static const char usage[] =
     "usage: accelfit serve [options] [--cluster FILE | --demo | --kubeconfig FILE | --in-cluster]\n"

@@ -15,6 +15,7 @@
 #include "accelfit/simulate.h"
 #include "accelfit/util.h"
 #include "cli/cli.h"
+#include "accelfit/banned.h"
 
 static const char usage[] =
     "usage: accelfit simulate (--cluster FILE | --demo) (--workload TRACE | --workload-from-cluster)\n"

@@ -27,6 +27,7 @@
 #include "accelfit/rollout.h"
 
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 #define ADMISSION_API "admission.k8s.io/v1"
 

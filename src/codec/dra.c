@@ -19,6 +19,7 @@
 #include "accelfit/util.h"
 
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 #define DRA_MAX_DEVICES 4096u     /* devices read of one slice (the API allows 128) */
 #define DRA_MAX_REQUESTS 32u

@@ -16,6 +16,7 @@
 #include "accelfit/codec.h"
 
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 struct af_ext_args {
     json_t *root;                      /* the whole request, owning the items below; NULL

@@ -26,6 +26,7 @@
 #include "accelfit/codec.h"
 
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 enum scan_state {
     S_START,       /* before the root value */

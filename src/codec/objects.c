@@ -29,6 +29,7 @@
 
 #include "accelfit/prices.h"
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 /* ---- small helpers -------------------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 #include "accelfit/codec.h"
 #include "accelfit/prices.h"
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 #define OVERLAY_REQS_MAX 100      /* the CRD's MaxItems */
 #define OVERLAY_VALUES_MAX 256

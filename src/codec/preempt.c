@@ -18,6 +18,7 @@
 #include "accelfit/codec.h"
 
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 /* One candidate node and its victims, as the answer repeats them. */
 struct victims {

@@ -11,6 +11,7 @@
 
 #include "accelfit/codec.h"
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 /* `v` when `known`, else null. */
 static void num_or_null(struct af_jw *w, const char *k, bool known, double v)

@@ -11,6 +11,7 @@
 
 #include "accelfit/codec.h"
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 /* ---- what the decoders never read ---------------------------------------------------- */
 

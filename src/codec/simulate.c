@@ -20,6 +20,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
 #include "codec/internal.h"
+#include "accelfit/banned.h"
 
 /* ---- releasing -------------------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 
 #include "accelfit/config.h"
 #include "config/yamlnode.h"
+#include "accelfit/banned.h"
 
 /* Bounds of the catalog's sizes: far above any instance, so sums of them stay finite. */
 #define MAX_GIB 1e7    /* GiB of host or device memory */

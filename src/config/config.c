@@ -14,6 +14,7 @@
 #include "accelfit/config.h"
 #include "config/rollout.h"
 #include "config/yamlnode.h"
+#include "accelfit/banned.h"
 
 static atomic_uint_fast64_t next_serial;   /* af_config.serial: 1, 2, ... */
 

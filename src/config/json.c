@@ -18,6 +18,7 @@
 
 #include "accelfit/config.h"
 #include "config/yamlnode.h"
+#include "accelfit/banned.h"
 
 /*
  * Aliases are capped as in every YAML reader of this module (config/yamlnode.h), and

@@ -11,6 +11,7 @@
 
 #include "accelfit/simulate.h"
 #include "config/yamlnode.h"
+#include "accelfit/banned.h"
 
 static const struct {
     const char *label;

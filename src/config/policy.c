@@ -18,6 +18,7 @@
 #include "config/tenant.h"
 #include "config/utilization.h"
 #include "config/yamlnode.h"
+#include "accelfit/banned.h"
 
 /* Bound of the policy's factors (bytes per parameter, headroom, weights): far above any
  * sensible value, so products of them stay finite. */

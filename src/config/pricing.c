@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config/pricing.h"
+#include "accelfit/banned.h"
 
 static const char *const discount_keys[] = {"name", "percent", "families", "classes", NULL};
 

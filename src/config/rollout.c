@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "config/rollout.h"
+#include "accelfit/banned.h"
 
 #define MAX_ROLLOUTS 1000
 #define MAX_STAGES 100

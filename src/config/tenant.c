@@ -16,6 +16,7 @@
 
 #include "config/rollout.h"
 #include "config/tenant.h"
+#include "accelfit/banned.h"
 
 /* Budgets above this are typos (a million dollars an hour). */
 #define MAX_BUDGET AF_PRICE_MAX_USD_HR

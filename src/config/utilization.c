@@ -13,6 +13,7 @@
 
 #include "config/rollout.h"
 #include "config/utilization.h"
+#include "accelfit/banned.h"
 
 static const char *const section_keys[] = {"interval",      "timeout",   "staleness", "retry_max",
                                            "node_labels",   "device_labels", "pod_labels",

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "accelfit/model.h"
+#include "accelfit/banned.h"
 
 void af__yalias_init(struct af__yalias *a, const yaml_document_t *doc, const char *file,
                      struct af_error *err)

@@ -18,6 +18,7 @@
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 static const char *kv_get(const struct af_kv *kv, size_t n, const char *key)
 {

@@ -15,6 +15,7 @@
 #include "accelfit/costs.h"
 #include "accelfit/decide.h"
 #include "accelfit/tenant.h"
+#include "accelfit/banned.h"
 
 enum af_res af_costs_accel_resource(const struct af_node_info *node)
 {

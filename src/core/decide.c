@@ -9,6 +9,7 @@
 
 #include "accelfit/decide.h"
 #include "accelfit/tenant_budget.h"
+#include "accelfit/banned.h"
 
 void af_decide_plan(const struct af_policy *pol, const struct af_catalog *cat,
                     const struct af_pod_info *pod, double now, const struct af_decide_hooks *h,

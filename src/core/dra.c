@@ -12,6 +12,7 @@
 
 #include "accelfit/dra.h"
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 /* ---- records ------------------------------------------------------------------------- */
 
@@ -33,22 +34,22 @@ void af_dra_slice_unref(struct af_dra_slice *s)
 {
     if (!s || atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel) != 1)
         return;
-    free(s->name);
-    free(s->driver);
-    free(s->pool);
-    free(s->node);
-    free(s->devices);
-    free(s->strings);
-    free(s);
+    af_free(s->name);
+    af_free(s->driver);
+    af_free(s->pool);
+    af_free(s->node);
+    af_free(s->devices);
+    af_free(s->strings);
+    af_free(s);
 }
 
 void af_dra_selector_clear(struct af_dra_selector *s)
 {
     for (size_t i = 0; i < s->n_terms; i++) {
-        free(s->terms[i].domain);
-        free(s->terms[i].value);
+        af_free(s->terms[i].domain);
+        af_free(s->terms[i].value);
     }
-    free(s->terms);
+    af_free(s->terms);
     memset(s, 0, sizeof(*s));
 }
 
@@ -73,29 +74,29 @@ void af_dra_claim_unref(struct af_dra_claim *c)
     for (size_t i = 0; i < c->n_requests; i++) {
         struct af_dra_request *r = &c->requests[i];
         for (size_t j = 0; j < r->n_choices; j++) {
-            free(r->choices[j].name);
-            free(r->choices[j].device_class);
+            af_free(r->choices[j].name);
+            af_free(r->choices[j].device_class);
             af_dra_selector_clear(&r->choices[j].sel);
         }
-        free(r->choices);
-        free(r->name);
+        af_free(r->choices);
+        af_free(r->name);
     }
-    free(c->requests);
+    af_free(c->requests);
     for (size_t i = 0; i < c->n_results; i++) {
-        free(c->results[i].driver);
-        free(c->results[i].pool);
-        free(c->results[i].device);
-        free(c->results[i].request);
+        af_free(c->results[i].driver);
+        af_free(c->results[i].pool);
+        af_free(c->results[i].device);
+        af_free(c->results[i].request);
     }
-    free(c->results);
+    af_free(c->results);
     for (size_t i = 0; i < c->n_reserved; i++)
-        free(c->reserved_uids[i]);
-    free(c->reserved_uids);
-    free(c->alloc_node);
-    free(c->ns);
-    free(c->name);
-    free(c->uid);
-    free(c);
+        af_free(c->reserved_uids[i]);
+    af_free(c->reserved_uids);
+    af_free(c->alloc_node);
+    af_free(c->ns);
+    af_free(c->name);
+    af_free(c->uid);
+    af_free(c);
 }
 
 struct af_dra_class *af_dra_class_new(void)
@@ -116,10 +117,10 @@ void af_dra_class_unref(struct af_dra_class *c)
 {
     if (!c || atomic_fetch_sub_explicit(&c->refcnt, 1, memory_order_acq_rel) != 1)
         return;
-    free(c->name);
-    free(c->extended_resource);
+    af_free(c->name);
+    af_free(c->extended_resource);
     af_dra_selector_clear(&c->sel);
-    free(c);
+    af_free(c);
 }
 
 const char *af_dra_device_str(const struct af_dra_slice *s, uint32_t off)
@@ -221,8 +222,8 @@ static bool term(const char *p, const char *end, struct af_dra_term *out)
     out->value = value;
     return true;
 unknown:
-    free(domain);
-    free(value);
+    af_free(domain);
+    af_free(value);
     return false;
 }
 
@@ -506,7 +507,7 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
         }
     }
     memcpy(byp, stale, n_stale * sizeof(*byp));
-    free(stale);
+    af_free(stale);
     qsort(byp, n_stale, sizeof(*byp), cmp_ptr);   /* byp[0 .. n_stale): the stale slices */
     d->stale_slices = n_stale;
     /* Count devices of current, node-local slices. */
@@ -531,7 +532,7 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
                 d->devs[k++] = (struct af_dra_dev){.slice = s, .d = &s->devices[j]};
     }
     d->n_devs = k;
-    free(byp);
+    af_free(byp);
     qsort(d->devs, d->n_devs, sizeof(*d->devs), cmp_dev);
 
     /* Allocated devices. */
@@ -558,7 +559,7 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
                 d->unknown_results++;
         }
     }
-    free(keys);
+    af_free(keys);
 
     /* Nodes. */
     d->nodes = af_xcalloc(d->n_devs + 1, sizeof(*d->nodes));
@@ -635,16 +636,16 @@ void af_dra_unref(struct af_dra *d)
         af_dra_claim_unref(d->templates[i]);
     for (size_t i = 0; i < d->n_classes; i++)
         af_dra_class_unref(d->classes[i]);
-    free(d->slices);
-    free(d->claims);
-    free(d->templates);
-    free(d->classes);
-    free(d->nodes);
-    free(d->devs);
-    free(d->claim_nodes);
-    free(d->node_index);
-    free(d->node_hashes);
-    free(d);
+    af_free(d->slices);
+    af_free(d->claims);
+    af_free(d->templates);
+    af_free(d->classes);
+    af_free(d->nodes);
+    af_free(d->devs);
+    af_free(d->claim_nodes);
+    af_free(d->node_index);
+    af_free(d->node_hashes);
+    af_free(d);
 }
 
 size_t af_dra_bytes(const struct af_dra *d)
@@ -766,7 +767,7 @@ struct af_node_info *af_dra_node_info(const struct af_dra *d, const struct af_no
     memset(&c->dra_added, 0, sizeof(c->dra_added));
     c->dra_devices = devs;
     c->dra_both = false;
-    free(c->dra_driver);
+    af_free(c->dra_driver);
     c->dra_driver = af_xstrdup(driver);
     for (int r = 0; r < AF_RES__COUNT; r++) {
         if (!devs.v[r])
@@ -1035,6 +1036,6 @@ bool af_dra_node_fits(const struct af_dra *d, const struct af_dra_demand *dm, co
         }
     }
     if (taken != stack)
-        free(taken);
+        af_free(taken);
     return ok;
 }

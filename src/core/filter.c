@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/banned.h"
 
 /* "nvidia-a10g", or "backfill on nvidia-a10g" for an added tier. */
 static void tier_label(const struct af_plan *plan, int tier, enum af_class node_cls, char *buf,

@@ -15,6 +15,7 @@
 #include "accelfit/placement.h"
 #include "accelfit/strtab.h"
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 /* ---- classes --------------------------------------------------------------- */
 
@@ -380,6 +381,7 @@ void af_format_count(double v, char *out, size_t n)
     double x;
     int decimals;
     char *dot, *end;
+    size_t len;
 
     if (!(v >= 0) || !isfinite(v)) {
         snprintf(out, n, "?");
@@ -400,8 +402,9 @@ void af_format_count(double v, char *out, size_t n)
         if (end == dot + 1)
             *dot = '\0';
     }
-    if (strlen(out) + strlen(units[u].unit) < n)
-        strcat(out, units[u].unit);
+    len = strlen(out);
+    if (len + strlen(units[u].unit) < n)
+        snprintf(out + len, n - len, "%s", units[u].unit);
 }
 
 /* ---- workload enums ------------------------------------------------------------------ */
@@ -541,17 +544,17 @@ void af_node_info_unref(struct af_node_info *n)
 {
     if (!n || atomic_fetch_sub_explicit(&n->refcnt, 1, memory_order_acq_rel) != 1)
         return;
-    free(n->name);
-    free(n->instance_type);
-    free(n->family);
-    free(n->node_group);
-    free(n->region);
-    free(n->zone);
-    free(n->labels);
-    free(n->reservation_id);
-    free(n->price_by);
-    free(n->dra_driver);
-    free(n);
+    af_free(n->name);
+    af_free(n->instance_type);
+    af_free(n->family);
+    af_free(n->node_group);
+    af_free(n->region);
+    af_free(n->zone);
+    af_free(n->labels);
+    af_free(n->reservation_id);
+    af_free(n->price_by);
+    af_free(n->dra_driver);
+    af_free(n);
 }
 
 const char *af_prepaid_name(enum af_prepaid p)
@@ -652,39 +655,39 @@ void af_pod_info_unref(struct af_pod_info *p)
 {
     if (!p || atomic_fetch_sub_explicit(&p->refcnt, 1, memory_order_acq_rel) != 1)
         return;
-    free(p->ns);
-    free(p->name);
-    free(p->uid);
-    free(p->node_name);
-    free(p->tenant);
-    free(p->owner_kind);
-    free(p->owner_name);
-    free(p->generate_name);
-    free(p->ann.workload);
-    free(p->ann.model_params);
-    free(p->ann.objective);
-    free(p->ann.latency_slo_ms);
-    free(p->ann.framework);
-    free(p->ann.neuron_ready);
-    free(p->ann.precision);
-    free(p->labels);
-    free(p->job_name);
-    free(p->rollout_side);
-    free(p->rollout_claim);
-    free(p->ann.neuron_core_version);
-    free(p->ann.instances);
+    af_free(p->ns);
+    af_free(p->name);
+    af_free(p->uid);
+    af_free(p->node_name);
+    af_free(p->tenant);
+    af_free(p->owner_kind);
+    af_free(p->owner_name);
+    af_free(p->generate_name);
+    af_free(p->ann.workload);
+    af_free(p->ann.model_params);
+    af_free(p->ann.objective);
+    af_free(p->ann.latency_slo_ms);
+    af_free(p->ann.framework);
+    af_free(p->ann.neuron_ready);
+    af_free(p->ann.precision);
+    af_free(p->labels);
+    af_free(p->job_name);
+    af_free(p->rollout_side);
+    af_free(p->rollout_claim);
+    af_free(p->ann.neuron_core_version);
+    af_free(p->ann.instances);
     af_placement_free(p->placement);
     for (int i = 0; i < p->n_claims; i++) {
-        free(p->claims[i].name);
-        free(p->claims[i].claim);
-        free(p->claims[i].tmpl);
-        free(p->claims[i].generated);
+        af_free(p->claims[i].name);
+        af_free(p->claims[i].claim);
+        af_free(p->claims[i].tmpl);
+        af_free(p->claims[i].generated);
     }
-    free(p->claims);
+    af_free(p->claims);
     for (int i = 0; i < p->n_ext; i++)
-        free(p->ext[i].name);
-    free(p->ext);
-    free(p);
+        af_free(p->ext[i].name);
+    af_free(p->ext);
+    af_free(p);
 }
 
 /* ---- briefs ------------------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 static bool parse_long(const char *s, long long *out)
 {

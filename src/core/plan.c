@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/banned.h"
 
 static void note(struct af_plan *p, const char *fmt, ...) AF_PRINTF(2, 3);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "accelfit/tenant.h"
+#include "accelfit/banned.h"
 
 static bool listed(char *const *list, size_t n, const char *s)
 {

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "accelfit/select.h"
+#include "accelfit/banned.h"
 
 static int bad(char *err, size_t n, const char *fmt, ...) AF_PRINTF(3, 4);
 

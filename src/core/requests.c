@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/banned.h"
 
 static int64_t sat_add(int64_t a, int64_t b)
 {

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "accelfit/config.h"
+#include "accelfit/banned.h"
 
 const char *af_rollout_side_name(enum af_rollout_side s)
 {

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "accelfit/banned.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 

@@ -11,6 +11,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/tenant.h"
+#include "accelfit/banned.h"
 
 const char *af_tenant_match_name(enum af_tenant_match m)
 {

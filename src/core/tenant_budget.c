@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "accelfit/banned.h"
 
 /* "nvidia-a100, nvidia-h100" for a class mask. */
 static void class_list(uint32_t mask, char *out, size_t n)

@@ -15,6 +15,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/decide.h"
+#include "accelfit/banned.h"
 
 /* ---- names and policy defaults --------------------------------------------------------------- */
 

@@ -52,6 +52,7 @@
 #include <sys/socket.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 #define TIMEOUT_BODY (PENDING_TIMEOUT_USER_REASON_BASE + 1)
 #define H2_EMPTY_BODY_WAIT_US (20 * LWS_US_PER_MS)

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 #define TIMEOUT_PARKED (PENDING_TIMEOUT_USER_REASON_BASE + 2)
 #define PARK_TIMEOUT_S 30

@@ -19,6 +19,7 @@
 #include "accelfit/budget.h"
 #include "accelfit/codec.h"
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 /*
  * The query string as sent ("a=1&b=2", form-urlencoded; "" when none), rebuilt from lws's

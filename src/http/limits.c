@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 /* The URI tokens lws may have stored the request target in (one per method). */
 static const enum lws_token_indexes uri_tokens[] = {

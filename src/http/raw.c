@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 /* A token character (RFC 9110): a method, an Upgrade value. */
 bool af__http_is_tchar(unsigned char c)

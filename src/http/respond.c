@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 #define HDR_ROOM 512                      /* response headers are built in this much */
 #define RESERVE (LWS_PRE + HDR_ROOM)      /* kept free in front of every response body */

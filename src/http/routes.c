@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 const char *af__http_route_verb_name(enum route r)
 {

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 #define KEEPALIVE_IDLE_S 120              /* > Go's IdleConnTimeout (90 s) */
 /*

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "http/internal.h"
+#include "accelfit/banned.h"
 
 #define TLS_FILE_MAX (1u << 20)
 

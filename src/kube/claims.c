@@ -28,6 +28,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 struct af_kube_claims {
     struct af_kube *k;
@@ -148,7 +149,7 @@ static char *ledger_text(const struct af_kube_claims *c, const struct af_rollout
             json_object_set_new(e, "reserve", json_true());
         line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_object_set_new(data, v[i].id, json_string(line));
-        free(line);
+        af_free(line);
         json_decref(e);
     }
     json_object_set_new(obj, "data", data);
@@ -235,7 +236,7 @@ int af_kube_claims_commit(struct af_kube_claims *c, const struct af_kube_claims_
         rc = af__kube_request(c->k, c->h, c->exists ? "PUT" : "POST",
                               c->exists ? c->obj_path : c->coll_path, text,
                               remaining_ms(deadline), &status, &ans);
-        free(text);
+        af_free(text);
         if (rc) {
             c->known = false;   /* the write may or may not have happened */
             break;

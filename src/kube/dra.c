@@ -30,6 +30,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 #define DRA_GV "/apis/resource.k8s.io/v1"
 #define DRA_DISCOVERY_S 60.0

@@ -15,6 +15,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 /* ---- events --------------------------------------------------------------------------------- */
 

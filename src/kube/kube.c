@@ -26,6 +26,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 void af_kube_options_default(struct af_kube_options *o)
 {

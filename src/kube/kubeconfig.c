@@ -15,6 +15,7 @@
 
 #include "accelfit/kube.h"
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 /* ---- YAML document helpers ------------------------------------------------------------------- */
 

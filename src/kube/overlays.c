@@ -28,6 +28,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 #define OVERLAY_GV "/apis/karpenter.sh/v1alpha1"
 #define OVERLAY_PATH "/apis/karpenter.sh/v1alpha1/nodeoverlays"

@@ -15,6 +15,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 static size_t discard(char *p, size_t size, size_t n, void *ud)
 {

@@ -22,6 +22,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 double af__kube_rand01(void)
 {

@@ -40,6 +40,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 #define STATE_TICK_S 30.0
 #define STATE_READ_MAX (4u << 20)      /* an answer: the API server takes 3 MiB at most */

@@ -23,6 +23,7 @@
 #include "accelfit/util.h"
 
 #include "kube/internal.h"
+#include "accelfit/banned.h"
 
 extern char **environ;
 

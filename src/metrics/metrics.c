@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "accelfit/decide.h"
+#include "accelfit/banned.h"
 
 
 /* Histogram upper bounds in seconds, 50 us to 5 s. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "accelfit/model.h"
+#include "accelfit/banned.h"
 
 /* Digits with an optional fraction ("12", "0.5", ".5" when `lead_optional`); its value. */
 static int decimal(const char *s, bool lead_optional, double *out)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "accelfit/model.h"
+#include "accelfit/banned.h"
 
 #define WHERE_MAX 64
 #define TYPE_MAX 64

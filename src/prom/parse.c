@@ -19,6 +19,7 @@
 
 #include "accelfit/prom.h"
 #include "accelfit/utilization.h"
+#include "accelfit/banned.h"
 
 struct pending {
     char *node;                /* arena */

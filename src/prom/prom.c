@@ -26,6 +26,7 @@
 #include "accelfit/config.h"
 #include "accelfit/prom.h"
 #include "accelfit/utilization.h"
+#include "accelfit/banned.h"
 
 #define MAX_ANSWER ((size_t)64 << 20)
 #define MAX_SECRET 16384

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "accelfit/metrics.h"
+#include "accelfit/banned.h"
 
 #define DEFAULT_DEBOUNCE_MS 200
 #define REWATCH_MS 1000   /* a watched directory went away: try again this often */

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "accelfit/banned.h"
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 

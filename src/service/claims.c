@@ -38,6 +38,7 @@
 #include "accelfit/rollout_state.h"
 
 #include "service/internal.h"
+#include "accelfit/banned.h"
 
 #define CLAIMS_BATCH 64       /* reviews committed in one write at most */
 #define CLAIMS_MAX AF_ROLLOUT_CLAIMS_MAX   /* ledger entries kept at most (the newest) */

@@ -22,6 +22,7 @@
 #include "accelfit/inflight.h"
 #include "accelfit/tenant.h"
 #include "accelfit/tenant_budget.h"
+#include "accelfit/banned.h"
 
 /* ---- decisions --------------------------------------------------------------------------------------- */
 

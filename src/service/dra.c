@@ -13,6 +13,7 @@
 #include "accelfit/metrics.h"
 
 #include "service/dra.h"
+#include "accelfit/banned.h"
 
 const struct af_pod_info *af__service_dra_pod(struct af_arena *ar, const struct af_snapshot *snap,
                                               const struct af_pod_info *pod,

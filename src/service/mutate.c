@@ -49,6 +49,7 @@
 #include "accelfit/rollout_state.h"
 
 #include "service/internal.h"
+#include "accelfit/banned.h"
 
 /* A JSONPatch larger than this is not sent (the pod is created as written). */
 #define MUTATE_MAX_PATCH (512u * 1024u)

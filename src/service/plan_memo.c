@@ -22,6 +22,7 @@
 #include "accelfit/service.h"
 #include "accelfit/util.h"
 #include "service/internal.h"
+#include "accelfit/banned.h"
 
 #define MEMO_ENTRIES 8
 /* Longer annotations are planned every time: a key stays small, a hostile pod cannot

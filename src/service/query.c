@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "accelfit/banned.h"
 
 static int hexval(char c)
 {

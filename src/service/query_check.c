@@ -8,6 +8,7 @@
 #include "accelfit/service.h"
 
 #include <stdio.h>
+#include "accelfit/banned.h"
 
 int af_service_check_query(const char *route, const char *query, struct af_buf *out)
 {

@@ -30,6 +30,7 @@
 #include "service/internal.h"
 
 #include "service/dra.h"
+#include "accelfit/banned.h"
 
 
 /* What /explain cannot see; kube-scheduler applies these before it calls the extender. */

@@ -21,6 +21,7 @@
 #include "accelfit/rollout_state.h"
 
 #include "service/dra.h"
+#include "accelfit/banned.h"
 
 static const char *class_label(int c)
 {

@@ -17,6 +17,7 @@
 #include "accelfit/costs.h"
 #include "accelfit/decide.h"
 #include "accelfit/prices.h"
+#include "accelfit/banned.h"
 
 static const char *kind_name(enum af_price_kind k)
 {

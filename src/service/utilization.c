@@ -16,6 +16,7 @@
 
 #include "accelfit/prom.h"
 #include "accelfit/utilization.h"
+#include "accelfit/banned.h"
 
 void af_service_utilization_status(struct af_service *svc, char *out, size_t n)
 {

@@ -17,6 +17,7 @@
 
 #include "accelfit/decide.h"
 #include "accelfit/prefer.h"
+#include "accelfit/banned.h"
 
 #define LABEL_NODEPOOL "karpenter.sh/nodepool"
 #define LABEL_CATEGORY "karpenter.k8s.aws/instance-category"

@@ -14,6 +14,7 @@
 #include "accelfit/dra.h"
 #include "accelfit/simulate.h"
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 /* A pod's requests with the devices of its claims: held when allocated, else needed. */
 static void pod_devices(const struct af_dra *d, struct af_pod_info *p)

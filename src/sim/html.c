@@ -15,6 +15,7 @@
 
 #include "accelfit/page.h"
 #include "sim/internal.h"
+#include "accelfit/banned.h"
 
 /* One colour per class slot (the last for unknown). */
 static const char *const palette[AF_SIM_CLASSES] = {

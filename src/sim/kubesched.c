@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "accelfit/cache.h"
+#include "accelfit/banned.h"
 
 /* ---- filters ------------------------------------------------------------------------------ */
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sim/internal.h"
+#include "accelfit/banned.h"
 
 void af__sim_money(double usd, char *out, size_t n)
 {

@@ -22,6 +22,7 @@
 #include "accelfit/prefer.h"
 #include "accelfit/rollout_state.h"
 #include "accelfit/tenant_budget.h"
+#include "accelfit/banned.h"
 
 const char *af_sim_side_name(enum af_sim_side s)
 {

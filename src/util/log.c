@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "accelfit/banned.h"
 
 int af_log_level = AF_LOG_INFO;
 int af_log_format = AF_LOG_TEXT;

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include "accelfit/banned.h"
 
 void af_page_put(struct af_page *p, const char *s)
 {

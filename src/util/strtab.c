@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "accelfit/util.h"
+#include "accelfit/banned.h"
 
 struct rcstr {
     atomic_uint refcnt;
