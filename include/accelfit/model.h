@@ -399,6 +399,12 @@ struct af_pod_annotations {
     char *instances;             /* "4": instances (pods) one job spans; the model is split across them */
 };
 
+/* The annotations one at a time, in the order above (i < AF_POD_ANNOTATIONS_N): for code that
+ * treats them alike (the cache's briefs, the plan memo). */
+#define AF_POD_ANNOTATIONS_N 9
+char **af_pod_annotation_at(struct af_pod_annotations *a, size_t i);
+const char *af_pod_annotation(const struct af_pod_annotations *a, size_t i);
+
 /* A pod as decisions need it. Immutable after it is built; shared by refcount. */
 struct af_placement;
 

@@ -694,7 +694,7 @@ void af_pod_info_unref(struct af_pod_info *p)
 
 _Static_assert(AF_RES__COUNT <= 16, "af_pod_brief.req_mask has 16 bits");
 
-/* The members of af_pod_annotations, in the order of a brief's `ann` mask. */
+/* The members of af_pod_annotations, in their order (also that of a brief's `ann` mask). */
 static const size_t ann_members[] = {
     offsetof(struct af_pod_annotations, workload),
     offsetof(struct af_pod_annotations, model_params),
@@ -706,13 +706,18 @@ static const size_t ann_members[] = {
     offsetof(struct af_pod_annotations, neuron_core_version),
     offsetof(struct af_pod_annotations, instances),
 };
-_Static_assert(sizeof(ann_members) / sizeof(ann_members[0]) * sizeof(char *) ==
-                   sizeof(struct af_pod_annotations),
-               "every annotation has its bit in a brief's mask");
+_Static_assert(AF_ARRAY_SIZE(ann_members) == AF_POD_ANNOTATIONS_N &&
+                   AF_POD_ANNOTATIONS_N * sizeof(char *) == sizeof(struct af_pod_annotations),
+               "every annotation has its place in ann_members");
 
-static char **ann_at(struct af_pod_annotations *a, size_t i)
+char **af_pod_annotation_at(struct af_pod_annotations *a, size_t i)
 {
     return (char **)(void *)((char *)a + ann_members[i]);
+}
+
+const char *af_pod_annotation(const struct af_pod_annotations *a, size_t i)
+{
+    return *(char *const *)(const void *)((const char *)a + ann_members[i]);
 }
 
 /* A field added to af_pod_info is either kept by a brief or makes a pod not plain: say
@@ -739,15 +744,15 @@ static const char *ann_blob(struct af_strtab *tab, const struct af_pod_annotatio
     unsigned mask = 0;
     const char *out;
 
-    for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
-        if (*ann_at(&copy, i))
+    for (size_t i = 0; i < AF_POD_ANNOTATIONS_N; i++)
+        if (*af_pod_annotation_at(&copy, i))
             mask |= 1u << i;
     if (!mask)
         return NULL;
     af_assert(!af_buf_add(&b, (char[2]){(char)(mask & 0xff), (char)(mask >> 8)}, 2));
-    for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
-        if (*ann_at(&copy, i))
-            af_assert(!af_buf_add(&b, *ann_at(&copy, i), strlen(*ann_at(&copy, i)) + 1));
+    for (size_t i = 0; i < AF_POD_ANNOTATIONS_N; i++)
+        if (*af_pod_annotation_at(&copy, i))
+            af_assert(!af_buf_add(&b, *af_pod_annotation_at(&copy, i), strlen(*af_pod_annotation_at(&copy, i)) + 1));
     out = tab ? af_strtab_get_bytes(tab, b.buf, b.len) : af_rcstr_new_bytes(b.buf, b.len);
     af_buf_release(&b);
     return out;
@@ -937,9 +942,9 @@ const struct af_pod_info *af_pod_brief_info(const struct af_pod_brief *b,
     if (b->ann) {
         const char *v = b->ann + 2;
         unsigned mask = (unsigned char)b->ann[0] | (unsigned)(unsigned char)b->ann[1] << 8;
-        for (size_t i = 0; i < AF_ARRAY_SIZE(ann_members); i++)
+        for (size_t i = 0; i < AF_POD_ANNOTATIONS_N; i++)
             if (mask & (1u << i)) {
-                *ann_at(&tmp->ann, i) = (char *)v;
+                *af_pod_annotation_at(&tmp->ann, i) = (char *)v;
                 v += strlen(v) + 1;
             }
     }

@@ -29,23 +29,7 @@
  * make the memo hold much. */
 #define MEMO_ANN_MAX 256
 
-static const size_t ann_off[] = {
-    offsetof(struct af_pod_annotations, workload),
-    offsetof(struct af_pod_annotations, model_params),
-    offsetof(struct af_pod_annotations, objective),
-    offsetof(struct af_pod_annotations, latency_slo_ms),
-    offsetof(struct af_pod_annotations, framework),
-    offsetof(struct af_pod_annotations, neuron_ready),
-    offsetof(struct af_pod_annotations, precision),
-    offsetof(struct af_pod_annotations, neuron_core_version),
-    offsetof(struct af_pod_annotations, instances),
-};
-#define N_ANN AF_ARRAY_SIZE(ann_off)
-
-static const char *ann_at(const struct af_pod_annotations *a, size_t i)
-{
-    return *(char *const *)((const char *)a + ann_off[i]);
-}
+#define N_ANN AF_POD_ANNOTATIONS_N
 
 struct memo_entry {
     bool used;
@@ -103,7 +87,7 @@ static bool matches(const struct memo_entry *e, const struct af_config *cfg,
         e->cat != cat || memcmp(&e->requests, &pod->requests, sizeof(e->requests)) != 0)
         return false;
     for (size_t i = 0; i < N_ANN; i++)
-        if (!same_str(e->ann[i], ann_at(&pod->ann, i)))
+        if (!same_str(e->ann[i], af_pod_annotation(&pod->ann, i)))
             return false;
     return true;
 }
@@ -115,7 +99,7 @@ void af__plan_memo_plan(struct af_plan_memo *m, const struct af_config *cfg,
     struct memo_entry *e;
 
     for (size_t i = 0; m && i < N_ANN; i++) {
-        const char *a = ann_at(&pod->ann, i);
+        const char *a = af_pod_annotation(&pod->ann, i);
         if (a && strlen(a) > MEMO_ANN_MAX)
             m = NULL;
     }
@@ -143,7 +127,7 @@ void af__plan_memo_plan(struct af_plan_memo *m, const struct af_config *cfg,
     e->cat = cat;
     e->requests = pod->requests;
     for (size_t i = 0; i < N_ANN; i++) {
-        const char *a = ann_at(&pod->ann, i);
+        const char *a = af_pod_annotation(&pod->ann, i);
         e->ann[i] = a ? af_xstrdup(a) : NULL;
     }
     memcpy(&e->plan, out, sizeof(*out));
