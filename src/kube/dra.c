@@ -361,27 +361,10 @@ static long watch(struct dra_watch *w)
                             "&resourceVersion=%s",
                             DRA_GV, dra_resources[w->kind],
                             tmin + (int)(af__kube_rand01() * tmin), w->rv);
-    struct creds c;
-    char *url;
-    struct curl_slist *hdr;
-    long status = 0;
 
-    af__kube_creds_get(k, &c);
     af_buf_reset(&w->line);
     w->expired = false;
-    hdr = af__kube_http_setup(k, w->h, pq, &c, &url);
-    curl_easy_setopt(w->h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(w->h, CURLOPT_WRITEFUNCTION, watch_cb);
-    curl_easy_setopt(w->h, CURLOPT_WRITEDATA, w);
-    (void)curl_easy_perform(w->h);
-    curl_easy_getinfo(w->h, CURLINFO_RESPONSE_CODE, &status);
-    if (status == 401)
-        af__kube_creds_invalidate(k, c.gen);
-    curl_slist_free_all(hdr);
-    af_free(url);
-    af_free(pq);
-    af__kube_creds_clear(&c);
-    return status;
+    return af__kube_get_stream(k, w->h, pq, watch_cb, w);
 }
 
 static void *dra_main(void *arg)

@@ -136,6 +136,12 @@ void af__kube_creds_invalidate(struct af_kube *k, unsigned gen);
 struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *path_query,
                                        const struct creds *c, char **urlp);
 
+/* GET `path_query` (stolen) with the current credentials, its body to `cb(ud)` as it arrives
+ * (a watch streams until `cb` stops it, an error or its timeout); a 401 invalidates those
+ * credentials. Returns the HTTP status (0 when none came). */
+long af__kube_get_stream(struct af_kube *k, CURL *h, char *path_query,
+                         size_t (*cb)(char *, size_t, size_t, void *), void *ud);
+
 /* reflector.c: thread bodies (arg: struct reflector *, struct af_kube *) */
 void *af__kube_reflector_main(void *arg);
 void *af__kube_publisher_main(void *arg);

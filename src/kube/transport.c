@@ -321,3 +321,27 @@ struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *p
     }
     return hdr;
 }
+
+long af__kube_get_stream(struct af_kube *k, CURL *h, char *path_query,
+                         size_t (*cb)(char *, size_t, size_t, void *), void *ud)
+{
+    struct creds c;
+    char *url;
+    struct curl_slist *hdr;
+    long status = 0;
+
+    af__kube_creds_get(k, &c);
+    hdr = af__kube_http_setup(k, h, path_query, &c, &url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, ud);
+    (void)curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status == 401)
+        af__kube_creds_invalidate(k, c.gen);
+    curl_slist_free_all(hdr);
+    af_free(url);
+    af_free(path_query);
+    af__kube_creds_clear(&c);
+    return status;
+}
