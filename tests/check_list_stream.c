@@ -206,14 +206,13 @@ START_TEST(test_recorded_lists_stream_like_whole)
 }
 END_TEST
 
-/* Exactly the unread members' object and array values become null; nothing else moves. */
+/* Exactly the unread members' object and array values become null; nothing else changes. */
 static const struct {
     const char *in, *out;
 } cuts[] = {
     {"{\"a\":1}", "{\"a\":1}"},
     {"{\"env\":[{\"name\":\"A\"}],\"resources\":{\"requests\":{\"cpu\":\"1\"}}}",
      "{\"env\":null,\"resources\":{\"requests\":{\"cpu\":\"1\"}}}"},
-    /* two cuts in a row: the second key is read where it is, before the text moves */
     {"{\"volumes\":[{\"x\":\"]\"}],\"env\" : [1,2,3],\"resources\":{\"limits\":{}},"
      "\"ports\":[{\"p\":80}],\"name\":\"c\"}",
      "{\"volumes\":null,\"env\":null,\"resources\":{\"limits\":{}},\"ports\":null,\"name\":\"c\"}"},
@@ -222,22 +221,90 @@ static const struct {
      "\"managedFields\":[{\"f:\\\"q\":{}}]}",
      "{\"labels\":{\"env\":\"prod\",\"x\":\"\\\"env\\\":[1,2,3]\",\"y\":\"a\\\\\"},"
      "\"managedFields\":null}"},
-    /* too short to gain, or not a container: kept */
-    {"{\"env\":[],\"ports\":{},\"images\":null,\"volumes\":\"v\"}",
-     "{\"env\":[],\"ports\":{},\"images\":null,\"volumes\":\"v\"}"},
-    /* not balanced, not closed: left alone */
-    {"{\"env\":[1,2,3", "{\"env\":[1,2,3"},
-    {"{\"env", "{\"env"},
+    /* nested anywhere; empty containers too; not a container: kept */
+    {"{\"spec\":{\"containers\":[{\"env\":[],\"ports\":{},\"name\":\"m\"}]},\"images\":null,"
+     "\"volumes\":\"v\"}",
+     "{\"spec\":{\"containers\":[{\"env\":null,\"ports\":null,\"name\":\"m\"}]},\"images\":null,"
+     "\"volumes\":\"v\"}"},
+    /* not balanced, not closed: not JSON */
+    {"{\"env\":[1,2,3", NULL},
+    {"{\"env", NULL},
+    {"{\"env\":[1,2]", NULL},
 };
 
-START_TEST(test_cut_unread_members)
+START_TEST(test_unread_members_are_passed_over)
 {
-    char buf[512];
-    size_t n = strlen(cuts[_i].in);
-    memcpy(buf, cuts[_i].in, n + 1);
-    n = af__codec_cut_unread(buf, n);
-    buf[n] = '\0';
-    ck_assert_str_eq(buf, cuts[_i].out);
+    struct af__codec_perr perr;
+    json_t *got = af__codec_parse(cuts[_i].in, strlen(cuts[_i].in),
+                                  JSON_ALLOW_NUL | AF__PARSE_SKIP_UNREAD, &perr);
+    if (!cuts[_i].out) {
+        ck_assert_ptr_null(got);
+        ck_assert_str_ne(perr.text, "");
+        return;
+    }
+    json_t *exp = json_loads(cuts[_i].out, 0, NULL);
+    ck_assert_msg(got && json_equal(got, exp), "%s: %s", cuts[_i].in, got ? "differs" : perr.text);
+    json_decref(got);
+    json_decref(exp);
+}
+END_TEST
+
+/* The reader takes and refuses what json_loadb does, and builds the same tree. */
+static const char *const texts[] = {
+    "{}", "[]", " {\"a\" : [1, -2, 3.5, -0, -0.0, 1e3, 1E-2, 2.5e+10, true, false, null]} ",
+    "{\"a\":1,\"a\":2}", "{\"k\":{\"n\":{\"m\":[[],[{}]]}}}", "\"s\"", "12", "-7", "true", "null",
+    "{\"e\":\"\\\" \\\\ \\/ \\b \\f \\n \\r \\t\"}", "{\"u\":\"\\u00e9\\u4e2d\\uD834\\uDD1E\"}",
+    "{\"u\":\"\\uD834\"}", "{\"u\":\"\\uDD1E\"}", "{\"u\":\"\\uD834\\u0041\"}", "{\"u\":\"\\u12G4\"}",
+    "{\"nul\":\"a\\u0000b\"}", "{\"a\\u0000b\":1}", "{\"q\":\"\\x\"}",
+    "{\"utf8\":\"\xc3\xa9\xe4\xb8\xad\xf0\x9d\x84\x9e\"}", "{\"bad\":\"\xc3\"}", "{\"bad\":\"\xc0\xaf\"}",
+    "{\"bad\":\"\xe0\x80\xaf\"}", "{\"bad\":\"\xed\xa0\x80\"}", "{\"bad\":\"\xf4\x90\x80\x80\"}",
+    "{\"bad\":\"\xff\"}", "{\"ctl\":\"a\tb\"}", "{\"del\":\"\x7f\"}",
+    "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+    "1e308", "1e309", "-1e309", "1e-400", "01", "1.", ".5", "-", "+1", "1e", "1e+", "0x10",
+    "tru", "truex", "nul", "[1,]", "[,1]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "{\"a\":1",
+    "[1", "[1 2]", "{} {}", "", "   ", "\"unterminated", "[\"a\"]x", "{\"a\":1}\n\t ",
+};
+
+START_TEST(test_reader_agrees_with_jansson)
+{
+    static const size_t flags[] = {0, JSON_ALLOW_NUL, JSON_DECODE_ANY,
+                                   JSON_ALLOW_NUL | JSON_DECODE_ANY};
+    const char *t = texts[_i];
+
+    for (size_t f = 0; f < AF_ARRAY_SIZE(flags); f++) {
+        json_error_t je;
+        struct af__codec_perr pe;
+        json_t *exp = json_loadb(t, strlen(t), flags[f], &je);
+        json_t *got = af__codec_parse(t, strlen(t), flags[f], &pe);
+        ck_assert_msg(!exp == !got, "'%s' flags %zx: jansson %s, reader %s", t, flags[f],
+                      exp ? "takes it" : je.text, got ? "takes it" : pe.text);
+        ck_assert_msg(!exp || json_equal(exp, got), "'%s': trees differ", t);
+        ck_assert_msg(got || pe.text[0], "'%s': refused without a reason", t);
+        json_decref(exp);
+        json_decref(got);
+    }
+}
+END_TEST
+
+/* Nesting: jansson's limit (2048 deep), no deeper, and no stack to exhaust. */
+START_TEST(test_reader_nesting_limit)
+{
+    for (int depth = 2047; depth <= 2049; depth++) {
+        struct af_buf b = AF_BUF_INIT(0);
+        for (int i = 0; i < depth; i++)
+            ck_assert_int_eq(af_buf_add(&b, "[", 1), 0);
+        for (int i = 0; i < depth; i++)
+            ck_assert_int_eq(af_buf_add(&b, "]", 1), 0);
+        json_error_t je;
+        struct af__codec_perr pe;
+        json_t *exp = json_loadb(b.buf, b.len, 0, &je);
+        json_t *got = af__codec_parse(b.buf, b.len, 0, &pe);
+        ck_assert_msg(!exp == !got, "depth %d", depth);
+        ck_assert_int_eq(got != NULL, depth <= 2048);
+        json_decref(exp);
+        json_decref(got);
+        af_buf_release(&b);
+    }
 }
 END_TEST
 
@@ -249,7 +316,9 @@ Suite *af_list_stream_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_pieces_of_every_size_decode_alike, 0, (int)AF_ARRAY_SIZE(lists));
     tcase_add_test(tc, test_recorded_lists_stream_like_whole);
-    tcase_add_loop_test(tc, test_cut_unread_members, 0, (int)AF_ARRAY_SIZE(cuts));
+    tcase_add_loop_test(tc, test_unread_members_are_passed_over, 0, (int)AF_ARRAY_SIZE(cuts));
+    tcase_add_loop_test(tc, test_reader_agrees_with_jansson, 0, (int)AF_ARRAY_SIZE(texts));
+    tcase_add_test(tc, test_reader_nesting_limit);
     suite_add_tcase(s, tc);
     return s;
 }

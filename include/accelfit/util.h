@@ -174,6 +174,10 @@ void *af_arena_alloc(struct af_arena *a, size_t n);   /* zeroed, 16-aligned, can
 char *af_arena_strdup(struct af_arena *a, const char *s);
 char *af_arena_printf(struct af_arena *a, const char *fmt, ...) AF_PRINTF(2, 3);
 void af_arena_release(struct af_arena *a);
+/* Whether p points into memory `a` handed out. Chunks double in size, so few are walked. */
+bool af_arena_owns(const struct af_arena *a, const void *p);
+/* Forgets everything handed out, keeping the largest chunk for what comes next. */
+void af_arena_reset(struct af_arena *a);
 
 /* ---- parsing helpers ------------------------------------------------------ */
 

@@ -15,6 +15,26 @@
 
 #include "accelfit/codec.h"
 
+/* Why af__codec_parse refused a text: what, and the byte it was found at. */
+struct af__codec_perr {
+    char text[96];
+    size_t offset;
+};
+/* JSON text to a jansson tree, as json_loadb(text, len, flags) with flags of
+ * JSON_ALLOW_NUL and JSON_DECODE_ANY builds it, several times faster (codec/parse.c).
+ * NULL with *err filled when the text is not JSON. */
+json_t *af__codec_parse(const char *text, size_t len, size_t flags, struct af__codec_perr *err);
+/* A flag of af__codec_parse beside jansson's: the object and array values of members the
+ * decoders never read (af__codec_unread_key) are passed over unread and become null. */
+#define AF__PARSE_SKIP_UNREAD 0x1000u
+/* Line and column (from 1) of byte `offset` of `text`, for messages. */
+void af__codec_line_col(const char *text, size_t offset, int *line, int *col);
+
+/* jansson allocates from `a` on this thread until leave (which resets `a`): for trees
+ * that live for one item (codec/arena.c). Enter returns what to pass to leave. */
+struct af_arena *af__codec_arena_enter(struct af_arena *a);
+void af__codec_arena_leave(struct af_arena *a, struct af_arena *prev);
+
 /* "object", "array", "string", ... for error messages. Static. */
 const char *af__codec_type_name(const json_t *v);
 /* A Node / Pod object to a new record; `where` names it in errors ("items[3]"). */
@@ -51,12 +71,10 @@ int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *whe
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a
  * lone Node or Pod, no kind); an error for a Status (AF_EEXPIRED for 410) or another kind. */
 int af__codec_list_kind(json_t *root, const char **def_kind, struct af_error *err);
-/* ---- scan.c: JSON text before it is parsed ---------------------------------------------- */
+/* ---- scan.c: JSON text looked at byte by byte ---------------------------------------------- */
 
-/* Cuts the object and array values of members the decoders never read (managedFields,
- * env, volumes, images, ...: af__codec_unread_key) out of JSON text, in place, before it
- * is parsed. Returns the new length. */
-size_t af__codec_cut_unread(char *text, size_t len);
+/* Whether a member named k[0..n) is one the decoders never read (managedFields, env,
+ * volumes, images, ...), whose object or array value AF__PARSE_SKIP_UNREAD passes over. */
 bool af__codec_unread_key(const char *k, size_t n);
 
 /* Where an object or array stands while its bytes go by: nesting depth, and whether in a
@@ -92,6 +110,10 @@ int af__codec_load_request_object(const char *body, size_t len, const char *what
 /* Parses `text` with jansson; on failure `err` says "<what> is not JSON: ... at line L column C". */
 int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
                    struct af_error *err);
+/* The same with af__codec_parse's flags (JSON_ALLOW_NUL, JSON_DECODE_ANY,
+ * AF__PARSE_SKIP_UNREAD). */
+int af__codec_load_flags(const char *text, size_t len, size_t flags, const char *what,
+                         json_t **out, struct af_error *err) AF_MUST_CHECK;
 
 /*
  * The two halves of af_codec_decode_args, apart for tests and the fuzz harness

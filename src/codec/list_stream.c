@@ -64,6 +64,7 @@ struct af_list_stream {
     int rc;                     /* first error: the list fails */
     struct af_error err;        /* the list's error, or the first skipped item's */
     struct af_error item_err;   /* scratch for items after the first skipped one */
+    struct af_arena arena;      /* the current item's tree (codec/arena.c) */
 };
 
 struct af_list_stream *af_list_stream_new(const struct af_config *cfg, bool skip_bad,
@@ -89,6 +90,7 @@ void af_list_stream_free(struct af_list_stream *s)
     af_buf_release(&s->rest);
     af_buf_release(&s->item);
     af_buf_release(&s->pending);
+    af_arena_release(&s->arena);
     af_free(s);
 }
 
@@ -139,24 +141,30 @@ static int decide_kind(struct af_list_stream *s, json_t *root)
 /* One element's text: parse, decode, hand over (or count as skipped), free. */
 static int decode_item(struct af_list_stream *s, char *text, size_t len)
 {
+    struct af_arena *prev;
+    struct af__codec_perr perr;
     json_t *it;
     char where[48];
-    int rc;
+    int rc, line, col;
 
-    json_error_t jerr;
-
-    len = af__codec_cut_unread(text, len);
-    /* as af__codec_load, but an item may be any value (null and literals are ignored) */
-    it = json_loadb(text, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
-    if (!it)
+    prev = af__codec_arena_enter(&s->arena);
+    /* as af__codec_load, but an item may be any value (null and literals are ignored),
+     * and what the decoders never read is passed over */
+    it = af__codec_parse(text, len, JSON_ALLOW_NUL | JSON_DECODE_ANY | AF__PARSE_SKIP_UNREAD,
+                         &perr);
+    if (!it) {
+        af__codec_arena_leave(&s->arena, prev);
+        af__codec_line_col(text, perr.offset, &line, &col);
         return fail(s, af_error_set(&s->err, AF_EPARSE, "", 0, 0,
                                     "list is not JSON: items[%zu]: %s at column %d", s->n_items,
-                                    jerr.text, jerr.column));
+                                    perr.text, col));
+    }
     snprintf(where, sizeof(where), "items[%zu]", s->n_items);
     s->n_items++;
     rc = af__codec_list_item(s->cfg, it, where, s->def_kind, s->cb, s->ud,
                              s->skipped ? &s->item_err : &s->err);
     json_decref(it);
+    af__codec_arena_leave(&s->arena, prev);
     if (rc && !s->skip_bad)
         return fail(s, rc);
     if (rc)

@@ -56,8 +56,15 @@ const char *af__codec_type_name(const json_t *v)
 int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
                    struct af_error *err)
 {
-    json_error_t jerr;
+    return af__codec_load_flags(text, len, JSON_ALLOW_NUL, what, out, err);
+}
+
+int af__codec_load_flags(const char *text, size_t len, size_t flags, const char *what,
+                         json_t **out, struct af_error *err)
+{
+    struct af__codec_perr perr;
     json_t *root;
+    int line, col;
 
     *out = NULL;
     if (!text)
@@ -65,11 +72,12 @@ int af__codec_load(const char *text, size_t len, const char *what, json_t **out,
     /* Duplicate keys allowed (last wins). "\u0000" is allowed so that one odd string
      * cannot fail a whole LIST page; a string holding a NUL then reads as absent
      * (get_str), so the object that needs it fails alone and is skipped. */
-    root = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
-    if (!root)
-        return af_error_set(err, AF_EPARSE, "", jerr.line, jerr.column,
-                            "%s is not JSON: %s at line %d column %d", what, jerr.text,
-                            jerr.line, jerr.column);
+    root = af__codec_parse(text, len, flags, &perr);
+    if (!root) {
+        af__codec_line_col(text, perr.offset, &line, &col);
+        return af_error_set(err, AF_EPARSE, "", line, col, "%s is not JSON: %s at line %d column %d",
+                            what, perr.text, line, col);
+    }
     *out = root;
     return 0;
 }
@@ -932,19 +940,18 @@ int af_codec_decode_watch_event(const struct af_config *cfg, enum af_kind kind, 
     json_t *root, *obj;
     const char *type, *okind, *want = kind == AF_KIND_NODE ? "Node" : "Pod";
     int rc = 0, t = -1;
+    struct af_arena arena = AF_ARENA_INIT, *prev;
 
     memset(ev, 0, sizeof(*ev));
-    if (json) {
-        /* parse without what is never read (a third of a Node, a fifth of a Pod) */
-        char *copy = af_xmalloc(len + 1);
-        memcpy(copy, json, len);
-        rc = af__codec_load(copy, af__codec_cut_unread(copy, len), "watch event", &root, err);
-        af_free(copy);
-    } else {
-        rc = af__codec_load(json, len, "watch event", &root, err);
-    }
-    if (rc)
+    prev = af__codec_arena_enter(&arena);
+    /* parsed without what is never read (a third of a Node, a fifth of a Pod) */
+    rc = af__codec_load_flags(json, len, JSON_ALLOW_NUL | AF__PARSE_SKIP_UNREAD, "watch event",
+                              &root, err);
+    if (rc) {
+        af__codec_arena_leave(&arena, prev);
+        af_arena_release(&arena);
         return rc;
+    }
     if (!json_is_object(root)) {
         rc = af_error_set(err, AF_ETYPE, "", 0, 0, "watch event: expected an object, got %s",
                           af__codec_type_name(root));
@@ -997,6 +1004,8 @@ out:
     if (rc)
         af_watch_event_clear(ev);
     json_decref(root);
+    af__codec_arena_leave(&arena, prev);
+    af_arena_release(&arena);
     return rc;
 }
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * JSON text looked at byte by byte, before jansson parses it: the members the Node
- * and Pod decoders never read and the cutter that takes their values out of an item
- * or a watch event (a third of a Node, a fifth of a Pod), and the scanner of nesting
- * (objects and arrays, strings skipped) the list streamer copies values with. A leaf
- * of the codec: list_stream.c and objects.c both use it (codec/internal.h), and it
- * uses neither.
+ * JSON text looked at byte by byte: the members the Node and Pod decoders never read
+ * (the reader passes their values over: a third of a Node, a fifth of a Pod), the
+ * scanner of nesting (objects and arrays, strings skipped) the list streamer copies
+ * values with and the reader skips them with, and the count of values a body holds.
+ * A leaf of the codec: parse.c and list_stream.c use it (codec/internal.h), and it uses
+ * neither.
  */
 #include <string.h>
 
@@ -18,7 +18,7 @@
 /*
  * Members the Node and Pod decoders (objects.c) never read, big enough to be worth not
  * parsing: list items and watch events are parsed with the object and array values of
- * these cut out (af__codec_cut_unread, below). A decoder that starts reading one
+ * these passed over (AF__PARSE_SKIP_UNREAD, parse.c). A decoder that starts reading one
  * of them must take it off this list. Only object and array values are cut, so a label
  * or annotation with one of these names (a string) is kept; none of these names is a key
  * with an object or array value anywhere the decoders read (resources, ownerReferences,
@@ -55,15 +55,31 @@ size_t af__codec_nest_scan(struct af__codec_nest *n, const char *text, size_t at
 
     *closed = false;
     while (j < len) {
-        char c = text[j++];
         if (in_str) {
-            if (esc)
+            /* strings are most of the bytes: jump from quote to quote (memchr); a quote
+             * after an odd run of backslashes (counted from j, where no escape is open)
+             * is escaped */
+            if (esc) {
                 esc = false;
-            else if (c == '\\')
-                esc = true;
-            else if (c == '"')
+                j++;
+                continue;
+            }
+            const char *q = memchr(text + j, '"', len - j);
+            size_t end = q ? (size_t)(q - text) : len, run = 0;
+            while (end - run > j && text[end - run - 1] == '\\')
+                run++;
+            if (!q) {
+                esc = run % 2 == 1;     /* the chunk ends inside an escape */
+                j = len;
+                break;
+            }
+            j = end + 1;
+            if (run % 2 == 0)
                 in_str = false;
-        } else if (c == '"') {
+            continue;
+        }
+        char c = text[j++];
+        if (c == '"') {
             in_str = true;
         } else if (c == '{' || c == '[') {
             depth++;
@@ -76,80 +92,6 @@ size_t af__codec_nest_scan(struct af__codec_nest *n, const char *text, size_t at
     n->esc = esc;
     n->depth = depth;
     return j;
-}
-
-/* The end of the object or array starting at text[at] (balanced, strings skipped), or 0. */
-static size_t container_end(const char *text, size_t at, size_t len)
-{
-    struct af__codec_nest n = {0, false, false};
-    bool closed;
-    size_t end = af__codec_nest_scan(&n, text, at, len, &closed);
-
-    return closed ? end : 0;
-}
-
-/* The index of the quote that closes the string whose opening quote is text[open]; 0
- * when it is not closed. A quote is escaped when an odd number of backslashes precede it. */
-static size_t string_end(const char *text, size_t open, size_t len)
-{
-    size_t at = open + 1;
-    for (;;) {
-        const char *q = at < len ? memchr(text + at, '"', len - at) : NULL;
-        if (!q)
-            return 0;
-        size_t i = (size_t)(q - text), bs = 0;
-        while (i - bs > open + 1 && text[i - bs - 1] == '\\')
-            bs++;
-        if (bs % 2 == 0)
-            return i;
-        at = i + 1;
-    }
-}
-
-/*
- * Replaces the object and array values of members the decoders never read
- * (af__codec_unread_key, above) by null, in place, in one pass over the item.
- * Returns the new length. If the text is not JSON, jansson still says so afterwards.
- */
-size_t af__codec_cut_unread(char *text, size_t len)
-{
-    size_t r = 0, w = 0;
-
-    /* Outside strings only a quote matters (it starts a string, perhaps a key); strings
-     * are skipped with memchr. Bytes are moved down only once something was cut, and
-     * each string is looked at where it is, before it moves. */
-    while (r < len) {
-        const char *q = memchr(text + r, '"', len - r);
-        size_t open = q ? (size_t)(q - text) : len;
-        size_t close = q ? string_end(text, open, len) : 0;
-        size_t upto = close ? close + 1 : len, end = 0;
-
-        if (close && af__codec_unread_key(text + open + 1, close - open - 1)) {
-            /* a key (followed by ':') whose value is an object or array */
-            size_t v = upto;
-            while (v < len && af__codec_ws(text[v]))
-                v++;
-            if (v < len && text[v] == ':') {
-                v++;
-                while (v < len && af__codec_ws(text[v]))
-                    v++;
-                if (v < len && (text[v] == '[' || text[v] == '{'))
-                    end = container_end(text, v, len);
-            }
-            if (end && end - upto < 5)
-                end = 0;                /* ":[]" is shorter than ":null" */
-        }
-        if (w != r)
-            memmove(text + w, text + r, upto - r);
-        w += upto - r;
-        r = upto;
-        if (end) {
-            memcpy(text + w, ":null", 5);   /* w <= r, so this stays in text[..end) */
-            w += 5;
-            r = end;
-        }
-    }
-    return w;
 }
 
 /* ---- counting values ------------------------------------------------------------------ */

@@ -429,6 +429,7 @@ struct af_arena_chunk {
 };
 
 #define ARENA_CHUNK 16384
+#define ARENA_CHUNK_MAX (1u << 20)
 
 void *af_arena_alloc(struct af_arena *a, size_t n)
 {
@@ -437,7 +438,10 @@ void *af_arena_alloc(struct af_arena *a, size_t n)
 
     n = (n + 15) & ~(size_t)15;
     if (!c || c->size - c->used < n) {
-        size_t size = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+        /* each chunk twice the last, up to 1 MiB: few chunks, so af_arena_owns stays short */
+        size_t size = c && c->size < ARENA_CHUNK_MAX ? 2 * c->size : ARENA_CHUNK;
+        if (size < n)
+            size = n;
         c = af_xmalloc(sizeof(*c) + size);
         c->size = size;
         c->used = 0;
@@ -449,6 +453,29 @@ void *af_arena_alloc(struct af_arena *a, size_t n)
     a->used += n;
     memset(p, 0, n);
     return p;
+}
+
+bool af_arena_owns(const struct af_arena *a, const void *p)
+{
+    const unsigned char *b = p;
+
+    for (const struct af_arena_chunk *c = a->head; c; c = c->next)
+        if (b >= c->data && b < c->data + c->size)
+            return true;
+    return false;
+}
+
+void af_arena_reset(struct af_arena *a)
+{
+    struct af_arena_chunk *c = a->head;
+
+    if (!c)
+        return;
+    /* the newest chunk is the largest: keep it for the next round, free the rest */
+    af_arena_release(&(struct af_arena){c->next, 0});
+    c->next = NULL;
+    c->used = 0;
+    a->used = 0;
 }
 
 char *af_arena_strdup(struct af_arena *a, const char *s)

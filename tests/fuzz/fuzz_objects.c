@@ -2,9 +2,13 @@
 /*
  * The Kubernetes object decoders on arbitrary bytes: one Node, one Pod, a
  * List (strict and skipping), and a watch event of either kind. Each must
- * either decode or fail with a message; none may crash or leak.
+ * either decode or fail with a message; none may crash or leak. And the codec's JSON
+ * reader must take and refuse what jansson does, building the same tree.
  */
+#include <jansson.h>
+
 #include "accelfit/codec.h"
+#include "codec/internal.h"
 #include "fuzz.h"
 
 static void drop(void *ud, struct af_node_info *node, struct af_pod_info *pod)
@@ -48,6 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(rc == 0 || err.text[0], "list_skip: rc %d without a message", rc);
     af_free(rv);
     af_free(cont);
+
+    static const size_t parse_flags[] = {0, JSON_DECODE_ANY, JSON_ALLOW_NUL,
+                                         JSON_ALLOW_NUL | JSON_DECODE_ANY};
+    for (size_t f = 0; f < AF_ARRAY_SIZE(parse_flags); f++) {
+        size_t flags = parse_flags[f];
+        json_error_t je;
+        struct af__codec_perr pe;
+        json_t *want = json_loadb(json, size, flags, &je);
+        json_t *got = af__codec_parse(json, size, flags, &pe);
+        FUZZ_CHECK(!want == !got, "reader and jansson disagree (flags %zx): %s / %s", flags,
+                   want ? "taken" : je.text, got ? "taken" : pe.text);
+        FUZZ_CHECK(!want || json_equal(want, got), "reader and jansson build different trees");
+        json_decref(want);
+        json_decref(got);
+    }
 
     for (int kind = AF_KIND_NODE; kind <= AF_KIND_POD; kind++) {
         struct af_watch_event ev;
