@@ -495,6 +495,8 @@ static void last_pod_put(const char *text, size_t len, struct af_pod_info *pod)
 static int fast_pod(const char *from, const char *to, const struct cut *cuts, int n_cuts,
                     struct af_pod_info **out)
 {
+    struct af_arena arena = AF_ARENA_INIT, *prev;
+    struct af__codec_perr perr;
     struct af_error err;
     json_t *obj;
     char *text = NULL;
@@ -523,14 +525,20 @@ static int fast_pod(const char *from, const char *to, const struct cut *cuts, in
         af_free(text);
         return 0;
     }
-    obj = json_loadb(use, len, 0, NULL);
+    /* flags 0, as the general path's af__codec_load_request: "\u0000" declines */
+    prev = af__codec_arena_enter(&arena);
+    obj = af__codec_parse(use, len, 0, &perr);
     if (!obj) {
+        af__codec_arena_leave(&arena, prev);
+        af_arena_release(&arena);
         af_free(text);
         return -1;
     }
     memset(&err, 0, sizeof(err));
     rc = af__codec_pod_from_json(obj, "Pod", out, &err);
     json_decref(obj);
+    af__codec_arena_leave(&arena, prev);
+    af_arena_release(&arena);
     if (!rc)
         last_pod_put(use, len, *out);
     af_free(text);

@@ -1023,13 +1023,15 @@ static bool ends_with(const char *s, const char *suffix)
 static int cluster_json(const char *name, const char *text, size_t len, json_t **out,
                         struct af_error *err)
 {
-    json_error_t jerr;
+    struct af__codec_perr perr;
+    int line, col;
 
-    *out = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
+    *out = af__codec_parse(text, len, JSON_ALLOW_NUL, &perr);
     if (*out)
         return 0;
-    return af_error_set(err, AF_EPARSE, name, jerr.line, jerr.column,
-                        "malformed JSON: %s (expected " CLUSTER_EXPECTED ")", jerr.text);
+    af__codec_line_col(text, perr.offset, &line, &col);
+    return af_error_set(err, AF_EPARSE, name, line, col,
+                        "malformed JSON: %s (expected " CLUSTER_EXPECTED ")", perr.text);
 }
 
 /* YAML text to a tree through af_yaml_to_json; a syntax error names line and column. */
@@ -1044,12 +1046,12 @@ static int cluster_yaml(const char *name, const char *text, size_t len, json_t *
 
     *out = NULL;
     if (!rc) {
-        json_error_t jerr;
-        *out = json_loadb(js.buf ? js.buf : "null", js.buf ? js.len : 4,
-                          JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+        struct af__codec_perr perr;
+        *out = af__codec_parse(js.buf ? js.buf : "null", js.buf ? js.len : 4,
+                               JSON_ALLOW_NUL | JSON_DECODE_ANY, &perr);
         if (!*out)   /* the converter writes valid JSON; this is a bug if it happens */
             rc = af_error_set(err, AF_EPARSE, name, 0, 0, "internal: YAML converted to bad "
-                              "JSON: %s", jerr.text);
+                              "JSON: %s", perr.text);
     }
     af_buf_release(&js);
     return rc;
