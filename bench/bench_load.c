@@ -5,9 +5,8 @@
  *
  * For caches of 100, 1,000 and 5,000 nodes (30 pods per node: 150,000 at the top) it
  * writes a cluster file, starts the real `accelfit serve --cluster FILE` on loopback and,
- * next to it, a floor: a trivial HTTP/1.1 server (plain sockets, a thread per
- * connection, TCP_NODELAY) that reads each whole request and answers a fixed valid
- * body. A load client (plain sockets, several keep-alive connections used in turn, one
+ * next to it, a floor: a minimal libwebsockets server that reads each whole request and
+ * answers the bytes accelfit answered to the same request (captured first). A load client (plain sockets, several keep-alive connections used in turn, one
  * request in flight, as kube-scheduler calls an extender) replays filter and prioritize requests
  * shaped like the recorded kube-scheduler v1.26 bodies (tests/fixtures/kube-scheduler/:
  * its Pod with managedFields, the same headers) naming 100 and 500 candidates, in both
@@ -30,7 +29,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +38,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <libwebsockets.h>
 
 #include "accelfit/util.h"
 
@@ -286,68 +286,89 @@ static bool read_message(int fd, struct af_buf *b, size_t *header_end, size_t *b
 
 /* ---- the floor ------------------------------------------------------------------------------- */
 
-static void *floor_conn(void *arg)
-{
-    static const char filter_answer[] =
-        "{\"NodeNames\":null,\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}";
-    static const char prioritize_answer[] = "[]";
-    int fd = (int)(intptr_t)arg;
-    struct af_buf b = AF_BUF_INIT(0);
-    size_t he, bl;
+/*
+ * The floor: a minimal libwebsockets HTTP/1.1 server (one context, one vhost, the lws
+ * version accelfit links) that reads each whole request and answers, with accelfit's
+ * status, headers' shape and Content-Type, the very bytes accelfit answered to the same
+ * request: the client asks for "/VERB/K", K the request body's index, and the floor
+ * holds accelfit's answers to them (captured before it is forked). What is left between
+ * the two is accelfit's work: decode, decide, encode.
+ */
+static char **floor_answers;
+static size_t *floor_lens;
+static int floor_n;
 
-    while (read_message(fd, &b, &he, &bl, NULL)) {
-        bool filter = !strncmp(b.buf, "POST /filter", 12);
-        const char *body = filter ? filter_answer : prioritize_answer;
-        char head[160];
-        struct iovec v[2];
-        int n = snprintf(head, sizeof(head),
-                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         "Content-Length: %zu\r\n\r\n",
-                         strlen(body));
-        v[0].iov_base = head;
-        v[0].iov_len = (size_t)n;
-        v[1].iov_base = (void *)body;
-        v[1].iov_len = strlen(body);
-        if (!write_all(fd, v, 2))
-            break;
+struct floor_pss {
+    int k;
+};
+
+static int floor_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len)
+{
+    struct floor_pss *pss = user;
+
+    switch (reason) {
+    case LWS_CALLBACK_HTTP: {
+        const char *slash = in ? strrchr((const char *)in, '/') : NULL;
+        pss->k = slash ? (int)strtol(slash + 1, NULL, 10) : 0;
+        if (pss->k < 0 || pss->k >= floor_n)
+            pss->k = 0;
+        return 0;
     }
-    close(fd);
-    af_buf_release(&b);
-    return NULL;
+    case LWS_CALLBACK_HTTP_BODY:
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        size_t blen = floor_lens[pss->k];
+        unsigned char *buf = af_xmalloc(LWS_PRE + 512 + blen), *start = buf + LWS_PRE, *p = start;
+        int rc;
+        if (lws_add_http_common_headers(wsi, HTTP_STATUS_OK, "application/json", blen, &p,
+                                        start + 512) ||
+            lws_finalize_http_header(wsi, &p, start + 512)) {
+            af_free(buf);
+            return -1;
+        }
+        memcpy(p, floor_answers[pss->k], blen);
+        p += blen;
+        rc = lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP) < 0;
+        af_free(buf);
+        if (rc)
+            return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
-static void floor_serve(int lfd)
+static pid_t start_floor(int port, char **answers, size_t *lens, int n)
 {
-    for (;;) {
-        int fd = accept(lfd, NULL, NULL), one = 1;
-        pthread_t t;
-        if (fd < 0)
-            continue;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        pthread_create(&t, NULL, floor_conn, (void *)(intptr_t)fd);
-        pthread_detach(t);
-    }
-}
+    pid_t pid = fork();
 
-static pid_t start_floor(int *port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t al = sizeof(a);
-    int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    pid_t pid;
-
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    af_assert(!bind(lfd, (struct sockaddr *)&a, sizeof(a)) && !listen(lfd, 64));
-    af_assert(!getsockname(lfd, (struct sockaddr *)&a, &al));
-    *port = ntohs(a.sin_port);
-    pid = fork();
     af_assert(pid >= 0);
     if (pid == 0) {
-        floor_serve(lfd);
-        _exit(0);
+        static const struct lws_protocols protocols[] = {
+            {"http", floor_cb, sizeof(struct floor_pss), 0, 0, NULL, 0},
+            {NULL, NULL, 0, 0, 0, NULL, 0},
+        };
+        struct lws_context_creation_info info;
+        struct lws_context *ctx;
+
+        floor_answers = answers;
+        floor_lens = lens;
+        floor_n = n;
+        lws_set_log_level(0, NULL);
+        memset(&info, 0, sizeof(info));
+        info.port = port;
+        info.iface = "127.0.0.1";
+        info.protocols = protocols;
+        info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
+        ctx = lws_create_context(&info);
+        if (!ctx)
+            _exit(1);
+        for (;;)
+            lws_service(ctx, 0);
     }
-    close(lfd);
     return pid;
 }
 
@@ -427,6 +448,65 @@ struct stats {
     size_t bytes;   /* mean answer body */
 };
 
+/* accelfit's answer to each body (the floor answers the same bytes), on one connection. */
+static void capture_answers(int port, const char *verb, char **bodies, size_t *lens, int n,
+                            char **answers, size_t *alens)
+{
+    struct af_buf b = AF_BUF_INIT(0);
+    int fd = connect_to(port);
+
+    af_assert(fd >= 0);
+    for (int k = 0; k < n; k++) {
+        char head[256];
+        struct iovec v[2];
+        size_t he, bl;
+        int status = 0;
+        int hl = snprintf(head, sizeof(head),
+                          "POST /%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %zu\r\n"
+                          "Content-Type: application/json\r\n\r\n",
+                          verb, port, lens[k]);
+        v[0].iov_base = head;
+        v[0].iov_len = (size_t)hl;
+        v[1].iov_base = bodies[k];
+        v[1].iov_len = lens[k];
+        af_assert(write_all(fd, v, 2) && read_message(fd, &b, &he, &bl, &status) &&
+                  status == 200);
+        answers[k] = af_xmalloc(bl + 1);
+        memcpy(answers[k], b.buf + he, bl);
+        alens[k] = bl;
+    }
+    close(fd);
+    af_buf_release(&b);
+}
+
+/* The floor serving accelfit's answers to `bodies` for `verb`, listening when this returns. */
+static pid_t floor_for(int port, const char *verb, char **bodies, size_t *lens, int n,
+                       int *floor_port)
+{
+    char *answers[8];
+    size_t alens[8];
+    pid_t pid;
+    int fd;
+
+    af_assert(n <= 8);
+    capture_answers(port, verb, bodies, lens, n, answers, alens);
+    *floor_port = free_port();
+    pid = start_floor(*floor_port, answers, alens, n);
+    for (int i = 0; i < 500 && (fd = connect_to(*floor_port)) < 0; i++)
+        usleep(10000);
+    af_assert(fd >= 0);
+    close(fd);
+    for (int k = 0; k < n; k++)
+        af_free(answers[k]);
+    return pid;
+}
+
+static void floor_stop(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 /*
  * `n` requests to each of two servers, one at a time, round robin over `conns` keep-alive
  * connections to each: what kube-scheduler does (a pool of connections, one extender call
@@ -456,11 +536,17 @@ static void run_load(const int port[2], const char *verb, char **bodies, size_t 
         struct iovec v[2];
         struct timespec t0, t1;
         size_t he, bl;
+        char path[64];
+        /* the floor (t 0) is told which body this is, to answer accelfit's answer to it */
+        if (t == 0)
+            snprintf(path, sizeof(path), "%s/%d", verb, k);
+        else
+            snprintf(path, sizeof(path), "%s", verb);
         int hl = snprintf(head, sizeof(head),
                           "POST /%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUser-Agent: "
                           "Go-http-client/1.1\r\nContent-Length: %zu\r\nContent-Type: "
                           "application/json\r\nAccept-Encoding: gzip\r\n%s\r\n",
-                          verb, port[t], lens[k], close_each ? "Connection: close\r\n" : "");
+                          path, port[t], lens[k], close_each ? "Connection: close\r\n" : "");
         v[0].iov_base = head;
         v[0].iov_len = (size_t)hl;
         v[1].iov_base = bodies[k];
@@ -542,10 +628,10 @@ int main(int argc, char **argv)
     srcdir = getenv("AF_SOURCE_DIR") ? af_xstrdup(getenv("AF_SOURCE_DIR")) : af_xstrdup(".");
     pod = fixture_pod(srcdir);
     af_assert(mkdtemp(tmpdir));
-    floor_pid = start_floor(&floor_port);
 
-    printf("== bench_load: accelfit serve vs a floor server (reads the request, answers a fixed "
-           "body); %d keep-alive connections, one request in flight\n\n",
+    printf("== bench_load: accelfit serve vs a floor (a minimal libwebsockets server that "
+           "reads the request and answers accelfit's own answer to it); %d keep-alive "
+           "connections, one request in flight\n\n",
            conns);
     printf("| cache | candidates | mode | verb | floor p50 | floor p99 | accelfit p50 | "
            "accelfit p99 | p50 ratio | p99 ratio | answer |\n"
@@ -576,12 +662,14 @@ int main(int argc, char **argv)
                     bodies[k] = request_body(pod, nodes, cands, names, &seed, &lens[k]);
                 for (int v = 0; v < 2; v++) {
                     const char *verb = v ? "prioritize" : "filter";
+                    floor_pid = floor_for(port, verb, bodies, lens, n_bodies, &floor_port);
                     const int ports[2] = {floor_port, port};
                     struct stats fa[2], f, a;
                     char c[4][24];
                     /* Warm both up, then measure both, taking turns. */
                     run_load(ports, verb, bodies, lens, n_bodies, conns, 40, false, fa);
                     run_load(ports, verb, bodies, lens, n_bodies, conns, per, false, fa);
+                    floor_stop(floor_pid);
                     f = fa[0];
                     a = fa[1];
                     fmt_us(f.p50, c[0], sizeof(c[0]));
@@ -597,10 +685,12 @@ int main(int argc, char **argv)
                 }
                 /* A client that closes each connection: the answer as it is served then. */
                 if (names) {
+                    floor_pid = floor_for(port, "filter", bodies, lens, n_bodies, &floor_port);
                     const int ports[2] = {floor_port, port};
                     struct stats fa[2];
                     char c[4][24];
                     run_load(ports, "filter", bodies, lens, n_bodies, conns, per / 4, true, fa);
+                    floor_stop(floor_pid);
                     fmt_us(fa[0].p50, c[0], sizeof(c[0]));
                     fmt_us(fa[0].p99, c[1], sizeof(c[1]));
                     fmt_us(fa[1].p50, c[2], sizeof(c[2]));
@@ -621,8 +711,6 @@ int main(int argc, char **argv)
         unlink(cluster);
         af_free(cluster);
     }
-    kill(floor_pid, SIGKILL);
-    waitpid(floor_pid, NULL, 0);
     rmdir(tmpdir);
     af_free(pod);
     af_free(bin);
