@@ -399,35 +399,146 @@ static void render_dra_node(struct af_jw *w, const struct explain_in *in,
     af_jw_close(w, '}');
 }
 
-static int render_explain(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
-                          const struct explain_in *in, struct af_buf *out)
-{
-    struct af_plan *plan = af_arena_alloc(ar, sizeof(*plan));
-    struct af_node_decision *fdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*fdec));
-    struct af_node_decision *pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*pdec));
+/* What filter and prioritize would do with the pod, remembering nothing: /explain's answer
+ * before it is rendered. */
+struct explain_out {
+    struct af_plan *plan;
+    struct af_node_decision *fdec, *pdec;       /* filter's and prioritize's, per candidate */
     struct af_filter_summary sum;
     struct af_tenant_decision bd;
-    struct af_jw w = AF_JW_INIT(out);
-    char podname[600];
-    struct af_utilization_snapshot *us = af_prom_acquire(svc->util);
-    double now = af_utilization_now(us, af_wall_time());
-    /* what filter and prioritize would do, remembering nothing */
-    struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = in->snap, .ar = ar, .us = us,
-                            .rollout_flags = AF_ROLLOUTS_PEEK, .budget_flags = AF_BUDGET_SPEND,
-                            .dra = &in->dra,
-                            /* the DRA check marks copies: prioritize judges the views as sent */
-                            .own_views = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*in->c.views))};
+    struct af__decide_ctx dc;                   /* dc.rd: the rollout's decision */
+    struct af_utilization_snapshot *us;         /* a reference, or NULL */
+    double now;                                 /* the live utilization's */
+};
+
+/* Decides as filter and prioritize would, in `ar`; d->us is the caller's to release. */
+static void explain_decide(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
+                           const struct explain_in *in, struct explain_out *d)
+{
     struct af_decide_hooks h;
 
-    memcpy(dc.own_views, in->c.views, in->c.n * sizeof(*in->c.views));
+    d->plan = af_arena_alloc(ar, sizeof(*d->plan));
+    d->fdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*d->fdec));
+    d->pdec = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*d->pdec));
+    d->us = af_prom_acquire(svc->util);
+    d->now = af_utilization_now(d->us, af_wall_time());
+    /* what filter and prioritize would do, remembering nothing */
+    d->dc = (struct af__decide_ctx){
+        .svc = svc, .cfg = cfg, .snap = in->snap, .ar = ar, .us = d->us,
+        .rollout_flags = AF_ROLLOUTS_PEEK, .budget_flags = AF_BUDGET_SPEND, .dra = &in->dra,
+        /* the DRA check marks copies: prioritize judges the views as sent */
+        .own_views = af_arena_alloc(ar, (in->c.n + 1) * sizeof(*in->c.views))};
+    memcpy(d->dc.own_views, in->c.views, in->c.n * sizeof(*in->c.views));
 
-    memset(&sum, 0, sizeof(sum));
-    af_decide_plan(cfg->policy, cfg->catalog, in->pod, af_wall_time(), af__service_hooks(&dc, &h), plan, &bd);
-    af_decide_filter(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, &h, fdec,
-                     &sum);
-    af_decide_prioritize(cfg->policy, plan, in->pod, in->c.views, in->c.names, in->c.n, &h, &bd,
-                         pdec);
-    af_tenant_rank(&bd, in->pod, in->c.views, in->c.n, fdec);   /* its reasons too */
+    memset(&d->sum, 0, sizeof(d->sum));
+    af_decide_plan(cfg->policy, cfg->catalog, in->pod, af_wall_time(),
+                   af__service_hooks(&d->dc, &h), d->plan, &d->bd);
+    af_decide_filter(cfg->policy, d->plan, in->pod, in->c.views, in->c.names, in->c.n, &h,
+                     d->fdec, &d->sum);
+    af_decide_prioritize(cfg->policy, d->plan, in->pod, in->c.views, in->c.names, in->c.n, &h,
+                         &d->bd, d->pdec);
+    af_tenant_rank(&d->bd, in->pod, in->c.views, in->c.n, d->fdec);   /* its reasons too */
+}
+
+static void render_summary(struct af_jw *w, const struct explain_in *in,
+                           const struct explain_out *d)
+{
+    const struct af_plan *plan = d->plan;
+
+    af_jw_open(w, "summary", '{');
+    af_jw_int(w, "candidates", (long long)in->c.n);
+    af_jw_int(w, "passed", d->sum.passed);
+    af_jw_int(w, "failed", d->sum.failed);
+    af_jw_int(w, "unresolvable", d->sum.unresolvable);
+    if (d->sum.best_tier >= 0 && (size_t)d->sum.best_tier < plan->sel.n_tiers) {
+        af_jw_int(w, "best_tier", plan->sel.tiers[d->sum.best_tier].rank);
+        af_jw_str(w, "best_class", af__service_tier_name(plan, d->sum.best_tier));
+    } else {
+        af_jw_null(w, "best_tier");
+        af_jw_null(w, "best_class");
+    }
+    af_jw_bool(w, "fallback", d->sum.fallback);
+    af_jw_close(w, '}');
+}
+
+/* What the cache knows of candidate node `ni`: its class, memory, price and DRA devices. */
+static void render_node_info(struct af_jw *w, const struct af_config *cfg,
+                             const struct explain_in *in, const struct af_node_info *ni)
+{
+    af_jw_str(w, "class_source", ni->class_source);
+    if (ni->dev_mem_gib_hi > 0) {
+        af_jw_num(w, "device_memory_gib", ni->dev_mem_gib_hi, 6);
+        af_jw_str(w, "device_memory_source", ni->dev_mem_source);
+    }
+    af_jw_bool(w, "spot", ni->spot);
+    if (ni->price_known)
+        af_jw_num(w, "node_hourly_usd", ni->hourly_usd, 6);
+    else
+        af_jw_null(w, "node_hourly_usd");
+    af_jw_str(w, "price_source", ni->price_source);
+    {
+        char why[512];
+        double wall = af_wall_time();
+        af_node_price_reason(ni, cfg->catalog, cfg->policy, wall, why, sizeof(why));
+        af_jw_str(w, "price_reason", why);
+        if (ni->price_known && ni->price_as_of > 0)
+            af_jw_int(w, "price_age_s", (long long)(wall - ni->price_as_of));
+        else
+            af_jw_null(w, "price_age_s");
+    }
+    af_jw_str(w, "region", ni->region);
+    af_jw_str(w, "zone", ni->zone);
+    if (ni->price_annotation_bad)
+        af_jw_str(w, "price_note",
+                  "annotation accelfit.io/hourly-price is not a decimal price; ignored");
+    if (ni->dra_driver)
+        render_dra_node(w, in, ni);
+}
+
+/* Candidate `i`: the node, filter's verdict and prioritize's score. */
+static void render_node(struct af_jw *w, const struct af_config *cfg,
+                        const struct explain_in *in, const struct explain_out *d, size_t i)
+{
+    const struct af_node_info *ni = in->c.views[i].info;
+    const struct af_node_decision *f = &d->fdec[i], *p = &d->pdec[i];
+    const struct af_plan *plan = d->plan;
+
+    af_jw_open(w, NULL, '{');
+    af_jw_str(w, "name", in->c.names[i]);
+    af_jw_bool(w, "known", ni != NULL);
+    af_jw_str(w, "class", ni ? af_class_name(ni->cls) : NULL);
+    af_jw_str(w, "instance_type", ni ? ni->instance_type : NULL);
+    if (ni)
+        render_node_info(w, cfg, in, ni);
+    af_jw_str(w, "verdict", af__service_verdict_name(f->verdict));
+    if (f->tier >= 0 && (size_t)f->tier < plan->sel.n_tiers)
+        af_jw_int(w, "tier", plan->sel.tiers[f->tier].rank);
+    else
+        af_jw_null(w, "tier");
+    af_jw_bool(w, "has_room", f->has_room);
+    af_jw_str(w, "reason", f->reason);
+    af_jw_int(w, "score", p->score);
+    af_jw_num(w, "s_tier", p->s_tier, 6);
+    af_jw_num(w, "s_util", p->s_util, 6);
+    af_jw_num(w, "s_cost", p->s_cost, 6);
+    af_jw_num(w, "util_after", p->util_after, 6);
+    if (p->marginal_known)
+        af_jw_num(w, "marginal_usd_hr", p->marginal_usd_hr, 6);
+    else
+        af_jw_null(w, "marginal_usd_hr");
+    if (d->us)
+        render_live(w, cfg, &in->c.views[i], f->live_state == AF_LIVE_REFUSED ? f : p, d->us,
+                    d->now);
+    af_jw_close(w, '}');
+}
+
+/* The explanation of what explain_decide decided. Returns 0, or AF_ETOOBIG. */
+static int render_explain(struct af_service *svc, struct af_config *cfg,
+                          const struct explain_in *in, const struct explain_out *d,
+                          struct af_buf *out)
+{
+    struct af_jw w = AF_JW_INIT(out);
+    char podname[600];
 
     snprintf(podname, sizeof(podname), "%s/%s", in->pod->ns ? in->pod->ns : "",
              in->pod->name ? in->pod->name : "");
@@ -449,95 +560,36 @@ static int render_explain(struct af_service *svc, struct af_config *cfg, struct 
     af_jw_str(&w, "catalog_sha256", cfg->catalog_sha256);
     af_jw_close(&w, '}');
     render_scope(&w, in);
-    render_plan(&w, plan);
-    render_rollout(&w, cfg, &dc.rd);
+    render_plan(&w, d->plan);
+    render_rollout(&w, cfg, &d->dc.rd);
     {
         struct af_buf *tenant = af_jw_value(&w, "tenant");
         if (tenant)
-            af_jw_done(&w, af_budget_explain_json(&bd, tenant));
+            af_jw_done(&w, af_budget_explain_json(&d->bd, tenant));
     }
-    render_utilization(&w, cfg, svc, us, now);
+    render_utilization(&w, cfg, svc, d->us, d->now);
     if (in->dra.n)
         render_dra(&w, in);
-    af_jw_open(&w, "summary", '{');
-    af_jw_int(&w, "candidates", (long long)in->c.n);
-    af_jw_int(&w, "passed", sum.passed);
-    af_jw_int(&w, "failed", sum.failed);
-    af_jw_int(&w, "unresolvable", sum.unresolvable);
-    if (sum.best_tier >= 0 && (size_t)sum.best_tier < plan->sel.n_tiers) {
-        af_jw_int(&w, "best_tier", plan->sel.tiers[sum.best_tier].rank);
-        af_jw_str(&w, "best_class", af__service_tier_name(plan, sum.best_tier));
-    } else {
-        af_jw_null(&w, "best_tier");
-        af_jw_null(&w, "best_class");
-    }
-    af_jw_bool(&w, "fallback", sum.fallback);
-    af_jw_close(&w, '}');
+    render_summary(&w, in, d);
     af_jw_open(&w, "nodes", '[');
-    for (size_t i = 0; i < in->c.n; i++) {
-        const struct af_node_info *ni = in->c.views[i].info;
-        const struct af_node_decision *f = &fdec[i], *p = &pdec[i];
-
-        af_jw_open(&w, NULL, '{');
-        af_jw_str(&w, "name", in->c.names[i]);
-        af_jw_bool(&w, "known", ni != NULL);
-        af_jw_str(&w, "class", ni ? af_class_name(ni->cls) : NULL);
-        af_jw_str(&w, "instance_type", ni ? ni->instance_type : NULL);
-        if (ni) {
-            af_jw_str(&w, "class_source", ni->class_source);
-            if (ni->dev_mem_gib_hi > 0) {
-                af_jw_num(&w, "device_memory_gib", ni->dev_mem_gib_hi, 6);
-                af_jw_str(&w, "device_memory_source", ni->dev_mem_source);
-            }
-            af_jw_bool(&w, "spot", ni->spot);
-            if (ni->price_known)
-                af_jw_num(&w, "node_hourly_usd", ni->hourly_usd, 6);
-            else
-                af_jw_null(&w, "node_hourly_usd");
-            af_jw_str(&w, "price_source", ni->price_source);
-            {
-                char why[512];
-                double wall = af_wall_time();
-                af_node_price_reason(ni, cfg->catalog, cfg->policy, wall, why, sizeof(why));
-                af_jw_str(&w, "price_reason", why);
-                if (ni->price_known && ni->price_as_of > 0)
-                    af_jw_int(&w, "price_age_s", (long long)(wall - ni->price_as_of));
-                else
-                    af_jw_null(&w, "price_age_s");
-            }
-            af_jw_str(&w, "region", ni->region);
-            af_jw_str(&w, "zone", ni->zone);
-            if (ni->price_annotation_bad)
-                af_jw_str(&w, "price_note",
-                       "annotation accelfit.io/hourly-price is not a decimal price; ignored");
-            if (ni->dra_driver)
-                render_dra_node(&w, in, ni);
-        }
-        af_jw_str(&w, "verdict", af__service_verdict_name(f->verdict));
-        if (f->tier >= 0 && (size_t)f->tier < plan->sel.n_tiers)
-            af_jw_int(&w, "tier", plan->sel.tiers[f->tier].rank);
-        else
-            af_jw_null(&w, "tier");
-        af_jw_bool(&w, "has_room", f->has_room);
-        af_jw_str(&w, "reason", f->reason);
-        af_jw_int(&w, "score", p->score);
-        af_jw_num(&w, "s_tier", p->s_tier, 6);
-        af_jw_num(&w, "s_util", p->s_util, 6);
-        af_jw_num(&w, "s_cost", p->s_cost, 6);
-        af_jw_num(&w, "util_after", p->util_after, 6);
-        if (p->marginal_known)
-            af_jw_num(&w, "marginal_usd_hr", p->marginal_usd_hr, 6);
-        else
-            af_jw_null(&w, "marginal_usd_hr");
-        if (us)
-            render_live(&w, cfg, &in->c.views[i], f->live_state == AF_LIVE_REFUSED ? f : p, us,
-                        now);
-        af_jw_close(&w, '}');
-    }
+    for (size_t i = 0; i < in->c.n; i++)
+        render_node(&w, cfg, in, d, i);
     af_jw_close(&w, ']');
     af_jw_close(&w, '}');
-    af_utilization_snapshot_unref(us);
     return af_jw_end(&w);
+}
+
+/* /explain's answer for `in`, decided and rendered. Returns 0, or AF_ETOOBIG. */
+static int explain(struct af_service *svc, struct af_config *cfg, struct af_arena *ar,
+                   const struct explain_in *in, struct af_buf *out)
+{
+    struct explain_out d;
+    int rc;
+
+    explain_decide(svc, cfg, ar, in, &d);
+    rc = render_explain(svc, cfg, in, &d, out);
+    af_utilization_snapshot_unref(d.us);
+    return rc;
 }
 
 int af__service_explain(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
@@ -570,7 +622,7 @@ int af__service_explain(struct af_service *svc, struct af_config *cfg, const cha
     in.ready = af__service_snapshot_ready(svc, in.snap, &in.why);
     af__service_candidates(&ar, args, in.snap, &in.c);
     st->candidates = (int)in.c.n;
-    if (render_explain(svc, cfg, &ar, &in, out) != 0) {
+    if (explain(svc, cfg, &ar, &in, out) != 0) {
         af_service_error_body(out, base, "accelfit: explanation too large");
         status = 500;
     }
@@ -640,7 +692,7 @@ int af_service_explain_pod(struct af_service *svc, const char *ns, const char *n
         }
     }
     in.pod = af__service_dra_pod(&ar, in.snap, in.pod, &in.dra);
-    if (render_explain(svc, cfg, &ar, &in, out) != 0) {
+    if (explain(svc, cfg, &ar, &in, out) != 0) {
         af_service_error_body(out, base, "accelfit: explanation too large");
         status = 500;
     }
