@@ -138,10 +138,20 @@ static enum af_rollout_side parse_side(const char *s)
     return AF_SIDE_NONE;
 }
 
-static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
-                          const struct af_snapshot *snap, const struct af_pod_info *pod,
-                          const struct af_resources *treq, double now, unsigned flags,
-                          const char *claim, struct af_rollout_decision *out, struct census *old)
+/* What decide_locked decides from. */
+struct decide_in {
+    const struct af_config *cfg;
+    const struct af_snapshot *snap;
+    const struct af_pod_info *pod;
+    const struct af_resources *treq;   /* the pod's requests on the target; NULL: worked out */
+    double now;
+    unsigned flags;                    /* AF_ROLLOUTS_* */
+    const char *claim;                 /* the ledger entry to remember it under; NULL: none */
+};
+
+/* The decision for in->pod into `out`; the census it replaces goes to `old`. */
+static void decide_locked(struct af_rollouts *rs, const struct decide_in *in,
+                          struct af_rollout_decision *out, struct census *old)
 {
     const struct af_rollout *r;
     const struct crollout *cr;
@@ -150,32 +160,32 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     struct af_resources req;
     char *key = NULL, cls[96], stage_text[32] = "";
     enum af_rollout_side side;
-    bool anon = af__rollouts_anonymous(pod), peek = flags & AF_ROLLOUTS_PEEK, room;
+    bool anon = af__rollouts_anonymous(in->pod), peek = in->flags & AF_ROLLOUTS_PEEK, room;
 
     af_assert_held(&rs->lock);
-    int stage, i = af_rollout_match(cfg->policy, pod), total;
+    int stage, i = af_rollout_match(in->cfg->policy, in->pod), total;
 
     if (i < 0)
         return;
-    af__rollouts_census_ensure(rs, cfg, snap, now, old);
-    af__rollouts_pending_expire(rs, now);
-    r = &cfg->policy->rollouts[i];
+    af__rollouts_census_ensure(rs, in->cfg, in->snap, in->now, old);
+    af__rollouts_pending_expire(rs, in->now);
+    r = &in->cfg->policy->rollouts[i];
     cr = &rs->census.r[i];
     t = cr->track;
     af__rollouts_forgiven_prune(rs, (size_t)i);
-    af__rollouts_brake(rs, (size_t)i, now);
+    af__rollouts_brake(rs, (size_t)i, in->now);
 
     out->rollout = i;
     out->halted = t->halted;
-    out->share = af_rollout_share(r, t->began, now, &stage);
+    out->share = af_rollout_share(r, t->began, in->now, &stage);
     if (stage >= 0)
         snprintf(stage_text, sizeof(stage_text), ", stage %d", stage + 1);
-    af_rollout_unit(pod, out->unit, sizeof(out->unit));
+    af_rollout_unit(in->pod, out->unit, sizeof(out->unit));
     if (!anon)
-        key = unit_key(r->name, pod->ns, out->unit);
+        key = unit_key(r->name, in->pod->ns, out->unit);
 
     /* 1. the pod says (the webhook annotated it) */
-    side = parse_side(pod->rollout_side);
+    side = parse_side(in->pod->rollout_side);
     if (side != AF_SIDE_NONE) {
         af__rollouts_count_units(rs, (size_t)i, NULL, &out->count);
         out->side = side;
@@ -184,7 +194,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                 "rollout %.63s: unit %.100s is on the %s side (annotation "
                 "accelfit.io/rollout-side)",
                 r->name, out->unit, af_rollout_side_name(side));
-        pinned_note(r, cr, pod, side, out);
+        pinned_note(r, cr, in->pod, side, out);
         goto done;
     }
     /* 2. a pod of the unit is in the cache with a side */
@@ -198,17 +208,17 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                     "rollout %.63s: unit %.100s is on the %s side already (a pod of it in the "
                     "cache)",
                     r->name, out->unit, af_rollout_side_name(u->side));
-            pinned_note(r, cr, pod, u->side, out);
+            pinned_note(r, cr, in->pod, u->side, out);
             goto done;
         }
         e = af__rollouts_pending_find(rs, key);
     }
-    if (r->variant && treq)
-        req = *treq;
+    if (r->variant && in->treq)
+        req = *in->treq;
     else
-        variant_requests(r, pod, &req);
+        variant_requests(r, in->pod, &req);
     /* 3. decided earlier and not seen yet: kept, unless it was for a target it cannot take now */
-    room = !e || e->side != AF_SIDE_TARGET || target_has_room(cr, &req, pod);
+    room = !e || e->side != AF_SIDE_TARGET || target_has_room(cr, &req, in->pod);
     if (e && !(e->side == AF_SIDE_TARGET &&
                (t->halted || (r->fallback == AF_FALLBACK_SOURCE && !room)))) {
         af__rollouts_count_units(rs, (size_t)i, e, &out->count);
@@ -218,11 +228,11 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         af_reasonf(out->reason,
                 "rollout %.63s: unit %.100s was sent to the %s side %.0f s ago%s (not in the cache "
                 "yet)%s",
-                r->name, out->unit, af_rollout_side_name(e->side), now - e->decided,
+                r->name, out->unit, af_rollout_side_name(e->side), in->now - e->decided,
                 e->fallback ? " for lack of target room" : "",
                 room ? "" : "; it waits for room there (fallback: wait)");
         if (!peek)
-            e->used = now;
+            e->used = in->now;
         goto done;
     }
     /* 4. a new unit (or one decided again): the side furthest below its share */
@@ -234,7 +244,7 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
         af_reasonf(out->reason,
                 "rollout %.63s is halted (%.120s): unit %.60s goes to the source", r->name,
                 t->halt_reason, out->unit);
-    } else if (side == AF_SIDE_TARGET && (flags & AF_ROLLOUTS_NO_TARGET)) {
+    } else if (side == AF_SIDE_TARGET && (in->flags & AF_ROLLOUTS_NO_TARGET)) {
         side = AF_SIDE_SOURCE;
         out->fallback = true;
         out->unfit = true;
@@ -242,18 +252,18 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
                 "rollout %.63s: the share sends unit %.80s to the target, but its variant "
                 "cannot make the pod run there: it stays on the source",
                 r->name, out->unit);
-    } else if (side == AF_SIDE_TARGET && target_pinned_away(cr, pod)) {
+    } else if (side == AF_SIDE_TARGET && target_pinned_away(cr, in->pod)) {
         char what[160];
         side = AF_SIDE_SOURCE;
         out->fallback = true;
         out->pinned = true;
         af_class_mask_names(r->target, cls, sizeof(cls));
-        af_placement_describe(pod->placement, what, sizeof(what));
+        af_placement_describe(in->pod->placement, what, sizeof(what));
         af_reasonf(out->reason,
                 "rollout %.63s: the share sends unit %.60s to the target, but its %.150s "
                 "admits no %.60s node: it stays on the source",
                 r->name, out->unit, what, cls);
-    } else if (side == AF_SIDE_TARGET && !target_has_room(cr, &req, pod)) {
+    } else if (side == AF_SIDE_TARGET && !target_has_room(cr, &req, in->pod)) {
         af_class_mask_names(r->target, cls, sizeof(cls));
         if (r->fallback == AF_FALLBACK_SOURCE) {
             side = AF_SIDE_SOURCE;
@@ -282,31 +292,23 @@ static void decide_locked(struct af_rollouts *rs, const struct af_config *cfg,
     if (out->fallback && !(e && e->fallback))
         t->fallbacks++;
     if (!e) {
-        AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
-        e = &rs->pending[rs->n_pending++];
-        memset(e, 0, sizeof(*e));
-        e->rollout = af_xstrdup(r->name);
-        e->key = key;
+        e = af__rollouts_pending_add(rs, r->name, key, side, in->now);
         key = NULL;
     }
     e->side = side;
     e->fallback = out->fallback;
-    e->decided = e->used = now;
-    if (claim) {
+    e->decided = e->used = in->now;
+    if (in->claim) {
         if (e->claim) {   /* decided again: the old entry is not counted here any more */
             size_t at = (size_t)(e - rs->pending);
             af__rollouts_pending_remove(rs, at);   /* retires the old claim */
-            AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
-            e = &rs->pending[rs->n_pending++];
-            memset(e, 0, sizeof(*e));
-            e->rollout = af_xstrdup(r->name);
-            e->key = key ? key : (anon ? NULL : unit_key(r->name, pod->ns, out->unit));
+            e = af__rollouts_pending_add(
+                rs, r->name, key ? key : (anon ? NULL : unit_key(r->name, in->pod->ns, out->unit)),
+                side, in->now);
             key = NULL;
-            e->side = side;
             e->fallback = out->fallback;
-            e->decided = e->used = now;
         }
-        e->claim = af_xstrdup(claim);
+        e->claim = af_xstrdup(in->claim);
     }
 done:
     af_free(key);
@@ -326,7 +328,10 @@ void af_rollouts_decide_for(struct af_rollouts *rs, const struct af_config *cfg,
     if (!rs || !cfg || !cfg->policy || !cfg->policy->n_rollouts || !pod || !pod->managed)
         return;
     pthread_mutex_lock(&rs->lock);
-    decide_locked(rs, cfg, snap, pod, target_requests, now, flags, NULL, out, &old);
+    decide_locked(rs,
+                  &(struct decide_in){.cfg = cfg, .snap = snap, .pod = pod,
+                                      .treq = target_requests, .now = now, .flags = flags},
+                  out, &old);
     pthread_mutex_unlock(&rs->lock);
     af__rollouts_census_release(&old);
 }
@@ -348,8 +353,11 @@ bool af_rollouts_decide_claim(struct af_rollouts *rs, const struct af_config *cf
     if (!rs || !cfg || !cfg->policy || !cfg->policy->n_rollouts || !pod || !pod->managed)
         return false;
     pthread_mutex_lock(&rs->lock);
-    decide_locked(rs, cfg, snap, pod, target_requests, now, flags & ~AF_ROLLOUTS_PEEK, id, out,
-                  &old);
+    decide_locked(rs,
+                  &(struct decide_in){.cfg = cfg, .snap = snap, .pod = pod,
+                                      .treq = target_requests, .now = now,
+                                      .flags = flags & ~AF_ROLLOUTS_PEEK, .claim = id},
+                  out, &old);
     if (out->rollout >= 0 && !out->recalled &&
         (out->side == AF_SIDE_SOURCE || out->side == AF_SIDE_TARGET)) {
         const struct track *t = rs->census.r[out->rollout].track;
@@ -422,12 +430,7 @@ bool af_rollouts_reserve(struct af_rollouts *rs, const struct af_config *cfg,
     side = af_rollout_choose(share, &count);
     if (side == AF_SIDE_TARGET && t->halted)
         side = AF_SIDE_SOURCE;
-    AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
-    e = &rs->pending[rs->n_pending++];
-    memset(e, 0, sizeof(*e));
-    e->rollout = af_xstrdup(t->name);
-    e->side = side;
-    e->decided = e->used = now;
+    e = af__rollouts_pending_add(rs, t->name, NULL, side, now);
     e->claim = af_xstrdup(id);
     e->reserve = true;
     e->share = share;
@@ -619,13 +622,7 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
         } else {
             u = NULL;
         }
-        AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
-        e = &rs->pending[rs->n_pending++];
-        memset(e, 0, sizeof(*e));
-        e->rollout = af_xstrdup(t->name);
-        e->key = key;
-        e->side = c->side;
-        e->decided = e->used = at;
+        e = af__rollouts_pending_add(rs, t->name, key, c->side, at);
         e->claim = af_xstrdup(c->id);
         e->reserve = c->reserve;
         if (u && u->side != AF_SIDE_NONE) {   /* its unit is in the cache already */

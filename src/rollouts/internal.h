@@ -149,6 +149,11 @@ void af__rollouts_changed(struct af_rollouts *rs);
 void af__rollouts_culprits_clear(struct culprits *c);
 void af__rollouts_culprits_add(struct culprits *c, const char *key, int restarts);
 const struct culprit *af__rollouts_culprits_find(const struct culprits *c, const char *key);
+/* Appends a pending entry of rollout `rollout` for unit `key` (steals it; NULL: anonymous),
+ * decided and last used at `decided`, and returns it (valid until the next append or
+ * removal). */
+struct pending *af__rollouts_pending_add(struct af_rollouts *rs, const char *rollout, char *key,
+                                         enum af_rollout_side side, double decided);
 /* Drops pending entry `i`; its ledger entry, if any, is retired (not absorbed again). */
 void af__rollouts_pending_remove(struct af_rollouts *rs, size_t i);
 void af__rollouts_retired_expire(struct af_rollouts *rs, double now);

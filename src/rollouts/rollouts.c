@@ -139,6 +139,21 @@ static void track_free(struct track *t)
     af_free(t);
 }
 
+struct pending *af__rollouts_pending_add(struct af_rollouts *rs, const char *rollout, char *key,
+                                         enum af_rollout_side side, double decided)
+{
+    struct pending *e;
+
+    AF_GROW(rs->pending, rs->cap_pending, rs->n_pending + 1);
+    e = &rs->pending[rs->n_pending++];
+    memset(e, 0, sizeof(*e));
+    e->rollout = af_xstrdup(rollout);
+    e->key = key;
+    e->side = side;
+    e->decided = e->used = decided;
+    return e;
+}
+
 void af__rollouts_pending_remove(struct af_rollouts *rs, size_t i)
 {
     struct pending *e = &rs->pending[i];
