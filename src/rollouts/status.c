@@ -5,7 +5,6 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,88 +58,45 @@ void af_rollouts_status(struct af_rollouts *rs, const struct af_config *cfg,
     af__rollouts_census_release(&old);
 }
 
-/* A JSON writer with a sticky error (first failure wins). */
-struct out {
-    struct af_buf *b;
-    int err;
-};
-
-static void put(struct out *o, const char *s)
-{
-    if (!o->err)
-        o->err = af_buf_puts(o->b, s);
-}
-
-static void put_str(struct out *o, const char *s)
-{
-    if (!o->err)
-        o->err = s ? af_buf_json_str(o->b, s) : af_buf_puts(o->b, "null");
-}
-
-static void put_fmt(struct out *o, const char *fmt, ...) AF_PRINTF(2, 3);
-
-static void put_fmt(struct out *o, const char *fmt, ...)
-{
-    char text[256];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    put(o, text);
-}
-
-static void put_time(struct out *o, double t)
+/* A time as RFC 3339 text; null when there is none. */
+static void render_time(struct af_jw *w, const char *key, double t)
 {
     char text[AF_RFC3339_LEN];
 
     if (!(t > 0)) {
-        put(o, "null");
+        af_jw_null(w, key);
         return;
     }
     af_format_rfc3339(t, text, sizeof(text));
-    put_str(o, text);
+    af_jw_str(w, key, text);
 }
 
-static void put_classes(struct out *o, uint32_t mask)
+static void render_classes(struct af_jw *w, const char *key, uint32_t mask)
 {
-    bool first = true;
-
-    put(o, "[");
-    for (int c = 0; c < AF_CLASS__COUNT; c++) {
-        if (!(mask & (1u << c)))
-            continue;
-        if (!first)
-            put(o, ",");
-        put_str(o, af_class_name((enum af_class)c));
-        first = false;
-    }
-    put(o, "]");
+    af_jw_open(w, key, '[');
+    for (int c = 0; c < AF_CLASS__COUNT; c++)
+        if (mask & (1u << c))
+            af_jw_str(w, NULL, af_class_name((enum af_class)c));
+    af_jw_close(w, ']');
 }
 
-static void put_selector(struct out *o, const struct af_rollout *r)
+static void render_selector(struct af_jw *w, const struct af_rollout *r)
 {
-    put(o, "{\"namespace\":");
-    put_str(o, r->ns);
-    put(o, ",\"matchLabels\":{");
-    for (size_t i = 0; i < r->n_match_labels; i++) {
-        if (i)
-            put(o, ",");
-        put_str(o, r->match_labels[i].key);
-        put(o, ":");
-        put_str(o, r->match_labels[i].value);
-    }
-    put(o, "},\"owner\":");
+    af_jw_open(w, "selector", '{');
+    af_jw_str(w, "namespace", r->ns);
+    af_jw_open(w, "matchLabels", '{');
+    for (size_t i = 0; i < r->n_match_labels; i++)
+        af_jw_str(w, r->match_labels[i].key, r->match_labels[i].value);
+    af_jw_close(w, '}');
     if (r->owner_kind) {
-        put(o, "{\"kind\":");
-        put_str(o, r->owner_kind);
-        put(o, ",\"name\":");
-        put_str(o, r->owner_name);
-        put(o, "}");
+        af_jw_open(w, "owner", '{');
+        af_jw_str(w, "kind", r->owner_kind);
+        af_jw_str(w, "name", r->owner_name);
+        af_jw_close(w, '}');
     } else {
-        put(o, "null");
+        af_jw_null(w, "owner");
     }
-    put(o, "}");
+    af_jw_close(w, '}');
 }
 
 static double finite_or_0(double v)
@@ -148,57 +104,67 @@ static double finite_or_0(double v)
     return isfinite(v) ? v : 0;
 }
 
+/* Rollout `r`, its status `st`. */
+static void render_rollout(struct af_jw *w, const struct af_rollout *r,
+                           const struct af_rollout_status *st)
+{
+    af_jw_open(w, NULL, '{');
+    af_jw_str(w, "name", r->name);
+    af_jw_str(w, "kind", r->variant ? "variant" : "placement");
+    render_selector(w, r);
+    render_classes(w, "source", r->source);
+    render_classes(w, "target", r->target);
+    af_jw_str(w, "fallback", r->fallback == AF_FALLBACK_WAIT ? "wait" : "source");
+    af_jw_open(w, "share", '{');
+    af_jw_num(w, "target", finite_or_0(st->share), 6);
+    af_jw_num(w, "achieved", finite_or_0(st->achieved), 6);
+    if (st->stage >= 0) {
+        af_jw_int(w, "stage", st->stage);
+        render_time(w, "stage_began", st->stage_began);
+    } else {
+        af_jw_null(w, "stage");
+        af_jw_null(w, "stage_began");
+    }
+    af_jw_close(w, '}');
+    af_jw_open(w, "units", '{');
+    af_jw_int(w, "target", st->target);
+    af_jw_int(w, "source", st->source);
+    af_jw_int(w, "pending", st->pending);
+    af_jw_close(w, '}');
+    af_jw_int(w, "fallbacks", (long long)st->fallbacks);
+    af_jw_bool(w, "halted", st->halted);
+    af_jw_str(w, "halt_reason", st->halted ? st->halt_reason : NULL);
+    render_time(w, "began", st->began);
+    af_jw_open(w, "brake", '{');
+    af_jw_int(w, "not_ready_for_s", r->brake_not_ready_s);
+    af_jw_int(w, "restarts", r->brake_restarts);
+    af_jw_bool(w, "failed", r->brake_on_failed);
+    af_jw_close(w, '}');
+    af_jw_close(w, '}');
+}
+
 int af_rollouts_render(struct af_rollouts *rs, const struct af_config *cfg,
                        const struct af_snapshot *snap, double now, struct af_buf *out)
 {
     size_t base = out->len, n = cfg && cfg->policy ? cfg->policy->n_rollouts : 0;
-    struct out o = {out, 0};
+    struct af_jw w = AF_JW_INIT(out);
+    int rc;
 
-    put(&o, "{\"rollouts\":[");
-    for (size_t i = 0; i < n && !o.err; i++) {
-        const struct af_rollout *r = &cfg->policy->rollouts[i];
+    af_jw_open(&w, NULL, '{');
+    af_jw_open(&w, "rollouts", '[');
+    for (size_t i = 0; i < n && !af_jw_error(&w); i++) {
         struct af_rollout_status st;
 
         af_rollouts_status(rs, cfg, snap, now, i, &st);
-        put(&o, i ? ",{\"name\":" : "{\"name\":");
-        put_str(&o, r->name);
-        put(&o, ",\"kind\":");
-        put_str(&o, r->variant ? "variant" : "placement");
-        put(&o, ",\"selector\":");
-        put_selector(&o, r);
-        put(&o, ",\"source\":");
-        put_classes(&o, r->source);
-        put(&o, ",\"target\":");
-        put_classes(&o, r->target);
-        put(&o, ",\"fallback\":");
-        put_str(&o, r->fallback == AF_FALLBACK_WAIT ? "wait" : "source");
-        {
-            char a[AF_JSON_NUM_MAX], b[AF_JSON_NUM_MAX];
-            put_fmt(&o, ",\"share\":{\"target\":%s,\"achieved\":%s,\"stage\":",
-                    af_fmt_json_num(a, finite_or_0(st.share), 6),
-                    af_fmt_json_num(b, finite_or_0(st.achieved), 6));
-        }
-        if (st.stage >= 0) {
-            put_fmt(&o, "%d,\"stage_began\":", st.stage);
-            put_time(&o, st.stage_began);
-        } else {
-            put(&o, "null,\"stage_began\":null");
-        }
-        put_fmt(&o, "},\"units\":{\"target\":%d,\"source\":%d,\"pending\":%d},\"fallbacks\":%llu,"
-                    "\"halted\":%s,\"halt_reason\":",
-                st.target, st.source, st.pending, (unsigned long long)st.fallbacks,
-                st.halted ? "true" : "false");
-        put_str(&o, st.halted ? st.halt_reason : NULL);
-        put(&o, ",\"began\":");
-        put_time(&o, st.began);
-        put_fmt(&o, ",\"brake\":{\"not_ready_for_s\":%d,\"restarts\":%d,\"failed\":%s}}",
-                r->brake_not_ready_s, r->brake_restarts, r->brake_on_failed ? "true" : "false");
+        render_rollout(&w, &cfg->policy->rollouts[i], &st);
     }
-    put(&o, "]}\n");
-    if (o.err) {
+    af_jw_close(&w, ']');
+    af_jw_close(&w, '}');
+    rc = af_jw_end(&w);
+    if (rc) {
         out->len = base;
         if (out->buf)
             out->buf[base] = '\0';
     }
-    return o.err;
+    return rc;
 }
