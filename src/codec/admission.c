@@ -284,34 +284,37 @@ int af_codec_encode_admission(const char *uid, const char *patch, size_t patch_l
                               const struct af_warnings *w, struct af_buf *out)
 {
     size_t start = out->len;
+    struct af_jw jw = AF_JW_INIT(out);
     int rc;
 
-    rc = af_buf_puts(out, "{\"apiVersion\":\"" ADMISSION_API "\",\"kind\":\"AdmissionReview\","
-                          "\"response\":{\"uid\":");
-    if (!rc)
-        rc = af_buf_json_str(out, uid ? uid : "");
-    if (!rc)
-        rc = af_buf_puts(out, ",\"allowed\":true");
-    if (!rc && patch && patch_len) {
-        rc = af_buf_puts(out, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        if (!rc)
-            rc = af_buf_base64(out, patch, patch_len);
-        if (!rc)
-            rc = af_buf_puts(out, "\"");
-    }
-    if (!rc && w && w->n) {
-        rc = af_buf_puts(out, ",\"warnings\":[");
-        for (size_t i = 0; !rc && i < w->n && i < AF_WARNINGS_MAX; i++) {
-            if (i)
-                rc = af_buf_puts(out, ",");
+    af_jw_open(&jw, NULL, '{');
+    af_jw_str(&jw, "apiVersion", ADMISSION_API);
+    af_jw_str(&jw, "kind", "AdmissionReview");
+    af_jw_open(&jw, "response", '{');
+    af_jw_str(&jw, "uid", uid ? uid : "");
+    af_jw_bool(&jw, "allowed", true);
+    if (patch && patch_len) {
+        struct af_buf *b;
+        af_jw_str(&jw, "patchType", "JSONPatch");
+        b = af_jw_value(&jw, "patch");
+        if (b) {   /* a string of base64, which needs no escaping */
+            rc = af_buf_puts(b, "\"");
             if (!rc)
-                rc = af_buf_json_str(out, w->text[i]);
+                rc = af_buf_base64(b, patch, patch_len);
+            if (!rc)
+                rc = af_buf_puts(b, "\"");
+            af_jw_done(&jw, rc);
         }
-        if (!rc)
-            rc = af_buf_puts(out, "]");
     }
-    if (!rc)
-        rc = af_buf_puts(out, "}}");
+    if (w && w->n) {
+        af_jw_open(&jw, "warnings", '[');
+        for (size_t i = 0; i < w->n && i < AF_WARNINGS_MAX; i++)
+            af_jw_str(&jw, NULL, w->text[i]);
+        af_jw_close(&jw, ']');
+    }
+    af_jw_close(&jw, '}');
+    af_jw_close(&jw, '}');
+    rc = af_jw_error(&jw);
     if (rc) {
         /* Leave nothing half-written. */
         out->len = start;
