@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the extender's handlers share (not a public interface):
- *   service.c           the entry point, the candidates of a request, error answers,
- *                       and the service's hooks of the decision order
+ *   service.c           the candidates of a request, error answers, and the service's
+ *                       hooks of the decision order
  *   readiness.c         whether a snapshot can be decided on; /readyz
- *   verbs.c             filter, prioritize and preempt
+ *   verbs.c             the entry point; filter, prioritize and preempt
  *   explain.c           /explain
  *   events.c            the Events the verbs post
  *   service_rollouts.c  GET /rollouts, POST /rollouts/NAME/ack
  *   recommend.c         /recommend
- * service.c hands each verb to verbs.c or explain.c, which call back into it for the
- * candidates and the error answers. src/service only.
+ * verbs.c has the entry point, which hands /explain to explain.c; both use service.c for
+ * the candidates and the error answers. src/service only.
  */
 #ifndef AF_SERVICE_HANDLERS_H
 #define AF_SERVICE_HANDLERS_H
@@ -49,14 +49,8 @@ void af__service_candidates(struct af_arena *ar, const struct af_ext_args *args,
 void af__service_request_error(struct af_buf *errbuf, const char *what,
                                const struct af_error *err, int rc, size_t len);
 
-/* ---- verbs.c, explain.c: the verbs (status returned; the answer appended to out) -------- */
+/* ---- explain.c: POST /explain (status returned; the answer appended to out) -------------- */
 
-int af__service_filter(struct af_service *svc, struct af_config *cfg, const char *body,
-                       size_t len, struct af_buf *out, struct af_request_stats *st);
-int af__service_prioritize(struct af_service *svc, struct af_config *cfg, const char *body,
-                           size_t len, struct af_buf *out, struct af_request_stats *st);
-int af__service_preempt(struct af_service *svc, struct af_config *cfg, const char *body,
-                        size_t len, struct af_buf *out, struct af_request_stats *st);
 int af__service_explain(struct af_service *svc, struct af_config *cfg, const char *body,
                         size_t len, struct af_buf *out, struct af_request_stats *st);
 

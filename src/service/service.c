@@ -5,11 +5,10 @@
  * current config and snapshot, builds the candidate views in a per-request
  * arena, hands them to the decision core (af_plan_pod, af_filter,
  * af_prioritize) and encodes what it says. No decision logic lives here. This
- * file has the entry point that hands each verb to its handler (verbs.c,
- * explain.c), what those share (the candidates of a request, the error
- * answers), and the service's part of the decision order, rollout steering
- * among it: a pod of a placement rollout has its plan restricted to the
- * classes of the side its unit was given (rollouts.c decides;
+ * file has what the verbs (verbs.c, explain.c) share: the candidates of a
+ * request, the error answers, and the service's part of the decision order,
+ * rollout steering among it: a pod of a placement rollout has its plan restricted to the
+ * classes of the side its unit was given (src/rollouts/ decides;
  * af_plan_restrict makes it explicit policy for filter). The server and the
  * benchmarks call it directly, so it has no idea which connection a request
  * came from.
@@ -196,48 +195,4 @@ void af_service_error_body(struct af_buf *out, size_t base, const char *msg)
         if (out->buf)
             out->buf[base] = '\0';
     }
-}
-
-/* ---- entry points ------------------------------------------------------------------------------ */
-
-int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const char *body,
-                            size_t len, struct af_buf *out, struct af_request_stats *st)
-{
-    struct af_request_stats local;
-    struct af_config *cfg;
-    int status;
-
-    if (!st)
-        st = &local;
-    st->candidates = -1;
-    st->passed = -1;
-    st->not_ready = false;
-    st->fallback = false;
-    cfg = af_config_holder_get(svc->config);
-    switch (verb) {
-    case AF_VERB_FILTER:
-        status = af__service_filter(svc, cfg, body, len, out, st);
-        break;
-    case AF_VERB_PRIORITIZE:
-        status = af__service_prioritize(svc, cfg, body, len, out, st);
-        break;
-    case AF_VERB_EXPLAIN:
-        status = af__service_explain(svc, cfg, body, len, out, st);
-        break;
-    case AF_VERB_PREEMPT:
-        status = af__service_preempt(svc, cfg, body, len, out, st);
-        break;
-    default:
-        af_service_error_body(out, out->len, "unknown verb");
-        status = 404;
-        break;
-    }
-    af_config_unref(cfg);
-    return status;
-}
-
-int af_service_handle(struct af_service *svc, enum af_verb verb, const char *body, size_t len,
-                      struct af_buf *out)
-{
-    return af_service_handle_stats(svc, verb, body, len, out, NULL);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The verbs kube-scheduler calls: filter, prioritize and preempt. Each decodes
+ * The verbs kube-scheduler calls, and the entry point that hands each verb to
+ * its handler (/explain to explain.c): filter, prioritize and preempt. Each decodes
  * its request, answers by the when-not-ready mode while the snapshot cannot be
  * decided on, else runs the decision order (accelfit/decide.h) with the
  * service's hooks and encodes what it says; filter also counts its decisions
@@ -80,8 +81,8 @@ static void count_decisions(struct af_metrics *m, const struct af__candidates *c
                     af__service_verdict_name((enum af_verdict)v), n[k][v]);
 }
 
-int af__service_filter(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
-                       struct af_buf *out, struct af_request_stats *st)
+static int do_filter(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
+                     struct af_buf *out, struct af_request_stats *st)
 {
     size_t base = out->len;
     struct af_error err;
@@ -183,8 +184,8 @@ done:
 
 /* ---- prioritize -------------------------------------------------------------------------------- */
 
-int af__service_prioritize(struct af_service *svc, struct af_config *cfg, const char *body,
-                           size_t len, struct af_buf *out, struct af_request_stats *st)
+static int do_prioritize(struct af_service *svc, struct af_config *cfg, const char *body,
+                         size_t len, struct af_buf *out, struct af_request_stats *st)
 {
     size_t base = out->len;
     struct af_error err;
@@ -266,8 +267,8 @@ done:
  * node), allow-all keeps everything, error answers 503 (the result has no
  * Error field).
  */
-int af__service_preempt(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
-                        struct af_buf *out, struct af_request_stats *st)
+static int do_preempt(struct af_service *svc, struct af_config *cfg, const char *body, size_t len,
+                      struct af_buf *out, struct af_request_stats *st)
 {
     size_t base = out->len, n;
     struct af_error err;
@@ -360,4 +361,48 @@ done:
     af_snapshot_unref(snap);
     af_preempt_args_free(args);
     return status;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------ */
+
+int af_service_handle_stats(struct af_service *svc, enum af_verb verb, const char *body,
+                            size_t len, struct af_buf *out, struct af_request_stats *st)
+{
+    struct af_request_stats local;
+    struct af_config *cfg;
+    int status;
+
+    if (!st)
+        st = &local;
+    st->candidates = -1;
+    st->passed = -1;
+    st->not_ready = false;
+    st->fallback = false;
+    cfg = af_config_holder_get(svc->config);
+    switch (verb) {
+    case AF_VERB_FILTER:
+        status = do_filter(svc, cfg, body, len, out, st);
+        break;
+    case AF_VERB_PRIORITIZE:
+        status = do_prioritize(svc, cfg, body, len, out, st);
+        break;
+    case AF_VERB_EXPLAIN:
+        status = af__service_explain(svc, cfg, body, len, out, st);
+        break;
+    case AF_VERB_PREEMPT:
+        status = do_preempt(svc, cfg, body, len, out, st);
+        break;
+    default:
+        af_service_error_body(out, out->len, "unknown verb");
+        status = 404;
+        break;
+    }
+    af_config_unref(cfg);
+    return status;
+}
+
+int af_service_handle(struct af_service *svc, enum af_verb verb, const char *body, size_t len,
+                      struct af_buf *out)
+{
+    return af_service_handle_stats(svc, verb, body, len, out, NULL);
 }
