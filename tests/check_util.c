@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util: bounded buffers, quantities, model-size counts, error formatting. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -428,6 +429,62 @@ START_TEST(test_base64_round_trips_and_refuses_other_bytes)
 }
 END_TEST
 
+/* The index finds every key added, under a hash shared by many keys too, and says when a
+ * key is absent; a zeroed index is empty; an arena's index needs no release. */
+static bool index_find(const struct af_index *ix, char (*keys)[16], uint32_t h, const char *key,
+                       uint32_t *at)
+{
+    uint32_t probe = 0;
+
+    while (af_index_next(ix, h, &probe, at))
+        if (!strcmp(keys[*at], key))
+            return true;
+    return false;
+}
+
+START_TEST(test_index_finds_what_was_added_and_nothing_else)
+{
+    static char keys[1000][16];
+    struct af_index ix = {0}, small = {0};
+    struct af_arena ar = AF_ARENA_INIT;
+    uint32_t at, probe = 0;
+
+    ck_assert(!af_index_next(&ix, 7, &probe, &at));
+    ck_assert_uint_eq(af_index_bytes(&ix), 0);
+    af_index_init(&ix, AF_ARRAY_SIZE(keys), NULL);
+    ck_assert_uint_eq(af_index_bytes(&ix), 2048 * sizeof(uint64_t));
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++) {
+        snprintf(keys[i], sizeof(keys[i]), "node-%zu", i);
+        /* one key in ten shares the hash 42: long probes over collisions */
+        af_index_add(&ix, i % 10 ? af_fnv32_str(AF_FNV32_INIT, keys[i]) : 42, i);
+    }
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++) {
+        ck_assert(index_find(&ix, keys, i % 10 ? af_fnv32_str(AF_FNV32_INIT, keys[i]) : 42,
+                             keys[i], &at));
+        ck_assert_uint_eq(at, i);
+    }
+    ck_assert(!index_find(&ix, keys, 42, "node-1", &at));   /* its hash is not 42 */
+    ck_assert(!index_find(&ix, keys, af_fnv32_str(AF_FNV32_INIT, "node-1000"), "node-1000", &at));
+    probe = 0;
+    for (size_t n = 0; af_index_next(&ix, 42, &probe, &at); n++) {
+        ck_assert_uint_eq(at % 10, 0);
+        ck_assert_uint_lt(n, 100);
+    }
+    af_index_release(&ix);
+    ck_assert_ptr_null(ix.t);
+
+    af_index_init(&small, 0, &ar);   /* sized 16 for none, from the arena */
+    ck_assert_uint_eq(small.mask, 15);
+    af_index_add(&small, 0xffffffffu, 0);
+    af_index_add(&small, 0xffffffffu, 1);   /* wraps around the table's end */
+    probe = 0;
+    ck_assert(af_index_next(&small, 0xffffffffu, &probe, &at) && at == 0);
+    ck_assert(af_index_next(&small, 0xffffffffu, &probe, &at) && at == 1);
+    ck_assert(!af_index_next(&small, 0xffffffffu, &probe, &at));
+    af_arena_release(&ar);
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -451,6 +508,7 @@ static Suite *af_util_suite(void)
     tcase_add_loop_test(tc, test_one_time_grammar_for_every_reader, 0, AF_ARRAY_SIZE(time_cases));
     tcase_add_test(tc, test_times_written_read_back_over_centuries);
     tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
+    tcase_add_test(tc, test_index_finds_what_was_added_and_nothing_else);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -304,6 +304,70 @@ char *af_base64_decode(const char *s, size_t *outlen);
 /* An open-addressing table's size for `n` entries: a power of two, at least 16 and 2n. */
 size_t af_table_size(size_t n);
 
+/*
+ * The one open-addressing table of the house: an index over an array the caller keeps.
+ * Each entry holds a key's hash (af_fnv32_*) and the key's position in that array, so a
+ * probe compares hashes in the table and reads the caller's key only when they agree; the
+ * caller compares keys itself, with no callback:
+ *
+ *     uint32_t probe = 0, i;
+ *     while (af_index_next(&ix, af_fnv32_str(AF_FNV32_INIT, name), &probe, &i))
+ *         if (!strcmp(nodes[i].name, name))
+ *             return &nodes[i];
+ *     return NULL;
+ *
+ * Linear probing in af_table_size(n) entries of 8 bytes (hash << 32 | position + 1; 0 is
+ * empty), built for at most `n` entries and never grown nor shrunk, so there is no removal:
+ * the indexes of immutable snapshots and of one computation's temporaries. A position is
+ * below UINT32_MAX. A zeroed struct af_index is an empty index.
+ */
+struct af_index {
+    uint64_t *t;
+    size_t mask;   /* entries - 1 */
+};
+/* Sized for `n` entries, taken from `arena` (released with it) or, when NULL, the heap
+ * (released by af_index_release). */
+void af_index_init(struct af_index *ix, size_t n, struct af_arena *arena);
+void af_index_release(struct af_index *ix);
+static inline size_t af_index_bytes(const struct af_index *ix)
+{
+    return ix->t ? (ix->mask + 1) * sizeof(*ix->t) : 0;
+}
+/* Adds position `i` under `hash` (a key already there is not looked for: the caller asks
+ * af_index_next first when keys may repeat). */
+static inline void af_index_add(struct af_index *ix, uint32_t hash, size_t i)
+{
+    size_t pos = hash & ix->mask;
+
+    af_assert(i < UINT32_MAX);
+    while (ix->t[pos])
+        pos = (pos + 1) & ix->mask;
+    ix->t[pos] = (uint64_t)hash << 32 | (uint64_t)(i + 1);
+}
+/* The positions added under `hash`, one per call into *i, then false; *probe starts at 0
+ * and carries the walk between calls. */
+static inline bool af_index_next(const struct af_index *ix, uint32_t hash, uint32_t *probe,
+                                 uint32_t *i)
+{
+    if (!ix->t)
+        return false;
+    for (;;) {
+        uint64_t e = ix->t[(hash + (size_t)(*probe)++) & ix->mask];
+        if (!e)
+            return false;
+        if ((uint32_t)(e >> 32) == hash) {
+            *i = (uint32_t)e - 1;
+            return true;
+        }
+    }
+}
+/* Loads the first entry `hash` probes, for a batch of lookups. */
+static inline void af_index_prefetch(const struct af_index *ix, uint32_t hash)
+{
+    if (ix->t)
+        __builtin_prefetch(&ix->t[hash & ix->mask]);
+}
+
 /* Monotonic clock in nanoseconds and wall clock in seconds (not for the core). */
 uint64_t af_now_ns(void);
 /* RFC 3339's date-time ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00"), strictly, to

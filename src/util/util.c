@@ -799,6 +799,22 @@ size_t af_table_size(size_t n)
     return size;
 }
 
+void af_index_init(struct af_index *ix, size_t n, struct af_arena *arena)
+{
+    size_t size = af_table_size(n);
+
+    ix->t = arena ? af_arena_alloc(arena, size * sizeof(*ix->t))
+                  : af_xcalloc(size, sizeof(*ix->t));
+    ix->mask = size - 1;
+}
+
+void af_index_release(struct af_index *ix)
+{
+    af_free(ix->t);
+    ix->t = NULL;
+    ix->mask = 0;
+}
+
 /* ---- the JSON writer ------------------------------------------------------------------------ */
 
 static void jw_put(struct af_jw *w, const char *s)
