@@ -773,7 +773,9 @@ int af_codec_decode_args(const struct af_config *cfg, const char *body, size_t l
  * for the tree this file used to build: keys in insertion order, a key set twice
  * keeps its first position and takes the last value, strings escaped as jansson
  * escapes them (\" \\ \b \f \n \r \t, other control bytes as \u00XX uppercase,
- * UTF-8 passed through, '/' not escaped).
+ * UTF-8 passed through, '/' not escaped). Both answers escape that one way: the
+ * priorities list, written with af_buf_json_str's escapes before (\u0008, lowercase
+ * hex: the same strings in other bytes), is what jansson would print for it too.
  */
 
 /* jansson's utf8_check_string: well-formed, no overlong forms, no surrogates. */
@@ -821,14 +823,10 @@ static bool utf8_valid(const char *s, size_t len)
     return true;
 }
 
-/*
- * `s` as a JSON string literal. `jansson`: escaped as jansson's dump_string does (for valid
- * UTF-8); otherwise as af_buf_json_str does (\b and \f as \u0008 and \u000c, lowercase
- * hex), which the priorities answer has always used.
- */
-static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
+/* `s` as a JSON string literal, escaped as jansson's dump_string does (for valid UTF-8). */
+static int put_str(struct af_buf *out, const char *s, size_t len)
 {
-    const char *hex = jansson ? "0123456789ABCDEF" : "0123456789abcdef";
+    static const char hex[] = "0123456789ABCDEF";
     const char *run = s, *end = s + len;
     int rc = af_buf_add(out, "\"", 1);
 
@@ -852,12 +850,10 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
             e = "\\\\";
             break;
         case '\b':
-            e = jansson ? "\\b" : "\\u0008";
-            elen = jansson ? 2 : 6;
+            e = "\\b";
             break;
         case '\f':
-            e = jansson ? "\\f" : "\\u000c";
-            elen = jansson ? 2 : 6;
+            e = "\\f";
             break;
         case '\n':
             e = "\\n";
@@ -895,7 +891,7 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
  * of them, in practice) goes in one piece.
  */
 static int put_framed(struct af_buf *out, const char *lead, size_t ll, const char *s,
-                      size_t len, const char *trail, size_t tl, bool jansson)
+                      size_t len, const char *trail, size_t tl)
 {
     char one[256];
     size_t i;
@@ -916,7 +912,7 @@ static int put_framed(struct af_buf *out, const char *lead, size_t ll, const cha
     }
     rc = af_buf_add(out, lead, ll);
     if (!rc)
-        rc = put_str(out, s, len, jansson);
+        rc = put_str(out, s, len);
     if (!rc)
         rc = af_buf_add(out, trail, tl);
     return rc;
@@ -934,13 +930,13 @@ static int put_text(struct af_buf *out, const char *s)
         s = "";
     len = strlen(s);
     if (utf8_valid(s, len))
-        return put_str(out, s, len, true);
+        return put_str(out, s, len);
     copy = len < sizeof(small) ? small : af_xmalloc(len + 1);
     memcpy(copy, s, len + 1);
     for (char *p = copy; *p; p++)
         if ((unsigned char)*p >= 0x80)
             *p = '?';
-    rc = put_str(out, copy, len, true);
+    rc = put_str(out, copy, len);
     if (copy != small)
         af_free(copy);
     return rc;
@@ -1000,7 +996,7 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
     for (size_t i = 0; !rc && i < n; i++) {
         if (!names[i] || d[i].verdict != which || first[i] != i)
             continue;
-        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1, true);
+        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1);
         comma = true;
         if (!rc)
             rc = put_reason(out, d[last[i]].reason, &memo);
@@ -1094,7 +1090,7 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
             if (!names[i] || d[i].verdict != AF_VERDICT_PASS)
                 continue;
             if (!nodes_mode) {
-                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0, true);
+                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0);
                 comma = true;
                 continue;
             }
@@ -1143,8 +1139,7 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
         memcpy(w, ",\"Score\":", 9);
         rc = put_framed(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8,
                         d[i].name ? d[i].name : "",
-                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w),
-                        false);
+                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w));
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);
