@@ -864,12 +864,14 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
 
 const struct af_node_view *af_snapshot_find_node(const struct af_snapshot *s, const char *name)
 {
-    uint32_t h, probe = 0, i;
+    uint32_t h, i;
+    size_t walk;
 
     if (!s || !name)
         return NULL;
     h = hash_node(name);
-    while (af_index_next(&s->node_index, h, &probe, &i))
+    walk = af_index_start(&s->node_index, h);
+    while (af_index_next(&s->node_index, h, &walk, &i))
         if (!strcmp(s->nodes[i].info->name, name))
             return &s->nodes[i];
     return NULL;
@@ -881,25 +883,28 @@ void af_snapshot_find_nodes(const struct af_snapshot *s, const char *const *name
                             const struct af_node_view **out)
 {
     uint32_t h[FIND_BATCH];
+    struct af_index ix;   /* a copy the stores to out[] cannot be feared to change */
 
-    if (!s) {
+    if (!s || !s->node_index.t) {
         for (size_t i = 0; i < n; i++)
             out[i] = NULL;
         return;
     }
+    ix = s->node_index;
     for (size_t base = 0; base < n; base += FIND_BATCH) {
         size_t m = n - base < FIND_BATCH ? n - base : FIND_BATCH;
 
         /* 1: the index entries */
         for (size_t i = 0; i < m; i++) {
             h[i] = names[base + i] ? hash_node(names[base + i]) : 0;
-            af_index_prefetch(&s->node_index, h[i]);
+            af_index_prefetch(&ix, h[i]);
         }
         /* 2: the first entry with the name's hash: its node view, probably the one */
         for (size_t i = 0; i < m; i++) {
             const struct af_node_view *v = NULL;
-            uint32_t probe = 0, at;
-            if (names[base + i] && af_index_next(&s->node_index, h[i], &probe, &at))
+            size_t walk = af_index_start(&ix, h[i]);
+            uint32_t at;
+            if (names[base + i] && af_index_next(&ix, h[i], &walk, &at))
                 v = &s->nodes[at];
             out[base + i] = v;
             if (v)

@@ -91,9 +91,10 @@ static void node_index_build(struct af_index *x, const struct af_node_view *node
 static const struct af_node_view *find_node(const struct af_index *x,
                                             const struct af_node_view *nodes, const char *name)
 {
-    uint32_t h = af_fnv32_str(AF_FNV32_INIT, name), probe = 0, i;
+    uint32_t h = af_fnv32_str(AF_FNV32_INIT, name), i;
+    size_t walk = af_index_start(x, h);
 
-    while (af_index_next(x, h, &probe, &i))
+    while (af_index_next(x, h, &walk, &i))
         if (!strcmp(nodes[i].info->name, name))
             return &nodes[i];
     return NULL;

@@ -663,12 +663,14 @@ size_t af_dra_bytes(const struct af_dra *d)
 
 const struct af_dra_node *af_dra_find_node(const struct af_dra *d, const char *node)
 {
-    uint32_t h, probe = 0, i;
+    uint32_t h, i;
+    size_t walk;
 
     if (!d || !node)
         return NULL;
     h = name_hash(node);
-    while (af_index_next(&d->node_index, h, &probe, &i))
+    walk = af_index_start(&d->node_index, h);
+    while (af_index_next(&d->node_index, h, &walk, &i))
         if (!strcmp(d->nodes[i].name, node))
             return &d->nodes[i];
     return NULL;

@@ -141,12 +141,14 @@ void af_utilization_snapshot_unref(struct af_utilization_snapshot *s)
 
 const struct af_utilization_node *af_utilization_find(const struct af_utilization_snapshot *s, const char *name)
 {
-    uint32_t h, probe = 0, i;
+    uint32_t h, i;
+    size_t walk;
 
     if (!s || !name)
         return NULL;
     h = af_fnv32_str(AF_FNV32_INIT, name);
-    while (af_index_next(&s->index, h, &probe, &i))
+    walk = af_index_start(&s->index, h);
+    while (af_index_next(&s->index, h, &walk, &i))
         if (!strcmp(s->nodes[i].name, name))
             return &s->nodes[i];
     return NULL;
