@@ -367,11 +367,11 @@ static inline bool af_index_next(const struct af_index *ix, uint32_t hash, size_
         }
     }
 }
-/* Loads the first entry `hash` probes, for a batch of lookups. */
+/* Loads the first entry `hash` probes, for a batch of lookups (an empty index: t + 0, which
+ * a prefetch may name: it never faults). */
 static inline void af_index_prefetch(const struct af_index *ix, uint32_t hash)
 {
-    if (ix->t)
-        __builtin_prefetch(&ix->t[hash & ix->mask]);
+    __builtin_prefetch(ix->t + (hash & ix->mask));
 }
 
 /* Monotonic clock in nanoseconds and wall clock in seconds (not for the core). */
