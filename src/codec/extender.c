@@ -1006,46 +1006,39 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
     return rc;
 }
 
-static uint64_t hash_name(const char *s)
-{
-    return af_fnv64(AF_FNV64_INIT, s, strlen(s));
-}
-
 /*
  * For the entries that go into FailedNodes or FailedAndUnresolvableNodes: first[i] is
  * the first entry with the same name in the same object (i itself when none), and for
- * such a first entry last[i] is the last one. An open-addressing hash of the names
- * keeps this linear.
+ * such a first entry last[i] is the last one. An index (af_index) keyed by the name and
+ * the object keeps this linear.
  */
 static void dedup_names(const struct af_node_decision *d, const char **names, size_t n,
                         size_t *first, size_t *last)
 {
-    size_t cap = af_table_size(n), *slot;
+    struct af_index ix;
 
-    slot = af_xmalloc(cap * sizeof(*slot));
-    for (size_t k = 0; k < cap; k++)
-        slot[k] = SIZE_MAX;
+    af_index_init(&ix, n, NULL);
     for (size_t i = 0; i < n; i++) {
-        bool unres = d[i].verdict == AF_VERDICT_UNRESOLVABLE;
-        size_t k;
+        bool unres = d[i].verdict == AF_VERDICT_UNRESOLVABLE, seen = false;
+        uint32_t h, j;
+        size_t walk;
 
         first[i] = last[i] = i;
         if (!names[i] || d[i].verdict == AF_VERDICT_PASS)
             continue;
-        k = (size_t)(hash_name(names[i]) ^ (unres ? 0x9e3779b97f4a7c15ull : 0)) & (cap - 1);
-        for (; slot[k] != SIZE_MAX; k = (k + 1) & (cap - 1)) {
-            size_t j = slot[k];
-            if ((d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres && !strcmp(names[j], names[i]))
-                break;
-        }
-        if (slot[k] == SIZE_MAX) {
-            slot[k] = i;
+        h = af_fnv32_str(AF_FNV32_INIT, names[i]) ^ (unres ? 0x9e3779b9u : 0);
+        walk = af_index_start(&ix, h);
+        while (!seen && af_index_next(&ix, h, &walk, &j))
+            seen = (d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres &&
+                   !strcmp(names[j], names[i]);
+        if (seen) {
+            first[i] = j;
+            last[j] = i;
         } else {
-            first[i] = slot[k];
-            last[slot[k]] = i;
+            af_index_add(&ix, h, i);
         }
     }
-    af_free(slot);
+    af_index_release(&ix);
 }
 
 int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_decision *d,
