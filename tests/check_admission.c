@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admission: the mutating webhook for variant rollouts (src/codec/admission.c,
- * src/service/mutate.c), fed the AdmissionReview requests a real kube-apiserver
+ * jsonpatch.c, variant.c and affinity.c; src/service/mutate.c), fed the AdmissionReview requests a real kube-apiserver
  * v1.26 sent (tests/fixtures/admission/). Every answer must be a valid
  * AdmissionReview v1 with the request's uid; every patch must apply, by the
  * strict RFC 6902 apply of tests/support (independent of the codec's), to the

@@ -2,7 +2,7 @@
 /*
  * Rollouts at run time: the pure core (membership, units, shares and stages,
  * the choice), the cache's list of managed pods, and the server-side state
- * (src/rollouts/rollouts.c) driven through the transport-free service as
+ * (src/rollouts/) driven through the transport-free service as
  * kube-scheduler would drive it: each arriving replica is filtered, bound to
  * a node of the side it was steered to, and published, in a loop. The
  * rollouts are built by hand into the default policy (the policy's

@@ -7,7 +7,7 @@
  * advance by start time and minimum duration) and the side a new unit takes
  * (the one that keeps the target's share of units closest to that share).
  * The memory between requests (decisions not yet seen, the brake) lives in
- * src/rollouts/rollouts.c; everything here is a function of its arguments.
+ * src/rollouts/; everything here is a function of its arguments.
  *
  * Pure: no I/O, no allocation, no clock (`now` is passed in).
  */
