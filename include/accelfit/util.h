@@ -319,8 +319,8 @@ size_t af_table_size(size_t n);
  *
  * Linear probing in af_table_size(n) entries of 8 bytes (hash << 32 | position + 1; 0 is
  * empty), built for at most `n` entries and never grown nor shrunk, so there is no removal:
- * the indexes of immutable snapshots and of one computation's temporaries. A position is
- * below UINT32_MAX. A zeroed struct af_index is an empty index.
+ * the indexes of immutable snapshots and of one computation's temporaries. Positions are
+ * below `n`, which is below UINT32_MAX. A zeroed struct af_index is an empty index.
  */
 struct af_index {
     uint64_t *t;
@@ -334,13 +334,12 @@ static inline size_t af_index_bytes(const struct af_index *ix)
 {
     return ix->t ? (ix->mask + 1) * sizeof(*ix->t) : 0;
 }
-/* Adds position `i` under `hash` (a key already there is not looked for: the caller asks
- * af_index_next first when keys may repeat). */
+/* Adds position `i` (below the `n` of af_index_init) under `hash`; a key already there is
+ * not looked for: the caller asks af_index_next first when keys may repeat. */
 static inline void af_index_add(struct af_index *ix, uint32_t hash, size_t i)
 {
     size_t pos = hash & ix->mask;
 
-    af_assert(i < UINT32_MAX);
     while (ix->t[pos])
         pos = (pos + 1) & ix->mask;
     ix->t[pos] = (uint64_t)hash << 32 | (uint64_t)(i + 1);

@@ -803,6 +803,7 @@ void af_index_init(struct af_index *ix, size_t n, struct af_arena *arena)
 {
     size_t size = af_table_size(n);
 
+    af_assert(n < UINT32_MAX);
     ix->t = arena ? af_arena_alloc(arena, size * sizeof(*ix->t))
                   : af_xcalloc(size, sizeof(*ix->t));
     ix->mask = size - 1;
