@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util: bounded buffers, quantities, model-size counts, error formatting. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -428,6 +429,115 @@ START_TEST(test_base64_round_trips_and_refuses_other_bytes)
 }
 END_TEST
 
+/* One duration grammar: the policy's strict form (no flags) and the simulator's (bare
+ * seconds and fractions). want < 0: refused. */
+#define SIM (AF_DURATION_SECONDS | AF_DURATION_FRACTIONS)
+static const struct {
+    const char *in;
+    unsigned flags;
+    double want;
+} duration_cases[] = {
+    {"90s", 0, 90},           {"10m", 0, 600},          {"24h", 0, 86400},
+    {"2d", 0, 172800},        {"1h30m", 0, 5400},       {"1d12h", 0, 129600},
+    {"0", 0, 0},              {"0s", 0, 0},             {"30m", 0, 1800},
+    {"3650d", 0, 3650 * 86400.0},
+    {"10", 0, -1},            {"1.5h", 0, -1},          {"3651d", 0, -1},
+    {"99999999999s", 0, -1},  {"90", SIM, 90},          {"1.5", SIM, 1.5},
+    {"1.5h", SIM, 5400},      {"0h", SIM, 0},           {"1h30", SIM, -1},
+    {"1h30", 0, -1},          {"10 m", SIM, -1},        {" 5m", SIM, -1},
+    {"-5m", SIM, -1},         {"+5m", SIM, -1},         {"10min", SIM, -1},
+    {"m", SIM, -1},           {"h1", SIM, -1},          {"1w", SIM, -1},
+    {"", SIM, -1},            {"1.h", SIM, -1},         {".5h", SIM, -1},
+    {"1e3s", SIM, -1},        {"0x10s", SIM, -1},       {"1e308", SIM, -1},
+    {"inf", SIM, -1},         {"nan", SIM, -1},         {"5mm", SIM, -1},
+};
+
+START_TEST(test_one_duration_grammar)
+{
+    double v = -7;
+    int rc = af_parse_duration(duration_cases[_i].in, duration_cases[_i].flags,
+                               AF_DURATION_MAX_S, &v);
+
+    if (duration_cases[_i].want < 0) {
+        ck_assert_msg(rc == AF_EINVAL, "'%s' was taken", duration_cases[_i].in);
+        ck_assert(v == -7);   /* *out left alone */
+    } else {
+        ck_assert_msg(rc == 0, "'%s' was refused", duration_cases[_i].in);
+        ck_assert(v == duration_cases[_i].want);
+    }
+}
+END_TEST
+
+START_TEST(test_duration_bound_is_the_callers)
+{
+    double v;
+
+    ck_assert_int_eq(af_parse_duration("2h", 0, 7200, &v), 0);
+    ck_assert(v == 7200);
+    ck_assert_int_eq(af_parse_duration("2h1s", 0, 7200, &v), AF_EINVAL);
+    ck_assert_int_eq(af_parse_duration(NULL, 0, 7200, &v), AF_EINVAL);
+    ck_assert_int_eq(af_parse_duration("36524d", SIM, 36525 * 86400.0, &v), 0);
+}
+END_TEST
+#undef SIM
+
+/* The index finds every key added, under a hash shared by many keys too, and says when a
+ * key is absent; a zeroed index is empty; an arena's index needs no release. */
+static bool index_find(const struct af_index *ix, char (*keys)[16], uint32_t h, const char *key,
+                       uint32_t *at)
+{
+    size_t walk = af_index_start(ix, h);
+
+    while (af_index_next(ix, h, &walk, at))
+        if (!strcmp(keys[*at], key))
+            return true;
+    return false;
+}
+
+START_TEST(test_index_finds_what_was_added_and_nothing_else)
+{
+    static char keys[1000][16];
+    struct af_index ix = {0}, small = {0};
+    struct af_arena ar = AF_ARENA_INIT;
+    uint32_t at;
+    size_t walk = af_index_start(&ix, 7);
+
+    ck_assert(!af_index_next(&ix, 7, &walk, &at));
+    ck_assert_uint_eq(af_index_bytes(&ix), 0);
+    af_index_init(&ix, AF_ARRAY_SIZE(keys), NULL);
+    ck_assert_uint_eq(af_index_bytes(&ix), 2048 * sizeof(uint64_t));
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++) {
+        snprintf(keys[i], sizeof(keys[i]), "node-%zu", i);
+        /* one key in ten shares the hash 42: long probes over collisions */
+        af_index_add(&ix, i % 10 ? af_fnv32_str(AF_FNV32_INIT, keys[i]) : 42, i);
+    }
+    for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++) {
+        ck_assert(index_find(&ix, keys, i % 10 ? af_fnv32_str(AF_FNV32_INIT, keys[i]) : 42,
+                             keys[i], &at));
+        ck_assert_uint_eq(at, i);
+    }
+    ck_assert(!index_find(&ix, keys, 42, "node-1", &at));   /* its hash is not 42 */
+    ck_assert(!index_find(&ix, keys, af_fnv32_str(AF_FNV32_INIT, "node-1000"), "node-1000", &at));
+    walk = af_index_start(&ix, 42);
+    for (size_t n = 0; af_index_next(&ix, 42, &walk, &at); n++) {
+        ck_assert_uint_eq(at % 10, 0);
+        ck_assert_uint_lt(n, 100);
+    }
+    af_index_release(&ix);
+    ck_assert_ptr_null(ix.t);
+
+    af_index_init(&small, 0, &ar);   /* sized 16 for none, from the arena */
+    ck_assert_uint_eq(small.mask, 15);
+    af_index_add(&small, 0xffffffffu, 0);
+    af_index_add(&small, 0xffffffffu, 1);   /* wraps around the table's end */
+    walk = af_index_start(&small, 0xffffffffu);
+    ck_assert(af_index_next(&small, 0xffffffffu, &walk, &at) && at == 0);
+    ck_assert(af_index_next(&small, 0xffffffffu, &walk, &at) && at == 1);
+    ck_assert(!af_index_next(&small, 0xffffffffu, &walk, &at));
+    af_arena_release(&ar);
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -451,6 +561,9 @@ static Suite *af_util_suite(void)
     tcase_add_loop_test(tc, test_one_time_grammar_for_every_reader, 0, AF_ARRAY_SIZE(time_cases));
     tcase_add_test(tc, test_times_written_read_back_over_centuries);
     tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
+    tcase_add_test(tc, test_index_finds_what_was_added_and_nothing_else);
+    tcase_add_loop_test(tc, test_one_duration_grammar, 0, AF_ARRAY_SIZE(duration_cases));
+    tcase_add_test(tc, test_duration_bound_is_the_callers);
     suite_add_tcase(s, tc);
     return s;
 }

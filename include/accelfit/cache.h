@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 
 #include "accelfit/model.h"
+#include "accelfit/util.h"
 
 /* ---- snapshot (immutable after publish) --------------------------------------------- */
 
@@ -37,10 +38,9 @@ struct af_snapshot {
      * apart as they come and go, so listing them costs O(managed), not O(pods). */
     size_t n_managed;
     struct af_pod_info **managed;
-    /* hash indexes (open addressing, power-of-two sizes); a node entry holds the name's
-     * hash (high 32 bits) and slot + 1, so a lookup reads only the node it finds */
-    uint64_t *node_index;
-    size_t node_index_size;
+    /* hash indexes: the nodes' (af_index: a lookup reads only the node it finds) and the
+     * pods' (open addressing, a power-of-two size, slot + 1: the cache's own, copied) */
+    struct af_index node_index;
     uint32_t *pod_index;
     size_t pod_index_size;
     /* DRA objects (accelfit/dra.h) as of this snapshot, NULL when the cluster has none;

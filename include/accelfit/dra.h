@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "accelfit/model.h"
+#include "accelfit/util.h"
 
 /* Attributes of a device accelfit reads (the rest are not kept). */
 enum af_dra_attr {
@@ -186,9 +187,7 @@ struct af_dra {
     /* nodes with accelerator devices, sorted by name; devs grouped by node */
     size_t n_nodes;
     struct af_dra_node *nodes;
-    uint32_t *node_index;       /* open addressing: node + 1; a power of two long */
-    uint32_t *node_hashes;      /* each node's name hash, parallel to nodes */
-    size_t node_index_size;
+    struct af_index node_index;   /* the nodes by name (the FNV-1a of the name) */
     size_t n_devs;
     struct af_dra_dev *devs;
     /* per claim (parallel to claims): the node its allocated devices are on (borrowed from a

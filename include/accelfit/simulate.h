@@ -135,8 +135,9 @@ int af_sim_apply_dra(const char *name, const char *text, size_t len, struct af_s
 #define AF_SIM_MAX_SECONDS (100.0 * 365.25 * 86400)
 #define AF_SIM_MAX_PODS 200000
 
-/* "90", "90s", "15m", "1h30m", "2d": seconds; -1 when it is not a duration or is longer
- * than AF_SIM_MAX_SECONDS. */
+/* A duration of the simulator's files and flags ("90", "90s", "15m", "1h30m", "2d", "1.5h"):
+ * af_parse_duration's grammar with bare seconds and fractions. Seconds; -1 when it is not a
+ * duration or is longer than AF_SIM_MAX_SECONDS. */
 double af_sim_parse_duration(const char *s);
 
 /* ---- the autoscaler (src/config/nodepools.c, src/sim/autoscale.c) --------------------------------- */

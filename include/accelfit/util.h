@@ -308,6 +308,75 @@ char *af_base64_decode(const char *s, size_t *outlen);
 /* An open-addressing table's size for `n` entries: a power of two, at least 16 and 2n. */
 size_t af_table_size(size_t n);
 
+/*
+ * The one open-addressing table of the house: an index over an array the caller keeps.
+ * Each entry holds a key's hash (af_fnv32_*) and the key's position in that array, so a
+ * probe compares hashes in the table and reads the caller's key only when they agree; the
+ * caller compares keys itself, with no callback:
+ *
+ *     uint32_t h = af_fnv32_str(AF_FNV32_INIT, name), i;
+ *     size_t walk = af_index_start(&ix, h);
+ *     while (af_index_next(&ix, h, &walk, &i))
+ *         if (!strcmp(nodes[i].name, name))
+ *             return &nodes[i];
+ *     return NULL;
+ *
+ * Linear probing in af_table_size(n) entries of 8 bytes (hash << 32 | position + 1; 0 is
+ * empty), built for at most `n` entries and never grown nor shrunk, so there is no removal:
+ * the indexes of immutable snapshots and of one computation's temporaries. Positions are
+ * below `n`, which is below UINT32_MAX. A zeroed struct af_index is an empty index.
+ */
+struct af_index {
+    uint64_t *t;
+    size_t mask;   /* entries - 1 */
+};
+/* Sized for `n` entries, taken from `arena` (released with it) or, when NULL, the heap
+ * (released by af_index_release). */
+void af_index_init(struct af_index *ix, size_t n, struct af_arena *arena);
+void af_index_release(struct af_index *ix);
+static inline size_t af_index_bytes(const struct af_index *ix)
+{
+    return ix->t ? (ix->mask + 1) * sizeof(*ix->t) : 0;
+}
+/* Adds position `i` (below the `n` of af_index_init) under `hash`; a key already there is
+ * not looked for: the caller asks af_index_next first when keys may repeat. */
+static inline void af_index_add(struct af_index *ix, uint32_t hash, size_t i)
+{
+    size_t pos = hash & ix->mask;
+
+    while (ix->t[pos])
+        pos = (pos + 1) & ix->mask;
+    ix->t[pos] = (uint64_t)hash << 32 | (uint64_t)(i + 1);
+}
+/* The positions added under `hash`, one per call into *i, then false: `walk` starts at
+ * af_index_start(ix, hash) and carries the probe from call to call. */
+static inline size_t af_index_start(const struct af_index *ix, uint32_t hash)
+{
+    return hash & ix->mask;
+}
+static inline bool af_index_next(const struct af_index *ix, uint32_t hash, size_t *walk,
+                                 uint32_t *i)
+{
+    if (!ix->t)
+        return false;
+    for (;;) {
+        uint64_t e = ix->t[*walk];
+        *walk = (*walk + 1) & ix->mask;
+        if (!e)
+            return false;
+        if ((uint32_t)(e >> 32) == hash) {
+            *i = (uint32_t)e - 1;
+            return true;
+        }
+    }
+}
+/* Loads the first entry `hash` probes, for a batch of lookups (an empty index: t + 0, which
+ * a prefetch may name: it never faults). */
+static inline void af_index_prefetch(const struct af_index *ix, uint32_t hash)
+{
+    __builtin_prefetch(ix->t + (hash & ix->mask));
+}
+
 /* Monotonic clock in nanoseconds and wall clock in seconds (not for the core). */
 uint64_t af_now_ns(void);
 /* RFC 3339's date-time ("2026-11-22T04:00:00Z", "...T04:00:00.123+02:00"), strictly, to
@@ -316,10 +385,6 @@ double af_parse_rfc3339(const char *s);
 /* Unix seconds as "2026-11-22T04:00:00Z" (UTC, whole seconds); `n` >= 21. */
 #define AF_RFC3339_LEN 21
 void af_format_rfc3339(double t, char *out, size_t n);
-/* A duration as the policy and annotations write it: whole numbers with units s, m, h, d,
- * summed ("90s", "1h30m", "2d"), or "0"; at most AF_DURATION_MAX_S (ten years). Returns 0
- * with *out in seconds, -1 when malformed. */
-#define AF_DURATION_MAX_S (3650.0 * 86400)
 /* Kubernetes names, as the API server validates them (one set for the policy loader and the
  * webhook): a DNS-1123 label ([a-z0-9]([-a-z0-9]*[a-z0-9])?, <= 63) of the `n` characters at
  * `s`; a DNS-1123 subdomain (labels joined by '.', <= 253); a qualified name (label and
@@ -333,7 +398,27 @@ bool af_k8s_label_value(const char *s);
 bool af_k8s_env_name(const char *s);
 /* The value of `key` in labels packed "key\0value\0...\0\0" (NULL is fine), or NULL. */
 const char *af_packed_get(const char *packed, const char *key);
-int af_parse_duration(const char *s, double *out) AF_MUST_CHECK;
+/*
+ * Durations, one grammar for the policy, the annotations and the simulator:
+ *
+ *     duration = "0" | term { term } | number      (the last only with AF_DURATION_SECONDS)
+ *     term     = number unit                       unit = "s" | "m" | "h" | "d"
+ *     number   = digit { digit } [ "." digit { digit } ]   (the fraction only with
+ *                                                           AF_DURATION_FRACTIONS)
+ *
+ * Terms are summed ("1h30m" is 5400); no sign, blanks or exponent. A bare number is seconds
+ * and stands alone ("90", not "1h30"). The policy and annotations take whole numbers, each with
+ * its unit ("90s", "10m", "24h", "2d", "1d12h"; a bare "24" could mean hours), within
+ * AF_DURATION_MAX_S (ten years); the simulator's files also take "90" and "1.5h"
+ * (af_sim_parse_duration). Returns 0 with *out in seconds, or AF_EINVAL when `s` is not of
+ * that form or is longer than `max` seconds, leaving *out alone.
+ */
+#define AF_DURATION_MAX_S (3650.0 * 86400)
+enum {
+    AF_DURATION_SECONDS = 1 << 0,     /* a bare number alone is seconds */
+    AF_DURATION_FRACTIONS = 1 << 1,   /* numbers may have a fraction */
+};
+int af_parse_duration(const char *s, unsigned flags, double max, double *out) AF_MUST_CHECK;
 /* How long `secs` is, for people: "12 s", "4 min", "3 h", "5 days" (negative: "0 s"). */
 void af_format_age(double secs, char *buf, size_t len);
 double af_wall_time(void);

@@ -162,8 +162,7 @@ struct af_utilization_snapshot {
     uint64_t discarded_total[AF_UTILIZATION_DISCARD__COUNT];   /* the same since the start */
     size_t n_nodes;
     struct af_utilization_node *nodes;   /* sorted by name */
-    uint64_t *index;           /* open addressing: hash << 32 | node i + 1; 0 empty */
-    size_t index_size;         /* a power of two, at least twice n_nodes */
+    struct af_index index;     /* the nodes by name (the FNV-1a of the name) */
     struct af_arena arena;     /* owns every string and array above */
 };
 

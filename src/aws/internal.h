@@ -148,8 +148,8 @@ struct af__spot_read {
     const char *const *types;   /* borrowed; NULL: every type */
     struct af__spot_item *items;
     size_t n, cap;
-    uint32_t *ix;               /* slot + 1, open addressing over (zone, type) */
-    size_t ix_size;
+    struct af_index ix;         /* the items by (zone, type) */
+    size_t ix_cap;              /* the items it was sized for */
     size_t seen;                /* items in all pages */
     struct af__spot_item cur;
     char root[64];

@@ -220,27 +220,26 @@ static uint32_t pair_hash(const char *zone, const char *type)
     return af_fnv32_str(af_fnv32_byte(af_fnv32_str(AF_FNV32_INIT, zone), 0xff), type);
 }
 
-/* The slot of (zone, type) in r->ix: its item's, or the empty one it would take. */
-static size_t pair_slot(const struct af__spot_read *r, const char *zone, const char *type)
+/* The item of (zone, type), or NULL. */
+static struct af__spot_item *pair_find(struct af__spot_read *r, const char *zone,
+                                       const char *type)
 {
-    size_t pos = pair_hash(zone, type) & (r->ix_size - 1);
+    uint32_t h = pair_hash(zone, type), i;
+    size_t walk = af_index_start(&r->ix, h);
 
-    while (r->ix[pos]) {
-        const struct af__spot_item *it = &r->items[r->ix[pos] - 1];
-        if (!strcmp(it->zone, zone) && !strcmp(it->type, type))
-            break;
-        pos = (pos + 1) & (r->ix_size - 1);
-    }
-    return pos;
+    while (af_index_next(&r->ix, h, &walk, &i))
+        if (!strcmp(r->items[i].zone, zone) && !strcmp(r->items[i].type, type))
+            return &r->items[i];
+    return NULL;
 }
 
 static void pairs_grow(struct af__spot_read *r)
 {
-    af_free(r->ix);
-    r->ix_size = r->ix_size ? r->ix_size * 2 : 64;
-    r->ix = af_xcalloc(r->ix_size, sizeof(*r->ix));
+    af_index_release(&r->ix);
+    r->ix_cap = r->ix_cap ? r->ix_cap * 2 : 32;
+    af_index_init(&r->ix, r->ix_cap, NULL);
     for (size_t i = 0; i < r->n; i++)
-        r->ix[pair_slot(r, r->items[i].zone, r->items[i].type)] = (uint32_t)(i + 1);
+        af_index_add(&r->ix, pair_hash(r->items[i].zone, r->items[i].type), i);
 }
 
 static void spot_bad(struct af__spot_read *r, const char *fmt, ...) AF_PRINTF(2, 3);
@@ -258,9 +257,8 @@ static void spot_bad(struct af__spot_read *r, const char *fmt, ...)
 /* An item has ended: kept when it is the newest of its pair so far. */
 static void spot_item_end(struct af__spot_read *r)
 {
-    struct af__spot_item *it = &r->cur;
+    struct af__spot_item *it = &r->cur, *old;
     double price;
-    size_t pos;
 
     if (r->bad[0])
         return;
@@ -276,11 +274,10 @@ static void spot_item_end(struct af__spot_read *r)
     }
     if (!wanted(r->types, it->type))
         return;
-    if (2 * (r->n + 1) > r->ix_size)
+    if (r->n + 1 > r->ix_cap)
         pairs_grow(r);
-    pos = pair_slot(r, it->zone, it->type);
-    if (r->ix[pos]) {   /* a pair seen before: the newest price wins */
-        struct af__spot_item *old = &r->items[r->ix[pos] - 1];
+    old = pair_find(r, it->zone, it->type);
+    if (old) {   /* a pair seen before: the newest price wins */
         if (it->ts >= old->ts)
             *old = *it;
         return;
@@ -290,8 +287,8 @@ static void spot_item_end(struct af__spot_read *r)
         return;
     }
     AF_GROW(r->items, r->cap, r->n + 1);
-    r->items[r->n++] = *it;
-    r->ix[pos] = (uint32_t)r->n;
+    r->items[r->n] = *it;
+    af_index_add(&r->ix, pair_hash(it->zone, it->type), r->n++);
 }
 
 static void spot_cb(void *ud, const char *path, const char *text)
@@ -370,16 +367,15 @@ size_t af__aws_spot_emit(struct af__spot_read *r, af_aws_price_fn fn, void *ud)
         fn(ud, AF_PRICE_SPOT, it->zone, it->type, price, it->ts);
         emitted++;
     }
-    af_free(r->ix);   /* the order changed: the index is no longer valid */
-    r->ix = NULL;
-    r->ix_size = 0;
+    af_index_release(&r->ix);   /* the order changed: the index is no longer valid */
+    r->ix_cap = 0;
     return emitted;
 }
 
 void af__aws_spot_release(struct af__spot_read *r)
 {
     af_free(r->items);
-    af_free(r->ix);
+    af_index_release(&r->ix);
     af_free(r->next);
     memset(r, 0, sizeof(*r));
 }

@@ -825,8 +825,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     refresh_sorted(c);
     s->n_nodes = c->n_sorted;
     s->nodes = af_xcalloc(s->n_nodes + 1, sizeof(*s->nodes));
-    s->node_index_size = af_table_size(s->n_nodes);
-    s->node_index = af_xcalloc(s->node_index_size, sizeof(*s->node_index));
+    af_index_init(&s->node_index, s->n_nodes, NULL);
     for (size_t i = 0; i < s->n_nodes; i++) {
         const struct node_slot *ns = &c->nodes[c->sorted[i]];
         s->nodes[i].info = af_node_info_ref(ns->info);
@@ -842,10 +841,7 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         }
         s->nodes[i].npods = ns->npods;
         s->nodes[i].nsystem = ns->nsystem;
-        size_t pos = ns->hash & (s->node_index_size - 1);
-        while (s->node_index[pos])
-            pos = (pos + 1) & (s->node_index_size - 1);
-        s->node_index[pos] = (uint64_t)ns->hash << 32 | ((uint32_t)i + 1);
+        af_index_add(&s->node_index, ns->hash, i);
     }
 
     s->n_pods = c->pods.n;
@@ -868,18 +864,17 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
 
 const struct af_node_view *af_snapshot_find_node(const struct af_snapshot *s, const char *name)
 {
-    if (!s || !name || !s->node_index_size)
+    uint32_t h, i;
+    size_t walk;
+
+    if (!s || !name)
         return NULL;
-    size_t mask = s->node_index_size - 1;
-    uint32_t h = hash_node(name);
-    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
-        uint64_t e = s->node_index[pos];
-        uint32_t v = (uint32_t)e;
-        if (!v)
-            return NULL;
-        if ((uint32_t)(e >> 32) == h && !strcmp(s->nodes[v - 1].info->name, name))
-            return &s->nodes[v - 1];
-    }
+    h = hash_node(name);
+    walk = af_index_start(&s->node_index, h);
+    while (af_index_next(&s->node_index, h, &walk, &i))
+        if (!strcmp(s->nodes[i].info->name, name))
+            return &s->nodes[i];
+    return NULL;
 }
 
 #define FIND_BATCH 64   /* lookups in flight per batch (hashes on the stack) */
@@ -888,34 +883,29 @@ void af_snapshot_find_nodes(const struct af_snapshot *s, const char *const *name
                             const struct af_node_view **out)
 {
     uint32_t h[FIND_BATCH];
-    size_t mask;
+    struct af_index ix;   /* a copy the stores to out[] cannot be feared to change */
 
-    if (!s || !s->node_index_size) {
+    if (!s || !s->node_index.t) {
         for (size_t i = 0; i < n; i++)
             out[i] = NULL;
         return;
     }
-    mask = s->node_index_size - 1;
+    ix = s->node_index;
     for (size_t base = 0; base < n; base += FIND_BATCH) {
         size_t m = n - base < FIND_BATCH ? n - base : FIND_BATCH;
 
         /* 1: the index entries */
         for (size_t i = 0; i < m; i++) {
             h[i] = names[base + i] ? hash_node(names[base + i]) : 0;
-            __builtin_prefetch(&s->node_index[h[i] & mask]);
+            af_index_prefetch(&ix, h[i]);
         }
         /* 2: the first entry with the name's hash: its node view, probably the one */
         for (size_t i = 0; i < m; i++) {
             const struct af_node_view *v = NULL;
-            for (size_t pos = h[i] & mask; names[base + i]; pos = (pos + 1) & mask) {
-                uint64_t e = s->node_index[pos];
-                if (!(uint32_t)e)
-                    break;
-                if ((uint32_t)(e >> 32) == h[i]) {
-                    v = &s->nodes[(uint32_t)e - 1];
-                    break;
-                }
-            }
+            size_t walk = af_index_start(&ix, h[i]);
+            uint32_t at;
+            if (names[base + i] && af_index_next(&ix, h[i], &walk, &at))
+                v = &s->nodes[at];
             out[base + i] = v;
             if (v)
                 __builtin_prefetch(v);
@@ -970,7 +960,7 @@ void af_snapshot_unref(struct af_snapshot *s)
     af_free(s->nodes);
     af_free(s->pods);
     af_free(s->managed);
-    af_free(s->node_index);
+    af_index_release(&s->node_index);
     af_free(s->pod_index);
     af_dra_unref(s->dra);
     af_free(s);

@@ -781,7 +781,9 @@ int af_codec_decode_args(const struct af_config *cfg, const char *body, size_t l
  * for the tree this file used to build: keys in insertion order, a key set twice
  * keeps its first position and takes the last value, strings escaped as jansson
  * escapes them (\" \\ \b \f \n \r \t, other control bytes as \u00XX uppercase,
- * UTF-8 passed through, '/' not escaped).
+ * UTF-8 passed through, '/' not escaped). Both answers escape that one way: the
+ * priorities list, written with af_buf_json_str's escapes before (\u0008, lowercase
+ * hex: the same strings in other bytes), is what jansson would print for it too.
  */
 
 /* jansson's utf8_check_string: well-formed, no overlong forms, no surrogates. */
@@ -829,14 +831,10 @@ static bool utf8_valid(const char *s, size_t len)
     return true;
 }
 
-/*
- * `s` as a JSON string literal. `jansson`: escaped as jansson's dump_string does (for valid
- * UTF-8); otherwise as af_buf_json_str does (\b and \f as \u0008 and \u000c, lowercase
- * hex), which the priorities answer has always used.
- */
-static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
+/* `s` as a JSON string literal, escaped as jansson's dump_string does (for valid UTF-8). */
+static int put_str(struct af_buf *out, const char *s, size_t len)
 {
-    const char *hex = jansson ? "0123456789ABCDEF" : "0123456789abcdef";
+    static const char hex[] = "0123456789ABCDEF";
     const char *run = s, *end = s + len;
     int rc = af_buf_add(out, "\"", 1);
 
@@ -860,12 +858,10 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
             e = "\\\\";
             break;
         case '\b':
-            e = jansson ? "\\b" : "\\u0008";
-            elen = jansson ? 2 : 6;
+            e = "\\b";
             break;
         case '\f':
-            e = jansson ? "\\f" : "\\u000c";
-            elen = jansson ? 2 : 6;
+            e = "\\f";
             break;
         case '\n':
             e = "\\n";
@@ -903,7 +899,7 @@ static int put_str(struct af_buf *out, const char *s, size_t len, bool jansson)
  * of them, in practice) goes in one piece.
  */
 static int put_framed(struct af_buf *out, const char *lead, size_t ll, const char *s,
-                      size_t len, const char *trail, size_t tl, bool jansson)
+                      size_t len, const char *trail, size_t tl)
 {
     char one[256];
     size_t i;
@@ -924,7 +920,7 @@ static int put_framed(struct af_buf *out, const char *lead, size_t ll, const cha
     }
     rc = af_buf_add(out, lead, ll);
     if (!rc)
-        rc = put_str(out, s, len, jansson);
+        rc = put_str(out, s, len);
     if (!rc)
         rc = af_buf_add(out, trail, tl);
     return rc;
@@ -942,13 +938,13 @@ static int put_text(struct af_buf *out, const char *s)
         s = "";
     len = strlen(s);
     if (utf8_valid(s, len))
-        return put_str(out, s, len, true);
+        return put_str(out, s, len);
     copy = len < sizeof(small) ? small : af_xmalloc(len + 1);
     memcpy(copy, s, len + 1);
     for (char *p = copy; *p; p++)
         if ((unsigned char)*p >= 0x80)
             *p = '?';
-    rc = put_str(out, copy, len, true);
+    rc = put_str(out, copy, len);
     if (copy != small)
         af_free(copy);
     return rc;
@@ -1008,7 +1004,7 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
     for (size_t i = 0; !rc && i < n; i++) {
         if (!names[i] || d[i].verdict != which || first[i] != i)
             continue;
-        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1, true);
+        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1);
         comma = true;
         if (!rc)
             rc = put_reason(out, d[last[i]].reason, &memo);
@@ -1018,46 +1014,39 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
     return rc;
 }
 
-static uint64_t hash_name(const char *s)
-{
-    return af_fnv64(AF_FNV64_INIT, s, strlen(s));
-}
-
 /*
  * For the entries that go into FailedNodes or FailedAndUnresolvableNodes: first[i] is
  * the first entry with the same name in the same object (i itself when none), and for
- * such a first entry last[i] is the last one. An open-addressing hash of the names
- * keeps this linear.
+ * such a first entry last[i] is the last one. An index (af_index) keyed by the name and
+ * the object keeps this linear.
  */
 static void dedup_names(const struct af_node_decision *d, const char **names, size_t n,
                         size_t *first, size_t *last)
 {
-    size_t cap = af_table_size(n), *slot;
+    struct af_index ix;
 
-    slot = af_xmalloc(cap * sizeof(*slot));
-    for (size_t k = 0; k < cap; k++)
-        slot[k] = SIZE_MAX;
+    af_index_init(&ix, n, NULL);
     for (size_t i = 0; i < n; i++) {
-        bool unres = d[i].verdict == AF_VERDICT_UNRESOLVABLE;
-        size_t k;
+        bool unres = d[i].verdict == AF_VERDICT_UNRESOLVABLE, seen = false;
+        uint32_t h, j;
+        size_t walk;
 
         first[i] = last[i] = i;
         if (!names[i] || d[i].verdict == AF_VERDICT_PASS)
             continue;
-        k = (size_t)(hash_name(names[i]) ^ (unres ? 0x9e3779b97f4a7c15ull : 0)) & (cap - 1);
-        for (; slot[k] != SIZE_MAX; k = (k + 1) & (cap - 1)) {
-            size_t j = slot[k];
-            if ((d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres && !strcmp(names[j], names[i]))
-                break;
-        }
-        if (slot[k] == SIZE_MAX) {
-            slot[k] = i;
+        h = af_fnv32_str(AF_FNV32_INIT, names[i]) ^ (unres ? 0x9e3779b9u : 0);
+        walk = af_index_start(&ix, h);
+        while (!seen && af_index_next(&ix, h, &walk, &j))
+            seen = (d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres &&
+                   !strcmp(names[j], names[i]);
+        if (seen) {
+            first[i] = j;
+            last[j] = i;
         } else {
-            first[i] = slot[k];
-            last[slot[k]] = i;
+            af_index_add(&ix, h, i);
         }
     }
-    af_free(slot);
+    af_index_release(&ix);
 }
 
 int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_decision *d,
@@ -1102,7 +1091,7 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
             if (!names[i] || d[i].verdict != AF_VERDICT_PASS)
                 continue;
             if (!nodes_mode) {
-                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0, true);
+                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0);
                 comma = true;
                 continue;
             }
@@ -1151,8 +1140,7 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
         memcpy(w, ",\"Score\":", 9);
         rc = put_framed(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8,
                         d[i].name ? d[i].name : "",
-                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w),
-                        false);
+                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w));
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);

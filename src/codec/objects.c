@@ -568,7 +568,7 @@ static void pod_expected_duration(json_t *meta, json_t *spec, struct af_pod_info
     json_t *dl = af__codec_get(spec, "activeDeadlineSeconds");
     double s;
 
-    if (ann && af_parse_duration(ann, &s) == 0 && s > 0) {
+    if (ann && af_parse_duration(ann, 0, AF_DURATION_MAX_S, &s) == 0 && s > 0) {
         p->expected_s = s;
         p->expected_source = "annotation accelfit.io/expected-duration";
         return;

@@ -94,38 +94,12 @@ void af_sim_trace_release(struct af_sim_trace *t)
 
 double af_sim_parse_duration(const char *s)
 {
-    double total = 0;
-    bool any = false;
+    double v;
 
-    if (!s || !*s)
-        return -1;
-    while (*s) {
-        char *end;
-        double v;
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = strtod(s, &end);
-        if (end == s || !isfinite(v))
-            return -1;
-        switch (*end) {
-        case 'd': v *= 86400; end++; break;
-        case 'h': v *= 3600; end++; break;
-        case 'm': v *= 60; end++; break;
-        case 's': end++; break;
-        case '\0':
-            if (any)
-                return -1;   /* "1h30": a bare number only alone */
-            break;
-        default:
-            return -1;
-        }
-        total += v;
-        if (!(total <= AF_SIM_MAX_SECONDS))
-            return -1;
-        any = true;
-        s = end;
-    }
-    return total;
+    return af_parse_duration(s, AF_DURATION_SECONDS | AF_DURATION_FRACTIONS, AF_SIM_MAX_SECONDS,
+                             &v)
+               ? -1
+               : v;
 }
 
 /* A time or a duration: a JSON number (seconds) or a duration string; -1 when neither. */

@@ -93,7 +93,7 @@ int af__pricing_load(struct af__ydoc *d, yaml_node_t *prices, struct af_policy *
     v = af__ymap_get(d, prices, "capacity_block_end_margin");
     if (v) {
         const char *s = af__ynode_str(v);
-        if (!s || af_parse_duration(s, &p->block_end_margin_s))
+        if (!s || af_parse_duration(s, 0, AF_DURATION_MAX_S, &p->block_end_margin_s))
             return af__ydoc_err(d, v, AF_EINVAL, "'prices.capacity_block_end_margin' must be a "
                                 "duration such as 30m or 1h, not '%s'", s ? s : "a collection");
     }

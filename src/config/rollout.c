@@ -107,7 +107,7 @@ static int load_duration(struct af__ydoc *d, yaml_node_t *v, const char *what, b
 
     if (rc)
         return rc;
-    if (af_parse_duration(s, out))
+    if (af_parse_duration(s, 0, AF_DURATION_MAX_S, out))
         return af__ydoc_err(d, v, AF_EINVAL,
                             "'%s' must be a duration such as 90s, 10m, 24h, 2d or 1h30m (whole "
                             "numbers, each with a unit; at most 3650d), not '%s'",

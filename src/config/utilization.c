@@ -32,7 +32,7 @@ static int duration(struct af__ydoc *d, yaml_node_t *v, const char *what, double
 
     if (rc)
         return rc;
-    if (af_parse_duration(s, out))
+    if (af_parse_duration(s, 0, AF_DURATION_MAX_S, out))
         return af__ydoc_err(d, v, AF_EINVAL,
                             "'%s' must be a duration such as 5s, 2m or 1h (whole numbers, each "
                             "with a unit), not '%s'",

@@ -81,35 +81,23 @@ static void ns_grow(struct ns_table *t);
 
 /* ---- nodes by name: an index built once per computation ------------------------------------- */
 
-struct node_index {
-    uint32_t *slots;       /* node index + 1, 0 when empty */
-    size_t mask;
-};
-
-static void node_index_build(struct node_index *x, const struct af_node_view *nodes, size_t n)
+static void node_index_build(struct af_index *x, const struct af_node_view *nodes, size_t n)
 {
-    size_t size = af_table_size(n);
-
-    x->mask = size - 1;
-    x->slots = af_xcalloc(size, sizeof(*x->slots));
-    for (size_t i = 0; i < n; i++) {
-        size_t pos = hash_str(nodes[i].info->name) & x->mask;
-        while (x->slots[pos])
-            pos = (pos + 1) & x->mask;
-        x->slots[pos] = (uint32_t)i + 1;
-    }
+    af_index_init(x, n, NULL);
+    for (size_t i = 0; i < n; i++)
+        af_index_add(x, af_fnv32_str(AF_FNV32_INIT, nodes[i].info->name), i);
 }
 
-static const struct af_node_view *find_node(const struct node_index *x,
+static const struct af_node_view *find_node(const struct af_index *x,
                                             const struct af_node_view *nodes, const char *name)
 {
-    for (size_t pos = hash_str(name) & x->mask;; pos = (pos + 1) & x->mask) {
-        uint32_t v = x->slots[pos];
-        if (!v)
-            return NULL;
-        if (!strcmp(nodes[v - 1].info->name, name))
-            return &nodes[v - 1];
-    }
+    uint32_t h = af_fnv32_str(AF_FNV32_INIT, name), i;
+    size_t walk = af_index_start(x, h);
+
+    while (af_index_next(x, h, &walk, &i))
+        if (!strcmp(nodes[i].info->name, name))
+            return &nodes[i];
+    return NULL;
 }
 
 static struct af_cost_ns *ns_get(struct ns_table *t, const char *ns, int tenant, bool *added)
@@ -271,7 +259,7 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
 {
     struct af_costs *c = af_xcalloc(1, sizeof(*c));
     struct ns_table t = {NULL, 0, 0};
-    struct node_index nx;
+    struct af_index nx;
     size_t groups_cap = 0, prepaid_cap = 0, k = 0;
     /* what the pods of each node pay, at its rate (its price but for prepaid nodes) */
     double *node_spend = af_xcalloc(n_nodes + 1, sizeof(*node_spend));
@@ -338,7 +326,7 @@ struct af_costs *af_costs_compute(const struct af_policy *pol, const struct af_n
         e->spend_usd_hr += usd;
         e->pods++;
     }
-    af_free(nx.slots);
+    af_index_release(&nx);
     c->ns = af_xcalloc(t.n + 1, sizeof(*c->ns));
     for (size_t i = 0; t.slots && i <= t.mask; i++)
         if (t.slots[i].ns)

@@ -602,19 +602,9 @@ static uint32_t name_hash(const char *s)
 /* The nodes' hash index: a lookup per candidate node touches one slot and one name. */
 static void index_nodes(struct af_dra *d)
 {
-    size_t size = af_table_size(d->n_nodes);
-
-    d->node_index_size = size;
-    d->node_index = af_xcalloc(size, sizeof(*d->node_index));
-    d->node_hashes = af_xcalloc(d->n_nodes + 1, sizeof(*d->node_hashes));
-    for (size_t i = 0; i < d->n_nodes; i++) {
-        uint32_t h = name_hash(d->nodes[i].name);
-        size_t pos = h & (size - 1);
-        d->node_hashes[i] = h;
-        while (d->node_index[pos])
-            pos = (pos + 1) & (size - 1);
-        d->node_index[pos] = (uint32_t)i + 1;
-    }
+    af_index_init(&d->node_index, d->n_nodes, NULL);
+    for (size_t i = 0; i < d->n_nodes; i++)
+        af_index_add(&d->node_index, name_hash(d->nodes[i].name), i);
 }
 
 struct af_dra *af_dra_ref(struct af_dra *d)
@@ -643,8 +633,7 @@ void af_dra_unref(struct af_dra *d)
     af_free(d->nodes);
     af_free(d->devs);
     af_free(d->claim_nodes);
-    af_free(d->node_index);
-    af_free(d->node_hashes);
+    af_index_release(&d->node_index);
     af_free(d);
 }
 
@@ -654,8 +643,8 @@ size_t af_dra_bytes(const struct af_dra *d)
 
     if (!d)
         return 0;
-    b = sizeof(*d) + d->n_nodes * (sizeof(*d->nodes) + sizeof(uint32_t)) +
-        d->node_index_size * sizeof(uint32_t) + d->n_devs * sizeof(*d->devs) +
+    b = sizeof(*d) + d->n_nodes * sizeof(*d->nodes) + af_index_bytes(&d->node_index) +
+        d->n_devs * sizeof(*d->devs) +
         (d->n_slices + 2 * d->n_claims + d->n_templates + d->n_classes) * sizeof(void *);
     for (size_t i = 0; i < d->n_slices; i++) {
         const struct af_dra_slice *s = d->slices[i];
@@ -674,20 +663,17 @@ size_t af_dra_bytes(const struct af_dra *d)
 
 const struct af_dra_node *af_dra_find_node(const struct af_dra *d, const char *node)
 {
-    uint32_t h;
-    size_t mask;
+    uint32_t h, i;
+    size_t walk;
 
-    if (!d || !node || !d->node_index_size)
+    if (!d || !node)
         return NULL;
     h = name_hash(node);
-    mask = d->node_index_size - 1;
-    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
-        uint32_t v = d->node_index[pos];
-        if (!v)
-            return NULL;
-        if (d->node_hashes[v - 1] == h && !strcmp(d->nodes[v - 1].name, node))
-            return &d->nodes[v - 1];
-    }
+    walk = af_index_start(&d->node_index, h);
+    while (af_index_next(&d->node_index, h, &walk, &i))
+        if (!strcmp(d->nodes[i].name, node))
+            return &d->nodes[i];
+    return NULL;
 }
 
 static const struct af_dra_claim *find_in(struct af_dra_claim *const *arr, size_t n,

@@ -141,22 +141,17 @@ void af_utilization_snapshot_unref(struct af_utilization_snapshot *s)
 
 const struct af_utilization_node *af_utilization_find(const struct af_utilization_snapshot *s, const char *name)
 {
-    size_t mask;
+    uint32_t h, i;
+    size_t walk;
 
-    if (!s || !name || !s->index_size)
+    if (!s || !name)
         return NULL;
-    mask = s->index_size - 1;
-    uint32_t h = af_fnv32_str(AF_FNV32_INIT, name);
-
-    mask = s->index_size - 1;
-    for (size_t pos = h & mask;; pos = (pos + 1) & mask) {
-        uint64_t v = s->index[pos];
-        uint32_t i = (uint32_t)v;
-        if (!v)
-            return NULL;
-        if ((uint32_t)(v >> 32) == h && !strcmp(s->nodes[i - 1].name, name))
-            return &s->nodes[i - 1];
-    }
+    h = af_fnv32_str(AF_FNV32_INIT, name);
+    walk = af_index_start(&s->index, h);
+    while (af_index_next(&s->index, h, &walk, &i))
+        if (!strcmp(s->nodes[i].name, name))
+            return &s->nodes[i];
+    return NULL;
 }
 
 double af_utilization_now(const struct af_utilization_snapshot *s, double wall_now)

@@ -921,15 +921,9 @@ struct af_utilization_snapshot *af_prom_build_finish(struct af_prom_build *b,
         }
         i = j;
     }
-    s->index_size = af_table_size(s->n_nodes);
-    s->index = af_arena_alloc(&b->arena, s->index_size * sizeof(*s->index));
-    for (size_t i = 0; i < s->n_nodes; i++) {
-        uint32_t h = af_fnv32_str(AF_FNV32_INIT, s->nodes[i].name);
-        size_t pos = h & (s->index_size - 1);
-        while (s->index[pos])
-            pos = (pos + 1) & (s->index_size - 1);
-        s->index[pos] = (uint64_t)h << 32 | (uint64_t)(i + 1);
-    }
+    af_index_init(&s->index, s->n_nodes, &b->arena);
+    for (size_t i = 0; i < s->n_nodes; i++)
+        af_index_add(&s->index, af_fnv32_str(AF_FNV32_INIT, s->nodes[i].name), i);
     s->arena = b->arena;
     af_free(b->v);
     af_free(b);

@@ -19,36 +19,36 @@ static bool class_in(uint32_t mask, enum af_class c)
     return c > AF_CLASS_UNKNOWN && c < AF_CLASS__COUNT && (mask & (1u << c));
 }
 
+/* The position of the unit of `key` (hash h), or SIZE_MAX. */
+static size_t census_lookup(const struct census *c, const char *key, uint32_t h)
+{
+    size_t walk = af_index_start(&c->ix, h);
+    uint32_t i;
+
+    while (af_index_next(&c->ix, h, &walk, &i))
+        if (!strcmp(c->units[i].key, key))
+            return i;
+    return SIZE_MAX;
+}
+
 const struct unit *af__rollouts_census_find(const struct census *c, const char *key)
 {
-    uint32_t h;
+    size_t i = census_lookup(c, key, af__rollouts_hash_str(key));
 
-    if (!c->ix_size)
-        return NULL;
-    h = af__rollouts_hash_str(key);
-    for (size_t pos = h & (c->ix_size - 1);; pos = (pos + 1) & (c->ix_size - 1)) {
-        uint32_t v = c->ix[pos];
-        if (!v)
-            return NULL;
-        if (c->units[v - 1].hash == h && !strcmp(c->units[v - 1].key, key))
-            return &c->units[v - 1];
-    }
+    return i == SIZE_MAX ? NULL : &c->units[i];
 }
 
 /* The unit of `key` (arena string), added with no side when new. */
 static struct unit *census_unit(struct census *c, const char *key, int rollout)
 {
     uint32_t h = af__rollouts_hash_str(key);
-    size_t pos;
+    size_t i = census_lookup(c, key, h);
 
-    for (pos = h & (c->ix_size - 1); c->ix[pos]; pos = (pos + 1) & (c->ix_size - 1)) {
-        struct unit *u = &c->units[c->ix[pos] - 1];
-        if (u->hash == h && !strcmp(u->key, key))
-            return u;
-    }
-    c->units[c->n_units] = (struct unit){key, h, rollout, AF_SIDE_NONE, false};
-    c->ix[pos] = (uint32_t)++c->n_units;
-    return &c->units[c->n_units - 1];
+    if (i != SIZE_MAX)
+        return &c->units[i];
+    c->units[c->n_units] = (struct unit){key, rollout, AF_SIDE_NONE, false};
+    af_index_add(&c->ix, h, c->n_units);
+    return &c->units[c->n_units++];
 }
 
 /* The side a pod shows: its annotation, else the class of the node it is bound to. */
@@ -141,8 +141,7 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
     for (size_t i = 0; i < c->n_r; i++)
         c->r[i].track = af__rollouts_track_sync(rs, &pol->rollouts[i], now);
     c->units = af_xmalloc((nm + 1) * sizeof(*c->units));
-    c->ix_size = af_table_size(nm);
-    c->ix = af_xcalloc(c->ix_size, sizeof(*c->ix));
+    af_index_init(&c->ix, nm, NULL);
     c->claims = af_xmalloc((nm + 1) * sizeof(*c->claims));
     if (!snap || !c->n_r)
         return;

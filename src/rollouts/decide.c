@@ -533,37 +533,46 @@ void af_rollouts_release(struct af_rollouts *rs, const char *id)
     pthread_mutex_unlock(&rs->lock);
 }
 
-/* A set of borrowed strings, open addressing: what af_rollouts_absorb_claims looks up. */
+/* A set of borrowed strings: what af_rollouts_absorb_claims looks up. */
 struct strset {
-    const char **slot;
-    size_t size;
+    const char **s;
+    size_t n, cap;
+    struct af_index ix;
 };
 
-static void strset_init(struct strset *set, size_t n)
+static void strset_init(struct strset *set, size_t cap)
 {
-    set->size = af_table_size(n + 1);
-    set->slot = af_xcalloc(set->size, sizeof(*set->slot));
+    set->s = af_xmalloc((cap + 1) * sizeof(*set->s));
+    set->n = 0;
+    set->cap = cap;
+    af_index_init(&set->ix, cap, NULL);
 }
 
-/* The slot of `s`: its own, or the empty one it would take. */
-static size_t strset_slot(const struct strset *set, const char *s)
+static void strset_release(struct strset *set)
 {
-    size_t pos = af__rollouts_hash_str(s) & (set->size - 1);
-
-    while (set->slot[pos] && strcmp(set->slot[pos], s))
-        pos = (pos + 1) & (set->size - 1);
-    return pos;
+    af_free(set->s);
+    af_index_release(&set->ix);
 }
 
 static bool strset_has(const struct strset *set, const char *s)
 {
-    return set->slot[strset_slot(set, s)] != NULL;
+    uint32_t h = af__rollouts_hash_str(s), i;
+    size_t walk = af_index_start(&set->ix, h);
+
+    while (af_index_next(&set->ix, h, &walk, &i))
+        if (!strcmp(set->s[i], s))
+            return true;
+    return false;
 }
 
-/* Adds `s` (borrowed); the set was sized for it at init. */
+/* Adds `s` (borrowed) unless it is there; the set was sized for it at init. */
 static void strset_add(struct strset *set, const char *s)
 {
-    set->slot[strset_slot(set, s)] = s;
+    if (strset_has(set, s))
+        return;
+    af_assert(set->n < set->cap);
+    set->s[set->n] = s;
+    af_index_add(&set->ix, af__rollouts_hash_str(s), set->n++);
 }
 
 void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_claim *v,
@@ -635,9 +644,9 @@ void af_rollouts_absorb_claims(struct af_rollouts *rs, const struct af_rollout_c
             strset_add(&keys, e->key);
     }
     pthread_mutex_unlock(&rs->lock);
-    af_free(retired.slot);
-    af_free(claimed.slot);
-    af_free(keys.slot);
+    strset_release(&retired);
+    strset_release(&claimed);
+    strset_release(&keys);
 }
 
 void af_rollouts_decide(struct af_rollouts *rs, const struct af_config *cfg,

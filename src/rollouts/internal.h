@@ -77,7 +77,6 @@ struct readiness {
 /* A unit as one snapshot shows it. */
 struct unit {
     const char *key;                    /* arena */
-    uint32_t hash;
     int rollout;
     enum af_rollout_side side;
     bool claimed;                       /* a pod of it names its claim ledger entry */
@@ -102,8 +101,7 @@ struct census {
     size_t n_r;
     struct unit *units;
     size_t n_units;
-    uint32_t *ix;                       /* slot + 1; open addressing */
-    size_t ix_size;
+    struct af_index ix;                 /* the units by key */
     const char **claims;                /* the claim annotations of its pods, sorted */
     size_t n_claims;
 };

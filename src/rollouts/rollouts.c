@@ -190,7 +190,7 @@ void af__rollouts_census_release(struct census *c)
     af_config_unref(c->cfg);
     af_arena_release(&c->ar);
     af_free(c->units);
-    af_free(c->ix);
+    af_index_release(&c->ix);
     af_free(c->claims);
     memset(c, 0, sizeof(*c));
 }

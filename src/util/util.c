@@ -826,6 +826,23 @@ size_t af_table_size(size_t n)
     return size;
 }
 
+void af_index_init(struct af_index *ix, size_t n, struct af_arena *arena)
+{
+    size_t size = af_table_size(n);
+
+    af_assert(n < UINT32_MAX);
+    ix->t = arena ? af_arena_alloc(arena, size * sizeof(*ix->t))
+                  : af_xcalloc(size, sizeof(*ix->t));
+    ix->mask = size - 1;
+}
+
+void af_index_release(struct af_index *ix)
+{
+    af_free(ix->t);
+    ix->t = NULL;
+    ix->mask = 0;
+}
+
 /* ---- the JSON writer ------------------------------------------------------------------------ */
 
 static void jw_put(struct af_jw *w, const char *s)
@@ -1154,47 +1171,51 @@ bool af_is_json_number(const char *s)
     return !*s;
 }
 
-int af_parse_duration(const char *s, double *out)
+int af_parse_duration(const char *s, unsigned flags, double max, double *out)
 {
     double total = 0;
 
+    if (!s || !*s)
+        return AF_EINVAL;
     if (!strcmp(s, "0")) {
         *out = 0;
         return 0;
     }
-    if (!*s)
-        return -1;
-    while (*s) {
-        int64_t n = 0;
-        int digits = 0;
-        double unit;
-        for (; *s >= '0' && *s <= '9'; s++, digits++) {
-            if (digits >= 10)
-                return -1;
-            n = n * 10 + (*s - '0');
+    for (bool first = true; *s; first = false) {
+        const char *p = s;
+        char *end;
+        double v;
+
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (p == s)
+            return AF_EINVAL;
+        if (*p == '.') {
+            if (!(flags & AF_DURATION_FRACTIONS) || p[1] < '0' || p[1] > '9')
+                return AF_EINVAL;
+            for (p++; *p >= '0' && *p <= '9'; p++)
+                ;
         }
-        if (!digits)
-            return -1;
-        switch (*s) {
-        case 's':
-            unit = 1;
-            break;
-        case 'm':
-            unit = 60;
-            break;
-        case 'h':
-            unit = 3600;
-            break;
-        case 'd':
-            unit = 86400;
+        /* the span is digits[.digits]: strtod reads exactly it, as exactly as it can */
+        v = strtod(s, &end);
+        if (end != p)
+            return AF_EINVAL;
+        switch (*p) {
+        case 'd': v *= 86400; p++; break;
+        case 'h': v *= 3600; p++; break;
+        case 'm': v *= 60; p++; break;
+        case 's': p++; break;
+        case '\0':
+            if (!first || !(flags & AF_DURATION_SECONDS))
+                return AF_EINVAL;   /* "1h30": a bare number only alone */
             break;
         default:
-            return -1;
+            return AF_EINVAL;
         }
-        s++;
-        total += (double)n * unit;
-        if (total > AF_DURATION_MAX_S)
-            return -1;
+        total += v;
+        if (!(total <= max))
+            return AF_EINVAL;
+        s = p;
     }
     *out = total;
     return 0;
