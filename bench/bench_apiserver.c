@@ -73,6 +73,45 @@ static void sh(const char *fmt, ...)
     }
 }
 
+/* CPU seconds (user + system) `pid` has used. */
+static double cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long ut = 0, st = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    /* after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt
+     * cmajflt utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The warnings and errors of a run's log, on stderr: a relist or a skipped object explains
+ * a slow sync. */
+static void log_problems(const char *log)
+{
+    char line[1024];
+    int shown = 0;
+    FILE *f = fopen(log, "r");
+
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f) && shown < 10)
+        if (strstr(line, "warn") || strstr(line, "error") || strstr(line, "WARN") ||
+            strstr(line, "ERROR")) {
+            fprintf(stderr, "bench_apiserver: %s: %s", log, line);
+            shown++;
+        }
+    fclose(f);
+}
+
 static void mem_kb(pid_t pid, long *rss, long *hwm)
 {
     char path[64], line[256];
@@ -329,7 +368,7 @@ int main(int argc, char **argv)
     const char *r_env = getenv("AF_BENCH_ROUNDS");
     int n_bins = 0, rounds = r_env && atoi(r_env) > 0 ? atoi(r_env) : 1;
     char apiserver[PATH_MAX + 32], listen[64], url[128];
-    double t0, sync_s, *lat;
+    double t0, sync_s, sync_cpu, *lat;
     long rss, hwm;
     pid_t pid;
     CURL *h;
@@ -378,8 +417,8 @@ int main(int argc, char **argv)
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
     h = curl_easy_init();
     lat = af_xcalloc((size_t)n_lat, sizeof(double));
-    printf("| accelfit | nodes | pods | sync | steady RSS | peak RSS | filter p50 (500 names) | "
-           "filter p99 |\n|---|---|---|---|---|---|---|---|\n");
+    printf("| accelfit | nodes | pods | sync | its CPU | steady RSS | peak RSS | filter p50 (500 "
+           "names) | filter p99 |\n|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
     /* each binary in turn, ROUNDS times, alternating, against the same objects */
     for (int round = 0; round < rounds; round++) {
@@ -402,6 +441,7 @@ int main(int argc, char **argv)
                 usleep(20000);
             }
             sync_s = now_s() - t0;
+            sync_cpu = cpu_s(pid);
             sleep(3);
             mem_kb(pid, &rss, &hwm);
 
@@ -426,12 +466,17 @@ int main(int argc, char **argv)
                 af_buf_release(&b);
                 qsort(lat, (size_t)n_lat, sizeof(double), cmp_double);
             }
-            printf("| %s | %d | %d | %.2f s | %.1f MiB | %.1f MiB | %.0f µs | %.0f µs |\n", bin,
-                   nodes, pods, sync_s, (double)rss / 1024, (double)hwm / 1024, lat[n_lat / 2],
-                   lat[n_lat * 99 / 100]);
+            printf("| %s | %d | %d | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.0f µs | %.0f µs |\n",
+                   bin, nodes, pods, sync_s, sync_cpu, (double)rss / 1024, (double)hwm / 1024,
+                   lat[n_lat / 2], lat[n_lat * 99 / 100]);
             fflush(stdout);
             kill(pid, SIGTERM);
             waitpid(pid, NULL, 0);
+            {
+                char *log = af_xasprintf("%s/accelfit-%d.log", tmp, b_i);
+                log_problems(log);
+                af_free(log);
+            }
         }
     }
     curl_easy_cleanup(h);
