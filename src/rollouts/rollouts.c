@@ -36,8 +36,6 @@
 #include "rollouts/internal.h"
 #include "accelfit/banned.h"
 
-/* ---- small helpers ------------------------------------------------------------------------ */
-
 /* ---- the policy's rollout, hashed: a change begins it again ---------------------------- */
 
 static uint64_t mix_str(uint64_t h, const char *s)
