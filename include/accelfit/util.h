@@ -305,7 +305,8 @@ static inline uint64_t af_fnv64(uint64_t h, const void *p, size_t n)
  * copy (its length in *outlen when not NULL), or NULL when `s` holds another byte. */
 int af_buf_base64(struct af_buf *out, const void *data, size_t len) AF_MUST_CHECK;
 char *af_base64_decode(const char *s, size_t *outlen);
-/* An open-addressing table's size for `n` entries: a power of two, at least 16 and 2n. */
+/* An open-addressing table's size for `n` entries: a power of two, at least 16 and 2n (the
+ * size of an af_index, and of the cache's own tables, which also remove). */
 size_t af_table_size(size_t n);
 
 /*

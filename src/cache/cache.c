@@ -57,6 +57,10 @@ static bool streq(const char *a, const char *b)
 
 /* ---- open-addressing index (values are slot + 1; 0 = empty) ------------------------------ */
 
+/* Not an af_index: this one grows and removes (backward shift) as events come, and keeps 4
+ * bytes an entry, the hash being in the slot: at 150,000 pods an af_index would be twice the
+ * size, and every snapshot copies the pods' index. */
+
 struct index {
     uint32_t *t;
     size_t size;   /* power of two */
@@ -68,9 +72,8 @@ typedef uint32_t (*idx_hash_fn)(const void *ctx, uint32_t slot);
 
 static void idx_rebuild(struct index *ix, size_t need, const void *ctx, idx_hash_fn hf, size_t n)
 {
-    size_t size = 16;
-    while (size < need * 2)
-        size <<= 1;
+    size_t size = af_table_size(need);
+
     af_free(ix->t);
     ix->t = af_xcalloc(size, sizeof(uint32_t));
     ix->size = size;
