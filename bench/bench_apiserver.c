@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "accelfit/util.h"
+#include "proc.h"
 
 static char k8s[PATH_MAX];
 static char tmp[] = "/tmp/af-bench-apiserver-XXXXXX";
@@ -73,26 +74,6 @@ static void sh(const char *fmt, ...)
     }
 }
 
-/* CPU seconds (user + system) `pid` has used. */
-static double cpu_s(pid_t pid)
-{
-    char path[64], buf[1024];
-    unsigned long ut = 0, st = 0;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    /* after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt
-     * cmajflt utime stime */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* The warnings and errors of a run's log, on stderr: a relist or a skipped object explains
  * a slow sync. */
 static void log_problems(const char *log)
@@ -109,24 +90,6 @@ static void log_problems(const char *log)
             fprintf(stderr, "bench_apiserver: %s: %s", log, line);
             shown++;
         }
-    fclose(f);
-}
-
-static void mem_kb(pid_t pid, long *rss, long *hwm)
-{
-    char path[64], line[256];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    *rss = *hwm = 0;
-    if (!(f = fopen(path, "r")))
-        return;
-    while (fgets(line, sizeof(line), f)) {
-        if (!strncmp(line, "VmRSS:", 6))
-            *rss = atol(line + 6);
-        else if (!strncmp(line, "VmHWM:", 6))
-            *hwm = atol(line + 6);
-    }
     fclose(f);
 }
 
@@ -441,9 +404,9 @@ int main(int argc, char **argv)
                 usleep(20000);
             }
             sync_s = now_s() - t0;
-            sync_cpu = cpu_s(pid);
+            sync_cpu = bench_cpu_s(pid);
             sleep(3);
-            mem_kb(pid, &rss, &hwm);
+            bench_mem_kb(pid, &rss, &hwm);
 
             /* filter against the live cache: 500 candidate names */
             {

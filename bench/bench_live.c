@@ -40,6 +40,7 @@
 
 #include "accelfit/config.h"
 #include "accelfit/util.h"
+#include "proc.h"
 
 #define CHURN_RATE 200   /* pod events per second during churn */
 #define CANDIDATES 500
@@ -63,44 +64,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "bench_live: %s\n", what);
     exit(1);
-}
-
-/* CPU seconds (user + system) `pid` has used. */
-static double cpu_s(pid_t pid)
-{
-    char path[64], buf[1024];
-    unsigned long ut = 0, st = 0;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    /* fields after the command: state ppid pgrp session tty tpgid flags minflt cminflt
-     * majflt cmajflt utime stime */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* VmRSS and VmHWM of `pid`, in kB. */
-static void mem_kb(pid_t pid, long *rss, long *hwm)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    *rss = *hwm = 0;
-    if (!f)
-        return;
-    while (fgets(line, sizeof(line), f)) {
-        if (!strncmp(line, "VmRSS:", 6))
-            *rss = atol(line + 6);
-        else if (!strncmp(line, "VmHWM:", 6))
-            *hwm = atol(line + 6);
-    }
-    fclose(f);
 }
 
 static int free_port(void)
@@ -292,7 +255,7 @@ static void run_point(const char *accelfit, int nodes, int pods, double churn_s)
     while (now_s() - t0 < 300) {
         if (http(h, url, NULL, &resp) == 200) {
             sync_s = now_s() - t0;
-            sync_cpu = cpu_s(pid);
+            sync_cpu = bench_cpu_s(pid);
             break;
         }
         int st;
@@ -303,7 +266,7 @@ static void run_point(const char *accelfit, int nodes, int pods, double churn_s)
     if (sync_s < 0)
         die("accelfit did not become ready within 300 s");
     sleep_s(3);
-    mem_kb(pid, &steady_rss, &hwm);
+    bench_mem_kb(pid, &steady_rss, &hwm);
 
     /* bytes the server sent for the lists, as a sanity check of the object sizes */
     snprintf(admin, sizeof(admin), "http://127.0.0.1:%d/stats", srv.admin_port);
@@ -353,7 +316,7 @@ static void run_point(const char *accelfit, int nodes, int pods, double churn_s)
                "p99 %.3f ms, p99.9 %.3f ms, max %.3f ms\n",
                CANDIDATES, n, lat[n / 2] * 1e3, lat[n * 99 / 100] * 1e3,
                lat[n * 999 / 1000] * 1e3, lat[n - 1] * 1e3);
-        mem_kb(pid, &rss, &hwm);
+        bench_mem_kb(pid, &rss, &hwm);
         printf("resident after churn: %.1f MiB, peak (VmHWM) %.1f MiB\n", rss / 1024.0,
                hwm / 1024.0);
         free(lat);

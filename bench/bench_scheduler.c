@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "accelfit/util.h"
+#include "proc.h"
 
 #define ACC_PORT 18741
 #define SCHED_PORT 10259
@@ -107,43 +108,6 @@ static void sh(const char *fmt, ...)
     va_end(ap);
     if (system(cmd) != 0)
         die("failed: %s", cmd);
-}
-
-static double cpu_s(pid_t pid)
-{
-    char path[64], buf[2048], *p;
-    unsigned long ut = 0, st = 0;
-    FILE *f;
-    size_t n;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (!(f = fopen(path, "r")))
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* fields after the command's closing parenthesis: state is the 3rd, utime the 14th */
-    if (!(p = strrchr(buf, ')')))
-        return 0;
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    long v = 0;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if (!(f = fopen(path, "r")))
-        return 0;
-    while (fgets(line, sizeof(line), f))
-        if (!strncmp(line, "VmRSS:", 6))
-            v = atol(line + 6);
-    fclose(f);
-    return v;
 }
 
 static size_t sink(char *p, size_t sz, size_t n, void *ud)
@@ -581,10 +545,13 @@ static struct run one_run(int pods, int parts, int round, bool with_accelfit)
             break;
         usleep(50000);
     }
-    r.sched_cpu = cpu_s(sched);
+    r.sched_cpu = bench_cpu_s(sched);
     if (acc) {
-        r.acc_cpu = cpu_s(acc);
-        r.acc_rss_kb = rss_kb(acc);
+        r.acc_cpu = bench_cpu_s(acc);
+        {
+            long hwm;
+            bench_mem_kb(acc, &r.acc_rss_kb, &hwm);
+        }
     }
     stop(sched);
     stop(acc);
