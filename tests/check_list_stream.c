@@ -10,6 +10,7 @@
 
 #include "accelfit/codec.h"
 #include "accelfit/config.h"
+#include "accelfit/placement.h"
 #include "accelfit/util.h"
 #include "codec/internal.h"
 #include "support/support.h"
@@ -308,6 +309,440 @@ START_TEST(test_reader_nesting_limit)
 }
 END_TEST
 
+/* ---- protobuf (codec/proto.c) ------------------------------------------------------------- */
+
+static const char *s_(const char *s)
+{
+    return s ? s : "-";
+}
+
+static void packed(struct af_buf *b, const char *kv)
+{
+    for (const char *k = kv; k && *k; k += strlen(k) + 1) {
+        const char *v = k + strlen(k) + 1;
+        ck_assert_int_eq(af_buf_printf(b, " %s=%s", k, v), 0);
+        k = v;
+    }
+}
+
+/* Every field of a record that a listed object can set, one line each. */
+static void full_record(void *ud, struct af_node_info *n, struct af_pod_info *p)
+{
+    struct af_buf *b = ud;
+    int rc = 0;
+
+    if (n) {
+        rc |= af_buf_printf(b, "node %s type=%s family=%s cls=%d kind=%d src=%s mem=%g-%g "
+                               "unsched=%d region=%s zone=%s group=%s spot=%d price=%d:%g",
+                            n->name, s_(n->instance_type), s_(n->family), (int)n->cls,
+                            (int)n->kind, s_(n->class_source), n->dev_mem_gib_lo,
+                            n->dev_mem_gib_hi, n->unschedulable, s_(n->region), s_(n->zone),
+                            s_(n->node_group), n->spot, n->price_known, n->hourly_usd);
+        for (int i = 0; i < AF_RES__COUNT; i++)
+            rc |= af_buf_printf(b, " r%d=%lld", i, (long long)n->allocatable.v[i]);
+        packed(b, n->labels);
+    } else {
+        rc |= af_buf_printf(b, "pod %s/%s uid=%s gen=%s node=%s tenant=%s owner=%s/%s term=%d "
+                               "sys=%d managed=%d job=%s side=%s claim=%s ready=%d failed=%d "
+                               "restarts=%d started=%.0f expected=%g:%s bad=%d ext=%d/%d",
+                            p->ns, p->name, s_(p->uid), s_(p->generate_name), s_(p->node_name),
+                            s_(p->tenant), s_(p->owner_kind), s_(p->owner_name), p->terminal,
+                            p->system, p->managed, s_(p->job_name), s_(p->rollout_side),
+                            s_(p->rollout_claim), p->ready, p->failed, p->restarts,
+                            p->started_unix, p->expected_s, s_(p->expected_source),
+                            p->expected_bad, p->n_ext, p->ext_claim);
+        for (int i = 0; i < AF_RES__COUNT; i++)
+            rc |= af_buf_printf(b, " r%d=%lld", i, (long long)p->requests.v[i]);
+        for (size_t i = 0; i < AF_POD_ANNOTATIONS_N; i++)
+            rc |= af_buf_printf(b, " a%zu=%s", i, s_(*af_pod_annotation_at(&p->ann, i)));
+        for (int i = 0; i < p->n_ext; i++)
+            rc |= af_buf_printf(b, " ext:%s=%lld", p->ext[i].name, (long long)p->ext[i].count);
+        for (int i = 0; i < p->n_claims; i++)
+            rc |= af_buf_printf(b, " claim:%s:%s:%s:%s", p->claims[i].name, s_(p->claims[i].claim),
+                                s_(p->claims[i].tmpl), s_(p->claims[i].generated));
+        if (p->placement)
+            rc |= af_buf_printf(b, " place:%s:%zu:%d:%zu", s_(p->placement->node_name),
+                                p->placement->n_selector, p->placement->has_required,
+                                p->placement->n_terms);
+        packed(b, p->labels);
+    }
+    rc |= af_buf_puts(b, "\n");
+    ck_assert_int_eq(rc, 0);
+    af_node_info_unref(n);
+    af_pod_info_unref(p);
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The lines of `text`, sorted, in place (a real API server's list order is its watch cache's
+ * and differs between two lists). */
+static void sort_lines(char *text)
+{
+    char *lines[64], *copy = af_xstrdup(text), *save = NULL;
+    size_t n = 0;
+
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        ck_assert_uint_lt(n, AF_ARRAY_SIZE(lines));
+        lines[n++] = l;
+    }
+    qsort(lines, n, sizeof(*lines), cmp_line);
+    for (size_t i = 0, at = 0; i < n; i++) {
+        size_t len = strlen(lines[i]);
+        memcpy(text + at, lines[i], len);
+        text[at + len] = '\n';
+        at += len + 1;
+    }
+    free(copy);
+}
+
+/* The same lines in any order (a whole dump would be too long for a failure's message). */
+static void same_lines(char *a, char *b)
+{
+    sort_lines(a);
+    sort_lines(b);
+    while (*a || *b) {
+        size_t na = strcspn(a, "\n"), nb = strcspn(b, "\n");
+        ck_assert_msg(na == nb && !memcmp(a, b, na), "protobuf:\n%.*s\njson:\n%.*s", (int)na, a,
+                      (int)nb, b);
+        a += na + (a[na] != 0);
+        b += nb + (b[nb] != 0);
+    }
+}
+
+/* A body fed in pieces of `piece` bytes: the records, rv, and the error. */
+static int feed_pieces(const char *body, size_t len, size_t piece, struct af_buf *out, char **rv,
+                       char *errtext, size_t errn, size_t *skipped)
+{
+    struct af_error err = {0};
+    char *cont = NULL;
+    struct af_list_stream *s = af_list_stream_new(cfg, true, full_record, out);
+    int rc;
+
+    for (size_t at = 0; at < len; at += piece)
+        (void)af_list_stream_feed(s, body + at, len - at < piece ? len - at : piece);
+    *skipped = 0;
+    rc = af_list_stream_finish(s, rv, &cont, skipped, &err);
+    af_list_stream_free(s);
+    free(cont);
+    snprintf(errtext, errn, "%.200s", err.text);
+    return rc;
+}
+
+/* The same pods and nodes a real kube-apiserver listed as JSON and as protobuf
+ * (tests/fixtures/apiserver-protobuf): the same records, field for field, fed whole or in
+ * pieces of any size. */
+START_TEST(test_protobuf_lists_decode_as_json)
+{
+    static const char *const kinds[] = {"pods", "nodes"};
+    for (size_t k = 0; k < AF_ARRAY_SIZE(kinds); k++) {
+        char path[128], errtext[256];
+        size_t jlen, plen, skipped;
+        snprintf(path, sizeof(path), "tests/fixtures/apiserver-protobuf/%s-list.json", kinds[k]);
+        char *json = af_test_read(path, &jlen);
+        snprintf(path, sizeof(path), "tests/fixtures/apiserver-protobuf/%s-list.pb", kinds[k]);
+        char *pb = af_test_read(path, &plen);
+        struct af_buf expect = AF_BUF_INIT(0);
+        char *want_rv = NULL;
+
+        ck_assert_int_eq(feed_pieces(json, jlen, jlen, &expect, &want_rv, errtext,
+                                     sizeof(errtext), &skipped), 0);
+        ck_assert_uint_eq(skipped, 0);
+        ck_assert_ptr_nonnull(want_rv);
+        for (size_t piece = 1; piece < 2 * plen; piece = piece * 5 + 2) {
+            struct af_buf got = AF_BUF_INIT(0);
+            char *rv = NULL;
+            ck_assert_msg(feed_pieces(pb, plen, piece, &got, &rv, errtext, sizeof(errtext),
+                                      &skipped) == 0 && !skipped,
+                          "%s in pieces of %zu: %s", kinds[k], piece, errtext);
+            same_lines(got.buf, expect.buf);
+            ck_assert_str_eq(rv, want_rv);
+            af_buf_release(&got);
+            free(rv);
+        }
+        if (k == 0) {
+            /* what the fixture's pods are there for */
+            ck_assert_ptr_nonnull(strstr(expect.buf, "pod default/kata-pod "));
+            ck_assert_ptr_nonnull(strstr(expect.buf, " sys=1 ")); /* DaemonSet and mirror */
+            ck_assert_ptr_nonnull(strstr(expect.buf, "ready=1 failed=0 restarts=3 started=1795860000"));
+            ck_assert_ptr_nonnull(strstr(expect.buf, "owner=Job/pretrain term=1 sys=0 managed=1 "
+                                                   "job=pretrain side=source"));
+            ck_assert_ptr_nonnull(strstr(expect.buf, "expected=7200:spec.activeDeadlineSeconds bad=1"));
+            ck_assert_ptr_nonnull(strstr(expect.buf, "ext:example.com/fpga=2"));
+            ck_assert_ptr_nonnull(strstr(expect.buf, "tenant=team-a"));
+        } else {
+            ck_assert_ptr_nonnull(strstr(expect.buf, "unsched=1"));
+        }
+        af_buf_release(&expect);
+        free(want_rv);
+        free(json);
+        free(pb);
+    }
+}
+END_TEST
+
+/* A protobuf body cut short anywhere, or with a byte changed anywhere, fails with a message
+ * or decodes: never a crash, never a read past its end (the sanitizers watch). */
+START_TEST(test_protobuf_cut_or_changed)
+{
+    size_t plen;
+    char *pb = af_test_read("tests/fixtures/apiserver-protobuf/pods-list.pb", &plen);
+    char errtext[256];
+    size_t skipped;
+
+    for (size_t cut = 0; cut < plen; cut += cut < 64 ? 1 : 97) {
+        struct af_buf got = AF_BUF_INIT(0);
+        char *rv = NULL;
+        int rc = feed_pieces(pb, cut, 4096, &got, &rv, errtext, sizeof(errtext), &skipped);
+        ck_assert_msg(rc != 0, "cut at %zu decoded", cut);
+        ck_assert_msg(strstr(errtext, "protobuf") || strstr(errtext, "list"), "%s", errtext);
+        af_buf_release(&got);
+        free(rv);
+    }
+    for (size_t at = 4; at < plen; at += 13) {
+        char *copy = af_xmalloc(plen);
+        memcpy(copy, pb, plen);
+        struct af_buf got = AF_BUF_INIT(0);
+        char *rv = NULL;
+        copy[at] = (char)(copy[at] ^ 0x5a);
+        (void)feed_pieces(copy, plen, 1000, &got, &rv, errtext, sizeof(errtext), &skipped);
+        af_buf_release(&got);
+        free(rv);
+        free(copy);
+    }
+    free(pb);
+}
+END_TEST
+
+/* An error the API server answered in protobuf (a Status) is an error naming it. */
+START_TEST(test_protobuf_status)
+{
+    size_t plen;
+    char *pb = af_test_read("tests/fixtures/apiserver-protobuf/status-404.pb", &plen);
+    struct af_buf got = AF_BUF_INIT(0);
+    char errtext[256], *rv = NULL;
+    size_t skipped;
+
+    ck_assert_int_ne(feed_pieces(pb, plen, 7, &got, &rv, errtext, sizeof(errtext), &skipped), 0);
+    ck_assert_msg(strstr(errtext, "not found"), "%s", errtext);
+    ck_assert_ptr_null(got.buf);
+    af_buf_release(&got);
+    free(pb);
+}
+END_TEST
+
+/* A protobuf writer, for what a v1.26 API server cannot send (newer fields, errors). */
+static void pbw_varint(struct af_buf *b, uint64_t v)
+{
+    do {
+        uint8_t c = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            c |= 0x80;
+        ck_assert_int_eq(af_buf_add(b, &c, 1), 0);
+    } while (v);
+}
+
+static void pbw_bytes(struct af_buf *b, unsigned no, const void *p, size_t n)
+{
+    pbw_varint(b, (uint64_t)no << 3 | 2);
+    pbw_varint(b, n);
+    ck_assert_int_eq(af_buf_add(b, p ? p : "", n), 0);
+}
+
+static void pbw_str(struct af_buf *b, unsigned no, const char *str)
+{
+    pbw_bytes(b, no, str, strlen(str));
+}
+
+/* Field `no` holding message `m`, which is released. */
+static void pbw_msg(struct af_buf *b, unsigned no, struct af_buf *m)
+{
+    pbw_bytes(b, no, m->buf, m->len);
+    af_buf_release(m);
+}
+
+/* A map entry {1: k, 2: v}; v a Quantity {1: v} when `qty`. */
+static void pbw_entry(struct af_buf *b, unsigned no, const char *k, const char *v, bool qty)
+{
+    struct af_buf e = AF_BUF_INIT(0), q = AF_BUF_INIT(0);
+    pbw_str(&e, 1, k);
+    if (qty) {
+        pbw_str(&q, 1, v);
+        pbw_msg(&e, 2, &q);
+    } else {
+        pbw_str(&e, 2, v);
+    }
+    pbw_msg(b, no, &e);
+}
+
+/* "k8s\0" + runtime.Unknown{typeMeta{v1, kind}, raw} */
+static void pbw_envelope(struct af_buf *out, const char *kind, struct af_buf *raw)
+{
+    struct af_buf tm = AF_BUF_INIT(0);
+    ck_assert_int_eq(af_buf_add(out, "k8s\0", 4), 0);
+    pbw_str(&tm, 1, "v1");
+    pbw_str(&tm, 2, kind);
+    pbw_msg(out, 1, &tm);
+    pbw_msg(out, 2, raw);
+    pbw_str(out, 3, "");
+    pbw_str(out, 4, "application/vnd.kubernetes.protobuf");
+}
+
+/* The fields of newer API servers (v1.28-1.34: a sidecar's restartPolicy, pod-level
+ * resources, claims by name, the extended resources' claim), unknown fields of every wire
+ * type, a long continue token and bad UTF-8 decode as their JSON does. */
+START_TEST(test_protobuf_newer_fields)
+{
+    struct af_buf body = AF_BUF_INIT(0), list = AF_BUF_INIT(0), lm = AF_BUF_INIT(0);
+    struct af_buf pod = AF_BUF_INIT(0), meta = AF_BUF_INIT(0), spec = AF_BUF_INIT(0);
+    struct af_buf st = AF_BUF_INIT(0), c = AF_BUF_INIT(0), res = AF_BUF_INIT(0), x = AF_BUF_INIT(0);
+    struct af_buf y = AF_BUF_INIT(0), got = AF_BUF_INIT(0), expect = AF_BUF_INIT(0);
+    char cont[601], errtext[256], *rv = NULL, *json;
+    size_t skipped;
+    uint8_t fixed[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+    memset(cont, 'c', 600);
+    cont[600] = 0;
+    pbw_str(&meta, 1, "p");
+    pbw_str(&meta, 3, "ns");
+    pbw_entry(&meta, 11, "accelfit.io/managed", "true", false);
+    pbw_entry(&meta, 12, "accelfit.io/workload", "infer\xff", false);
+    pbw_str(&meta, 17, "managedFields are passed over");
+    /* containers[0]: requests cpu 1, limits example.com/gpu 2 */
+    pbw_entry(&res, 2, "cpu", "1", true);
+    pbw_entry(&res, 1, "example.com/gpu", "2", true);
+    pbw_str(&c, 1, "c");
+    pbw_msg(&c, 8, &res);
+    pbw_msg(&spec, 2, &c);
+    /* initContainers[0]: a sidecar (restartPolicy Always) with 2 cpu */
+    pbw_entry(&res, 2, "cpu", "2", true);
+    pbw_str(&c, 1, "i");
+    pbw_msg(&c, 8, &res);
+    pbw_str(&c, 24, "Always");
+    pbw_msg(&spec, 20, &c);
+    pbw_str(&spec, 10, "n1");
+    pbw_varint(&spec, 5 << 3 | 0);   /* activeDeadlineSeconds */
+    pbw_varint(&spec, 3600);
+    pbw_varint(&spec, 98 << 3 | 5);   /* unknown fixed32 */
+    ck_assert_int_eq(af_buf_add(&spec, fixed, 4), 0);
+    pbw_varint(&spec, 99 << 3 | 1);   /* unknown fixed64 */
+    ck_assert_int_eq(af_buf_add(&spec, fixed, 8), 0);
+    pbw_varint(&spec, 97 << 3 | 0);   /* unknown varint */
+    pbw_varint(&spec, 1u << 30);
+    pbw_str(&x, 1, "gpu");
+    pbw_str(&x, 4, "tmpl");
+    pbw_msg(&spec, 39, &x);
+    pbw_entry(&res, 2, "memory", "1Gi", true);
+    pbw_msg(&spec, 40, &res);
+    pbw_str(&st, 1, "Running");
+    pbw_str(&x, 1, "gpu");
+    pbw_str(&x, 2, "gen-1");
+    pbw_msg(&st, 15, &x);
+    pbw_str(&y, 1, "c");
+    pbw_str(&y, 2, "nvidia.com/gpu");
+    pbw_str(&y, 3, "r");
+    pbw_msg(&x, 1, &y);
+    pbw_str(&x, 2, "ext-1");
+    pbw_msg(&st, 18, &x);
+    pbw_msg(&pod, 1, &meta);
+    pbw_msg(&pod, 2, &spec);
+    pbw_msg(&pod, 3, &st);
+    pbw_str(&lm, 2, "5");
+    pbw_str(&lm, 3, cont);
+    pbw_msg(&list, 1, &lm);
+    pbw_msg(&list, 2, &pod);
+    pbw_envelope(&body, "PodList", &list);
+
+    json = af_xasprintf(
+        "{\"kind\":\"PodList\",\"metadata\":{\"resourceVersion\":\"5\",\"continue\":\"%s\"},"
+        "\"items\":[{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"labels\":{"
+        "\"accelfit.io/managed\":\"true\"},\"annotations\":{\"accelfit.io/workload\":"
+        "\"infer\\ufffd\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
+        "\"requests\":{\"cpu\":\"1\"},\"limits\":{\"example.com/gpu\":\"2\"}}}],"
+        "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"2\"}},"
+        "\"restartPolicy\":\"Always\"}],\"nodeName\":\"n1\",\"activeDeadlineSeconds\":3600,"
+        "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimTemplateName\":\"tmpl\"}],"
+        "\"resources\":{\"requests\":{\"memory\":\"1Gi\"}}},\"status\":{\"phase\":\"Running\","
+        "\"resourceClaimStatuses\":[{\"name\":\"gpu\",\"resourceClaimName\":\"gen-1\"}],"
+        "\"extendedResourceClaimStatus\":{\"requestMappings\":[{\"containerName\":\"c\","
+        "\"resourceName\":\"nvidia.com/gpu\",\"requestName\":\"r\"}],\"resourceClaimName\":"
+        "\"ext-1\"}}}]}",
+        cont);
+    ck_assert_int_eq(feed_pieces(json, strlen(json), 1 << 20, &expect, &rv, errtext,
+                                 sizeof(errtext), &skipped), 0);
+    free(rv);
+    rv = NULL;
+    ck_assert_ptr_nonnull(strstr(expect.buf, "claim:gpu:-:tmpl:gen-1"));
+    ck_assert_ptr_nonnull(strstr(expect.buf, "a0=infer\xef\xbf\xbd"));
+    for (size_t piece = 1; piece < body.len * 2; piece = piece * 3 + 1) {
+        struct af_error err = {0};
+        char *c_out = NULL;
+        struct af_list_stream *ls = af_list_stream_new(cfg, true, full_record, &got);
+        for (size_t at = 0; at < body.len; at += piece)
+            (void)af_list_stream_feed(ls, body.buf + at,
+                                      body.len - at < piece ? body.len - at : piece);
+        ck_assert_msg(af_list_stream_finish(ls, &rv, &c_out, &skipped, &err) == 0, "%s", err.text);
+        ck_assert(af_list_stream_protobuf(ls));
+        af_list_stream_free(ls);
+        same_lines(got.buf, expect.buf);
+        ck_assert_str_eq(rv, "5");
+        ck_assert_str_eq(c_out, cont);
+        free(rv);
+        free(c_out);
+        rv = NULL;
+        af_buf_reset(&got);
+    }
+    af_buf_release(&got);
+    af_buf_release(&expect);
+    af_buf_release(&body);
+    free(json);
+}
+END_TEST
+
+/* Errors in protobuf: a Status 410 is Expired (the reflector lists again), a list of another
+ * kind is refused by name, an item that runs past its list is refused. */
+START_TEST(test_protobuf_errors)
+{
+    struct af_buf body = AF_BUF_INIT(0), raw = AF_BUF_INIT(0), got = AF_BUF_INIT(0);
+    struct af_buf lm = AF_BUF_INIT(0);
+    char errtext[256], *rv = NULL;
+    size_t skipped;
+
+    pbw_str(&raw, 2, "Failure");
+    pbw_str(&raw, 3, "too old resource version: 1 (2)");
+    pbw_str(&raw, 4, "Expired");
+    pbw_varint(&raw, 6 << 3 | 0);
+    pbw_varint(&raw, 410);
+    pbw_envelope(&body, "Status", &raw);
+    ck_assert_int_eq(feed_pieces(body.buf, body.len, 3, &got, &rv, errtext, sizeof(errtext),
+                                 &skipped), AF_EEXPIRED);
+    ck_assert_msg(strstr(errtext, "too old"), "%s", errtext);
+    af_buf_reset(&body);
+
+    pbw_str(&lm, 2, "7");
+    pbw_msg(&raw, 1, &lm);
+    pbw_envelope(&body, "ConfigMapList", &raw);
+    ck_assert_int_ne(feed_pieces(body.buf, body.len, 5, &got, &rv, errtext, sizeof(errtext),
+                                 &skipped), 0);
+    ck_assert_msg(strstr(errtext, "ConfigMapList"), "%s", errtext);
+    af_buf_reset(&body);
+
+    /* a List whose item says it is longer than the List */
+    ck_assert_int_eq(af_buf_add(&raw, "\x12\x7f", 2), 0);
+    ck_assert_int_eq(af_buf_add(&raw, "\x0a\x01p", 3), 0);
+    pbw_envelope(&body, "PodList", &raw);
+    ck_assert_int_ne(feed_pieces(body.buf, body.len, 64, &got, &rv, errtext, sizeof(errtext),
+                                 &skipped), 0);
+    ck_assert_msg(strstr(errtext, "runs past its list"), "%s", errtext);
+    ck_assert_ptr_null(got.buf);
+    af_buf_release(&body);
+    af_buf_release(&got);
+}
+END_TEST
+
 Suite *af_list_stream_suite(void);
 Suite *af_list_stream_suite(void)
 {
@@ -319,6 +754,11 @@ Suite *af_list_stream_suite(void)
     tcase_add_loop_test(tc, test_unread_members_are_passed_over, 0, (int)AF_ARRAY_SIZE(cuts));
     tcase_add_loop_test(tc, test_reader_agrees_with_jansson, 0, (int)AF_ARRAY_SIZE(texts));
     tcase_add_test(tc, test_reader_nesting_limit);
+    tcase_add_test(tc, test_protobuf_lists_decode_as_json);
+    tcase_add_test(tc, test_protobuf_cut_or_changed);
+    tcase_add_test(tc, test_protobuf_status);
+    tcase_add_test(tc, test_protobuf_newer_fields);
+    tcase_add_test(tc, test_protobuf_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -63,6 +63,8 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len);
 int af_list_stream_finish(struct af_list_stream *s, char **rv, char **cont, size_t *skipped,
                           struct af_error *err) AF_MUST_CHECK;
 void af_list_stream_free(struct af_list_stream *s);   /* NULL is fine */
+/* Whether the body fed so far is Kubernetes' protobuf ("k8s\0"; docs/cluster.md), not JSON. */
+bool af_list_stream_protobuf(const struct af_list_stream *s);
 
 enum af_watch_type {
     AF_WATCH_ADDED = 0,

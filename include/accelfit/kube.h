@@ -98,6 +98,10 @@ struct af_kube_options {
     /* List and watch Karpenter's NodeOverlays when the API server serves them, and price
      * nodes with them (src/kube/overlays.c); default true. */
     bool overlays;
+    /* List Nodes and Pods in Kubernetes' protobuf encoding (as client-go does; the API
+     * server answers JSON when it cannot), default true; false: JSON only
+     * (--kube-api-content-type application/json). Watches are JSON either way. */
+    bool protobuf;
 };
 void af_kube_options_default(struct af_kube_options *o);
 

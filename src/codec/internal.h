@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "accelfit/codec.h"
 
@@ -71,6 +72,26 @@ int af__codec_list_item(const struct af_config *cfg, json_t *it, const char *whe
 /* A List's `kind`: 0 with *def_kind "Node" (NodeList), "Pod" (PodList) or NULL (List, a
  * lone Node or Pod, no kind); an error for a Status (AF_EEXPIRED for 410) or another kind. */
 int af__codec_list_kind(json_t *root, const char **def_kind, struct af_error *err);
+/* ---- proto.c: lists in Kubernetes' protobuf encoding ------------------------------------- */
+
+/* An item (a Pod or Node message) to the tree its JSON would parse to, with the members the
+ * decoders read and a "kind"; a Status too. NULL with *why when the bytes are not one. */
+json_t *af__codec_pb_tree(const char *kind, const uint8_t *p, size_t len, const char **why);
+/* A List's body ("k8s\0", runtime.Unknown) cut into items as it arrives: `fn` gets each item
+ * with the List's kind ("PodList"); a nonzero return stops the feed and is returned. */
+typedef int (*af__codec_pb_item_fn)(void *ud, const char *kind, const uint8_t *item,
+                                    size_t len);
+struct af__codec_pb_list;
+struct af__codec_pb_list *af__codec_pb_list_new(af__codec_pb_item_fn fn, void *ud);
+int af__codec_pb_list_feed(struct af__codec_pb_list *l, const uint8_t *data, size_t len);
+/* The end: 0 with the ListMeta's *rv and *cont (NULL when empty; the caller frees) and
+ * *object, {"kind": the List's kind} or, for a body that is not a List (a Status), its tree
+ * with "kind"; AF_EPARSE when cut short. af__codec_pb_list_error says what was wrong. */
+int af__codec_pb_list_finish(struct af__codec_pb_list *l, char **rv, char **cont,
+                             json_t **object);
+const char *af__codec_pb_list_error(const struct af__codec_pb_list *l);
+void af__codec_pb_list_free(struct af__codec_pb_list *l);   /* NULL is fine */
+
 /* ---- scan.c: JSON text looked at byte by byte ---------------------------------------------- */
 
 /* Whether a member named k[0..n) is one the decoders never read (managedFields, env,

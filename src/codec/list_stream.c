@@ -65,6 +65,7 @@ struct af_list_stream {
     struct af_error err;        /* the list's error, or the first skipped item's */
     struct af_error item_err;   /* scratch for items after the first skipped one */
     struct af_arena arena;      /* the current item's tree (codec/arena.c) */
+    struct af__codec_pb_list *pb;   /* a protobuf body (codec/proto.c), NULL for JSON */
 };
 
 struct af_list_stream *af_list_stream_new(const struct af_config *cfg, bool skip_bad,
@@ -91,6 +92,7 @@ void af_list_stream_free(struct af_list_stream *s)
     af_buf_release(&s->item);
     af_buf_release(&s->pending);
     af_arena_release(&s->arena);
+    af__codec_pb_list_free(s->pb);
     af_free(s);
 }
 
@@ -138,14 +140,33 @@ static int decide_kind(struct af_list_stream *s, json_t *root)
     return 0;
 }
 
-/* One element's text: parse, decode, hand over (or count as skipped), free. */
+/* One element's tree (`it`, stolen; in s->arena, entered at `prev`): decode, hand over (or
+ * count as skipped), free. */
+static int item_tree(struct af_list_stream *s, json_t *it, struct af_arena *prev)
+{
+    char where[48];
+    int rc;
+
+    snprintf(where, sizeof(where), "items[%zu]", s->n_items);
+    s->n_items++;
+    rc = af__codec_list_item(s->cfg, it, where, s->def_kind, s->cb, s->ud,
+                             s->skipped ? &s->item_err : &s->err);
+    json_decref(it);
+    af__codec_arena_leave(&s->arena, prev);
+    if (rc && !s->skip_bad)
+        return fail(s, rc);
+    if (rc)
+        s->skipped++;
+    return 0;
+}
+
+/* One element's text: parse, then item_tree. */
 static int decode_item(struct af_list_stream *s, char *text, size_t len)
 {
     struct af_arena *prev;
     struct af__codec_perr perr;
     json_t *it;
-    char where[48];
-    int rc, line, col;
+    int line, col;
 
     prev = af__codec_arena_enter(&s->arena);
     /* as af__codec_load, but an item may be any value (null and literals are ignored),
@@ -159,17 +180,38 @@ static int decode_item(struct af_list_stream *s, char *text, size_t len)
                                     "list is not JSON: items[%zu]: %s at column %d", s->n_items,
                                     perr.text, col));
     }
-    snprintf(where, sizeof(where), "items[%zu]", s->n_items);
-    s->n_items++;
-    rc = af__codec_list_item(s->cfg, it, where, s->def_kind, s->cb, s->ud,
-                             s->skipped ? &s->item_err : &s->err);
-    json_decref(it);
-    af__codec_arena_leave(&s->arena, prev);
-    if (rc && !s->skip_bad)
-        return fail(s, rc);
-    if (rc)
-        s->skipped++;
-    return 0;
+    return item_tree(s, it, prev);
+}
+
+/* One item of a protobuf List (codec/proto.c): its tree, then item_tree. */
+static int pb_item(void *ud, const char *kind, const uint8_t *item, size_t len)
+{
+    struct af_list_stream *s = ud;
+    struct af_arena *prev;
+    const char *why;
+    json_t *it;
+
+    if (!s->kind_known) {
+        json_t *root = json_pack("{s:s}", "kind", kind);
+        int rc = decide_kind(s, root);
+        json_decref(root);
+        if (rc)
+            return rc;
+        s->kind_known = true;
+    }
+    if (!s->def_kind) {
+        s->n_items++;   /* a List of other kinds: nothing accelfit reads */
+        return 0;
+    }
+    prev = af__codec_arena_enter(&s->arena);
+    it = af__codec_pb_tree(s->def_kind, item, len, &why);
+    if (!it) {
+        af__codec_arena_leave(&s->arena, prev);
+        return fail(s, af_error_set(&s->err, AF_EPARSE, "", 0, 0,
+                                    "list is not Kubernetes protobuf: items[%zu]: %s",
+                                    s->n_items, why));
+    }
+    return item_tree(s, it, prev);
 }
 
 /* An element is complete. */
@@ -265,10 +307,57 @@ static void value_start(struct af_list_stream *s, char c)
     s->nest = (struct af__codec_nest){0, false, false};
 }
 
+static int pb_feed(struct af_list_stream *s, const char *data, size_t len)
+{
+    int rc;
+
+    if (s->rc)
+        return s->rc;
+    rc = af__codec_pb_list_feed(s->pb, (const uint8_t *)data, len);
+    if (rc && !s->rc)   /* the framing's error (an item's is set already) */
+        fail(s, af_error_set(&s->err, rc, "", 0, 0, "%s", af__codec_pb_list_error(s->pb)));
+    return s->rc;
+}
+
+/* af_list_stream_finish of a protobuf body. */
+static int pb_finish(struct af_list_stream *s, char **rv, char **cont)
+{
+    char *r = NULL, *c = NULL;
+    json_t *obj = NULL;
+    int rc;
+
+    if (s->rc)
+        return s->rc;
+    rc = af__codec_pb_list_finish(s->pb, &r, &c, &obj);
+    if (rc)
+        return fail(s, af_error_set(&s->err, rc, "", 0, 0, "%s",
+                                    af__codec_pb_list_error(s->pb)));
+    /* a List without items, a Status (410 Expired, ...) or another kind: its kind decides,
+     * as in JSON */
+    rc = s->kind_known ? 0 : decide_kind(s, obj);
+    json_decref(obj);
+    if (rc) {
+        af_free(r);
+        af_free(c);
+        return rc;
+    }
+    if (rv)
+        *rv = r;
+    else
+        af_free(r);
+    if (cont)
+        *cont = c;
+    else
+        af_free(c);
+    return 0;
+}
+
 int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
 {
     int rc = 0;
 
+    if (s->pb)
+        return pb_feed(s, data, len);
     for (size_t i = 0; i < len && !s->rc; i++) {
         char c = data[i];
         bool again = false;
@@ -277,6 +366,11 @@ int af_list_stream_feed(struct af_list_stream *s, const char *data, size_t len)
         case S_START:
             if (af__codec_ws(c))
                 break;
+            if (c == 'k') {
+                /* "k8s\0": Kubernetes' protobuf (codec/proto.c) */
+                s->pb = af__codec_pb_list_new(pb_item, s);
+                return pb_feed(s, data + i, len - i);
+            }
             if (c == '{') {
                 s->state = S_KEY_WAIT;
             } else if (c == '[') {
@@ -424,6 +518,10 @@ int af_list_stream_finish(struct af_list_stream *s, char **rv, char **cont, size
         *rv = NULL;
     if (cont)
         *cont = NULL;
+    if (s->pb) {
+        (void)pb_finish(s, rv, cont);
+        goto out;
+    }
     if (!s->rc && s->state != S_END)
         fail(s, af_error_set(&s->err, AF_EPARSE, "", 0, 0,
                              "list is not JSON: it ends early (after item %zu)", s->n_items));
@@ -462,12 +560,18 @@ int af_list_stream_finish(struct af_list_stream *s, char **rv, char **cont, size
         if (!s->rc && cont)
             *cont = c && *c ? af_xstrdup(c) : NULL;
     }
+out:
     json_decref(root);
     if (skipped)
         *skipped = s->skipped;
     if (err && (s->rc || s->skipped))
         *err = s->err;
     return s->rc;
+}
+
+bool af_list_stream_protobuf(const struct af_list_stream *s)
+{
+    return s->pb != NULL;
 }
 
 /* ---- whole lists -------------------------------------------------------------------- */

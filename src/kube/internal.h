@@ -51,6 +51,7 @@ struct reflector {
     CURL *h;
     char *rv;                  /* last seen resourceVersion */
     bool listed;               /* a full list of this kind was applied */
+    bool protobuf;             /* the last list page came as protobuf (codec/proto.c) */
     bool up;
     atomic_bool relist;        /* list again (af_kube_reclassify_nodes); taken by the loop */
     /* per-transfer state */
@@ -135,6 +136,10 @@ void af__kube_creds_invalidate(struct af_kube *k, unsigned gen);
 /* Sets the common options on `h` for `path_query`. Returns the header list to free. */
 struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *path_query,
                                        const struct creds *c, char **urlp);
+/* The same, asking for `accept` (af__kube_http_setup asks for application/json). */
+struct curl_slist *af__kube_http_setup_accept(struct af_kube *k, CURL *h, const char *path_query,
+                                              const struct creds *c, char **urlp,
+                                              const char *accept);
 
 /* GET `path_query` (stolen) with the current credentials, its body to `cb(ud)` as it arrives
  * (a watch streams until `cb` stops it, an error or its timeout); a 401 invalidates those

@@ -38,6 +38,7 @@ void af_kube_options_default(struct af_kube_options *o)
     o->publish_interval_s = 0.05;
     o->events_per_minute = 60;
     o->overlays = true;
+    o->protobuf = true;
 }
 
 /* Test/diagnostic knobs read from the environment at start (documented in docs/cluster.md). */

@@ -271,6 +271,13 @@ static int xferinfo_cb(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult,
 struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *path_query,
                                      const struct creds *c, char **urlp)
 {
+    return af__kube_http_setup_accept(k, h, path_query, c, urlp, "application/json");
+}
+
+struct curl_slist *af__kube_http_setup_accept(struct af_kube *k, CURL *h, const char *path_query,
+                                              const struct creds *c, char **urlp,
+                                              const char *accept)
+{
     struct af_kube_conn *cn = k->conn;
     struct curl_slist *hdr = NULL;
     curl_easy_reset(h);
@@ -312,7 +319,11 @@ struct curl_slist *af__kube_http_setup(struct af_kube *k, CURL *h, const char *p
     } else if (cn->client_key_file) {
         curl_easy_setopt(h, CURLOPT_SSLKEY, cn->client_key_file);
     }
-    hdr = curl_slist_append(hdr, "Accept: application/json");
+    {
+        char *a = af_xasprintf("Accept: %s", accept);
+        hdr = curl_slist_append(hdr, a);
+        af_free(a);
+    }
     hdr = curl_slist_append(hdr, "Accept-Encoding: identity");
     if (c->token && *c->token) {
         char *a = af_xasprintf("Authorization: Bearer %s", c->token);

@@ -15,7 +15,11 @@ Serves, over HTTPS with bearer-token auth:
 Objects are built from the recorded fixtures (tests/fixtures/apiserver/*.json); the
 initial state is nodes-list.json + pods-list.json. resourceVersion is a global counter
 (like the etcd revision); watches replay history after the given RV, or answer 200 with
-one in-band ERROR 410 Expired Status when the RV is older than the kept window. Watch
+one in-band ERROR 410 Expired Status when the RV is older than the kept window. Every answer is
+JSON, whatever the Accept header asks: what a real API server does for a type it has no
+protobuf for (CRDs, aggregated APIs), and accelfit's lists must read it; protobuf lists are
+tested with the bytes of a real API server (tests/fixtures/apiserver-protobuf) and on the
+real control plane (tests/e2e). Watch
 streams are chunked, one event + "\\n" per chunk, with the response headers in the order
 a real kube-apiserver v1.26 sends them.
 

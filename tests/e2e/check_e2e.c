@@ -1513,20 +1513,28 @@ static bool health_ready(int port)
     return ok;
 }
 
-/* Another replica: accelfit's args as rendered, with a health listener of its own. */
-static void start_second_replica(struct af_test_server *s, int port, int hport)
+/* Another replica: accelfit's args as rendered, with a health listener of its own, and
+ * `extra` (NULL or one more argument). */
+static void start_replica_with(struct af_test_server *s, int port, int hport, const char *extra)
 {
-    const char *args[AF_ARRAY_SIZE(acc_args)];
+    const char *args[AF_ARRAY_SIZE(acc_args) + 1];
     char *hl = af_xasprintf("--health-listen=127.0.0.1:%d", hport);
     size_t n = 0;
 
     for (size_t i = 0; acc_args[i]; i++)
         args[n++] = strncmp(acc_args[i], "--health-listen=", 16) ? acc_args[i] : hl;
+    if (extra)
+        args[n++] = extra;
     args[n] = NULL;
     af_test_server_start_on(s, port, args, tls_phase, NULL, NULL);
     ck_assert_msg(AF_TEST_WAIT_FOR(60, health_ready(hport)), "the second replica never became "
                   "ready (log: %s)", s->log_path);
     af_free(hl);
+}
+
+static void start_second_replica(struct af_test_server *s, int port, int hport)
+{
+    start_replica_with(s, port, hport, NULL);
 }
 
 /* Entries of rollout `name` in the claim ledger, as kubectl reads it, but reserves given back
@@ -2199,11 +2207,11 @@ static void dra_crds_and_objects(const char *const *files)
 }
 
 /* POST `body` to accelfit's `path`; the parsed answer (NULL when not 200 or not JSON). */
-static json_t *acc_post(const char *path, const char *body)
+static json_t *post_to(const char *base, const char *path, const char *body)
 {
     CURL *c = curl_easy_init();
     struct af_test_resp r;
-    char *url = af_xasprintf("%s%s", acc.base, path);
+    char *url = af_xasprintf("%s%s", base, path);
     json_t *j = NULL;
 
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
@@ -2215,6 +2223,11 @@ static json_t *acc_post(const char *path, const char *body)
     curl_easy_cleanup(c);
     af_free(url);
     return j;
+}
+
+static json_t *acc_post(const char *path, const char *body)
+{
+    return post_to(acc.base, path, body);
 }
 
 /* The ExtenderArgs a 1.34 kube-scheduler sends for a pod of namespace ml naming `claims`. */
@@ -2453,6 +2466,81 @@ START_TEST(test_dra_pod_takes_its_target_template_through_the_real_webhook)
 }
 END_TEST
 
+/* ---- lists in protobuf ----------------------------------------------------------------------- */
+
+/* Whether the filter and prioritize answers of the servers at a and b agree for `args`. */
+static bool answers_agree(const char *a, const char *b, const char *args)
+{
+    static const char *const verbs[] = {"/filter", "/prioritize"};
+    bool same = true;
+
+    for (size_t i = 0; i < AF_ARRAY_SIZE(verbs) && same; i++) {
+        json_t *x = post_to(a, verbs[i], args), *y = post_to(b, verbs[i], args);
+        same = x && y && json_equal(x, y);
+        json_decref(x);
+        json_decref(y);
+    }
+    return same;
+}
+
+/*
+ * The real API server lists nodes and pods to accelfit in protobuf (docs/cluster.md), and
+ * what accelfit decodes is what it decodes from the same lists in JSON: a replica started
+ * with --kube-api-content-type application/json answers filter and prioritize as the one
+ * reading protobuf does, for a GPU pod while pods hold GPUs on the nodes.
+ */
+START_TEST(test_lists_read_alike_in_protobuf_and_json)
+{
+    struct af_test_server js;
+    struct podspec pod = {.name = "probe", .device = "nvidia.com/gpu",
+                          .annotations = "{\"accelfit.io/workload\":\"inference\","
+                                         "\"accelfit.io/model-params\":\"7B\"}"};
+    const char *nodes[] = {NODE_P4D, NODE_G5, NODE_TRN1, NODE_INF2, NODE_C6I};
+    int hport = af_test_free_port();
+    json_t *args, *names = json_array();
+    struct af_buf log = AF_BUF_INIT(0);
+    char *text;
+
+    make_namespace("e2e-enc");
+    create_bound_pod("e2e-enc", "held-p4d", NODE_P4D, 7);
+    create_bound_pod("e2e-enc", "held-g5", NODE_G5, 1);
+    for (size_t i = 0; i < AF_ARRAY_SIZE(nodes); i++)
+        json_array_append_new(names, json_string(nodes[i]));
+    args = json_pack("{s:o, s:n, s:o}", "Pod", pod_json("e2e-enc", &pod), "Nodes", "NodeNames",
+                     names);
+    text = json_dumps(args, JSON_COMPACT);
+    start_replica_with(&js, 0, hport, "--kube-api-content-type=application/json");
+    ck_assert_msg(AF_TEST_WAIT_FOR(30, answers_agree(acc.base, js.base, text)),
+                  "the replica reading JSON answers otherwise (logs: %s, %s)", acc.log_path,
+                  js.log_path);
+    {
+        /* the held GPUs count: the p4d has one left, the g5 none */
+        json_t *f = post_to(acc.base, "/filter", text);
+        char *dump = json_dumps(f, JSON_COMPACT);
+        ck_assert_msg(f && strstr(dump, NODE_P4D) && strstr(dump, NODE_G5), "%s", dump);
+        ck_assert_msg(json_object_get(json_object_get(f, "FailedNodes"), NODE_G5) &&
+                      !json_object_get(json_object_get(f, "FailedNodes"), NODE_P4D),
+                      "filter: %s", dump);
+        free(dump);
+        json_decref(f);
+    }
+    /* the log says so, in either log format */
+    ck_assert_msg(log_has("\"encoding\":\"protobuf\"") || log_has("encoding=protobuf"),
+                  "the real API server's lists were not read as protobuf (log: %s)",
+                  acc.log_path);
+    ck_assert_int_eq(af_buf_read_file(&log, js.log_path), 0);
+    ck_assert_msg(log.buf && (strstr(log.buf, "\"encoding\":\"json\"") ||
+                              strstr(log.buf, "encoding=json")) &&
+                      !strstr(log.buf, "protobuf\""),
+                  "log: %s", js.log_path);
+    ck_assert_int_eq(af_test_server_stop(&js), 0);
+    af_buf_release(&log);
+    free(text);
+    json_decref(args);
+    delete_pods("e2e-enc");
+}
+END_TEST
+
 static Suite *e2e_suite(void)
 {
     Suite *s = suite_create("e2e");
@@ -2461,6 +2549,7 @@ static Suite *e2e_suite(void)
     tcase_add_unchecked_fixture(tc, base_setup, phase_teardown);
     tcase_add_test(tc, test_probes_as_kubelet_sends_them);
     tcase_add_test(tc, test_placements_on_an_eks_node_mix);
+    tcase_add_test(tc, test_lists_read_alike_in_protobuf_and_json);
     tcase_add_test(tc, test_dra_claims_on_a_mixed_cluster);
     /* before the restart: kube-scheduler leaves when it loses its lease to the outage */
     tcase_add_test(tc, test_prepaid_capacity_and_overlays_on_the_real_scheduler);

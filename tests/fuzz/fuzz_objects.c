@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The Kubernetes object decoders on arbitrary bytes: one Node, one Pod, a
- * List (strict and skipping), and a watch event of either kind. Each must
- * either decode or fail with a message; none may crash or leak. And the codec's JSON
- * reader must take and refuse what jansson does, building the same tree.
+ * The Kubernetes object decoders on arbitrary bytes: one Node, one Pod, a List (strict and
+ * skipping; JSON, or Kubernetes' protobuf when the bytes start "k8s\0"), and a watch event of
+ * either kind. Each must either decode or fail with a message; none may crash or leak. And
+ * the codec's JSON reader must take and refuse what jansson does, building the same tree.
  */
 #include <jansson.h>
 
