@@ -10,7 +10,10 @@
 # PODS pods (generateName, as a ReplicaSet does) at RATE a second, open loop, through the
 # API server, and prints the create latency (POST to its answer, p50 p99 max), the sides the
 # webhook gave against what one replica alone gives, and how each new unit's side was
-# claimed (accelfit_rollout_claims_total: ahead = from a reserve, written = waited).
+# claimed (accelfit_rollout_claims_total: ahead = from a reserve, written = waited), and the
+# webhook calls as the API server timed them (apiserver_admission_webhook_admission_duration_seconds)
+# and /mutate as the replicas timed it (accelfit_request_duration_seconds), from the buckets
+# of the two histograms.
 #
 # Usage: bench/webhook.sh [PODS [RATE [SHARE]]]   (default 1000 100 0.25)
 #        ACCELFIT=path/to/accelfit (default build-bench/accelfit, else build/accelfit)

@@ -208,8 +208,14 @@ void af_rollouts_unclaim(struct af_rollouts *rs, const char *id);
  * the replica that claimed it; after that it is given back (released) unused. */
 #define AF_ROLLOUT_RESERVE_LEASE_S 10.0
 /* Reserves a replica claims of one rollout in one write, when it holds none: the webhook
- * answers this many new units from them before one of them waits for a write again. */
+ * answers that many new units from them before one of them may wait for a write again. A
+ * block starts at AF_ROLLOUT_RESERVE_BLOCK; the next is twice as large when one was used up
+ * within AF_ROLLOUT_RESERVE_FAST_S (up to AF_ROLLOUT_RESERVE_BLOCK_MAX), so that at a high
+ * rate of creates the write of a block is rare beside the creates it serves, and half as
+ * large (not below the first) when one lasted four times that or was given back unused. */
 #define AF_ROLLOUT_RESERVE_BLOCK 16
+#define AF_ROLLOUT_RESERVE_BLOCK_MAX 128
+#define AF_ROLLOUT_RESERVE_FAST_S 2.0
 /* A reserve no pod has taken is counted by every replica this long at most (the lease, and
  * room for the clocks' skew and a stopped replica). */
 #define AF_ROLLOUT_RESERVE_TTL_S 60.0

@@ -38,12 +38,14 @@
 #include "accelfit/rollout_state.h"
 
 #include "service/internal.h"
+
 #include "accelfit/banned.h"
 
 #define CLAIMS_BATCH 64       /* reviews committed in one write at most */
 #define CLAIMS_MAX AF_ROLLOUT_CLAIMS_MAX   /* ledger entries kept at most (the newest) */
 #define CLAIMS_RESERVES 64    /* rollouts this replica keeps a reserve for at most */
 #define CLAIMS_STOP_S 1.0     /* a stopping replica's last write: its reserves given back */
+#define BLOCK_MAX AF_ROLLOUT_RESERVE_BLOCK_MAX
 
 /* The reserves this replica holds of one rollout: a block claimed in one write, taken
  * oldest first, so that those left are always one run of the ledger's order. */
@@ -51,8 +53,14 @@ struct reserve {
     char rollout[64];
     uint64_t generation;
     double at;                /* wall clock of its claim */
-    char id[AF_ROLLOUT_RESERVE_BLOCK][48];
+    char id[BLOCK_MAX][48];
     size_t head, n;           /* the oldest left, how many are left */
+};
+
+/* How many reserves the next block of a rollout holds (rollout_state.h). */
+struct pace {
+    char rollout[64];
+    size_t block;
 };
 
 struct af_claims {
@@ -68,6 +76,8 @@ struct af_claims {
     struct af__mutate_job *head, **tail;
     struct reserve held[CLAIMS_RESERVES];   /* written, no pod took them yet */
     size_t n_held;
+    struct pace pace[CLAIMS_RESERVES];
+    size_t n_pace;
     char want[CLAIMS_RESERVES][64];         /* rollouts whose reserve was taken: claim one */
     size_t n_want;
     struct af_rollout_claim *gone;          /* reserves to give back with the next write */
@@ -103,6 +113,36 @@ static bool holds(const struct af_claims *c, const char *rollout)
         if (!strcmp(c->held[i].rollout, rollout))
             return true;
     return false;
+}
+
+/* The size of the next block of `rollout` (under c->lock). */
+static size_t pace_get_locked(const struct af_claims *c, const char *rollout)
+{
+    for (size_t i = 0; i < c->n_pace; i++)
+        if (!strcmp(c->pace[i].rollout, rollout))
+            return c->pace[i].block;
+    return AF_ROLLOUT_RESERVE_BLOCK;
+}
+
+/* A block of `rollout` of `size` reserves ended: used up after `lasted` seconds, or given
+ * back unused (lasted < 0). The next is twice or half as large (under c->lock). */
+static void pace_note_locked(struct af_claims *c, const char *rollout, size_t size,
+                             double lasted)
+{
+    size_t next = size, i;
+
+    if (lasted >= 0 && lasted < AF_ROLLOUT_RESERVE_FAST_S)
+        next = size * 2 < BLOCK_MAX ? size * 2 : BLOCK_MAX;
+    else if (lasted < 0 || lasted > 4 * AF_ROLLOUT_RESERVE_FAST_S)
+        next = size / 2 > AF_ROLLOUT_RESERVE_BLOCK ? size / 2 : AF_ROLLOUT_RESERVE_BLOCK;
+    for (i = 0; i < c->n_pace && strcmp(c->pace[i].rollout, rollout); i++)
+        ;
+    if (i == c->n_pace) {
+        if (c->n_pace == CLAIMS_RESERVES)
+            return;
+        snprintf(c->pace[c->n_pace++].rollout, sizeof(c->pace[0].rollout), "%s", rollout);
+    }
+    c->pace[i].block = next;
 }
 
 /* Reserve `id` to be given back with the next write (under c->lock). */
@@ -146,10 +186,13 @@ bool af__claims_take(struct af_claims *c, const char *rollout, char *id, size_t 
             struct reserve *r = &c->held[i];
             snprintf(id, id_size, "%s", r->id[r->head++]);
             *generation = r->generation;
-            if (--r->n == 0)
+            if (--r->n == 0) {
+                pace_note_locked(c, rollout, r->head, now - r->at);
                 c->held[i] = c->held[--c->n_held];
+            }
             got = true;
         } else {
+            pace_note_locked(c, rollout, c->held[i].head + c->held[i].n, -1);
             give_back_locked(c, i);
         }
         break;
@@ -201,7 +244,7 @@ static size_t batch_next(void *ud, const struct af_rollout_claim *v, size_t n,
     /* room for a block of reserves per rollout wanted, and per unit of the batch (each may
      * want its rollout's) */
     struct af_rollout_claim *w = af_xcalloc(
-        n + b->n + b->n_gone + (b->n_want + b->n) * AF_ROLLOUT_RESERVE_BLOCK + 1, sizeof(*w));
+        n + b->n + b->n_gone + (b->n_want + b->n) * BLOCK_MAX + 1, sizeof(*w));
     size_t m = 0;
 
     af_rollouts_absorb_claims(c->svc->rollouts, v, n, af_wall_time(), keep);
@@ -232,14 +275,16 @@ static size_t batch_next(void *ud, const struct af_rollout_claim *v, size_t n,
         struct af_config *cfg = af_config_holder_get(c->svc->config);
         struct af_snapshot *snap = af_publisher_acquire(c->svc->pub);
         af_free(b->made);
-        b->made = af_xcalloc(b->n_want * AF_ROLLOUT_RESERVE_BLOCK + 1, sizeof(*b->made));
+        b->made = af_xcalloc(b->n_want * BLOCK_MAX + 1, sizeof(*b->made));
         for (size_t i = 0; cfg && snap && i < b->n_want; i++) {
+            size_t block;
             bool held;
 
             pthread_mutex_lock(&c->lock);
             held = holds(c, b->want[i]);
+            block = pace_get_locked(c, b->want[i]);
             pthread_mutex_unlock(&c->lock);
-            for (size_t k = 0; !held && k < AF_ROLLOUT_RESERVE_BLOCK; k++) {
+            for (size_t k = 0; !held && k < block; k++) {
                 struct af_rollout_claim *r = &b->made[b->n_made];
                 char id[48];
 
@@ -334,7 +379,7 @@ static void run_batch(struct af_claims *c, struct batch *b, double timeout_s)
             r->generation = b->made[i].generation;
             r->at = b->made[i].at;
         }
-        if (r->head + r->n < AF_ROLLOUT_RESERVE_BLOCK)
+        if (r->head + r->n < BLOCK_MAX)
             snprintf(r->id[r->head + r->n++], sizeof(r->id[0]), "%s", b->made[i].id);
     }
     if (rc != 0) {   /* the reserves to give back wait for the next write */
@@ -356,8 +401,10 @@ static void run_batch(struct af_claims *c, struct batch *b, double timeout_s)
 static void batch_take_work(struct af_claims *c, struct batch *b, double now)
 {
     for (size_t i = c->n_held; i-- > 0;)
-        if (now - c->held[i].at >= AF_ROLLOUT_RESERVE_LEASE_S)
+        if (now - c->held[i].at >= AF_ROLLOUT_RESERVE_LEASE_S) {
+            pace_note_locked(c, c->held[i].rollout, c->held[i].head + c->held[i].n, -1);
             give_back_locked(c, i);
+        }
     b->n_want = 0;
     for (size_t i = 0; i < c->n_want; i++)
         if (!holds(c, c->want[i]))

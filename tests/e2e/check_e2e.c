@@ -1599,9 +1599,9 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     ck_assert_msg(abs(sum->target - want) <= 1,
                   "%d units on the target; one replica alone gives %d", sum->target, want);
     /* every decision of the burst, each once, and the reserves the two replicas hold (a
-     * block each at most, docs/rollouts.md) */
+     * block each at most, of up to AF_ROLLOUT_RESERVE_BLOCK_MAX, docs/rollouts.md) */
     n = ledger_entries("burst-to-inf2");
-    ck_assert_msg(n >= BURST && n <= BURST + 2 * AF_ROLLOUT_RESERVE_BLOCK,
+    ck_assert_msg(n >= BURST && n <= BURST + 2 * AF_ROLLOUT_RESERVE_BLOCK_MAX,
                   "%d ledger entries for %d units", n, BURST);
     ck_assert_int_eq(af_test_server_stop(&two), 0);
     af_free(body);
