@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "accelfit/rollout_state.h"
 #include "accelfit/util.h"
 #include "support/burst.h"
 #include "support/fake_api.h"
@@ -2955,11 +2956,30 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
 }
 END_TEST
 
+/* A counter of a replica's /metrics (the first series named so), -1 when absent. */
+static long metric_of(const struct af_test_server *s, const char *series)
+{
+    CURL *c = curl_easy_init();
+    struct af_test_resp r;
+    char *needle = af_xasprintf("\n%s ", series);
+    const char *at;
+    long n = -1;
+
+    get(c, s, "/metrics", &r);
+    if (r.status == 200 && r.body && (at = strstr(r.body, needle)) != NULL)
+        n = strtol(at + strlen(needle), NULL, 10);
+    af_test_resp_free(&r);
+    curl_easy_cleanup(c);
+    af_free(needle);
+    return n;
+}
+
 /*
  * Sides claimed ahead (reserves, docs/rollouts.md): a burst of 160 new units at 30% split
  * between two replicas, checked after every 20: the target holds within one unit of what
  * one replica alone gives at that count, at every check, while most answers (all but the
- * first of each block of reserves) wait for no write to the API server.
+ * first of each block of reserves) wait for no write to the API server, and the blocks grow
+ * with the rate: fewer writes than blocks of 16 would take.
  */
 START_TEST(test_reserves_answer_at_once_within_one_unit_of_one_replica)
 {
@@ -2978,6 +2998,7 @@ START_TEST(test_reserves_answer_at_once_within_one_unit_of_one_replica)
     char *body = af_test_read("docs/examples/rollout/llm-infer-replica.json", &body_len);
     struct af_test_burst_sum *sum = af_xcalloc(1, sizeof(*sum));
     long ahead = 0, written = 0;
+    int writes;
 
     if (!af_test_fake_api_start(&f)) {
         af_free(policy);
@@ -3010,6 +3031,11 @@ START_TEST(test_reserves_answer_at_once_within_one_unit_of_one_replica)
     ck_assert_int_eq(ahead + written, ROUNDS * EACH);
     ck_assert_msg(ahead >= ROUNDS * EACH * 3 / 4, "only %ld of %d answered from a reserve",
                   ahead, ROUNDS * EACH);
+    writes = (int)(metric_of(&rep[0], "accelfit_rollout_claim_writes_total") +
+                   metric_of(&rep[1], "accelfit_rollout_claim_writes_total"));
+    ck_assert_msg(writes < ROUNDS * EACH / AF_ROLLOUT_RESERVE_BLOCK,
+                  "%d writes of the ledger for %d units (blocks that grow take fewer than %d)",
+                  writes, ROUNDS * EACH, ROUNDS * EACH / AF_ROLLOUT_RESERVE_BLOCK);
     ck_assert_int_eq(af_test_server_stop(&rep[0]), 0);
     ck_assert_int_eq(af_test_server_stop(&rep[1]), 0);
     /* stopped, each gave its reserves back: the ledger holds the decisions, each once */

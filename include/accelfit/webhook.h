@@ -64,6 +64,7 @@ struct af_claims_stats {
     uint64_t written;     /* units whose side was claimed in the ledger before the answer */
     uint64_t local;       /* units decided locally: the ledger could not be written in time */
     uint64_t conflicts;   /* writes refused because another replica wrote first */
+    uint64_t writes;      /* ledger writes that succeeded (a batch, a block of reserves) */
     uint64_t reserved;    /* reserves claimed ahead (a side for the next new unit) */
     uint64_t ahead;       /* units answered at once from a reserve (not in written) */
 };

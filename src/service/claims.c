@@ -82,7 +82,7 @@ struct af_claims {
     size_t n_want;
     struct af_rollout_claim *gone;          /* reserves to give back with the next write */
     size_t n_gone, cap_gone;
-    _Atomic uint64_t written, local, conflicts, reserved, ahead;
+    _Atomic uint64_t written, local, conflicts, reserved, ahead, writes;
 };
 
 struct batch {
@@ -347,6 +347,9 @@ static void run_batch(struct af_claims *c, struct batch *b, double timeout_s)
                        : timeout_s;
     int rc = left > 0.05 ? af_kube_claims_commit(c->kc, &ops, left) : AF_ETIMEDOUT;
 
+    if (rc == 0)
+        atomic_fetch_add(&c->writes, 1);
+
     for (size_t i = 0; i < b->n; i++) {
         struct af__mutate_job *j = b->jobs[i];
         if (!j->decided)   /* the ledger was never read: decided here alone */
@@ -546,6 +549,7 @@ void af_claims_stats(struct af_claims *c, struct af_claims_stats *out)
     out->written = atomic_load(&c->written);
     out->local = atomic_load(&c->local);
     out->conflicts = atomic_load(&c->conflicts);
+    out->writes = atomic_load(&c->writes);
     out->reserved = atomic_load(&c->reserved);
     out->ahead = atomic_load(&c->ahead);
 }

@@ -221,6 +221,13 @@ static int render_claims(struct af_service *svc, struct af_buf *o)
     if (!rc)
         rc = af_buf_printf(o, "accelfit_rollout_claim_conflicts_total %llu\n",
                            (unsigned long long)st.conflicts);
+    if (!rc)
+        rc = af_metrics_header(o, "accelfit_rollout_claim_writes_total", "counter",
+                               "Claim ledger writes that succeeded: one per batch of units "
+                               "and block of reserves.");
+    if (!rc)
+        rc = af_buf_printf(o, "accelfit_rollout_claim_writes_total %llu\n",
+                           (unsigned long long)st.writes);
     return rc;
 }
 
