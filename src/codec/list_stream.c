@@ -15,6 +15,10 @@
  * Whatever the scanner lets through, jansson still checks: an item or side buffer that
  * is not JSON fails the list, like a page that is not JSON.
  *
+ * A body that starts "k8s\0" is Kubernetes' protobuf (what the reflector asks for first):
+ * codec/proto.c cuts it into items and turns each into the tree its JSON would parse to,
+ * and from there an item goes the same way (item_tree).
+ *
  * A list in one piece (af_codec_decode_list) is fed through the same streamer. Each
  * item is decoded by objects.c (af__codec_list_item) and scanned with scan.c; neither
  * calls back into this file.

@@ -184,7 +184,6 @@ static const struct pb_msg status = PB_MSG(status_f);
 
 struct pb_in {
     const uint8_t *p, *end;
-    const uint8_t *start;   /* for offsets in messages */
 };
 
 /* A base-128 varint; false when cut short or longer than 10 bytes. */
@@ -290,7 +289,7 @@ static json_t *message(struct pb_in *in, size_t len, const struct pb_msg *m, con
 static bool entry(struct pb_in *in, size_t len, const uint8_t **k, size_t *kn,
                   const uint8_t **v, size_t *vn, bool value_msg)
 {
-    struct pb_in e = {in->p, in->p + len, in->start};
+    struct pb_in e = {in->p, in->p + len};
     static const uint8_t none[1];
 
     *k = *v = none;
@@ -299,7 +298,7 @@ static bool entry(struct pb_in *in, size_t len, const uint8_t **k, size_t *kn,
         uint64_t key, n;
         if (!varint(&e, &key))
             return false;
-        if ((key >> 3) > 2 || (key & 7) != 2) {
+        if ((key >> 3) < 1 || (key >> 3) > 2 || (key & 7) != 2) {
             if (!skip(&e, (int)(key & 7)))
                 return false;
             continue;
@@ -311,7 +310,7 @@ static bool entry(struct pb_in *in, size_t len, const uint8_t **k, size_t *kn,
             *kn = (size_t)n;
         } else if (value_msg) {
             /* a Quantity: {1: string} */
-            struct pb_in q = {e.p, e.p + n, e.start};
+            struct pb_in q = {e.p, e.p + n};
             const uint8_t *s, *unused;
             size_t sn, un;
             if (!entry(&q, (size_t)n, &s, &sn, &unused, &un, false))
@@ -353,7 +352,7 @@ static json_t *value(struct pb_in *in, const struct pb_field *f, int wt, const c
         return s;
     }
     case PB_TIME: {
-        struct pb_in t = {in->p, in->p + v, in->start};
+        struct pb_in t = {in->p, in->p + v};
         uint64_t key, secs = 0;
         char buf[AF_RFC3339_LEN + 8];
         in->p += v;
@@ -378,7 +377,7 @@ static json_t *value(struct pb_in *in, const struct pb_field *f, int wt, const c
 /* `len` bytes at in->p as the object `m` describes; in->p moves past them. */
 static json_t *message(struct pb_in *in, size_t len, const struct pb_msg *m, const char **why)
 {
-    struct pb_in b = {in->p, in->p + len, in->start};
+    struct pb_in b = {in->p, in->p + len};
     json_t *obj = json_object();
 
     in->p += len;
@@ -451,7 +450,7 @@ json_t *af__codec_pb_tree(const char *kind, const uint8_t *p, size_t len, const 
                              : !strcmp(kind, "Node")   ? &node
                              : !strcmp(kind, "Status") ? &status
                                                        : NULL;
-    struct pb_in in = {p, p + len, p};
+    struct pb_in in = {p, p + len};
     json_t *obj;
 
     *why = "no such kind";
@@ -540,8 +539,7 @@ static int frame_fail(struct af__codec_pb_list *l, const char *what)
  * long): a new string, "" when absent, NULL when the message is not protobuf. */
 static char *small_string(const struct af_buf *b, uint64_t no)
 {
-    struct pb_in in = {(const uint8_t *)b->buf, (const uint8_t *)b->buf + b->len,
-                       (const uint8_t *)b->buf};
+    struct pb_in in = {(const uint8_t *)b->buf, (const uint8_t *)b->buf + b->len};
     char *out = af_xstrdup("");
 
     while (in.p < in.end) {
