@@ -2487,7 +2487,8 @@ static bool answers_agree(const char *a, const char *b, const char *args)
  * The real API server lists nodes and pods to accelfit in protobuf (docs/cluster.md), and
  * what accelfit decodes is what it decodes from the same lists in JSON: a replica started
  * with --kube-api-content-type application/json answers filter and prioritize as the one
- * reading protobuf does, for a GPU pod while pods hold GPUs on the nodes.
+ * reading protobuf does, for a GPU pod while pods hold GPUs on the nodes; `accelfit costs
+ * --kubeconfig` reports what it reports from kubectl's JSON of the cluster.
  */
 START_TEST(test_lists_read_alike_in_protobuf_and_json)
 {
@@ -2523,6 +2524,20 @@ START_TEST(test_lists_read_alike_in_protobuf_and_json)
                       "filter: %s", dump);
         free(dump);
         json_decref(f);
+    }
+    {
+        /* `accelfit costs --kubeconfig` lists once, in protobuf too: it reports what it
+         * reports from kubectl's JSON of the same cluster */
+        char *live = NULL, *file = NULL;
+        must(kubectl(NULL, "get nodes,pods -A -o json >'%s/cluster.json'", work), "kubectl get");
+        must(run(&live, "'%s' costs --kubeconfig '%s/admin.kubeconfig' 2>>'%s/costs.log'",
+                 AF_BINARY, k8s, work), "accelfit costs --kubeconfig");
+        must(run(&file, "'%s' costs --cluster '%s/cluster.json'", AF_BINARY, work),
+             "accelfit costs --cluster");
+        ck_assert_msg(strstr(live, "NAMESPACE") && strstr(live, "e2e-enc"), "%s", live);
+        ck_assert_str_eq(live, file);
+        af_free(live);
+        af_free(file);
     }
     /* the log says so, in either log format */
     ck_assert_msg(log_has("\"encoding\":\"protobuf\"") || log_has("encoding=protobuf"),
