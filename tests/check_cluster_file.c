@@ -97,6 +97,23 @@ START_TEST(test_bad_cluster_file_says_file_expected_found)
 }
 END_TEST
 
+/* How lists are asked for is one of the two encodings kube-scheduler names the same way;
+ * anything else is refused before anything starts, naming both. */
+START_TEST(test_bad_kube_api_content_type_is_refused)
+{
+    char *out = NULL, *err = NULL;
+    const char *argv[] = {"accelfit", "serve", "--kubeconfig", "/nonexistent",
+                          "--kube-api-content-type=application/yaml", NULL};
+
+    ck_assert_int_eq(af_test_exec(argv, NULL, &out, &err), 2);
+    ck_assert_msg(strstr(err, "--kube-api-content-type must be application/vnd.kubernetes.protobuf "
+                              "or application/json: 'application/yaml'"),
+                  "%s", err);
+    free(out);
+    free(err);
+}
+END_TEST
+
 /* An item of a kind accelfit does not read is skipped with a warning naming it and its
  * place; a misspelled Node or Pod says what it likely meant. Never silently 0 nodes. */
 START_TEST(test_unknown_item_kinds_are_named)
@@ -151,6 +168,7 @@ Suite *af_cluster_file_suite(void)
                         (int)AF_ARRAY_SIZE(cases));
     tcase_add_test(tc, test_yaml_flow_style_file_loads);
     tcase_add_test(tc, test_unknown_item_kinds_are_named);
+    tcase_add_test(tc, test_bad_kube_api_content_type_is_refused);
     suite_add_tcase(s, tc);
     return s;
 }
