@@ -2853,12 +2853,12 @@ static void start_replica(struct af_test_server *s, int port, const struct af_te
     ck_assert_msg(ready, "replica on port %d never became ready", s->port);
 }
 
-/* accelfit_rollout_claims_total{result=`result`} of replica `s` (-1: not on /metrics). */
-static long claims_counted(const struct af_test_server *s, const char *result)
+/* A counter of a replica's /metrics (the first series named so), -1 when absent. */
+static long metric_of(const struct af_test_server *s, const char *series)
 {
     CURL *c = curl_easy_init();
     struct af_test_resp r;
-    char *needle = af_xasprintf("accelfit_rollout_claims_total{result=\"%s\"} ", result);
+    char *needle = af_xasprintf("\n%s ", series);
     const char *at;
     long n = -1;
 
@@ -2868,6 +2868,16 @@ static long claims_counted(const struct af_test_server *s, const char *result)
     af_test_resp_free(&r);
     curl_easy_cleanup(c);
     af_free(needle);
+    return n;
+}
+
+/* accelfit_rollout_claims_total{result=`result`} of replica `s` (-1: not on /metrics). */
+static long claims_counted(const struct af_test_server *s, const char *result)
+{
+    char *series = af_xasprintf("accelfit_rollout_claims_total{result=\"%s\"}", result);
+    long n = metric_of(s, series);
+
+    af_free(series);
     return n;
 }
 
@@ -2955,24 +2965,6 @@ START_TEST(test_burst_through_two_replicas_keeps_one_share)
     af_free(sum);
 }
 END_TEST
-
-/* A counter of a replica's /metrics (the first series named so), -1 when absent. */
-static long metric_of(const struct af_test_server *s, const char *series)
-{
-    CURL *c = curl_easy_init();
-    struct af_test_resp r;
-    char *needle = af_xasprintf("\n%s ", series);
-    const char *at;
-    long n = -1;
-
-    get(c, s, "/metrics", &r);
-    if (r.status == 200 && r.body && (at = strstr(r.body, needle)) != NULL)
-        n = strtol(at + strlen(needle), NULL, 10);
-    af_test_resp_free(&r);
-    curl_easy_cleanup(c);
-    af_free(needle);
-    return n;
-}
 
 /*
  * Sides claimed ahead (reserves, docs/rollouts.md): a burst of 160 new units at 30% split

@@ -297,8 +297,9 @@ static int do_get(struct reflector *r, const char *pq, struct creds *c)
     af_buf_reset(&r->body);
     r->failed = false;
     r->http_status = 0;
-    /* protobuf when the API server has it: it writes a large list several times faster
-     * (codec/proto.c); a server without it answers JSON, which the stream reads as well */
+    /* protobuf when the API server has it: it writes a large list faster and smaller
+     * (codec/proto.c, docs/cluster.md); a server without it answers JSON, which the stream
+     * reads as well */
     struct curl_slist *hdr = af__kube_http_setup_accept(
         k, r->h, pq, c, &url,
         k->opt.protobuf ? "application/vnd.kubernetes.protobuf, application/json"

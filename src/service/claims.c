@@ -145,6 +145,16 @@ static void pace_note_locked(struct af_claims *c, const char *rollout, size_t si
     c->pace[i].block = next;
 }
 
+static void give_back_locked(struct af_claims *c, size_t i);
+
+/* Block i is past its lease: given back, and the next block of its rollout is smaller
+ * (under c->lock). */
+static void lease_over_locked(struct af_claims *c, size_t i)
+{
+    pace_note_locked(c, c->held[i].rollout, c->held[i].head + c->held[i].n, -1);
+    give_back_locked(c, i);
+}
+
 /* Reserve `id` to be given back with the next write (under c->lock). */
 static void give_back_id_locked(struct af_claims *c, const char *rollout, const char *id,
                                 uint64_t generation)
@@ -192,8 +202,7 @@ bool af__claims_take(struct af_claims *c, const char *rollout, char *id, size_t 
             }
             got = true;
         } else {
-            pace_note_locked(c, rollout, c->held[i].head + c->held[i].n, -1);
-            give_back_locked(c, i);
+            lease_over_locked(c, i);
         }
         break;
     }
@@ -404,10 +413,8 @@ static void run_batch(struct af_claims *c, struct batch *b, double timeout_s)
 static void batch_take_work(struct af_claims *c, struct batch *b, double now)
 {
     for (size_t i = c->n_held; i-- > 0;)
-        if (now - c->held[i].at >= AF_ROLLOUT_RESERVE_LEASE_S) {
-            pace_note_locked(c, c->held[i].rollout, c->held[i].head + c->held[i].n, -1);
-            give_back_locked(c, i);
-        }
+        if (now - c->held[i].at >= AF_ROLLOUT_RESERVE_LEASE_S)
+            lease_over_locked(c, i);
     b->n_want = 0;
     for (size_t i = 0; i < c->n_want; i++)
         if (!holds(c, c->want[i]))
