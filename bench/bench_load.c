@@ -14,9 +14,11 @@
  * accelfit in turn, request by request. It prints p50 and p99 of each, accelfit's as a
  * multiple of the floor's, and the mean size of accelfit's answer.
  *
- * Usage: bench_load [--quick] [--nodes N] [--names] [--connections N] [--requests N]
+ * Usage: bench_load [--quick] [--nodes N] [--candidates N] [--names] [--connections N]
+ *                   [--requests N]
  *   --quick          caches of 100 and 1,000 nodes only, fewer requests
  *   --nodes N        one cache of N nodes only (e.g. 5000: the target's rows)
+ *   --candidates N   requests naming N candidates only (default: 100, then 500)
  *   --names          names mode (nodeCacheCapable: true) only
  *   --connections N  concurrent keep-alive connections (default 2)
  *   --requests N     requests per verb and target in names mode (default 2000; Nodes mode
@@ -24,6 +26,7 @@
  * The accelfit binary is the one next to this program (build-bench/accelfit).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <netinet/in.h>
@@ -434,6 +437,34 @@ static pid_t start_accelfit(const char *bin, const char *cluster, int port, doub
     return pid;
 }
 
+/* CPU time a process has used, all its threads, in ns (/proc/PID/task/TID/schedstat). */
+static uint64_t proc_cpu_ns(pid_t pid)
+{
+    char path[64];
+    DIR *d;
+    struct dirent *e;
+    uint64_t sum = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if (!(d = opendir(path)))
+        return 0;
+    while ((e = readdir(d))) {
+        char f[400];
+        unsigned long long ns;
+        FILE *fp;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(f, sizeof(f), "%s/%s/schedstat", path, e->d_name);
+        if ((fp = fopen(f, "r"))) {
+            if (fscanf(fp, "%llu", &ns) == 1)
+                sum += ns;
+            fclose(fp);
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
 /* ---- the load ----------------------------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
@@ -594,7 +625,7 @@ static void fmt_us(double us, char *out, size_t n)
 int main(int argc, char **argv)
 {
     int sizes[] = {100, 1000, 5000};
-    int conns = 2, requests = 2000, n_sizes = 3, floor_port;
+    int conns = 2, requests = 2000, n_sizes = 3, floor_port, only_cands = 0;
     bool names_only = false;
     char *self = af_xstrdup(argv[0]), *bin, *srcdir, tmpdir[] = "/tmp/af-bench-load-XXXXXX";
     char *pod;
@@ -607,6 +638,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) {
             sizes[0] = atoi(argv[++i]);
             n_sizes = 1;
+        } else if (!strcmp(argv[i], "--candidates") && i + 1 < argc) {
+            only_cands = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--names")) {
             names_only = true;
         } else if (!strcmp(argv[i], "--connections") && i + 1 < argc) {
@@ -614,12 +647,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--requests") && i + 1 < argc) {
             requests = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_load [--quick] [--nodes N] [--names] [--connections N] "
-                            "[--requests N]\n");
+            fprintf(stderr, "usage: bench_load [--quick] [--nodes N] [--candidates N] [--names] "
+                            "[--connections N] [--requests N]\n");
             return 2;
         }
     }
-    if (conns < 1 || requests < 8 || sizes[0] < 100) {
+    if (conns < 1 || requests < 8 || sizes[0] < 100 || only_cands < 0) {
         fprintf(stderr, "bench_load: need at least one connection and one request each\n");
         return 2;
     }
@@ -634,8 +667,9 @@ int main(int argc, char **argv)
            "connections, one request in flight\n\n",
            conns);
     printf("| cache | candidates | mode | verb | floor p50 | floor p99 | accelfit p50 | "
-           "accelfit p99 | p50 ratio | p99 ratio | answer |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "accelfit p99 | p50 ratio | p99 ratio | floor CPU | accelfit CPU | CPU ratio | "
+           "answer |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
     for (int si = 0; si < n_sizes; si++) {
         int nodes = sizes[si], pods = nodes * 30, port = free_port();
@@ -646,8 +680,8 @@ int main(int argc, char **argv)
         write_cluster(cluster, nodes, pods);
         pid = start_accelfit(bin, cluster, port, &load_s);
         fprintf(stderr, "bench_load: %d nodes, %d pods loaded in %.1f s\n", nodes, pods, load_s);
-        for (int ci = 0; ci < 2; ci++) {
-            int cands = ci ? 500 : 100;
+        for (int ci = 0; ci < (only_cands ? 1 : 2); ci++) {
+            int cands = only_cands ? only_cands : ci ? 500 : 100;
             if (cands > nodes)
                 continue;
             for (int mode = 0; mode < (names_only ? 1 : 2); mode++) {
@@ -667,8 +701,13 @@ int main(int argc, char **argv)
                     struct stats fa[2], f, a;
                     char c[4][24];
                     /* Warm both up, then measure both, taking turns. */
+                    uint64_t cpu0[2], cpu1[2];
                     run_load(ports, verb, bodies, lens, n_bodies, conns, 40, false, fa);
+                    cpu0[0] = proc_cpu_ns(floor_pid);
+                    cpu0[1] = proc_cpu_ns(pid);
                     run_load(ports, verb, bodies, lens, n_bodies, conns, per, false, fa);
+                    cpu1[0] = proc_cpu_ns(floor_pid);
+                    cpu1[1] = proc_cpu_ns(pid);
                     floor_stop(floor_pid);
                     f = fa[0];
                     a = fa[1];
@@ -676,10 +715,13 @@ int main(int argc, char **argv)
                     fmt_us(f.p99, c[1], sizeof(c[1]));
                     fmt_us(a.p50, c[2], sizeof(c[2]));
                     fmt_us(a.p99, c[3], sizeof(c[3]));
+                    double fcpu = (double)(cpu1[0] - cpu0[0]) / 1e3 / per,
+                           acpu = (double)(cpu1[1] - cpu0[1]) / 1e3 / per;
                     printf("| %d nodes, %d pods | %d | %s | %s | %s | %s | %s | %s | **%.2f×** | "
-                           "%.2f× | %.1f kB |%s\n",
+                           "%.2f× | %.0f µs | %.0f µs | %.2f× | %.1f kB |%s\n",
                            nodes, pods, cands, names ? "names" : "Nodes", verb, c[0], c[1], c[2],
-                           c[3], a.p50 / f.p50, a.p99 / f.p99, (double)a.bytes / 1000,
+                           c[3], a.p50 / f.p50, a.p99 / f.p99, fcpu, acpu,
+                           fcpu > 0 ? acpu / fcpu : 0, (double)a.bytes / 1000,
                            f.failures + a.failures ? " (failed requests!)" : "");
                     fflush(stdout);
                 }
@@ -696,7 +738,7 @@ int main(int argc, char **argv)
                     fmt_us(fa[1].p50, c[2], sizeof(c[2]));
                     fmt_us(fa[1].p99, c[3], sizeof(c[3]));
                     printf("| %d nodes, %d pods | %d | names, Connection: close | filter | %s | "
-                           "%s | %s | %s | **%.2f×** | %.2f× | %.1f kB |%s\n",
+                           "%s | %s | %s | **%.2f×** | %.2f× | | | | %.1f kB |%s\n",
                            nodes, pods, cands, c[0], c[1], c[2], c[3], fa[1].p50 / fa[0].p50,
                            fa[1].p99 / fa[0].p99, (double)fa[1].bytes / 1000,
                            fa[0].failures + fa[1].failures ? " (failed requests!)" : "");

@@ -1041,9 +1041,11 @@ END_TEST
 /* ---- the fast path against jansson ------------------------------------------------------ */
 
 /*
- * Bodies with a NUL byte or a backslash before one, and "\u0000". The names-mode fast
- * path must accept exactly what the general path (jansson, flags 0) accepts: a body
- * jansson refuses is an error however it is decoded.
+ * Bodies with a NUL byte or a backslash before one, and "\u0000"; and bodies whose error
+ * hides in a member of the Pod that no decoder reads (managedFields, volumes, env), which
+ * the fast path checks without building. The names-mode fast path must accept exactly
+ * what the general path (jansson, flags 0) accepts: a body jansson refuses is an error
+ * however it is decoded.
  */
 #define BODY(lit) {lit, sizeof(lit) - 1}
 static const struct {
@@ -1069,6 +1071,24 @@ static const struct {
     /* Controls that jansson accepts, so both paths must too. */
     BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\"}},\"x\":\"\\n\\/\\\\\",\"NodeNames\":[\"a\"]}"),
     BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\",\"managedFields\":[\"\\t\"]}},"
+         "\"NodeNames\":[\"a\"]}"),
+    /* Errors inside members no decoder reads: refused all the same. */
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"volumes\":[{\"a\":1e400}]}},"
+         "\"NodeNames\":[\"a\"]}"),
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"env\":[1,]}]}},"
+         "\"NodeNames\":[\"a\"]}"),
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\",\"managedFields\":[\"\\ud800\"]}},"
+         "\"NodeNames\":[\"a\"]}"),
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\",\"managedFields\":[\"\xff\"]}},"
+         "\"NodeNames\":[\"a\"]}"),
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\",\"managedFields\":[tru]}},"
+         "\"NodeNames\":[\"a\"]}"),
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\"}}},\"NodeNames\":[\"a\"]}"),
+    /* ... and what jansson accepts there: a quote and brackets inside strings, a number,
+     * UTF-8, deep nesting. */
+    BODY("{\"Pod\":{\"metadata\":{\"name\":\"p\\\"}]\"},\"spec\":{\"containers\":[{\"env\":"
+         "[{\"name\":\"X\",\"value\":\"\xc3\xa9}\"}],\"ports\":[{\"containerPort\":8080}],"
+         "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],\"volumes\":[[[[[[[[{}]]]]]]]]}},"
          "\"NodeNames\":[\"a\"]}"),
 };
 
@@ -1119,10 +1139,11 @@ START_TEST(test_args_nul_escape_is_a_clear_error)
 END_TEST
 
 /*
- * The fast path replaces each metadata.managedFields value with null before jansson
- * reads the Pod. A value shorter than "null" ([], {}, 0, "") made the copy longer than
- * its buffer: a heap overflow of up to 3 bytes a cut, found by tests/fuzz/fuzz_args.c.
- * Under ASan (build-san) this overflowed; everywhere, the Pod must decode.
+ * The fast path once replaced each metadata.managedFields value with null in a copy of
+ * the Pod's text before jansson read it. A value shorter than "null" ([], {}, 0, "") made
+ * the copy longer than its buffer: a heap overflow of up to 3 bytes a cut, found by
+ * tests/fuzz/fuzz_args.c. The parser now reads such values in place without building
+ * them; the Pod must decode, whatever they hold and however often they are given.
  */
 static const char *const short_cut_bodies[] = {
     "{\"Pod\":{\"metadata\":{\"name\":\"p\",\"managedFields\":[]}},\"NodeNames\":[\"a\"]}",

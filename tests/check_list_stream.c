@@ -743,6 +743,40 @@ START_TEST(test_protobuf_errors)
 }
 END_TEST
 
+/* The paths messages name are built without snprintf, and read as snprintf writes them,
+ * cut short at every size of buffer. */
+START_TEST(test_paths_read_as_snprintf_writes_them)
+{
+    static const struct {
+        const char *where, *field;
+        size_t i;
+    } cases[] = {
+        {"items[3]", "spec.containers", 0},
+        {"", "metadata.name", 7},
+        {NULL, "status.allocatable", 12345678901ull},
+        {"Nodes.items", "x", 18446744073709551615ull},
+    };
+
+    for (size_t k = 0; k < AF_ARRAY_SIZE(cases); k++)
+        for (size_t cap = 1; cap < 48; cap++) {
+            char got[48], expect[48];
+            const char *w = cases[k].where;
+            memset(got, 'x', sizeof(got));
+            af__codec_path(got, cap, w, cases[k].field);
+            if (w && *w)
+                snprintf(expect, cap, "%s.%s", w, cases[k].field);
+            else
+                snprintf(expect, cap, "%s", cases[k].field);
+            ck_assert_str_eq(got, expect);
+            if (!w)
+                continue;
+            af__codec_path_index(got, cap, w, cases[k].i);
+            snprintf(expect, cap, "%s[%zu]", w, cases[k].i);
+            ck_assert_str_eq(got, expect);
+        }
+}
+END_TEST
+
 Suite *af_list_stream_suite(void);
 Suite *af_list_stream_suite(void)
 {
@@ -759,6 +793,7 @@ Suite *af_list_stream_suite(void)
     tcase_add_test(tc, test_protobuf_status);
     tcase_add_test(tc, test_protobuf_newer_fields);
     tcase_add_test(tc, test_protobuf_errors);
+    tcase_add_test(tc, test_paths_read_as_snprintf_writes_them);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -150,6 +150,9 @@ int af_buf_json_str(struct af_buf *b, const char *s) AF_MUST_CHECK;
 int af_buf_json_num(struct af_buf *b, double v, int digits) AF_MUST_CHECK;
 int af_buf_json_fixed(struct af_buf *b, double v, int decimals) AF_MUST_CHECK;
 const char *af_fmt_json_num(char *out, double v, int digits);
+/* Makes room for `extra` more bytes at once (a size known ahead: no growing by halves). The
+ * cap is not checked here; af_buf_add checks it. */
+void af_buf_reserve(struct af_buf *b, size_t extra);
 /* Caller owns the result; the buffer is left empty. */
 char *af_buf_detach(struct af_buf *b, size_t *len);
 /*
@@ -171,6 +174,7 @@ struct af_arena {
 #define AF_ARENA_INIT {NULL, 0}
 
 void *af_arena_alloc(struct af_arena *a, size_t n);   /* zeroed, 16-aligned, cannot fail */
+void *af_arena_alloc_uninit(struct af_arena *a, size_t n);   /* the same, not zeroed */
 char *af_arena_strdup(struct af_arena *a, const char *s);
 char *af_arena_printf(struct af_arena *a, const char *fmt, ...) AF_PRINTF(2, 3);
 void af_arena_release(struct af_arena *a);
@@ -178,6 +182,14 @@ void af_arena_release(struct af_arena *a);
 bool af_arena_owns(const struct af_arena *a, const void *p);
 /* Forgets everything handed out, keeping the largest chunk for what comes next. */
 void af_arena_reset(struct af_arena *a);
+/*
+ * The calling thread's arena for one kind of use, kept between uses (af_arena_reset after
+ * each), so that a thread serving requests stops calling malloc for their temporaries once
+ * its chunk is large enough. Released when the thread exits. Two kinds, so that a use of
+ * one may happen inside a use of the other: a request, and a tree jansson builds.
+ */
+enum af_arena_use { AF_ARENA_REQUEST, AF_ARENA_TREE, AF_ARENA__USES };
+struct af_arena *af_arena_of_thread(enum af_arena_use use);
 
 /* ---- parsing helpers ------------------------------------------------------ */
 

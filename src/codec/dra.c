@@ -432,7 +432,7 @@ int af_codec_decode_dra_list(enum af_dra_kind kind, const char *json, size_t len
         struct af_dra_obj o;
         char at[48];
         struct af_error e;
-        snprintf(at, sizeof(at), "items[%zu]", i);
+        af__codec_path_index(at, sizeof(at), "items", i);
         if (af__codec_dra_from_json(kind, it, at, &o, &e)) {
             if (skipped)
                 (*skipped)++;
@@ -622,7 +622,7 @@ int af_codec_decode_cluster_dra(const char *name, const char *text, size_t len,
         char at[48];
         if (kind < 0)
             continue;
-        snprintf(at, sizeof(at), "items[%zu]", i);
+        af__codec_path_index(at, sizeof(at), "items", i);
         rc = af__codec_dra_from_json((enum af_dra_kind)kind, it, at, &o, err);
         if (rc) {
             if (err && !err->file[0])

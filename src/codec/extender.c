@@ -110,7 +110,7 @@ static int decode_nodes(const struct af_config *cfg, struct af_ext_args *a, json
     json_array_foreach(items, i, it) {
         char at[48];
         int rc;
-        snprintf(at, sizeof(at), "Nodes.items[%zu]", i);
+        af__codec_path_index(at, sizeof(at), "Nodes.items", i);
         rc = af__codec_node_from_json(cfg, it, at, &a->nodes[i], err);
         if (rc) {
             a->n = i; /* only the decoded ones are released */
@@ -143,54 +143,29 @@ static int decode_names(struct af_ext_args *a, json_t *names, struct af_error *e
     return 0;
 }
 
-/*
- * Word-at-a-time scanning: the length of the prefix of s[0..len) with no byte that a
- * JSON string writer or a strict reader must look at (< 0x20, '"', '\\', >= 0x80), give
- * or take the last partial word, which the caller's byte loop handles. `lenient`: only
- * '"' and '\\' count.
- */
-#define ONES 0x0101010101010101ull
-#define HIGH 0x8080808080808080ull
-#define HAS_ZERO(v) (((v) - ONES) & ~(v) & HIGH)
-
-static size_t clean_prefix(const char *s, size_t len, bool lenient)
-{
-    size_t i = 0;
-
-    for (; i + 8 <= len; i += 8) {
-        uint64_t x, t;
-        memcpy(&x, s + i, 8);
-        t = HAS_ZERO(x ^ (ONES * '"')) | HAS_ZERO(x ^ (ONES * '\\'));
-        if (!lenient)
-            t |= ((x - ONES * 0x20) & ~x & HIGH) | (x & HIGH);
-        if (t)
-            break;
-    }
-    return i;
-}
-
 /* ---- the fast path for names mode ------------------------------------------------------ */
 
 /*
  * kube-scheduler with nodeCacheCapable: true sends {"Pod":{...},"Nodes":null,
  * "NodeNames":["...",...]}: hundreds of plain names. Building a json_t per name was
  * most of a filter call, so such a request is scanned here instead: the top level and
- * NodeNames are read directly, and only the Pod's own text goes to jansson, without
- * metadata.managedFields (big, and never read).
+ * NodeNames are read directly, and only the Pod's own text is parsed (codec/parse.c),
+ * with the members no decoder reads (metadata.managedFields, volumes, env, probes, ...)
+ * checked but not built (AF__PARSE_CHECK_UNREAD).
  *
  * The scan is conservative. It accepts a body only when it is certain that jansson
  * accepts the whole body too and that the result is the same as the general path's;
  * anything else (Nodes mode, a number or \u escape or non-ASCII byte outside the Pod, a
  * key given twice, an empty or escaped name, any error at all) makes it decline, and
  * the request takes the general path, which produces the errors and their wording.
+ * The Pod's end is found by its brackets and quotes alone (af__codec_nest_scan); the
+ * parser then accepts exactly that text as one JSON object, or the body declines.
  */
 
 #define FAST_MAX_DEPTH 512
-#define FAST_MAX_CUTS 4
 
 struct scan {
     const char *p, *end;
-    bool strict;        /* outside the Pod's jansson-checked text: accept only what jansson does */
 };
 
 static void scan_ws(struct scan *s)
@@ -222,37 +197,30 @@ static bool simple_escape(char c)
 }
 
 /*
- * A string at s->p (on its opening quote). `plain`: no escapes at all. Strict: only
- * ASCII 0x20..0x7f and the escapes \" \\ \/ \b \f \n \r \t. Lenient (inside the Pod,
- * which jansson parses anyway): anything up to the closing quote.
+ * A string at s->p (on its opening quote): only ASCII 0x20..0x7f and the escapes \" \\
+ * \/ \b \f \n \r \t, which jansson reads the same way whatever the flags.
  */
-static bool scan_string(struct scan *s, const char **start, size_t *len, bool *plain)
+static bool scan_string(struct scan *s, const char **start, size_t *len)
 {
     const char *p = s->p + 1;
 
     if (s->p >= s->end || *s->p != '"')
         return false;
-    if (plain)
-        *plain = true;
     for (;;) {
         unsigned char c;
-        p += clean_prefix(p, (size_t)(s->end - p), !s->strict);
+        p += af__codec_plain_prefix(p, (size_t)(s->end - p), false);
         if (p >= s->end)
             return false;
         c = (unsigned char)*p;
         if (c == '"')
             break;
         if (c == '\\') {
-            if (plain)
-                *plain = false;
-            if (p + 1 >= s->end)
-                return false;
-            if (s->strict && !simple_escape(p[1]))
+            if (p + 1 >= s->end || !simple_escape(p[1]))
                 return false;
             p += 2;
             continue;
         }
-        if (s->strict && (c < 0x20 || c >= 0x80))
+        if (c < 0x20 || c >= 0x80)
             return false;
         p++;
     }
@@ -261,6 +229,24 @@ static bool scan_string(struct scan *s, const char **start, size_t *len, bool *p
     if (len)
         *len = (size_t)(p - (s->p + 1));
     s->p = p + 1;
+    return true;
+}
+
+/* A candidate's name at s->p: printable ASCII without escapes up to its closing quote. */
+static bool scan_name(struct scan *s, size_t *len)
+{
+    const char *p = s->p + 1, *q;
+
+    if (s->p >= s->end || *s->p != '"')
+        return false;
+    q = memchr(p, '"', (size_t)(s->end - p));
+    if (!q)
+        return false;
+    for (const char *c = p + af__codec_plain_prefix(p, (size_t)(q - p), false); c < q; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x80 || *c == '\\')
+            return false;
+    *len = (size_t)(q - p);
+    s->p = q + 1;
     return true;
 }
 
@@ -277,7 +263,7 @@ static bool scan_literal(struct scan *s, const char *word)
     return true;
 }
 
-/* A number. Strict: short, no exponent, so that jansson can neither overflow nor differ. */
+/* A number: short, no exponent, so that jansson can neither overflow nor differ. */
 static bool scan_number(struct scan *s)
 {
     const char *p = s->p, *start = s->p;
@@ -300,18 +286,9 @@ static bool scan_number(struct scan *s)
         while (p < s->end && *p >= '0' && *p <= '9')
             p++;
     }
-    if (p < s->end && (*p == 'e' || *p == 'E')) {
-        if (s->strict)
-            return false;
-        p++;
-        if (p < s->end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= s->end || *p < '0' || *p > '9')
-            return false;
-        while (p < s->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (s->strict && p - start > (frac ? 15 : 17))
+    if (p < s->end && (*p == 'e' || *p == 'E'))
+        return false;
+    if (p - start > (frac ? 15 : 17))
         return false;
     s->p = p;
     return true;
@@ -344,7 +321,7 @@ static bool scan_container(struct scan *s, int depth)
         }
         first = false;
         if (close == '}') {
-            if (!scan_string(s, NULL, NULL, NULL))
+            if (!scan_string(s, NULL, NULL))
                 return false;
             scan_ws(s);
             if (s->p >= s->end || *s->p != ':')
@@ -366,7 +343,7 @@ static bool scan_value(struct scan *s, int depth)
     case '[':
         return scan_container(s, depth);
     case '"':
-        return scan_string(s, NULL, NULL, NULL);
+        return scan_string(s, NULL, NULL);
     case 't':
         return scan_literal(s, "true");
     case 'f':
@@ -378,82 +355,10 @@ static bool scan_value(struct scan *s, int depth)
     }
 }
 
-struct cut {
-    const char *from, *to;  /* a managedFields value, replaced by null for jansson */
-};
-
-static bool key_is(const char *k, size_t len, const char *want)
-{
-    return strlen(want) == len && !memcmp(k, want, len);
-}
-
-/*
- * Members of an object at s->p (lenient, inside the Pod). At `level` 0 (the Pod) a
- * "metadata" object is entered; at level 1 (metadata) "managedFields" values are
- * checked strictly and recorded as cuts.
- */
-static bool scan_pod_object(struct scan *s, int level, struct cut *cuts, int *n_cuts)
-{
-    bool first = true;
-
-    s->p++;
-    for (;;) {
-        const char *k;
-        size_t klen;
-        bool plain;
-
-        scan_ws(s);
-        if (s->p >= s->end)
-            return false;
-        if (*s->p == '}') {
-            s->p++;
-            return true;
-        }
-        if (!first) {
-            if (*s->p != ',')
-                return false;
-            s->p++;
-            scan_ws(s);
-        }
-        first = false;
-        if (!scan_string(s, &k, &klen, &plain))
-            return false;
-        scan_ws(s);
-        if (s->p >= s->end || *s->p != ':')
-            return false;
-        s->p++;
-        scan_ws(s);
-        if (s->p >= s->end)
-            return false;
-        if (level == 0 && plain && key_is(k, klen, "metadata") && *s->p == '{') {
-            if (!scan_pod_object(s, 1, cuts, n_cuts))
-                return false;
-        } else if (level == 1 && plain && key_is(k, klen, "managedFields") &&
-                   *n_cuts < FAST_MAX_CUTS) {
-            /* Cut only what jansson would certainly accept; else leave it to jansson. */
-            struct cut *c = &cuts[*n_cuts];
-            c->from = s->p;
-            s->strict = true;
-            if (scan_value(s, 2)) {
-                c->to = s->p;
-                (*n_cuts)++;
-            } else {
-                s->p = c->from;
-                s->strict = false;
-                if (!scan_value(s, level + 1))
-                    return false;
-            }
-            s->strict = false;
-        } else if (!scan_value(s, level + 1)) {
-            return false;
-        }
-    }
-}
-
 /*
  * kube-scheduler sends the same Pod to filter and then to prioritize in one scheduling
- * cycle, so the last Pod decoded on the fast path is kept: its text (cuts applied) and the
- * decoded, immutable (refcounted) result, which the same text gets again without jansson.
+ * cycle, so the last Pod decoded on the fast path is kept: its text and the decoded,
+ * immutable (refcounted) result, which the same text gets again without parsing.
  * One entry, process-wide, under a lock: the decoding depends on the text alone.
  */
 static struct {
@@ -491,67 +396,40 @@ static void last_pod_put(const char *text, size_t len, struct af_pod_info *pod)
     af_pod_info_unref(old_pod);
 }
 
-/* The Pod from its text with the cuts replaced by null. 0, or -1 to decline. */
-static int fast_pod(const char *from, const char *to, const struct cut *cuts, int n_cuts,
-                    struct af_pod_info **out)
+/* The Pod from its text [from, to). 0, or -1 to decline. */
+static int fast_pod(const char *from, const char *to, struct af_pod_info **out)
 {
-    struct af_arena arena = AF_ARENA_INIT, *prev;
+    struct af_arena *arena = af_arena_of_thread(AF_ARENA_TREE), *prev;
     struct af__codec_perr perr;
     struct af_error err;
     json_t *obj;
-    char *text = NULL;
-    const char *use;
     size_t len = (size_t)(to - from);
     int rc;
 
-    if (n_cuts) {
-        /* A cut value can be shorter than the "null" that replaces it ([], 0), so the
-         * copy may grow by up to 3 bytes a cut; 4 a cut is plenty. */
-        const char *p = from;
-        char *w = text = af_xmalloc(len + 4 * (size_t)n_cuts + 1);
-        for (int i = 0; i < n_cuts; i++) {
-            memcpy(w, p, (size_t)(cuts[i].from - p));
-            w += cuts[i].from - p;
-            memcpy(w, "null", 4);
-            w += 4;
-            p = cuts[i].to;
-        }
-        memcpy(w, p, (size_t)(to - p));
-        w += to - p;
-        len = (size_t)(w - text);
-    }
-    use = text ? text : from;
-    if ((*out = last_pod_get(use, len)) != NULL) {
-        af_free(text);
+    if ((*out = last_pod_get(from, len)) != NULL)
         return 0;
-    }
     /* flags 0, as the general path's af__codec_load_request: "\u0000" declines */
-    prev = af__codec_arena_enter(&arena);
-    obj = af__codec_parse(use, len, 0, &perr);
+    prev = af__codec_arena_enter(arena);
+    obj = af__codec_parse(from, len, AF__PARSE_CHECK_UNREAD, &perr);
     if (!obj) {
-        af__codec_arena_leave(&arena, prev);
-        af_arena_release(&arena);
-        af_free(text);
+        af__codec_arena_leave(arena, prev);
         return -1;
     }
     memset(&err, 0, sizeof(err));
     rc = af__codec_pod_from_json(obj, "Pod", out, &err);
     json_decref(obj);
-    af__codec_arena_leave(&arena, prev);
-    af_arena_release(&arena);
+    af__codec_arena_leave(arena, prev);
     if (!rc)
-        last_pod_put(use, len, *out);
-    af_free(text);
+        last_pod_put(from, len, *out);
     return rc ? -1 : 0;
 }
 
 /* Returns 1 when it decoded the request into *out, 0 when the general path must. */
 static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
 {
-    struct scan s = {body, body + len, true};
+    struct scan s = {body, body + len};
     const char *pod_from = NULL, *pod_to = NULL, *names_from = NULL;
-    struct cut cuts[FAST_MAX_CUTS];
-    int n_cuts = 0, seen_pod = 0, seen_nodes = 0, seen_names = 0;
+    int seen_pod = 0, seen_nodes = 0, seen_names = 0;
     bool first = true, names_null = true;
     size_t n = 0, bytes = 0;
     struct af_ext_args *a;
@@ -578,7 +456,7 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
             scan_ws(&s);
         }
         first = false;
-        if (!scan_string(&s, &k, &klen, NULL))
+        if (!scan_string(&s, &k, &klen))
             return 0;
         scan_ws(&s);
         if (s.p >= s.end || *s.p != ':')
@@ -588,13 +466,14 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
         if (s.p >= s.end)
             return 0;
         if (klen == 3 && !strncasecmp(k, "Pod", 3)) {
+            struct af__codec_nest nest = {0, false, false};
+            bool closed;
             if (seen_pod++ || *s.p != '{')
                 return 0;
             pod_from = s.p;
-            s.strict = false;
-            if (!scan_pod_object(&s, 0, cuts, &n_cuts))
+            s.p = body + af__codec_nest_scan(&nest, body, (size_t)(s.p - body), len, &closed);
+            if (!closed)
                 return 0;
-            s.strict = true;
             pod_to = s.p;
         } else if (klen == 5 && !strncasecmp(k, "Nodes", 5)) {
             if (seen_nodes++ || !scan_literal(&s, "null"))
@@ -613,13 +492,12 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
             names_from = s.p++;
             for (;;) {
                 size_t nlen;
-                bool plain;
                 scan_ws(&s);
                 if (s.p < s.end && *s.p == ']' && n == 0) {
                     s.p++;
                     break;
                 }
-                if (!scan_string(&s, NULL, &nlen, &plain) || !plain || nlen == 0)
+                if (!scan_name(&s, &nlen) || nlen == 0)
                     return 0;
                 n++;
                 bytes += nlen + 1;
@@ -643,7 +521,7 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
         return 0;
 
     a = af_xcalloc(1, sizeof(*a));
-    if (fast_pod(pod_from, pod_to, cuts, n_cuts, &a->pod) != 0) {
+    if (fast_pod(pod_from, pod_to, &a->pod) != 0) {
         af_free(a);
         return 0;
     }
@@ -796,7 +674,7 @@ static bool utf8_valid(const char *s, size_t len)
         while (end - p >= 8) {
             uint64_t x;
             memcpy(&x, p, 8);
-            if (x & HIGH)
+            if (x & 0x8080808080808080ull)   /* a byte >= 0x80 */
                 break;
             p += 8;
         }
@@ -838,7 +716,7 @@ static int put_str(struct af_buf *out, const char *s, size_t len)
     const char *run = s, *end = s + len;
     int rc = af_buf_add(out, "\"", 1);
 
-    for (const char *p = s + clean_prefix(s, len, false); !rc && p < end; p++) {
+    for (const char *p = s + af__codec_plain_prefix(s, len, false); !rc && p < end; p++) {
         unsigned char c = (unsigned char)*p;
         char esc[6];
         const char *e;
@@ -847,7 +725,7 @@ static int put_str(struct af_buf *out, const char *s, size_t len)
         if (c >= 0x20 && c != '"' && c != '\\') {
             /* Skip ahead a word at a time when the rest is clean. */
             if (c < 0x80 && end - p > 16)
-                p += clean_prefix(p + 1, (size_t)(end - p - 1), false);
+                p += af__codec_plain_prefix(p + 1, (size_t)(end - p - 1), false);
             continue;
         }
         switch (c) {
@@ -906,7 +784,7 @@ static int put_framed(struct af_buf *out, const char *lead, size_t ll, const cha
     int rc;
 
     if (ll + len + tl + 2 <= sizeof(one)) {
-        i = clean_prefix(s, len, false);
+        i = af__codec_plain_prefix(s, len, false);
         while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
             i++;
         if (i == len) {

@@ -106,14 +106,6 @@ static char *dup_str(json_t *obj, const char *key)
     return s ? af_xstrdup(s) : NULL;
 }
 
-static void path(char *out, size_t cap, const char *where, const char *field)
-{
-    if (where && *where)
-        snprintf(out, cap, "%s.%s", where, field);
-    else
-        snprintf(out, cap, "%s", field);
-}
-
 /*
  * A quantity: a string ("500m", "16Gi") or, from YAML, a plain number.
  * Returns 0, or AF_EINVAL when malformed, negative or out of range.
@@ -302,7 +294,7 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
     meta = af__codec_get(obj, "metadata");
     name = af__codec_get_str(meta, "name");
     if (!name || !*name) {
-        path(at, sizeof(at), where, "metadata.name");
+        af__codec_path(at, sizeof(at), where, "metadata.name");
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: missing", at);
     }
     n = af_node_info_new();
@@ -310,7 +302,7 @@ int af__codec_node_from_json(const struct af_config *cfg, json_t *obj, const cha
     spec = af__codec_get(obj, "spec");
     n->unschedulable = json_is_true(af__codec_get(spec, "unschedulable"));
     status = af__codec_get(obj, "status");
-    path(at, sizeof(at), where, "status.allocatable");
+    af__codec_path(at, sizeof(at), where, "status.allocatable");
     rc = resources(af__codec_get(status, "allocatable"), at, &n->allocatable, NULL, err);
     if (rc) {
         af_node_info_unref(n);
@@ -358,11 +350,11 @@ static int container_req(json_t *c, const char *where, struct af_container_req *
     int rc;
 
     memset(out, 0, sizeof(*out));
-    path(at, sizeof(at), where, "resources.requests");
+    af__codec_path(at, sizeof(at), where, "resources.requests");
     rc = resources(af__codec_get(res, "requests"), at, &out->req, &have_req, err);
     if (rc)
         return rc;
-    path(at, sizeof(at), where, "resources.limits");
+    af__codec_path(at, sizeof(at), where, "resources.limits");
     rc = resources(af__codec_get(res, "limits"), at, &lim, &have_lim, err);
     if (rc)
         return rc;
@@ -392,7 +384,7 @@ static int containers(json_t *arr, const char *where, struct af_container_req **
         int rc;
         if (!json_is_object(c))
             continue;
-        snprintf(at, sizeof(at), "%s[%zu]", where, i);
+        af__codec_path_index(at, sizeof(at), where, i);
         rc = container_req(c, at, &(*out)[k], err);
         if (rc) {
             af_free(*out);
@@ -619,20 +611,20 @@ static int pod_requests(json_t *spec, const char *where, struct af_resources *ou
     char at[160];
     int rc;
 
-    path(at, sizeof(at), where, "spec.containers");
+    af__codec_path(at, sizeof(at), where, "spec.containers");
     rc = containers(af__codec_get(spec, "containers"), at, &apps, &n_apps, err);
     if (rc)
         goto out;
-    path(at, sizeof(at), where, "spec.initContainers");
+    af__codec_path(at, sizeof(at), where, "spec.initContainers");
     rc = containers(af__codec_get(spec, "initContainers"), at, &inits, &n_inits, err);
     if (rc)
         goto out;
-    path(at, sizeof(at), where, "spec.overhead");
+    af__codec_path(at, sizeof(at), where, "spec.overhead");
     rc = resources(af__codec_get(spec, "overhead"), at, &overhead, NULL, err);
     if (rc)
         goto out;
     /* Pod-level resources (PodLevelResources) replace the aggregate for cpu and memory. */
-    path(at, sizeof(at), where, "spec.resources.requests");
+    af__codec_path(at, sizeof(at), where, "spec.resources.requests");
     rc = resources(af__codec_get(af__codec_get(spec, "resources"), "requests"), at, &podlevel, &have_pod, err);
     if (rc)
         goto out;
@@ -665,7 +657,7 @@ int af__codec_pod_from_json(json_t *obj, const char *where, struct af_pod_info *
     meta = af__codec_get(obj, "metadata");
     name = af__codec_get_str(meta, "name");
     if (!name || !*name) {
-        path(at, sizeof(at), where, "metadata.name");
+        af__codec_path(at, sizeof(at), where, "metadata.name");
         return af_error_set(err, AF_EINVAL, "", 0, 0, "%s: missing", at);
     }
     p = af_pod_info_new();
@@ -852,7 +844,7 @@ static int list_items(const struct af_config *cfg, json_t *arr, const char *wher
     json_array_foreach(arr, i, it) {
         char at[96];
         int rc;
-        snprintf(at, sizeof(at), "%s[%zu]", where, i);
+        af__codec_path_index(at, sizeof(at), where, i);
         rc = file_item_kind(it, at, def_kind, item_err(skipped, err));
         if (!rc)
             rc = af__codec_list_item(cfg, it, at, def_kind, cb, ud, item_err(skipped, err));
@@ -1121,7 +1113,7 @@ int af__codec_file_overlays(json_t *root, struct af_overlays **out, struct af_er
         int rc;
         if (!kind || strcmp(kind, "NodeOverlay"))
             continue;
-        snprintf(at, sizeof(at), "items[%zu]", i);
+        af__codec_path_index(at, sizeof(at), "items", i);
         AF_GROW(v, cap, n + 1);
         rc = af__codec_overlay_from_json(it, at, &v[n], err);
         if (rc) {

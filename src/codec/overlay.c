@@ -133,7 +133,7 @@ int af_codec_decode_overlays(const char *json, size_t len, struct af_overlays **
     json_array_foreach(items, i, it) {
         char at[32];
         struct af_error e;
-        snprintf(at, sizeof(at), "items[%zu]", i);
+        af__codec_path_index(at, sizeof(at), "items", i);
         if (af__codec_overlay_from_json(it, at, &v[n], &e)) {
             /* one bad overlay is reported and skipped: the others still price */
             AF_LOG(AF_LOG_WARN, "NodeOverlay skipped", "error", e.text, NULL);

@@ -34,6 +34,8 @@ struct parser {
     const unsigned char *p, *end, *start;
     bool allow_nul;
     bool skip_unread;           /* AF__PARSE_SKIP_UNREAD */
+    bool check_unread;          /* AF__PARSE_CHECK_UNREAD */
+    int unbuilt;                /* > 0: inside a value that is checked, not built */
     int depth;
     struct af_buf str;          /* a string with escapes, unescaped */
     struct af__codec_perr *err;
@@ -296,6 +298,10 @@ static json_t *number(struct parser *ps)
     if (copy != tmp)
         af_free(copy);
     ps->p = q;
+    if (v && ps->unbuilt) {
+        json_decref(v);
+        v = json_null();
+    }
     return v;
 }
 
@@ -324,9 +330,29 @@ static json_t *skipped(struct parser *ps)
     return json_null();
 }
 
+/*
+ * Whether the value of member `key` is checked, not built (AF__PARSE_CHECK_UNREAD): an
+ * object or array no decoder reads, as for AF__PARSE_SKIP_UNREAD, but "affinity" is
+ * built: the pod to schedule has its required node affinity read (objects.c).
+ */
+static bool check_only(const struct parser *ps, const char *key, size_t n)
+{
+    return ps->check_unread && !ps->unbuilt && ps->p < ps->end &&
+           (*ps->p == '{' || *ps->p == '[') && af__codec_unread_key(key, n) &&
+           !(n == 8 && !memcmp(key, "affinity", 8));
+}
+
+/* AF__PARSE_SKIP_UNREAD: whether the value ahead, of member `key`, is passed over. */
+static bool skip_this(const struct parser *ps, const char *key, size_t n)
+{
+    return ps->skip_unread && ps->p < ps->end && (*ps->p == '{' || *ps->p == '[') &&
+           af__codec_unread_key(key, n);
+}
+
 static json_t *object(struct parser *ps)
 {
-    json_t *obj = json_object();
+    /* unbuilt: json_null(), a static that decref leaves alone, stands for the object */
+    json_t *obj = ps->unbuilt ? json_null() : json_object();
     const unsigned char *at;
     char kbuf[128], *key;
     const char *s;
@@ -362,15 +388,24 @@ static json_t *object(struct parser *ps)
             goto err;
         }
         ps->p++;
-        json_t *v = ps->skip_unread && af__codec_unread_key(key, n) ? skipped(ps) : NULL;
-        if (!v)
+        skip_ws(ps);
+        json_t *v = skip_this(ps, key, n) ? skipped(ps) : NULL;
+        if (!v && check_only(ps, key, n)) {
+            ps->unbuilt++;
+            v = value(ps);   /* json_null() when the value is well formed */
+            ps->unbuilt--;
+        } else if (!v) {
             v = value(ps);
+        }
         if (!v) {
             if (key != kbuf)
                 af_free(key);
             goto err;
         }
-        json_object_set_new_nocheck(obj, key, v);
+        if (ps->unbuilt)
+            json_decref(v);
+        else
+            json_object_set_new_nocheck(obj, key, v);
         if (key != kbuf)
             af_free(key);
         skip_ws(ps);
@@ -394,7 +429,7 @@ err:
 
 static json_t *array(struct parser *ps)
 {
-    json_t *arr = json_array();
+    json_t *arr = ps->unbuilt ? json_null() : json_array();
 
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == ']') {
@@ -405,7 +440,10 @@ static json_t *array(struct parser *ps)
         json_t *v = value(ps);
         if (!v)
             break;
-        json_array_append_new(arr, v);
+        if (ps->unbuilt)
+            json_decref(v);
+        else
+            json_array_append_new(arr, v);
         skip_ws(ps);
         if (ps->p < ps->end && *ps->p == ',') {
             ps->p++;
@@ -455,7 +493,7 @@ static json_t *value(struct parser *ps)
         ps->p++;
         if (string(ps, &s, &n, &nul))
             return NULL;
-        return json_stringn_nocheck(s, n);
+        return ps->unbuilt ? json_null() : json_stringn_nocheck(s, n);
     case 't':
         return literal(ps, "true", json_true());
     case 'f':
@@ -475,6 +513,7 @@ json_t *af__codec_parse(const char *text, size_t len, size_t flags, struct af__c
         .start = (const unsigned char *)text,
         .allow_nul = (flags & JSON_ALLOW_NUL) != 0,
         .skip_unread = (flags & AF__PARSE_SKIP_UNREAD) != 0,
+        .check_unread = (flags & AF__PARSE_CHECK_UNREAD) != 0,
         .str = AF_BUF_INIT(0),
         .err = err,
     };

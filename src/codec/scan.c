@@ -26,16 +26,65 @@
  */
 bool af__codec_unread_key(const char *k, size_t n)
 {
-    static const char *const keys[] = {
-        "managedFields", "images",        "addresses",      "nodeInfo",
-        "volumes",       "volumeMounts",  "env",            "envFrom",
-        "ports",         "tolerations",   "affinity",       "livenessProbe",
-        "readinessProbe", "startupProbe", "topologySpreadConstraints",
+#define K(s) {s, sizeof(s) - 1}
+    static const struct {
+        const char *s;
+        size_t n;
+    } keys[] = {
+        K("managedFields"), K("images"),        K("addresses"),      K("nodeInfo"),
+        K("volumes"),       K("volumeMounts"),  K("env"),            K("envFrom"),
+        K("ports"),         K("tolerations"),   K("affinity"),       K("livenessProbe"),
+        K("readinessProbe"), K("startupProbe"), K("topologySpreadConstraints"),
     };
+#undef K
     for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++)
-        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n))
+        if (keys[i].n == n && !memcmp(keys[i].s, k, n))
             return true;
     return false;
+}
+
+/* ---- paths in messages --------------------------------------------------------------------- */
+
+/* n bytes of s at out + *at, as much as fits before the last byte of out[cap]. */
+static void put(char *out, size_t cap, size_t *at, const char *s, size_t n)
+{
+    if (*at + 1 >= cap)
+        return;
+    if (n > cap - 1 - *at)
+        n = cap - 1 - *at;
+    memcpy(out + *at, s, n);
+    *at += n;
+}
+
+void af__codec_path(char *out, size_t cap, const char *where, const char *field)
+{
+    size_t at = 0;
+
+    if (!cap)
+        return;
+    if (where && *where) {
+        put(out, cap, &at, where, strlen(where));
+        put(out, cap, &at, ".", 1);
+    }
+    put(out, cap, &at, field, strlen(field));
+    out[at] = '\0';
+}
+
+void af__codec_path_index(char *out, size_t cap, const char *where, size_t i)
+{
+    char digits[24], *d = digits + sizeof(digits);
+    size_t at = 0;
+
+    if (!cap)
+        return;
+    do
+        *--d = (char)('0' + i % 10);
+    while ((i /= 10) != 0);
+    put(out, cap, &at, where, strlen(where));
+    put(out, cap, &at, "[", 1);
+    put(out, cap, &at, d, (size_t)(digits + sizeof(digits) - d));
+    put(out, cap, &at, "]", 1);
+    out[at] = '\0';
 }
 
 /* ---- scanning ---------------------------------------------------------------------------- */

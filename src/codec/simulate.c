@@ -322,7 +322,7 @@ int af_codec_decode_sim_cluster(const struct af_config *cfg, const char *name, c
     json_array_foreach(items, i, it) {
         const char *kind = af__codec_get_str(it, "kind");
         char at[64];
-        snprintf(at, sizeof(at), "items[%zu]", i);
+        af__codec_path_index(at, sizeof(at), "items", i);
         if (kind && !strcmp(kind, "Node")) {
             struct af_node_info *info;
             struct af_sim_node *n;

@@ -88,7 +88,7 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
     struct af_error err;
     struct af_ext_args *args = NULL;
     struct af_snapshot *snap = NULL;
-    struct af_arena ar = AF_ARENA_INIT;
+    struct af_arena *ar = af_arena_of_thread(AF_ARENA_REQUEST);
     struct af_buf msg = AF_BUF_INIT(1024);
     struct af__candidates c;
     struct af_node_decision *dec = NULL;
@@ -108,12 +108,12 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         goto done;
     }
     snap = af_publisher_acquire(svc->pub);
-    af__service_candidates(&ar, args, snap, &c);
+    af__service_candidates(ar, args, snap, &c);
     st->candidates = (int)c.n;
     stats_pod(st, af_ext_args_pod(args));
-    /* Not from the arena: af_filter initializes every entry, so zeroing them first (some
-     * 150 KiB at 500 candidates) would be wasted; the not-ready path zeroes its own. */
-    dec = af_xmalloc((c.n + 1) * sizeof(*dec));
+    /* Not zeroed: af_filter initializes every entry, so zeroing them first (some 150 KiB at
+     * 500 candidates) would be wasted; the not-ready path zeroes its own. */
+    dec = af_arena_alloc_uninit(ar, (c.n + 1) * sizeof(*dec));
 
     if (!af__service_snapshot_ready(svc, snap, &why)) {
         st->not_ready = true;
@@ -142,10 +142,11 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         st->passed = svc->when_not_ready == AF_NOT_READY_ALLOW_ALL ? (int)c.n : 0;
     } else {
         struct af_dra_demand dm;
-        const struct af_pod_info *pod = af__service_dra_pod(&ar, snap, af_ext_args_pod(args), &dm);
-        struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
+        const struct af_pod_info *pod = af__service_dra_pod(ar, snap, af_ext_args_pod(args), &dm);
+        /* not zeroed: af_decide_plan writes all of it (a copy, or af_plan_pod) */
+        struct af_plan *plan = af_arena_alloc_uninit(ar, sizeof(*plan));
         struct af_filter_summary sum;
-        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar,
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = ar,
                                     .dra = &dm, .own_views = c.views};
         struct af_decide_hooks h;
         struct af_tenant_decision bd;
@@ -174,9 +175,8 @@ static int do_filter(struct af_service *svc, struct af_config *cfg, const char *
         filter_error(out, base, "accelfit: cannot encode the filter result (too large)");
     }
 done:
-    af_free(dec);
     af_buf_release(&msg);
-    af_arena_release(&ar);
+    af_arena_reset(ar);
     af_snapshot_unref(snap);
     af_ext_args_free(args);
     return 200;
@@ -191,7 +191,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
     struct af_error err;
     struct af_ext_args *args = NULL;
     struct af_snapshot *snap = NULL;
-    struct af_arena ar = AF_ARENA_INIT;
+    struct af_arena *ar = af_arena_of_thread(AF_ARENA_REQUEST);
     struct af_buf msg = AF_BUF_INIT(1024);
     struct af__candidates c;
     struct af_node_decision *dec = NULL;
@@ -212,10 +212,11 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         goto done;
     }
     snap = af_publisher_acquire(svc->pub);
-    af__service_candidates(&ar, args, snap, &c);
+    af__service_candidates(ar, args, snap, &c);
     st->candidates = (int)c.n;
     stats_pod(st, af_ext_args_pod(args));
-    dec = af_xmalloc((c.n + 1) * sizeof(*dec));   /* af_prioritize initializes every entry */
+    /* not zeroed: af_prioritize initializes every entry */
+    dec = af_arena_alloc_uninit(ar, (c.n + 1) * sizeof(*dec));
     if (!af__service_snapshot_ready(svc, snap, NULL)) {
         /* Neutral: every candidate scores 0 until the cache is usable. */
         st->not_ready = true;
@@ -226,9 +227,9 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         }
     } else {
         struct af_dra_demand dm;
-        const struct af_pod_info *pod = af__service_dra_pod(&ar, snap, af_ext_args_pod(args), &dm);
-        struct af_plan *plan = af_arena_alloc(&ar, sizeof(*plan));
-        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = &ar,
+        const struct af_pod_info *pod = af__service_dra_pod(ar, snap, af_ext_args_pod(args), &dm);
+        struct af_plan *plan = af_arena_alloc_uninit(ar, sizeof(*plan));   /* as in filter */
+        struct af__decide_ctx dc = {.svc = svc, .cfg = cfg, .snap = snap, .ar = ar,
                                 .us = af_prom_acquire(svc->util)};
         struct af_decide_hooks h;
         struct af_tenant_decision bd;
@@ -244,9 +245,8 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         status = 500;
     }
 done:
-    af_free(dec);
     af_buf_release(&msg);
-    af_arena_release(&ar);
+    af_arena_reset(ar);
     af_snapshot_unref(snap);
     af_ext_args_free(args);
     return status;

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,7 +230,7 @@ void af_buf_reset(struct af_buf *b)
         b->buf[0] = '\0';
 }
 
-static void buf_reserve(struct af_buf *b, size_t extra)
+void af_buf_reserve(struct af_buf *b, size_t extra)
 {
     size_t need = b->len + extra + 1;
     size_t n;
@@ -247,7 +248,7 @@ int af_buf_add(struct af_buf *b, const void *data, size_t len)
 {
     if (b->cap && (len > b->cap || b->len > b->cap - len))
         return AF_ETOOBIG;
-    buf_reserve(b, len);
+    af_buf_reserve(b, len);
     if (len)
         memcpy(b->buf + b->len, data, len);
     b->len += len;
@@ -272,7 +273,7 @@ int af_buf_printf(struct af_buf *b, const char *fmt, ...)
         return AF_EINVAL;
     if (b->cap && ((size_t)n > b->cap || b->len > b->cap - (size_t)n))
         return AF_ETOOBIG;
-    buf_reserve(b, (size_t)n);
+    af_buf_reserve(b, (size_t)n);
     va_start(ap, fmt);
     vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -363,7 +364,7 @@ char *af_buf_detach(struct af_buf *b, size_t *len)
     char *p;
 
     if (!b->buf)
-        buf_reserve(b, 0), b->buf[0] = '\0';
+        af_buf_reserve(b, 0), b->buf[0] = '\0';
     p = b->buf;
     if (len)
         *len = b->len;
@@ -415,7 +416,7 @@ int af_buf_read_file(struct af_buf *b, const char *path)
 out:
     close(fd);
     if (!err && !b->buf)
-        buf_reserve(b, 0), b->buf[0] = '\0';
+        af_buf_reserve(b, 0), b->buf[0] = '\0';
     return err;
 }
 
@@ -432,6 +433,14 @@ struct af_arena_chunk {
 #define ARENA_CHUNK_MAX (1u << 20)
 
 void *af_arena_alloc(struct af_arena *a, size_t n)
+{
+    void *p = af_arena_alloc_uninit(a, n);
+
+    memset(p, 0, n);
+    return p;
+}
+
+void *af_arena_alloc_uninit(struct af_arena *a, size_t n)
 {
     struct af_arena_chunk *c = a->head;
     void *p;
@@ -451,7 +460,6 @@ void *af_arena_alloc(struct af_arena *a, size_t n)
     p = c->data + c->used;
     c->used += n;
     a->used += n;
-    memset(p, 0, n);
     return p;
 }
 
@@ -476,6 +484,34 @@ void af_arena_reset(struct af_arena *a)
     c->next = NULL;
     c->used = 0;
     a->used = 0;
+}
+
+/* The threads' arenas: in thread-local storage, released by a key's destructor at exit. */
+static _Thread_local struct af_arena thread_arenas[AF_ARENA__USES];
+static pthread_key_t thread_arenas_key;
+static pthread_once_t thread_arenas_once = PTHREAD_ONCE_INIT;
+
+static void thread_arenas_release(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < AF_ARENA__USES; i++)
+        af_arena_release(&thread_arenas[i]);
+}
+
+static void thread_arenas_init(void)
+{
+    af_assert(pthread_key_create(&thread_arenas_key, thread_arenas_release) == 0);
+}
+
+struct af_arena *af_arena_of_thread(enum af_arena_use use)
+{
+    af_assert(use >= 0 && use < AF_ARENA__USES);
+    if (!thread_arenas[use].head) {
+        /* a value set, so the destructor runs when the thread exits */
+        pthread_once(&thread_arenas_once, thread_arenas_init);
+        pthread_setspecific(thread_arenas_key, thread_arenas);
+    }
+    return &thread_arenas[use];
 }
 
 char *af_arena_strdup(struct af_arena *a, const char *s)
