@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util: bounded buffers, quantities, model-size counts, error formatting. */
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -538,6 +540,53 @@ START_TEST(test_index_finds_what_was_added_and_nothing_else)
 }
 END_TEST
 
+/*
+ * A thread's arena is kept between uses: after a reset the next request's temporaries come
+ * from the same memory, with no malloc; an outsized chunk is not kept; another thread and
+ * another use have arenas of their own.
+ */
+static void *other_thread_arena(void *unused)
+{
+    (void)unused;
+    return af_arena_of_thread(AF_ARENA_REQUEST);
+}
+
+START_TEST(test_thread_arenas_are_kept_between_uses)
+{
+    struct af_arena *req = af_arena_of_thread(AF_ARENA_REQUEST), *big = &(struct af_arena){0};
+    unsigned char *p, *q, *z;
+    pthread_t t;
+    void *theirs;
+
+    ck_assert_ptr_eq(req, af_arena_of_thread(AF_ARENA_REQUEST));
+    ck_assert_ptr_ne(req, af_arena_of_thread(AF_ARENA_TREE));
+    p = af_arena_alloc_uninit(req, 40000);
+    ck_assert_uint_eq((uintptr_t)p % 16, 0);
+    memset(p, 0xab, 40000);
+    af_arena_reset(req);
+    q = af_arena_alloc_uninit(req, 40000);
+    ck_assert_ptr_eq(p, q);                          /* the same chunk again */
+    af_arena_reset(req);
+    z = af_arena_alloc(req, 1000);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_uint_eq(z[i], 0);                  /* zeroed, where 0xab was */
+    af_arena_reset(req);
+
+    ck_assert_int_eq(pthread_create(&t, NULL, other_thread_arena, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, &theirs), 0);
+    ck_assert_ptr_ne(theirs, req);
+
+    af_arena_alloc_uninit(big, 3u << 20);            /* over 1 MiB: released by reset */
+    ck_assert_ptr_nonnull(big->head);
+    af_arena_reset(big);
+    ck_assert_ptr_null(big->head);
+    af_arena_alloc_uninit(big, 1000);
+    af_arena_reset(big);
+    ck_assert_ptr_nonnull(big->head);                /* a chunk of the usual size is kept */
+    af_arena_release(big);
+}
+END_TEST
+
 static Suite *af_util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -562,6 +611,7 @@ static Suite *af_util_suite(void)
     tcase_add_test(tc, test_times_written_read_back_over_centuries);
     tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
     tcase_add_test(tc, test_index_finds_what_was_added_and_nothing_else);
+    tcase_add_test(tc, test_thread_arenas_are_kept_between_uses);
     tcase_add_loop_test(tc, test_one_duration_grammar, 0, AF_ARRAY_SIZE(duration_cases));
     tcase_add_test(tc, test_duration_bound_is_the_callers);
     suite_add_tcase(s, tc);

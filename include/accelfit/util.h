@@ -180,7 +180,7 @@ char *af_arena_printf(struct af_arena *a, const char *fmt, ...) AF_PRINTF(2, 3);
 void af_arena_release(struct af_arena *a);
 /* Whether p points into memory `a` handed out. Chunks double in size, so few are walked. */
 bool af_arena_owns(const struct af_arena *a, const void *p);
-/* Forgets everything handed out, keeping the largest chunk for what comes next. */
+/* Forgets everything handed out, keeping the largest chunk (up to 1 MiB) for what comes next. */
 void af_arena_reset(struct af_arena *a);
 /*
  * The calling thread's arena for one kind of use, kept between uses (af_arena_reset after

@@ -479,6 +479,11 @@ void af_arena_reset(struct af_arena *a)
 
     if (!c)
         return;
+    if (c->size > ARENA_CHUNK_MAX) {
+        /* one outsized allocation (a request naming thousands of nodes): not kept */
+        af_arena_release(a);
+        return;
+    }
     /* the newest chunk is the largest: keep it for the next round, free the rest */
     af_arena_release(&(struct af_arena){c->next, 0});
     c->next = NULL;
