@@ -408,7 +408,7 @@ static int fast_pod(const char *from, const char *to, struct af_pod_info **out)
 
     if ((*out = last_pod_get(from, len)) != NULL)
         return 0;
-    /* flags 0, as the general path's af__codec_load_request: "\u0000" declines */
+    /* without JSON_ALLOW_NUL, as the general path's af__codec_load_request: "\u0000" declines */
     prev = af__codec_arena_enter(arena);
     obj = af__codec_parse(from, len, AF__PARSE_CHECK_UNREAD, &perr);
     if (!obj) {

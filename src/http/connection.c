@@ -229,7 +229,8 @@ static int begin_request(struct server *s, struct lws *wsi, struct pss *p, const
         p->discard = true;
     else {
         af_buf_init(&p->body, af__http_route_max_body(s, p->route));
-        af_buf_reserve(&p->body, (size_t)cl);   /* at most the limit, checked above */
+        if (cl > 0)   /* h2 may send no length: then the body grows as it comes */
+            af_buf_reserve(&p->body, (size_t)cl);   /* at most the limit, checked above */
     }
     p->deadline = p->t0 + s->read_timeout_ns;
     lws_set_timeout(wsi, TIMEOUT_BODY, (int)(s->read_timeout_ns / 1000000000ull));
