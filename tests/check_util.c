@@ -104,6 +104,27 @@ START_TEST(test_buf_refuses_to_pass_its_cap)
 }
 END_TEST
 
+/* Room made ahead keeps what the buffer holds, and a buffer it allocates reads as "". */
+START_TEST(test_buf_reserve_keeps_the_text)
+{
+    struct af_buf b = AF_BUF_INIT(8);
+    char *before;
+
+    af_buf_reserve(&b, 4096);
+    ck_assert_ptr_nonnull(b.buf);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_str_eq(b.buf, "");
+    ck_assert_int_eq(af_buf_puts(&b, "abc"), 0);
+    before = b.buf;
+    ck_assert_int_eq(af_buf_puts(&b, "defgh"), 0);   /* no growing: the room was there */
+    ck_assert_ptr_eq(b.buf, before);
+    ck_assert_int_eq(af_buf_puts(&b, "i"), AF_ETOOBIG);   /* the cap still holds */
+    af_buf_reserve(&b, 100000);
+    ck_assert_str_eq(b.buf, "abcdefgh");
+    af_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_buf_json_string_escapes_control_bytes)
 {
     struct af_buf b = AF_BUF_INIT(0);
@@ -612,6 +633,7 @@ static Suite *af_util_suite(void)
     tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
     tcase_add_test(tc, test_index_finds_what_was_added_and_nothing_else);
     tcase_add_test(tc, test_thread_arenas_are_kept_between_uses);
+    tcase_add_test(tc, test_buf_reserve_keeps_the_text);
     tcase_add_loop_test(tc, test_one_duration_grammar, 0, AF_ARRAY_SIZE(duration_cases));
     tcase_add_test(tc, test_duration_bound_is_the_callers);
     suite_add_tcase(s, tc);

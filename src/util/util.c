@@ -242,6 +242,7 @@ void af_buf_reserve(struct af_buf *b, size_t extra)
         n *= 2;
     b->buf = af_xrealloc(b->buf, n);
     b->alloc = n;
+    b->buf[b->len] = '\0';   /* the invariant, for a buffer allocated here */
 }
 
 int af_buf_add(struct af_buf *b, const void *data, size_t len)
