@@ -376,10 +376,13 @@ static json_t *object(struct parser *ps)
             fail(ps, at, "NUL byte in object key not supported");
             goto err;
         }
-        /* the key must outlive ps->str, which the value's strings reuse */
-        key = n < sizeof(kbuf) ? kbuf : af_xmalloc(n + 1);
-        memcpy(key, s, n);
-        key[n] = '\0';
+        /* the key must outlive ps->str, which the value's strings reuse; a value that is
+         * checked, not built, keeps no key (NULL) */
+        key = ps->unbuilt ? NULL : n < sizeof(kbuf) ? kbuf : af_xmalloc(n + 1);
+        if (key) {
+            memcpy(key, s, n);
+            key[n] = '\0';
+        }
         skip_ws(ps);
         if (ps->p >= ps->end || *ps->p != ':') {
             if (key != kbuf)
@@ -389,7 +392,7 @@ static json_t *object(struct parser *ps)
         }
         ps->p++;
         skip_ws(ps);
-        json_t *v = skip_this(ps, key, n) ? skipped(ps) : NULL;
+        json_t *v = !ps->unbuilt && skip_this(ps, key, n) ? skipped(ps) : NULL;
         if (!v && check_only(ps, key, n)) {
             ps->unbuilt++;
             v = value(ps);   /* json_null() when the value is well formed */

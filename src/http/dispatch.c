@@ -211,9 +211,8 @@ static int answer_post(struct server *s, struct lws *wsi, struct pss *p, const c
     /* The answer in one allocation, most times: at 100 candidates a filter answer is about
      * twice the names' bytes (their reasons), up to a bound so that a Nodes-mode body (3 kB
      * a node, a short answer) does not reserve its own size again. */
-    af_buf_reserve(&p->resp, p->body.len * 2 + 4096 < HTTP_ANSWER_RESERVE_MAX
-                                 ? p->body.len * 2 + 4096
-                                 : HTTP_ANSWER_RESERVE_MAX);
+    size_t answer = p->body.len * 2 + 4096;
+    af_buf_reserve(&p->resp, answer < HTTP_ANSWER_RESERVE_MAX ? answer : HTTP_ANSWER_RESERVE_MAX);
     status = af_service_handle_stats(s->svc, (enum af_verb)verb, p->body.buf ? p->body.buf : "",
                                      p->body.len, &p->resp, &p->st);
     return af__http_respond(s, wsi, p, status, "application/json");
