@@ -517,6 +517,41 @@ static bool index_find(const struct af_index *ix, char (*keys)[16], uint32_t h, 
     return false;
 }
 
+/* The table hash spreads node names of every length over an index's slots (its low bits,
+ * where a probe starts), reads every byte, and tells chained fields apart. */
+START_TEST(test_hash_spreads_names_and_reads_every_byte)
+{
+    enum { N = 20000, SLOTS = 1u << 16 };
+    static uint8_t used[SLOTS];
+    char name[80], other[80];
+    size_t taken = 0;
+
+    memset(used, 0, sizeof(used));
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "ip-10-%d-%d-%d.us-west-2.compute.internal", i / 65536,
+                 (i / 256) % 256, i % 256);
+        taken += !used[af_hash_str(AF_HASH_INIT, name) & (SLOTS - 1)]++;
+    }
+    /* uniform hashing fills 1 - e^(-N/SLOTS) of the slots: 26.3%, 17,236 of 65,536 */
+    ck_assert_uint_gt(taken, 16800);
+    /* a change in any one byte, at any length, changes the hash */
+    for (size_t len = 1; len < 40; len++) {
+        memset(name, 'a', len);
+        name[len] = '\0';
+        for (size_t at = 0; at < len; at++) {
+            memcpy(other, name, len + 1);
+            other[at] = 'b';
+            ck_assert_uint_ne(af_hash_str(AF_HASH_INIT, name), af_hash_str(AF_HASH_INIT, other));
+        }
+        ck_assert_uint_ne(af_hash_bytes(AF_HASH_INIT, name, len),
+                          af_hash_bytes(AF_HASH_INIT, name, len - 1));
+    }
+    ck_assert_uint_eq(af_hash_str(AF_HASH_INIT, NULL), af_hash_str(AF_HASH_INIT, ""));
+    ck_assert_uint_ne(af_hash_str(af_hash_str(AF_HASH_INIT, "ab"), "c"),
+                      af_hash_str(af_hash_str(AF_HASH_INIT, "a"), "bc"));
+}
+END_TEST
+
 START_TEST(test_index_finds_what_was_added_and_nothing_else)
 {
     static char keys[1000][16];
@@ -532,15 +567,15 @@ START_TEST(test_index_finds_what_was_added_and_nothing_else)
     for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++) {
         snprintf(keys[i], sizeof(keys[i]), "node-%zu", i);
         /* one key in ten shares the hash 42: long probes over collisions */
-        af_index_add(&ix, i % 10 ? af_fnv32_str(AF_FNV32_INIT, keys[i]) : 42, i);
+        af_index_add(&ix, i % 10 ? af_hash_str(AF_HASH_INIT, keys[i]) : 42, i);
     }
     for (size_t i = 0; i < AF_ARRAY_SIZE(keys); i++) {
-        ck_assert(index_find(&ix, keys, i % 10 ? af_fnv32_str(AF_FNV32_INIT, keys[i]) : 42,
+        ck_assert(index_find(&ix, keys, i % 10 ? af_hash_str(AF_HASH_INIT, keys[i]) : 42,
                              keys[i], &at));
         ck_assert_uint_eq(at, i);
     }
     ck_assert(!index_find(&ix, keys, 42, "node-1", &at));   /* its hash is not 42 */
-    ck_assert(!index_find(&ix, keys, af_fnv32_str(AF_FNV32_INIT, "node-1000"), "node-1000", &at));
+    ck_assert(!index_find(&ix, keys, af_hash_str(AF_HASH_INIT, "node-1000"), "node-1000", &at));
     walk = af_index_start(&ix, 42);
     for (size_t n = 0; af_index_next(&ix, 42, &walk, &at); n++) {
         ck_assert_uint_eq(at % 10, 0);
@@ -631,6 +666,7 @@ static Suite *af_util_suite(void)
     tcase_add_loop_test(tc, test_one_time_grammar_for_every_reader, 0, AF_ARRAY_SIZE(time_cases));
     tcase_add_test(tc, test_times_written_read_back_over_centuries);
     tcase_add_test(tc, test_base64_round_trips_and_refuses_other_bytes);
+    tcase_add_test(tc, test_hash_spreads_names_and_reads_every_byte);
     tcase_add_test(tc, test_index_finds_what_was_added_and_nothing_else);
     tcase_add_test(tc, test_thread_arenas_are_kept_between_uses);
     tcase_add_test(tc, test_buf_reserve_keeps_the_text);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define AF_MUST_CHECK __attribute__((warn_unused_result))
@@ -287,22 +288,38 @@ static inline int af_jw_error(const struct af_jw *w)
 }
 
 /*
- * FNV-1a, the one hash of the house: its open-addressing tables (32 bit) and fingerprints
- * (64 bit). Chain fields with af_fnv32_byte(h, 0xff), a byte no name holds. NULL hashes as
- * "". The inputs are names from the API server or the policy, which cannot choose their
- * hashes' collisions to any effect beyond longer probes in a table sized 2x.
+ * The house's two hashes. af_hash_str keys its open-addressing tables (af_index, the
+ * cache's): 8 bytes a step and a final mix, so a 45-byte node name costs six multiplies
+ * where FNV-1a's byte chain took 45, on every candidate of every request. Chain fields by
+ * seeding the next with the last: af_hash_str(af_hash_str(AF_HASH_INIT, ns), name). NULL
+ * hashes as "". The values are for this process's tables only (they depend on the byte
+ * order). FNV-1a (64 bit) makes fingerprints. The inputs are names from the API server or
+ * the policy, which cannot choose their hashes' collisions to any effect beyond longer
+ * probes in a table sized 2x.
  */
-#define AF_FNV32_INIT 2166136261u
+#define AF_HASH_INIT 0x2545f491u
 #define AF_FNV64_INIT 14695981039346656037ull
-static inline uint32_t af_fnv32_byte(uint32_t h, unsigned char c)
+static inline uint32_t af_hash_bytes(uint32_t seed, const void *p, size_t n)
 {
-    return (h ^ c) * 16777619u;
+    const unsigned char *b = p;
+    uint64_t h = ((uint64_t)seed << 32 | seed) ^ (n * 0x9e3779b97f4a7c15ull), w;
+
+    for (; n >= 8; b += 8, n -= 8) {
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    w = 0;
+    for (size_t i = 0; i < n; i++)
+        w |= (uint64_t)b[i] << (8 * i);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return (uint32_t)(h ^ h >> 32);
 }
-static inline uint32_t af_fnv32_str(uint32_t h, const char *s)
+static inline uint32_t af_hash_str(uint32_t seed, const char *s)
 {
-    for (; s && *s; s++)
-        h = af_fnv32_byte(h, (unsigned char)*s);
-    return h;
+    return s ? af_hash_bytes(seed, s, strlen(s)) : af_hash_bytes(seed, "", 0);
 }
 static inline uint64_t af_fnv64(uint64_t h, const void *p, size_t n)
 {
@@ -323,11 +340,11 @@ size_t af_table_size(size_t n);
 
 /*
  * The one open-addressing table of the house: an index over an array the caller keeps.
- * Each entry holds a key's hash (af_fnv32_*) and the key's position in that array, so a
+ * Each entry holds a key's hash (af_hash_str) and the key's position in that array, so a
  * probe compares hashes in the table and reads the caller's key only when they agree; the
  * caller compares keys itself, with no callback:
  *
- *     uint32_t h = af_fnv32_str(AF_FNV32_INIT, name), i;
+ *     uint32_t h = af_hash_str(AF_HASH_INIT, name), i;
  *     size_t walk = af_index_start(&ix, h);
  *     while (af_index_next(&ix, h, &walk, &i))
  *         if (!strcmp(nodes[i].name, name))

@@ -217,7 +217,7 @@ int af__aws_read_on_demand(struct af__aws *c, const char *region, const char *co
 
 static uint32_t pair_hash(const char *zone, const char *type)
 {
-    return af_fnv32_str(af_fnv32_byte(af_fnv32_str(AF_FNV32_INIT, zone), 0xff), type);
+    return af_hash_str(af_hash_str(AF_HASH_INIT, zone), type);
 }
 
 /* The item of (zone, type), or NULL. */

@@ -38,12 +38,12 @@
 
 static uint32_t hash_node(const char *name)
 {
-    return af_fnv32_str(AF_FNV32_INIT, name);
+    return af_hash_str(AF_HASH_INIT, name);
 }
 
 static uint32_t hash_pod(const char *ns, const char *name)
 {
-    return af_fnv32_str(af_fnv32_byte(af_fnv32_str(AF_FNV32_INIT, ns), 0xff), name);
+    return af_hash_str(af_hash_str(AF_HASH_INIT, ns), name);
 }
 
 static bool streq(const char *a, const char *b)

@@ -773,28 +773,32 @@ static int put_str(struct af_buf *out, const char *s, size_t len)
 
 /*
  * `lead`, then s as a JSON string (jansson's escapes), then `trail`: a name in an answer
- * with the comma before it and the colon after it. A short name that needs no escape (all
- * of them, in practice) goes in one piece.
+ * with the comma before it and the colon after it. A name that needs no escape (all of
+ * them, in practice) goes in one piece.
  */
 static int put_framed(struct af_buf *out, const char *lead, size_t ll, const char *s,
                       size_t len, const char *trail, size_t tl)
 {
-    char one[256];
-    size_t i;
+    size_t i = af__codec_plain_prefix(s, len, false), need = ll + len + tl + 2;
+    char *w;
     int rc;
 
-    if (ll + len + tl + 2 <= sizeof(one)) {
-        i = af__codec_plain_prefix(s, len, false);
-        while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
-            i++;
-        if (i == len) {
-            memcpy(one, lead, ll);
-            one[ll] = '"';
-            memcpy(one + ll + 1, s, len);
-            one[ll + 1 + len] = '"';
-            memcpy(one + ll + len + 2, trail, tl);
-            return af_buf_add(out, one, ll + len + tl + 2);
-        }
+    while (i < len && (unsigned char)s[i] >= 0x20 && s[i] != '"' && s[i] != '\\')
+        i++;
+    if (i == len) {
+        /* written where it goes: no copy through a scratch buffer */
+        if (out->cap && (need > out->cap || out->len > out->cap - need))
+            return AF_ETOOBIG;
+        af_buf_reserve(out, need);
+        w = out->buf + out->len;
+        memcpy(w, lead, ll);
+        w[ll] = '"';
+        memcpy(w + ll + 1, s, len);
+        w[ll + 1 + len] = '"';
+        memcpy(w + ll + len + 2, trail, tl);
+        out->len += need;
+        out->buf[out->len] = '\0';
+        return 0;
     }
     rc = af_buf_add(out, lead, ll);
     if (!rc)
@@ -912,7 +916,7 @@ static void dedup_names(const struct af_node_decision *d, const char **names, si
         first[i] = last[i] = i;
         if (!names[i] || d[i].verdict == AF_VERDICT_PASS)
             continue;
-        h = af_fnv32_str(AF_FNV32_INIT, names[i]) ^ (unres ? 0x9e3779b9u : 0);
+        h = af_hash_str(AF_HASH_INIT, names[i]) ^ (unres ? 0x9e3779b9u : 0);
         walk = af_index_start(&ix, h);
         while (!seen && af_index_next(&ix, h, &walk, &j))
             seen = (d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres &&

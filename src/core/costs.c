@@ -85,13 +85,13 @@ static void node_index_build(struct af_index *x, const struct af_node_view *node
 {
     af_index_init(x, n, NULL);
     for (size_t i = 0; i < n; i++)
-        af_index_add(x, af_fnv32_str(AF_FNV32_INIT, nodes[i].info->name), i);
+        af_index_add(x, af_hash_str(AF_HASH_INIT, nodes[i].info->name), i);
 }
 
 static const struct af_node_view *find_node(const struct af_index *x,
                                             const struct af_node_view *nodes, const char *name)
 {
-    uint32_t h = af_fnv32_str(AF_FNV32_INIT, name), i;
+    uint32_t h = af_hash_str(AF_HASH_INIT, name), i;
     size_t walk = af_index_start(x, h);
 
     while (af_index_next(x, h, &walk, &i))

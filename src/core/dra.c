@@ -596,7 +596,7 @@ struct af_dra *af_dra_build(struct af_dra_slice *const *slices, size_t n_slices,
 
 static uint32_t name_hash(const char *s)
 {
-    return af_fnv32_str(AF_FNV32_INIT, s);
+    return af_hash_str(AF_HASH_INIT, s);
 }
 
 /* The nodes' hash index: a lookup per candidate node touches one slot and one name. */

@@ -146,7 +146,7 @@ const struct af_utilization_node *af_utilization_find(const struct af_utilizatio
 
     if (!s || !name)
         return NULL;
-    h = af_fnv32_str(AF_FNV32_INIT, name);
+    h = af_hash_str(AF_HASH_INIT, name);
     walk = af_index_start(&s->index, h);
     while (af_index_next(&s->index, h, &walk, &i))
         if (!strcmp(s->nodes[i].name, name))

@@ -42,9 +42,7 @@ struct af_prices {
 
 static uint32_t hash_key(enum af_price_kind kind, const char *where, const char *type)
 {
-    uint32_t h = af_fnv32_str(AF_FNV32_INIT ^ (uint32_t)kind, where);
-
-    return af_fnv32_str(af_fnv32_byte(h, 0xff), type);
+    return af_hash_str(af_hash_str(AF_HASH_INIT ^ (uint32_t)kind, where), type);
 }
 
 /* The slot holding the key, or the empty slot where it would go. */

@@ -923,7 +923,7 @@ struct af_utilization_snapshot *af_prom_build_finish(struct af_prom_build *b,
     }
     af_index_init(&s->index, s->n_nodes, &b->arena);
     for (size_t i = 0; i < s->n_nodes; i++)
-        af_index_add(&s->index, af_fnv32_str(AF_FNV32_INIT, s->nodes[i].name), i);
+        af_index_add(&s->index, af_hash_str(AF_HASH_INIT, s->nodes[i].name), i);
     s->arena = b->arena;
     af_free(b->v);
     af_free(b);

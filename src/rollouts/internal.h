@@ -130,7 +130,7 @@ struct af_rollouts {
 
 static inline uint32_t af__rollouts_hash_str(const char *s)
 {
-    return af_fnv32_str(AF_FNV32_INIT, s);
+    return af_hash_str(AF_HASH_INIT, s);
 }
 
 static inline bool af__rollouts_anonymous(const struct af_pod_info *pod)

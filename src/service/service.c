@@ -66,9 +66,10 @@ void af__service_candidates(struct af_arena *ar, const struct af_ext_args *args,
     const struct af_node_view **found;
 
     c->n = af_ext_args_count(args);
-    c->views = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->views));
-    c->names = af_arena_alloc(ar, (c->n + 1) * sizeof(*c->names));
-    found = af_arena_alloc(ar, (c->n + 1) * sizeof(*found));
+    /* every entry is written below: not zeroed first */
+    c->views = af_arena_alloc_uninit(ar, (c->n + 1) * sizeof(*c->views));
+    c->names = af_arena_alloc_uninit(ar, (c->n + 1) * sizeof(*c->names));
+    found = af_arena_alloc_uninit(ar, (c->n + 1) * sizeof(*found));
     for (size_t i = 0; i < c->n; i++)
         c->names[i] = af_ext_args_name(args, i);
     af_snapshot_find_nodes(snap, c->names, c->n, found);   /* NULL names find nothing */
@@ -79,6 +80,7 @@ void af__service_candidates(struct af_arena *ar, const struct af_ext_args *args,
         c->names[i] = name ? name : "";
         if (nodes_mode) {
             /* The request's own Node object, with the allocation the cache knows. */
+            memset(&c->views[i], 0, sizeof(c->views[i]));
             c->views[i].info = af_ext_args_node(args, i);
             if (v) {
                 c->views[i].used = v->used;
@@ -86,6 +88,8 @@ void af__service_candidates(struct af_arena *ar, const struct af_ext_args *args,
             }
         } else if (v) {
             c->views[i] = *v;
+        } else {
+            memset(&c->views[i], 0, sizeof(c->views[i]));   /* not in the cache: no info */
         }
     }
 }
