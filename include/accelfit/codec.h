@@ -134,9 +134,10 @@ const struct af_node_info *af_ext_args_node(const struct af_ext_args *a, size_t 
  */
 int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_decision *d,
                            size_t n, const char *error, struct af_buf *out) AF_MUST_CHECK;
-/* HostPriorityList: [{"Host":..,"Score":..},...] in input order. */
-int af_codec_encode_priorities(const struct af_node_decision *d, size_t n,
-                               struct af_buf *out) AF_MUST_CHECK;
+/* HostPriorityList: [{"Host":..,"Score":..},...] in input order. `args` (may be NULL) is the
+ * request the decisions answer: its names are known to need no escape. */
+int af_codec_encode_priorities(const struct af_ext_args *args, const struct af_node_decision *d,
+                               size_t n, struct af_buf *out) AF_MUST_CHECK;
 
 /*
  * A decoded ExtenderPreemptionArgs: the pod and each candidate node with its

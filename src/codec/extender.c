@@ -26,6 +26,8 @@ struct af_ext_args {
     size_t n;
     char **names;                      /* owned; each owned unless names_block is set */
     char *names_block;                 /* fast path: every name, one allocation */
+    uint32_t *name_len;                /* fast path: each name's length (and each is plain:
+                                          printable ASCII without '"' or '\\') */
     struct af_node_info **nodes;       /* Nodes mode: owned refs */
     json_t **items;                    /* Nodes mode: borrowed from root */
 };
@@ -42,6 +44,7 @@ void af_ext_args_free(struct af_ext_args *a)
     }
     af_free(a->names);
     af_free(a->names_block);
+    af_free(a->name_len);
     af_free(a->nodes);
     af_free(a->items);
     af_pod_info_unref(a->pod);
@@ -428,10 +431,11 @@ static int fast_pod(const char *from, const char *to, struct af_pod_info **out)
 static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
 {
     struct scan s = {body, body + len};
-    const char *pod_from = NULL, *pod_to = NULL, *names_from = NULL;
+    const char *pod_from = NULL, *pod_to = NULL;
     int seen_pod = 0, seen_nodes = 0, seen_names = 0;
-    bool first = true, names_null = true;
-    size_t n = 0, bytes = 0;
+    bool first = true;
+    size_t n = 0, cap = 0, bytes = 0;
+    uint32_t *span = NULL;   /* each name's offset in body and length, found by the one scan */
     struct af_ext_args *a;
 
     scan_ws(&s);
@@ -444,52 +448,51 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
 
         scan_ws(&s);
         if (s.p >= s.end)
-            return 0;
+            goto no;
         if (*s.p == '}') {
             s.p++;
             break;
         }
         if (!first) {
             if (*s.p != ',')
-                return 0;
+                goto no;
             s.p++;
             scan_ws(&s);
         }
         first = false;
         if (!scan_string(&s, &k, &klen))
-            return 0;
+            goto no;
         scan_ws(&s);
         if (s.p >= s.end || *s.p != ':')
-            return 0;
+            goto no;
         s.p++;
         scan_ws(&s);
         if (s.p >= s.end)
-            return 0;
+            goto no;
         if (klen == 3 && !strncasecmp(k, "Pod", 3)) {
             struct af__codec_nest nest = {0, false, false};
             bool closed;
             if (seen_pod++ || *s.p != '{')
-                return 0;
+                goto no;
             pod_from = s.p;
             s.p = body + af__codec_nest_scan(&nest, body, (size_t)(s.p - body), len, &closed);
             if (!closed)
-                return 0;
+                goto no;
             pod_to = s.p;
         } else if (klen == 5 && !strncasecmp(k, "Nodes", 5)) {
             if (seen_nodes++ || !scan_literal(&s, "null"))
-                return 0;
+                goto no;
         } else if (klen == 9 && !strncasecmp(k, "NodeNames", 9)) {
             if (seen_names++)
-                return 0;
+                goto no;
             if (*s.p == 'n') {
                 if (!scan_literal(&s, "null"))
-                    return 0;
+                    goto no;
                 continue;
             }
             if (*s.p != '[')
-                return 0;
-            names_null = false;
-            names_from = s.p++;
+                goto no;
+            s.p++;
             for (;;) {
                 size_t nlen;
                 scan_ws(&s);
@@ -497,8 +500,14 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
                     s.p++;
                     break;
                 }
-                if (!scan_name(&s, &nlen) || nlen == 0)
-                    return 0;
+                if (!scan_name(&s, &nlen) || nlen == 0 || len > UINT32_MAX)
+                    goto no;
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    span = af_xrealloc(span, cap * 2 * sizeof(*span));
+                }
+                span[2 * n] = (uint32_t)(s.p - nlen - 1 - body);
+                span[2 * n + 1] = (uint32_t)nlen;
                 n++;
                 bytes += nlen + 1;
                 scan_ws(&s);
@@ -510,41 +519,41 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
                     s.p++;
                     break;
                 }
-                return 0;
+                goto no;
             }
         } else if (!scan_value(&s, 1)) {
-            return 0;
+            goto no;
         }
     }
     scan_ws(&s);
     if (s.p != s.end || !pod_from)
-        return 0;
+        goto no;
 
     a = af_xcalloc(1, sizeof(*a));
     if (fast_pod(pod_from, pod_to, &a->pod) != 0) {
         af_free(a);
-        return 0;
+        goto no;
     }
     a->names = af_xcalloc(n ? n : 1, sizeof(*a->names));
-    if (!names_null && n) {
-        /* Second pass over a list already checked: plain strings, commas, blanks. */
+    if (n) {
+        /* The spans the scan found: plain strings, copied as they are. */
         char *w = a->names_block = af_xmalloc(bytes);
-        const char *p = names_from + 1;
+        a->name_len = af_xmalloc(n * sizeof(*a->name_len));
         for (size_t i = 0; i < n; i++) {
-            const char *q;
-            while (*p != '"')
-                p++;
-            q = memchr(p + 1, '"', (size_t)(s.end - (p + 1)));
             a->names[i] = w;
-            memcpy(w, p + 1, (size_t)(q - (p + 1)));
-            w += q - (p + 1);
+            a->name_len[i] = span[2 * i + 1];
+            memcpy(w, body + span[2 * i], span[2 * i + 1]);
+            w += span[2 * i + 1];
             *w++ = '\0';
-            p = q + 1;
         }
     }
+    af_free(span);
     a->n = n;
     *out = a;
     return 1;
+no:
+    af_free(span);
+    return 0;
 }
 
 /*
@@ -774,12 +783,12 @@ static int put_str(struct af_buf *out, const char *s, size_t len)
 /*
  * `lead`, then s as a JSON string (jansson's escapes), then `trail`: a name in an answer
  * with the comma before it and the colon after it. A name that needs no escape (all of
- * them, in practice) goes in one piece.
+ * them, in practice) goes in one piece; `plain` says it is known to need none.
  */
 static int put_framed(struct af_buf *out, const char *lead, size_t ll, const char *s,
-                      size_t len, const char *trail, size_t tl)
+                      size_t len, bool plain, const char *trail, size_t tl)
 {
-    size_t i = af__codec_plain_prefix(s, len, false), need = ll + len + tl + 2;
+    size_t i = plain ? len : af__codec_plain_prefix(s, len, false), need = ll + len + tl + 2;
     char *w;
     int rc;
 
@@ -869,12 +878,38 @@ static int put_reason(struct af_buf *out, const char *s, struct reason_memo *m)
 }
 
 /*
+ * A decision's name, with its length, and whether it is known plain: the request's own
+ * i-th name, decoded by the fast path, which takes only plain names (printable ASCII
+ * without '"' or '\\'), so it is neither checked nor escaped again. Any other name is
+ * measured here. NULL when the decision has none.
+ */
+struct ans_name {
+    const char *s;
+    size_t len;
+    bool plain;
+};
+
+static struct ans_name ans_name(const struct af_ext_args *a, size_t i, const char *name)
+{
+    struct ans_name r = {name, 0, false};
+
+    if (name && a && a->name_len && i < a->n && name == a->names[i]) {
+        r.len = a->name_len[i];
+        r.plain = true;
+    } else if (name) {
+        r.len = strlen(name);
+    }
+    return r;
+}
+
+/*
  * One of FailedNodes / FailedAndUnresolvableNodes: the entries with verdict `which`, in
  * order of first appearance of each name, each with the reason of its last appearance
  * (what json_object_set_new did when a request named a node twice).
  */
-static int put_reasons(struct af_buf *out, const struct af_node_decision *d, const char **names,
-                       const size_t *first, const size_t *last, size_t n, enum af_verdict which)
+static int put_reasons(struct af_buf *out, const struct af_node_decision *d,
+                       const struct ans_name *names, const size_t *first, const size_t *last,
+                       size_t n, enum af_verdict which)
 {
     bool comma = false;
     struct reason_memo memo;
@@ -884,9 +919,10 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
     memo.next = 0;
 
     for (size_t i = 0; !rc && i < n; i++) {
-        if (!names[i] || d[i].verdict != which || first[i] != i)
+        if (!names[i].s || d[i].verdict != which || first[i] != i)
             continue;
-        rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), ":", 1);
+        rc = put_framed(out, ",", comma ? 1 : 0, names[i].s, names[i].len, names[i].plain, ":",
+                        1);
         comma = true;
         if (!rc)
             rc = put_reason(out, d[last[i]].reason, &memo);
@@ -902,8 +938,8 @@ static int put_reasons(struct af_buf *out, const struct af_node_decision *d, con
  * such a first entry last[i] is the last one. An index (af_index) keyed by the name and
  * the object keeps this linear.
  */
-static void dedup_names(const struct af_node_decision *d, const char **names, size_t n,
-                        size_t *first, size_t *last)
+static void dedup_names(const struct af_node_decision *d, const struct ans_name *names,
+                        size_t n, size_t *first, size_t *last)
 {
     struct af_index ix;
 
@@ -914,13 +950,14 @@ static void dedup_names(const struct af_node_decision *d, const char **names, si
         size_t walk;
 
         first[i] = last[i] = i;
-        if (!names[i] || d[i].verdict == AF_VERDICT_PASS)
+        if (!names[i].s || d[i].verdict == AF_VERDICT_PASS)
             continue;
-        h = af_hash_str(AF_HASH_INIT, names[i]) ^ (unres ? 0x9e3779b9u : 0);
+        h = af_hash_bytes(AF_HASH_INIT, names[i].s, names[i].len) ^ (unres ? 0x9e3779b9u : 0);
         walk = af_index_start(&ix, h);
         while (!seen && af_index_next(&ix, h, &walk, &j))
             seen = (d[j].verdict == AF_VERDICT_UNRESOLVABLE) == unres &&
-                   !strcmp(names[j], names[i]);
+                   names[j].len == names[i].len &&
+                   !memcmp(names[j].s, names[i].s, names[i].len);
         if (seen) {
             first[i] = j;
             last[j] = i;
@@ -935,7 +972,7 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
                            size_t n, const char *error, struct af_buf *out)
 {
     bool nodes_mode = args && args->nodes_mode;
-    const char **names = NULL;
+    struct ans_name *names = NULL;
     size_t *first = NULL, *last = NULL;
     int rc;
 
@@ -958,9 +995,10 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
         last = af_xmalloc(n * sizeof(*last));
     }
     for (size_t i = 0; i < n; i++) {
-        const char *name = d[i].name ? d[i].name : (args ? args->names[i] : NULL);
+        names[i] = ans_name(args, i, d[i].name ? d[i].name : (args ? args->names[i] : NULL));
         /* A name jansson would not take as a key or string cannot come from a request. */
-        names[i] = name && utf8_valid(name, strlen(name)) ? name : NULL;
+        if (names[i].s && !names[i].plain && !utf8_valid(names[i].s, names[i].len))
+            names[i].s = NULL;
     }
     if (n)
         dedup_names(d, names, n, first, last);
@@ -970,10 +1008,11 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
     {
         bool comma = false;
         for (size_t i = 0; !rc && i < n; i++) {
-            if (!names[i] || d[i].verdict != AF_VERDICT_PASS)
+            if (!names[i].s || d[i].verdict != AF_VERDICT_PASS)
                 continue;
             if (!nodes_mode) {
-                rc = put_framed(out, ",", comma ? 1 : 0, names[i], strlen(names[i]), "", 0);
+                rc = put_framed(out, ",", comma ? 1 : 0, names[i].s, names[i].len, names[i].plain,
+                                "", 0);
                 comma = true;
                 continue;
             }
@@ -1002,11 +1041,13 @@ int af_codec_encode_filter(const struct af_ext_args *args, const struct af_node_
     return rc ? AF_ETOOBIG : 0;
 }
 
-int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struct af_buf *out)
+int af_codec_encode_priorities(const struct af_ext_args *args, const struct af_node_decision *d,
+                               size_t n, struct af_buf *out)
 {
     int rc = af_buf_add(out, "[", 1);
 
     for (size_t i = 0; !rc && i < n; i++) {
+        struct ans_name name = ans_name(args, i, d[i].name ? d[i].name : "");
         /* ,"Score":%d} without printf: the digits are written backwards from the end. */
         char num[32], *w = num + sizeof(num);
         long long v = d[i].score;
@@ -1020,9 +1061,8 @@ int af_codec_encode_priorities(const struct af_node_decision *d, size_t n, struc
             *--w = '-';
         w -= 9;
         memcpy(w, ",\"Score\":", 9);
-        rc = put_framed(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8,
-                        d[i].name ? d[i].name : "",
-                        d[i].name ? strlen(d[i].name) : 0, w, (size_t)(num + sizeof(num) - w));
+        rc = put_framed(out, i ? ",{\"Host\":" : "{\"Host\":", i ? 9 : 8, name.s, name.len,
+                        name.plain, w, (size_t)(num + sizeof(num) - w));
     }
     if (!rc)
         rc = af_buf_add(out, "]", 1);

@@ -239,7 +239,7 @@ static int do_prioritize(struct af_service *svc, struct af_config *cfg, const ch
         af_decide_prioritize(cfg->policy, plan, pod, c.views, c.names, c.n, &h, &bd, dec);
         af_utilization_snapshot_unref(dc.us);
     }
-    rc = af_codec_encode_priorities(dec, c.n, out);
+    rc = af_codec_encode_priorities(args, dec, c.n, out);
     if (rc != 0) {
         af_service_error_body(out, base, "accelfit: cannot encode the priorities (too large)");
         status = 500;
