@@ -17,6 +17,9 @@
 #ifndef AF_DECIDE_H
 #define AF_DECIDE_H
 
+#include <stddef.h>
+#include <string.h>
+
 #include "accelfit/config.h"
 #include "accelfit/model.h"
 #include "accelfit/select.h"
@@ -296,6 +299,17 @@ struct af_node_decision {
     int prepaid_level;                 /* ranked above its tier's pay-as-you-go nodes: 1 an
                                         * empty prepaid node, 2 one in use (above 1); 0 not */
 };
+
+/* A decision with nothing decided: all zero, its reason "" (the 240 bytes of reason text
+ * are not cleared: a candidate costs a store, not a page of them). */
+static inline void af_node_decision_clear(struct af_node_decision *d)
+{
+    size_t rest = offsetof(struct af_node_decision, reason) + sizeof(d->reason);
+
+    memset(d, 0, offsetof(struct af_node_decision, reason));
+    d->reason[0] = '\0';
+    memset((char *)d + rest, 0, sizeof(*d) - rest);
+}
 
 struct af_filter_summary {
     int passed;

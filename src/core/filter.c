@@ -480,7 +480,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
         bool offered;
         int r;
 
-        memset(d, 0, sizeof(*d));
+        af_node_decision_clear(d);
         d->name = names ? names[i] : info ? info->name : "";
         d->tier = -1;
         if (!info) {
