@@ -745,6 +745,35 @@ END_TEST
 
 /* The paths messages name are built without snprintf, and read as snprintf writes them,
  * cut short at every size of buffer. */
+/*
+ * The plain-text scan (16 bytes a step, then 8) never passes a byte a string reader must
+ * look at, wherever it sits in a block, and leaves less than a word to the caller's byte
+ * loop when there is none: every length up to 48, every position, every kind of byte.
+ */
+START_TEST(test_plain_prefix_stops_before_every_special_byte)
+{
+    static const unsigned char special[] = {'"', '\\', 0x00, 0x1f, 0x80, 0xc3, 0xff};
+    char text[64];
+
+    for (size_t len = 0; len <= 48; len++) {
+        memset(text, 'a', sizeof(text));
+        for (int lenient = 0; lenient < 2; lenient++)
+            ck_assert_uint_ge(af__codec_plain_prefix(text, len, lenient) + 7, len);
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k < sizeof(special); k++) {
+                bool counts = special[k] == '"' || special[k] == '\\';
+                memset(text, 'a', sizeof(text));
+                text[at] = (char)special[k];
+                ck_assert_uint_le(af__codec_plain_prefix(text, len, false), at);
+                if (counts)
+                    ck_assert_uint_le(af__codec_plain_prefix(text, len, true), at);
+                else   /* lenient: only '"' and '\\' stop it */
+                    ck_assert_uint_ge(af__codec_plain_prefix(text, len, true) + 7, len);
+            }
+    }
+}
+END_TEST
+
 START_TEST(test_paths_read_as_snprintf_writes_them)
 {
     static const struct {
@@ -794,6 +823,7 @@ Suite *af_list_stream_suite(void)
     tcase_add_test(tc, test_protobuf_newer_fields);
     tcase_add_test(tc, test_protobuf_errors);
     tcase_add_test(tc, test_paths_read_as_snprintf_writes_them);
+    tcase_add_test(tc, test_plain_prefix_stops_before_every_special_byte);
     suite_add_tcase(s, tc);
     return s;
 }
