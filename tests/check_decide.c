@@ -968,6 +968,63 @@ START_TEST(test_filter_cases)
 END_TEST
 
 /*
+ * A refused node's reason is written once per class and kept for the next node of that
+ * class, or of that class and family when the text names the family: each node among
+ * many reads exactly what it reads alone. CPU nodes of two families, in turn, for a GPU
+ * pod; then GPU nodes of one class (V100) and two families that a strict rule leaves out.
+ */
+START_TEST(test_filter_reasons_among_many_read_as_alone)
+{
+    static const struct node_spec cpu[] = {
+        {"c6i-a", AF_CLASS_CPU, .cpu = 16000, .price = 0.7},
+        {"m6i-b", AF_CLASS_CPU, .cpu = 32000, .price = 1.5},
+        {"c6i-c", AF_CLASS_CPU, .cpu = 16000, .price = 0.7},
+        {"m6i-d", AF_CLASS_CPU, .cpu = 32000, .price = 1.5},
+    };
+    static const struct node_spec v100[] = {
+        {"p3-a", AF_CLASS_NVIDIA_V100, .gpu = 1, .price = 3},
+        {"xp3-b", AF_CLASS_NVIDIA_V100, .gpu = 1, .price = 3},
+        {"p3-c", AF_CLASS_NVIDIA_V100, .gpu = 1, .price = 3},
+        {"g5-d", AF_CLASS_NVIDIA_A10G, .gpu = 1, .price = 1},
+    };
+    const struct node_spec *beds[] = {cpu, v100};
+    struct pod_spec ps = {.gpu = 1, .workload = "inference"};
+    struct af_policy pol = *cfg->policy;
+    struct af_rule rules[64];
+
+    ck_assert_uint_le(pol.n_rules, AF_ARRAY_SIZE(rules));
+    memcpy(rules, pol.rules, pol.n_rules * sizeof(rules[0]));
+    for (size_t r = 0; r < pol.n_rules; r++)
+        rules[r].strict = true;
+    pol.rules = rules;
+    for (size_t k = 0; k < AF_ARRAY_SIZE(beds); k++) {
+        struct af_pod_info *pod = mkpod(&ps);
+        struct af_plan plan;
+        struct bed all = {0};
+        size_t refused = 0;
+
+        af_plan_pod(&pol, cfg->catalog, pod, &plan);
+        for (size_t i = 0; i < 4; i++)
+            bed_add(&all, &beds[k][i]);
+        af_filter(&pol, &plan, pod, all.views, all.names, all.n, all.out, NULL);
+        for (size_t i = 0; i < all.n; i++) {
+            struct bed one = {0};
+            if (all.out[i].verdict != AF_VERDICT_UNRESOLVABLE)
+                continue;
+            refused++;
+            bed_add(&one, &beds[k][i]);
+            af_filter(&pol, &plan, pod, one.views, one.names, 1, one.out, NULL);
+            ck_assert_str_eq(all.out[i].reason, one.out[0].reason);
+            bed_release(&one);
+        }
+        ck_assert_uint_ge(refused, 3);
+        bed_release(&all);
+        af_pod_info_unref(pod);
+    }
+}
+END_TEST
+
+/*
  * The filter answer's reasons (plan.brief_reasons): every tier-1 node short of GPUs gets the
  * same text whatever its own free amount, so kube-scheduler's event counts them in one line;
  * verdicts and tiers are those of the detailed reasons /explain shows.
@@ -1156,6 +1213,7 @@ Suite *af_decide_suite(void)
     tcase_add_loop_test(tc, test_res_format_is_exact, 0, (int)AF_ARRAY_SIZE(res_format_cases));
     tcase_add_loop_test(tc, test_filter_cases, 0, AF_ARRAY_SIZE(filter_cases));
     tcase_add_test(tc, test_filter_brief_reasons_name_the_cause_once);
+    tcase_add_test(tc, test_filter_reasons_among_many_read_as_alone);
     tcase_add_loop_test(tc, test_prioritize_cases, 0, AF_ARRAY_SIZE(prio_cases));
     tcase_add_test(tc, test_prioritize_is_deterministic_and_scores_parts);
     suite_add_tcase(s, tc);

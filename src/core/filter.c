@@ -51,13 +51,15 @@ static void tier_list(const struct af_plan *plan, char *buf, size_t n)
         snprintf(buf, n, "none");
 }
 
-/* Why a node the pod's requests or the policy rule out is refused (no tier). */
+/* Why a node the pod's requests or the policy rule out is refused (no tier). The text
+ * depends on the node's class alone, and on its family too when *by_family is set. */
 static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
-                    const struct af_node_info *node, char *out, size_t n)
+                    const struct af_node_info *node, char *out, size_t n, bool *by_family)
 {
     enum af_accel_kind kind = node->cls > AF_CLASS_UNKNOWN ? af_class_kind(node->cls) : node->kind;
     char list[160];
 
+    *by_family = false;
     if (plan->requested == AF_ACCEL_NONE && kind != AF_ACCEL_NONE) {
         if (pol && pol->cpu_backfill == AF_CPU_BACKFILL_NEVER)
             snprintf(out, n,
@@ -98,6 +100,7 @@ static void no_tier(const struct af_policy *pol, const struct af_plan *plan,
         return;
     }
     tier_list(plan, list, sizeof(list));
+    *by_family = true;
     snprintf(out, n, "class %s%s%s is not among the tiers of strict rule %s: %s",
              af_class_name(node->cls), node->family ? ", family " : "",
              node->family ? node->family : "", plan->sel.rule ? plan->sel.rule : "?", list);
@@ -463,6 +466,7 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
     size_t best_node = 0;
     struct reason_memo pass[2], worse, refused, room, over;
     const char *refused_family[MEMO_SLOTS];
+    bool refused_by_family[MEMO_SLOTS];
 
     memset(pass[0].have, 0, sizeof(pass[0].have));
     memset(pass[1].have, 0, sizeof(pass[1].have));
@@ -490,16 +494,19 @@ static void filter_nodes(const struct af_policy *pol, const struct af_plan *plan
         }
         d->tier = af_plan_node_tier(plan, info);
         if (d->tier < 0) {
-            /* The reason depends on the node's class and family only: written once per
-             * class (nodes of unknown class differ in kind: each is written). */
+            /* The reason depends on the node's class, and for some texts its family: written
+             * once per class, or per class and family (nodes of unknown class differ in
+             * kind: each is written). */
             int slot = memo_slot(info);
             d->verdict = AF_VERDICT_UNRESOLVABLE;
             if (!reasons)
                 continue;
             if (slot == AF_CLASS__COUNT || !refused.have[slot] ||
-                strcmp(refused_family[slot] ? refused_family[slot] : "",
-                       info->family ? info->family : "")) {
-                no_tier(pol, plan, info, refused.text[slot], sizeof(refused.text[slot]));
+                (refused_by_family[slot] &&
+                 strcmp(refused_family[slot] ? refused_family[slot] : "",
+                        info->family ? info->family : ""))) {
+                no_tier(pol, plan, info, refused.text[slot], sizeof(refused.text[slot]),
+                        &refused_by_family[slot]);
                 refused.have[slot] = true;
                 refused_family[slot] = info->family;
             }
