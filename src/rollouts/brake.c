@@ -49,6 +49,12 @@ static bool failing(const struct af_rollout *r, const struct af_pod_info *p, dou
     return false;
 }
 
+/* "namespace/name": a pod's key among the culprits and the forgiven. */
+static void pod_key(const struct af_pod_info *p, char *key, size_t n)
+{
+    snprintf(key, n, "%s/%s", p->ns ? p->ns : "", p->name ? p->name : "");
+}
+
 /* Evaluates the brake of rollout `i` at `now`: halts it when a target pod fails. */
 void af__rollouts_brake(struct af_rollouts *rs, size_t i, double now)
 {
@@ -64,10 +70,17 @@ void af__rollouts_brake(struct af_rollouts *rs, size_t i, double now)
         const struct af_pod_info *p = cr->tpods[j];
         char key[300], why[AF_REASON_MAX];
         const struct culprit *f = NULL;
-        snprintf(key, sizeof(key), "%s/%s", p->ns ? p->ns : "", p->name ? p->name : "");
-        f = af__rollouts_culprits_find(&t->forgiven, key);
+        /* Every decision of the rollout runs this over its target pods: a pod's key is
+         * written only when there are forgiven pods to look it up in, or it fails. */
+        key[0] = '\0';
+        if (t->forgiven.n) {
+            pod_key(p, key, sizeof(key));
+            f = af__rollouts_culprits_find(&t->forgiven, key);
+        }
         if (!failing(r, p, cr->tsince[j], f, now, why, sizeof(why)))
             continue;
+        if (!key[0])
+            pod_key(p, key, sizeof(key));
         af__rollouts_culprits_add(&t->culprits, key, p->restarts);
         if (!n++)
             memcpy(first, why, sizeof(first));
