@@ -493,30 +493,46 @@ START_TEST(test_publisher_refcounts)
 {
     struct af_publisher pub;
     struct af_cache *c = af_cache_new();
-    struct af_node_info *n = mknode("n1", 1000, 0);
+    struct af_node_info *n = mknode("n1", 1000, 0), *n2 = mknode("n1", 2000, 0);
     af_cache_upsert_node(c, af_node_info_ref(n));
     af_publisher_init(&pub);
     ck_assert_ptr_null(af_publisher_acquire(&pub));
     af_publisher_publish(&pub, af_cache_snapshot(c));
     struct af_snapshot *held = af_publisher_acquire(&pub);
     ck_assert_int_eq(atomic_load(&held->refcnt), 2);
-    ck_assert_int_eq(atomic_load(&n->refcnt), 3);  /* mine, cache, snapshot */
+    ck_assert_int_eq(atomic_load(&n->refcnt), 3);  /* mine, cache, the snapshots' node set */
     af_publisher_publish(&pub, af_cache_snapshot(c));
     /* replaced while a request holds it: retired, not freed, and never freed by the request */
     ck_assert_int_eq(atomic_load(&held->refcnt), 2);
     ck_assert_int_eq(af_snapshot_find_node(held, "n1")->info->allocatable.v[AF_RES_CPU], 1000);
+    ck_assert_ptr_eq(held->node_set, af_publisher_acquire(&pub)->node_set);   /* shared */
+    af_snapshot_unref(pub.current);
     af_snapshot_unref(held);
-    ck_assert_int_eq(atomic_load(&n->refcnt), 4);   /* mine, cache, both snapshots */
+    ck_assert_int_eq(atomic_load(&n->refcnt), 3);   /* no node changed: still one set */
     /* the next publish frees it, on the publishing thread; an unheld one goes at once */
     af_publisher_publish(&pub, af_cache_snapshot(c));
     ck_assert_int_eq(atomic_load(&n->refcnt), 3);
     af_publisher_publish(&pub, af_cache_snapshot(c));
     ck_assert_int_eq(atomic_load(&n->refcnt), 3);
     ck_assert_uint_eq(pub.n_retired, 0);
+
+    /* a new record: a held snapshot keeps the old one, and lets it go with its set */
+    held = af_publisher_acquire(&pub);
+    af_cache_upsert_node(c, af_node_info_ref(n2));
+    ck_assert_int_eq(atomic_load(&n->refcnt), 2);   /* mine, the held snapshots' set */
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    ck_assert_int_eq(af_snapshot_find_node(held, "n1")->info->allocatable.v[AF_RES_CPU], 1000);
+    ck_assert_int_eq(af_snapshot_find_node(pub.current, "n1")->info->allocatable.v[AF_RES_CPU],
+                     2000);
+    af_snapshot_unref(held);
+    af_publisher_publish(&pub, af_cache_snapshot(c));
+    ck_assert_int_eq(atomic_load(&n->refcnt), 1);
+    ck_assert_int_eq(atomic_load(&n2->refcnt), 3);  /* mine, cache, the new set */
     af_publisher_destroy(&pub);
     af_cache_free(c);
-    ck_assert_int_eq(atomic_load(&n->refcnt), 1);
+    ck_assert_int_eq(atomic_load(&n2->refcnt), 1);
     af_node_info_unref(n);
+    af_node_info_unref(n2);
 }
 END_TEST
 

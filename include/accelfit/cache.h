@@ -20,6 +20,8 @@
 
 /* ---- snapshot (immutable after publish) --------------------------------------------- */
 
+struct af_node_set;   /* node records shared by snapshots (cache.c) */
+
 struct af_snapshot {
     atomic_int refcnt;
     uint64_t generation;
@@ -29,7 +31,9 @@ struct af_snapshot {
      * "" for a static cluster. */
     char resource_version[32];
     size_t n_nodes;
-    struct af_node_view *nodes;        /* sorted by name; each info holds a ref */
+    struct af_node_view *nodes;        /* sorted by name; the infos are node_set's, or (NULL
+                                        * node_set: a snapshot made by hand) each holds a ref */
+    struct af_node_set *node_set;      /* holds a ref; NULL or the cache's records */
     size_t n_pods;
     struct af_pod_brief **pods;        /* non-terminal pods, each holds a ref (model.h: what
                                         * is kept of a pod; af_pod_brief_info for the rest) */
@@ -38,8 +42,9 @@ struct af_snapshot {
      * apart as they come and go, so listing them costs O(managed), not O(pods). */
     size_t n_managed;
     struct af_pod_info **managed;
-    /* hash indexes: the nodes' (af_index: a lookup reads only the node it finds) and the
-     * pods' (open addressing, a power-of-two size, slot + 1: the cache's own, copied) */
+    /* hash indexes: the nodes' (af_index: a lookup reads only the node it finds; node_set's
+     * when there is one) and the pods' (open addressing, a power-of-two size, slot + 1: the
+     * cache's own, copied) */
     struct af_index node_index;
     uint32_t *pod_index;
     size_t pod_index_size;

@@ -188,7 +188,41 @@ struct af_cache {                 /* watch thread only */
     uint32_t *sorted;
     size_t n_sorted;
     bool sorted_dirty;
+    /* the records in that order, with their index, as the snapshots share them; NULL
+     * when a record or the order changed since the last snapshot */
+    struct af_node_set *node_set;
 };
+
+/*
+ * The node records of a sorted order and their name index, shared by every snapshot
+ * taken while no node changes: pods come and go many times a second, nodes seldom, and
+ * a snapshot then takes one reference for all the records instead of one each (and
+ * builds no index): at 5,000 nodes, 10,000 atomic operations on as many cache lines, 20
+ * times a second while pods are bound.
+ */
+struct af_node_set {
+    atomic_int refcnt;
+    size_t n;
+    struct af_index index;                 /* name -> position */
+    struct af_node_info *infos[];          /* each holds a ref */
+};
+
+static void node_set_unref(struct af_node_set *ns)
+{
+    if (!ns || atomic_fetch_sub_explicit(&ns->refcnt, 1, memory_order_acq_rel) != 1)
+        return;
+    for (size_t i = 0; i < ns->n; i++)
+        af_node_info_unref(ns->infos[i]);
+    af_index_release(&ns->index);
+    af_free(ns);
+}
+
+/* A record or the order changed: the next snapshot builds a new set. */
+static void node_set_drop(struct af_cache *c)
+{
+    node_set_unref(c->node_set);
+    c->node_set = NULL;
+}
 
 struct node_key {
     const char *name;
@@ -256,6 +290,7 @@ void af_cache_free(struct af_cache *c)
     af_free(c->nodes);
     af_free(c->node_ix.t);
     af_free(c->sorted);
+    node_set_drop(c);
     af_dra_unref(c->dra);
     af_free(c);
 }
@@ -301,6 +336,7 @@ static void node_slot_remove(struct af_cache *c, uint32_t slot)
     }
     c->n_nodes--;
     c->sorted_dirty = true;
+    node_set_drop(c);
 }
 
 /* Drops a phantom slot once nothing refers to it. */
@@ -335,6 +371,7 @@ void af_cache_upsert_node(struct af_cache *c, struct af_node_info *n)
     af_node_info_unref(ns->info);
     ns->info = n;
     ns->mark = c->epoch[AF_KIND_NODE];
+    node_set_drop(c);
 }
 
 /* True when two records of one node carry the same price. */
@@ -364,6 +401,7 @@ size_t af_cache_reprice(struct af_cache *c, const struct af_catalog *cat,
         }
         c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
         af_node_info_unref(old);
+        node_set_drop(c);
         changed++;
     }
     return changed;
@@ -409,6 +447,7 @@ size_t af_cache_set_dra(struct af_cache *c, struct af_dra *d)
             continue;
         c->nodes[i].info = n;   /* records are shared by snapshots: replace, never change */
         af_node_info_unref(old);
+        node_set_drop(c);
         changed++;
     }
     return changed;
@@ -433,6 +472,7 @@ void af_cache_delete_node(struct af_cache *c, const char *name)
     c->nodes[s].info = NULL;
     c->n_node_infos--;
     c->sorted_dirty = true;
+    node_set_drop(c);
     node_slot_maybe_gc(c, (uint32_t)s);
 }
 
@@ -826,12 +866,26 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
     memcpy(s->resource_version, c->resource_version, sizeof(s->resource_version));
 
     refresh_sorted(c);
+    if (!c->node_set) {
+        struct af_node_set *set = af_xmalloc(sizeof(*set) + c->n_sorted * sizeof(set->infos[0]));
+        atomic_init(&set->refcnt, 1);
+        set->n = c->n_sorted;
+        af_index_init(&set->index, set->n, NULL);
+        for (size_t i = 0; i < set->n; i++) {
+            const struct node_slot *ns = &c->nodes[c->sorted[i]];
+            set->infos[i] = af_node_info_ref(ns->info);
+            af_index_add(&set->index, ns->hash, i);
+        }
+        c->node_set = set;
+    }
+    atomic_fetch_add_explicit(&c->node_set->refcnt, 1, memory_order_relaxed);
+    s->node_set = c->node_set;
+    s->node_index = c->node_set->index;   /* borrowed from the set */
     s->n_nodes = c->n_sorted;
     s->nodes = af_xcalloc(s->n_nodes + 1, sizeof(*s->nodes));
-    af_index_init(&s->node_index, s->n_nodes, NULL);
     for (size_t i = 0; i < s->n_nodes; i++) {
         const struct node_slot *ns = &c->nodes[c->sorted[i]];
-        s->nodes[i].info = af_node_info_ref(ns->info);
+        s->nodes[i].info = c->node_set->infos[i];
         s->nodes[i].used = ns->used;
         if (c->dra && ns->info->dra_driver) {
             /* devices allocated claims hold that no pod of the node counts (claims allocated
@@ -844,7 +898,6 @@ struct af_snapshot *af_cache_snapshot(struct af_cache *c)
         }
         s->nodes[i].npods = ns->npods;
         s->nodes[i].nsystem = ns->nsystem;
-        af_index_add(&s->node_index, ns->hash, i);
     }
 
     s->n_pods = c->pods.n;
@@ -954,8 +1007,13 @@ void af_snapshot_unref(struct af_snapshot *s)
 {
     if (!s || atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel) != 1)
         return;
-    for (size_t i = 0; i < s->n_nodes; i++)
-        af_node_info_unref((struct af_node_info *)s->nodes[i].info);
+    if (s->node_set) {
+        node_set_unref(s->node_set);   /* the records and the index are the set's */
+    } else {
+        for (size_t i = 0; i < s->n_nodes; i++)
+            af_node_info_unref((struct af_node_info *)s->nodes[i].info);
+        af_index_release(&s->node_index);
+    }
     for (size_t i = 0; i < s->n_pods; i++)
         af_pod_brief_unref(s->pods[i]);
     for (size_t i = 0; i < s->n_managed; i++)
@@ -963,7 +1021,6 @@ void af_snapshot_unref(struct af_snapshot *s)
     af_free(s->nodes);
     af_free(s->pods);
     af_free(s->managed);
-    af_index_release(&s->node_index);
     af_free(s->pod_index);
     af_dra_unref(s->dra);
     af_free(s);
