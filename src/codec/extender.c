@@ -439,7 +439,7 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
     struct af_ext_args *a;
 
     scan_ws(&s);
-    if (s.p >= s.end || *s.p != '{')
+    if (s.p >= s.end || *s.p != '{' || len > UINT32_MAX)   /* spans hold 32-bit offsets */
         return 0;
     s.p++;
     for (;;) {
@@ -500,7 +500,7 @@ static int decode_fast(const char *body, size_t len, struct af_ext_args **out)
                     s.p++;
                     break;
                 }
-                if (!scan_name(&s, &nlen) || nlen == 0 || len > UINT32_MAX)
+                if (!scan_name(&s, &nlen) || nlen == 0)
                     goto no;
                 if (n == cap) {
                     cap = cap ? 2 * cap : 256;
