@@ -456,6 +456,19 @@ START_TEST(test_unit_is_job_pod_group_or_pod)
     af_rollout_unit(pod, unit, sizeof(unit));
     ck_assert_str_eq(unit, "a new Pod of ReplicaSet/web-5d");
     af_pod_info_unref(pod);
+    /* a name longer than the room is cut where snprintf cuts it, at every size */
+    pod = af_pod_info_new();
+    pod->name = af_xmalloc(254);
+    memset(pod->name, 'n', 253);
+    pod->name[253] = '\0';
+    for (size_t n = 1; n <= sizeof(unit); n++) {
+        char want[sizeof(unit)];
+        memset(unit, '#', sizeof(unit));
+        af_rollout_unit(pod, unit, n);
+        snprintf(want, n, "Pod/%s", pod->name);
+        ck_assert_str_eq(unit, want);
+    }
+    af_pod_info_unref(pod);
 }
 END_TEST
 

@@ -89,6 +89,21 @@ int af_rollout_match(const struct af_policy *pol, const struct af_pod_info *pod)
     return -1;
 }
 
+/* snprintf(out, n, "%s%s", a, b) for n > 0, without printf: a census writes one per
+ * managed pod on every snapshot. */
+static void join2(char *out, size_t n, const char *a, const char *b)
+{
+    size_t al = strlen(a), bl = strlen(b);
+
+    if (al > n - 1)
+        al = n - 1;
+    if (bl > n - 1 - al)
+        bl = n - 1 - al;
+    memcpy(out, a, al);
+    memcpy(out + al, b, bl);
+    out[al + bl] = '\0';
+}
+
 void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n)
 {
     const char *job = pod ? pod->job_name : NULL;
@@ -98,11 +113,11 @@ void af_rollout_unit(const struct af_pod_info *pod, char *out, size_t n)
     /* The codec keeps a controller Job as its bare name and a pod group as "PodGroup/NAME"
      * (object names cannot contain '/'). */
     if (job && *job && !strncmp(job, "PodGroup/", 9))
-        snprintf(out, n, "%s", job);
+        join2(out, n, "", job);
     else if (job && *job)
-        snprintf(out, n, "Job/%s", job);
+        join2(out, n, "Job/", job);
     else if (pod && pod->name && *pod->name)
-        snprintf(out, n, "Pod/%s", pod->name);
+        join2(out, n, "Pod/", pod->name);
     else if (pod && pod->generate_name && *pod->generate_name)
         /* at admission, before the API server names it: as it will be known, and its owner */
         snprintf(out, n, "Pod/%.60s*%s%.40s%s%.60s", pod->generate_name,

@@ -181,7 +181,9 @@ static void census_build(struct af_rollouts *rs, struct census *c, const struct 
         if (af__rollouts_anonymous(p) || (p->terminal && !(p->job_name && *p->job_name)))
             continue;
         af_rollout_unit(p, unit, sizeof(unit));
-        key = af_arena_printf(&c->ar, "%s\x1f%s/%s", r->name, p->ns ? p->ns : "", unit);
+        key = af__rollouts_key_write(
+            af_arena_alloc_uninit(&c->ar, af__rollouts_key_size(r->name, p->ns, unit)), r->name,
+            p->ns, unit);
         u = census_unit(c, key, which[m]);
         /* a unit with pods on both sides counts on the target */
         if (side[m] == AF_SIDE_TARGET || u->side == AF_SIDE_NONE)

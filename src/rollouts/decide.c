@@ -105,7 +105,8 @@ static void pinned_note(const struct af_rollout *r, const struct crollout *cr,
 /* A unit of one rollout, unique across namespaces: "rollout\x1fnamespace/Job/NAME". */
 static char *unit_key(const char *rollout, const char *ns, const char *unit)
 {
-    return af_xasprintf("%s\x1f%s/%s", rollout, ns ? ns : "", unit);
+    return af__rollouts_key_write(af_xmalloc(af__rollouts_key_size(rollout, ns, unit)), rollout,
+                                  ns, unit);
 }
 
 /* Units per side: the census's plus the decisions not yet seen (but `skip`'s own). */

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "accelfit/rollout_state.h"
 
@@ -127,6 +128,25 @@ struct af_rollouts {
     bool absorbed;                      /* the API server's state was read once */
     double shared_since;                /* wall clock when the observer was set */
 };
+
+/* A unit of one rollout, unique across namespaces: "rollout\x1fnamespace/Job/NAME", in
+ * `out` of af__rollouts_key_size(...) bytes. */
+static inline size_t af__rollouts_key_size(const char *rollout, const char *ns, const char *unit)
+{
+    return strlen(rollout) + strlen(ns ? ns : "") + strlen(unit) + 3;
+}
+static inline char *af__rollouts_key_write(char *out, const char *rollout, const char *ns,
+                                           const char *unit)
+{
+    size_t rl = strlen(rollout), nl = strlen(ns ? ns : "");
+
+    memcpy(out, rollout, rl);
+    out[rl] = '\x1f';
+    memcpy(out + rl + 1, ns ? ns : "", nl);
+    out[rl + 1 + nl] = '/';
+    memcpy(out + rl + nl + 2, unit, strlen(unit) + 1);
+    return out;
+}
 
 static inline uint32_t af__rollouts_hash_str(const char *s)
 {
