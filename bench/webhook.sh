@@ -155,7 +155,8 @@ def create(conn, body):
     side, warn = None, r.getheader("Warning") or ""
     if r.status == 201:
         side = json.loads(data)["metadata"].get("annotations", {}).get("accelfit.io/rollout-side")
-    return r.status, side, "drift" in warn, ms
+    why = data[:400].decode(errors="replace") if r.status != 201 else warn
+    return r.status, side, "drift" in warn, ms, why
 
 def connect():
     return http.client.HTTPSConnection("127.0.0.1", 6443, context=ctx, timeout=30)
@@ -163,7 +164,7 @@ def connect():
 # the webhooks are in force once a pod comes back annotated
 c = connect()
 for _ in range(200):
-    st, side, _, _ = create(c, pod(0, "warmup"))
+    st, side, _, _, _ = create(c, pod(0, "warmup"))
     if side:
         break
     time.sleep(0.1)
@@ -256,6 +257,8 @@ cpu = cpu_s() - cpu0
 times1 = webhook_times()
 ms = sorted(r[3] for r in results)
 failed = sum(1 for r in results if r[0] != 201 or r[1] not in ("target", "source"))
+for r in [r for r in results if r[0] != 201 or r[1] not in ("target", "source")][:3]:
+    print(f"webhook: a create that failed or has no side: HTTP {r[0]}, side {r[1]}: {r[4]}")
 target = sum(1 for r in results if r[1] == "target")
 local = sum(1 for r in results if r[2])
 before_t = sum(1 for p in warm if p["metadata"].get("annotations", {}).get("accelfit.io/rollout-side") == "target")
