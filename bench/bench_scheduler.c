@@ -6,28 +6,36 @@
  * kube-scheduler v1.26 with etcd), it creates NODES nodes of an EKS mix (p4d, p5, g5, g6,
  * trn1, inf2, c6i, m6i; cloned from the control plane's templates, status included) and
  * then, round after round, PODS pending pods (GPU, Neuron and CPU, with the tolerations
- * EKS nodes need), and lets kube-scheduler bind them, two ways, alternating:
+ * EKS nodes need), and lets kube-scheduler bind them, three ways, in turn:
  *
- *   alone     the shipped KubeSchedulerConfiguration (manifests/base/
- *             kube-scheduler-config.yaml) without its extenders;
- *   accelfit  the same file whole: the filter entry and the prioritize entry (weight as
- *             shipped, nodeCacheCapable true) pointed at `accelfit serve --kubeconfig`,
- *             started from the binary next to this program with the shipped arguments
- *             that do not need a cluster of their own (--url-prefix, --when-not-ready,
- *             --log-format).
+ *   alone          the shipped KubeSchedulerConfiguration (manifests/base/
+ *                  kube-scheduler-config.yaml) without its extenders;
+ *   null extender  the same file whole, pointed at an extender that decides nothing
+ *                  (every candidate kept, every score 0; the floor section below): what
+ *                  the extender protocol itself costs kube-scheduler;
+ *   accelfit       the same file whole: the filter entry and the prioritize entry
+ *                  (weight as shipped, nodeCacheCapable true) pointed at `accelfit serve
+ *                  --kubeconfig`, started from the binary next to this program with the
+ *                  shipped arguments that do not need a cluster of their own
+ *                  (--url-prefix, --when-not-ready, --log-format).
  *
- * Both keep the shipped percentageOfNodesToScore. The pods exist before kube-scheduler
+ * All keep the shipped percentageOfNodesToScore. The pods exist before kube-scheduler
  * starts, so creating them is not part of any number; a watch on the round's namespace
  * stamps each binding as it arrives, and the rate is taken over the middle 80 % of the
  * bindings (10th to 90th), which leaves out the scheduler's start and the stragglers.
- * For the accelfit runs it also reads accelfit's CPU seconds (utime + stime of
- * /proc/PID/stat, from its start to the last binding, its sync included) per bound pod,
- * and its VmRSS at the end; kube-scheduler's CPU seconds are printed for both.
+ * For the runs with an extender it also reads the extender's CPU seconds (utime + stime
+ * of /proc/PID/stat, from its start to the last binding, accelfit's sync included) per
+ * bound pod, and its VmRSS at the end; kube-scheduler's CPU seconds are printed for all.
+ * It prints three ratios of the medians: accelfit / alone (what turning accelfit on
+ * costs), null extender / alone (what any extender costs kube-scheduler: its JSON and HTTP
+ * for every candidate, twice a pod), accelfit / null extender (what accelfit's decisions
+ * add or save beyond that).
  *
  * Usage: bench_scheduler                         1,000 nodes / 2,000 pods, 3 rounds;
  *                                                5,000 nodes / 10,000 pods, 2 rounds
  *        bench_scheduler NODES PODS [ROUNDS]     one size (ROUNDS default 3)
  *        bench_scheduler N1 P1 R1 N2 P2 R2 ...   several, one after the other
+ *        bench_scheduler --null-extender         the null extender alone, on 127.0.0.1:18741
  * Takes the e2e suite's lock ($TMPDIR/accelfit-e2e.lock: one control plane a machine),
  * needs the control plane's ports free and stops it at the end.
  */
@@ -36,6 +44,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <libwebsockets.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -406,19 +415,19 @@ static void replace(char **s, const char *from, const char *to)
  * accelfit's Service URL replaced by the local one, leader election off (one scheduler,
  * no Lease namespace); without extenders for the run alone.
  */
-static char *scheduler_config(bool with_accelfit)
+static char *scheduler_config(bool extenders)
 {
     char *cfg = read_text(AF_SOURCE_DIR "/manifests/base/kube-scheduler-config.yaml");
     char *client = af_xasprintf("kind: KubeSchedulerConfiguration\nclientConnection:\n"
                                 "  kubeconfig: %s/run/scheduler.kubeconfig\n", k8s);
-    char *path = af_xasprintf("%s/scheduler-%s.yaml", tmp, with_accelfit ? "accelfit" : "alone");
+    char *path = af_xasprintf("%s/scheduler-%s.yaml", tmp, extenders ? "extenders" : "alone");
     char url[64];
     FILE *f;
 
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", ACC_PORT);
     replace(&cfg, "kind: KubeSchedulerConfiguration\n", client);
     replace(&cfg, "leaderElect: true", "leaderElect: false");
-    if (with_accelfit) {
+    if (extenders) {
         while (strstr(cfg, "http://accelfit.accelfit.svc:8888"))
             replace(&cfg, "http://accelfit.accelfit.svc:8888", url);
     } else {
@@ -479,13 +488,189 @@ static pid_t start_accelfit(void)
     return pid;
 }
 
+/* ---- the floor: an extender that does nothing ---- */
+
+/*
+ * What any extender costs kube-scheduler, whatever it decides: a minimal libwebsockets
+ * server on accelfit's port that reads each call whole and answers at once, filter with
+ * every candidate kept (NodeNames as sent, no failed nodes) and prioritize with every
+ * candidate scored 0. kube-scheduler then encodes, sends and decodes as much as it does
+ * with accelfit, and places the pods as alone. The gap between this run and the run
+ * alone is the protocol's (kube-scheduler v1.26's JSON and HTTP, per call, for every
+ * candidate); the gap between it and accelfit is what accelfit's decisions cost or save.
+ */
+struct null_pss {
+    int verb;                /* 'f' filter, 'p' prioritize, 0 anything else */
+    struct af_buf body;
+};
+
+/* Appends each name of the request's "NodeNames" array to `out`, framed as
+ * `pre` NAME `post`, comma separated. Node names are DNS subdomains: no escapes. The
+ * first "NodeNames" key is taken: the bench's pods hold no such string. */
+static int null_names(const struct af_buf *in, const char *pre, const char *post,
+                      struct af_buf *out)
+{
+    const char *p = in->buf ? memmem(in->buf, in->len, "\"NodeNames\"", 11) : NULL;
+    const char *end = in->buf + in->len;
+    bool first = true;
+
+    if (!p)
+        return 0;
+    for (p += 11; p < end && (*p == ' ' || *p == ':'); p++)
+        ;
+    if (p == end || *p != '[')
+        return 0;   /* null */
+    for (p++; p < end && *p != ']';) {
+        const char *q;
+        if (*p == ',' || *p == ' ' || *p == '\n') {
+            p++;
+            continue;
+        }
+        if (*p != '"' || !(q = memchr(p + 1, '"', (size_t)(end - p - 1))))
+            return -1;
+        if ((!first && af_buf_add(out, ",", 1)) || af_buf_puts(out, pre) ||
+            af_buf_add(out, p + 1, (size_t)(q - p - 1)) || af_buf_puts(out, post))
+            return -1;
+        first = false;
+        p = q + 1;
+    }
+    return 0;
+}
+
+static int null_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                   size_t len)
+{
+    struct null_pss *pss = user;
+
+    switch (reason) {
+    case LWS_CALLBACK_HTTP: {
+        const char *uri = in ? in : "";
+        size_t n = strlen(uri);
+        pss->verb = n >= 7 && !strcmp(uri + n - 7, "/filter")       ? 'f'
+                    : n >= 11 && !strcmp(uri + n - 11, "/prioritize") ? 'p'
+                                                                      : 0;
+        af_buf_reset(&pss->body);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP_BODY:
+        return af_buf_add(&pss->body, in, len) ? -1 : 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        enum { ROOM = LWS_PRE + 512 };   /* lws's and the headers', before the body */
+        static const char room[ROOM];
+        struct af_buf out = AF_BUF_INIT(0);
+        unsigned char head[ROOM], *start = head + LWS_PRE, *p = start;
+        size_t hlen;
+        int rc = 0;
+
+        af_assert(!af_buf_add(&out, room, ROOM));
+        if (pss->verb == 'f')
+            rc = af_buf_puts(&out, "{\"Nodes\":null,\"NodeNames\":[") ||
+                 null_names(&pss->body, "\"", "\"", &out) ||
+                 af_buf_puts(&out, "],\"FailedNodes\":{},\"FailedAndUnresolvableNodes\":{},"
+                                   "\"Error\":\"\"}");
+        else if (pss->verb == 'p')
+            rc = af_buf_puts(&out, "[") ||
+                 null_names(&pss->body, "{\"Host\":\"", "\",\"Score\":0}", &out) ||
+                 af_buf_puts(&out, "]");
+        else   /* preempt: no node where eviction helps */
+            rc = af_buf_puts(&out, "{\"NodeNameToMetaVictims\":{}}");
+        af_buf_reset(&pss->body);
+        if (rc || lws_add_http_common_headers(wsi, HTTP_STATUS_OK, "application/json",
+                                              out.len - ROOM, &p, start + 512) ||
+            lws_finalize_http_header(wsi, &p, start + 512)) {
+            af_buf_release(&out);
+            return -1;
+        }
+        /* headers and body in one write, as accelfit answers */
+        hlen = (size_t)(p - start);
+        memcpy(out.buf + ROOM - hlen, start, hlen);
+        rc = lws_write(wsi, (unsigned char *)out.buf + ROOM - hlen, out.len - ROOM + hlen,
+                       LWS_WRITE_HTTP) < 0;
+        af_buf_release(&out);
+        if (rc)
+            return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        if (pss)   /* none for a connection that sent no request */
+            af_buf_release(&pss->body);
+        break;
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+/* The null extender's loop, on 127.0.0.1:ACC_PORT (bench_scheduler --null-extender runs
+ * it alone). */
+static void null_extender_serve(void)
+{
+    static const struct lws_protocols protocols[] = {
+        {"http", null_cb, sizeof(struct null_pss), 0, 0, NULL, 0},
+        {NULL, NULL, 0, 0, 0, NULL, 0},
+    };
+    struct lws_context_creation_info info;
+    struct lws_context *ctx;
+
+    lws_set_log_level(0, NULL);
+    memset(&info, 0, sizeof(info));
+    info.port = ACC_PORT;
+    info.iface = "127.0.0.1";
+    info.protocols = protocols;
+    info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.pt_serv_buf_size = 65536;   /* as accelfit reads */
+    if (!(ctx = lws_create_context(&info)))
+        _exit(1);
+    for (;;)
+        lws_service(ctx, 0);
+}
+
+static pid_t start_null_extender(void)
+{
+    char *log = af_xasprintf("%s/null-extender.log", tmp);
+    char self[PATH_MAX], *argv[] = {self, "--null-extender", NULL};
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    char url[96];
+    double t0 = now_s();
+    pid_t pid;
+
+    if (n <= 0)
+        die("readlink /proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+    pid = spawn(log, argv);   /* a process of its own, as accelfit is */
+    af_free(log);
+    /* ready once it accepts connections */
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", ACC_PORT);
+    for (;;) {
+        CURL *h = curl_easy_init();
+        CURLcode rc;
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT, 2L);
+        rc = curl_easy_perform(h);
+        curl_easy_cleanup(h);
+        if (rc == CURLE_OK)
+            break;
+        if (waitpid(pid, NULL, WNOHANG) == pid || now_s() - t0 > 30) {
+            stop(pid);
+            die("the null extender did not start on port %d", ACC_PORT);
+        }
+        usleep(20000);
+    }
+    return pid;
+}
+
 /* ---- one run ---- */
+
+enum kind { ALONE, FLOOR, ACCELFIT };
+static const char *const kind_name[] = {"alone", "null extender", "accelfit"};
 
 struct run {
     double pods_s;           /* middle 80 % of the bindings */
     int bound;
-    double acc_cpu, sched_cpu;
-    long acc_rss_kb;
+    double ext_cpu, sched_cpu;   /* the extender's (accelfit or the floor), kube-scheduler's */
+    long ext_rss_kb;
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -494,16 +679,17 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static struct run one_run(int pods, int parts, int round, bool with_accelfit)
+static struct run one_run(int pods, int parts, int round, enum kind kind)
 {
+    static const char *const ns_part[] = {"alone", "floor", "accelfit"};
     struct watch w = {.pods = pods, .line = AF_BUF_INIT(0), .mu = PTHREAD_MUTEX_INITIALIZER};
     struct run r = {0};
-    char *cfg = scheduler_config(with_accelfit), *body;
-    pid_t acc = 0, sched;
+    char *cfg = scheduler_config(kind != ALONE), *body;
+    pid_t ext = 0, sched;
     double last = 0, t0, *sorted;
     int seen = -1;
 
-    snprintf(w.ns, sizeof(w.ns), "bench-%d-%s", round, with_accelfit ? "accelfit" : "alone");
+    snprintf(w.ns, sizeof(w.ns), "bench-%d-%s", round, ns_part[kind]);
     body = af_xasprintf("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}",
                         w.ns);
     if (api("POST", "/api/v1/namespaces", body) != 201)
@@ -526,8 +712,8 @@ static struct run one_run(int pods, int parts, int round, bool with_accelfit)
             die("the watch saw %d of %d pods", seen, pods);
         usleep(20000);
     }
-    if (with_accelfit)
-        running[1] = acc = start_accelfit();
+    if (kind != ALONE)
+        running[1] = ext = kind == ACCELFIT ? start_accelfit() : start_null_extender();
     running[0] = sched = start_scheduler(cfg);
 
     /* until every pod is bound, or no binding for 30 s (pods that fit nowhere) */
@@ -546,15 +732,13 @@ static struct run one_run(int pods, int parts, int round, bool with_accelfit)
         usleep(50000);
     }
     r.sched_cpu = bench_cpu_s(sched);
-    if (acc) {
-        r.acc_cpu = bench_cpu_s(acc);
-        {
-            long hwm;
-            bench_mem_kb(acc, &r.acc_rss_kb, &hwm);
-        }
+    if (ext) {
+        long hwm;
+        r.ext_cpu = bench_cpu_s(ext);
+        bench_mem_kb(ext, &r.ext_rss_kb, &hwm);
     }
     stop(sched);
-    stop(acc);
+    stop(ext);
     running[0] = running[1] = 0;
     w.stop = 1;
     pthread_join(w.th, NULL);
@@ -589,16 +773,32 @@ static struct run one_run(int pods, int parts, int round, bool with_accelfit)
     return r;
 }
 
-static double median(double *v, int n)
+/* The median of v[0..n), v left as it is. */
+static double median(const double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double s[16];
+
+    memcpy(s, v, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* median(num) / median(den), and lo..hi, the spread of num[r] / den[r] round by round. */
+static double ratio_of(const double *num, const double *den, int n, double *lo, double *hi)
+{
+    *lo = *hi = 0;
+    for (int r = 0; r < n; r++) {
+        double q = num[r] / den[r];
+        *lo = r ? (q < *lo ? q : *lo) : q;
+        *hi = r ? (q > *hi ? q : *hi) : q;
+    }
+    return median(num, n) / median(den, n);
 }
 
 static void size_point(int nodes, int pods, int rounds)
 {
     int parts = 8;
-    double alone[16], with[16], ratio;
+    double rate[3][16], lo, hi, ratio;
     struct run last = {0};
 
     printf("== bench_scheduler: %d nodes, %d pending pods (40%% GPU, 25%% Neuron, 35%% CPU), "
@@ -614,42 +814,38 @@ static void size_point(int nodes, int pods, int rounds)
         die("%d of %d nodes created", read_count(), nodes);
 
     printf("| round | run | pods/s (middle 80%%) | bound | kube-scheduler CPU s | "
-           "accelfit CPU ms/pod | accelfit RSS |\n|---|---|---|---|---|---|---|\n");
+           "extender CPU ms/pod | extender RSS |\n|---|---|---|---|---|---|---|\n");
     fflush(stdout);
     for (int r = 0; r < rounds; r++) {
-        /* alternate which goes first, so neither always meets a warmer API server */
-        for (int k = 0; k < 2; k++) {
-            bool acc = (k == 0) == (r % 2 == 1);
-            struct run x = one_run(pods, parts, r, acc);
-            (acc ? with : alone)[r] = x.pods_s;
-            if (acc) {
+        /* rotate which goes first, so none always meets a warmer API server */
+        for (int k = 0; k < 3; k++) {
+            enum kind kind = (enum kind)((k + r) % 3);
+            struct run x = one_run(pods, parts, r, kind);
+            rate[kind][r] = x.pods_s;
+            if (kind == ACCELFIT)
                 last = x;
-                printf("| %d | accelfit | %.1f | %d | %.1f | %.2f | %.1f MiB |\n", r + 1,
-                       x.pods_s, x.bound, x.sched_cpu, x.bound ? x.acc_cpu * 1000 / x.bound : 0,
-                       (double)x.acc_rss_kb / 1024);
-            } else {
+            if (kind == ALONE)
                 printf("| %d | alone | %.1f | %d | %.1f | | |\n", r + 1, x.pods_s, x.bound,
                        x.sched_cpu);
-            }
+            else
+                printf("| %d | %s | %.1f | %d | %.1f | %.2f | %.1f MiB |\n", r + 1,
+                       kind_name[kind], x.pods_s, x.bound, x.sched_cpu,
+                       x.bound ? x.ext_cpu * 1000 / x.bound : 0, (double)x.ext_rss_kb / 1024);
             fflush(stdout);
         }
     }
-    {
-        double a[16], b[16], lo = 0, hi = 0;
-        memcpy(a, alone, sizeof(double) * (size_t)rounds);
-        memcpy(b, with, sizeof(double) * (size_t)rounds);
-        for (int r = 0; r < rounds; r++) {
-            double q = with[r] / alone[r];
-            lo = r ? (q < lo ? q : lo) : q;
-            hi = r ? (q > hi ? q : hi) : q;
-        }
-        ratio = median(b, rounds) / median(a, rounds);
-        printf("%d nodes / %d pods: alone %.1f pods/s, with accelfit %.1f pods/s (medians): "
-               "ratio %.2fx (per round %.2f-%.2fx); accelfit RSS %.1f MiB\n\n",
-               nodes, pods, median(a, rounds), median(b, rounds), ratio, lo, hi,
-               (double)last.acc_rss_kb / 1024);
-        fflush(stdout);
-    }
+    ratio = ratio_of(rate[ACCELFIT], rate[ALONE], rounds, &lo, &hi);
+    printf("%d nodes / %d pods: alone %.1f pods/s, null extender %.1f, with accelfit %.1f "
+           "(medians): ratio %.2fx (per round %.2f-%.2fx); accelfit RSS %.1f MiB\n", nodes, pods,
+           median(rate[ALONE], rounds), median(rate[FLOOR], rounds),
+           median(rate[ACCELFIT], rounds), ratio, lo, hi, (double)last.ext_rss_kb / 1024);
+    ratio = ratio_of(rate[FLOOR], rate[ALONE], rounds, &lo, &hi);
+    printf("  the protocol alone (null extender / alone): %.2fx (per round %.2f-%.2fx)\n", ratio,
+           lo, hi);
+    ratio = ratio_of(rate[ACCELFIT], rate[FLOOR], rounds, &lo, &hi);
+    printf("  accelfit's decisions (accelfit / null extender): %.2fx (per round %.2f-%.2fx)\n\n",
+           ratio, lo, hi);
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -659,6 +855,10 @@ int main(int argc, char **argv)
     const char *tmpdir = getenv("TMPDIR");
     int fd;
 
+    if (argc == 2 && !strcmp(argv[1], "--null-extender")) {
+        null_extender_serve();   /* the floor alone, on 127.0.0.1:18741, until killed */
+        return 0;
+    }
     snprintf(k8s, sizeof(k8s), "%s", env && *env ? env : AF_SOURCE_DIR "/build/k8s");
     snprintf(bin, sizeof(bin), "%s/bin/kube-scheduler", k8s);
     if (access(bin, X_OK) != 0 || system("command -v etcd >/dev/null") != 0) {
