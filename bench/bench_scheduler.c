@@ -629,15 +629,12 @@ static void null_extender_serve(void)
 static pid_t start_null_extender(void)
 {
     char *log = af_xasprintf("%s/null-extender.log", tmp);
-    char self[PATH_MAX], *argv[] = {self, "--null-extender", NULL};
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    /* this very program, even if rebuilt since it started */
+    char *argv[] = {"/proc/self/exe", "--null-extender", NULL};
     char url[96];
     double t0 = now_s();
     pid_t pid;
 
-    if (n <= 0)
-        die("readlink /proc/self/exe: %s", strerror(errno));
-    self[n] = '\0';
     pid = spawn(log, argv);   /* a process of its own, as accelfit is */
     af_free(log);
     /* ready once it accepts connections */
