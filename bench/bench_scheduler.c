@@ -35,6 +35,9 @@
  *                                                5,000 nodes / 10,000 pods, 2 rounds
  *        bench_scheduler NODES PODS [ROUNDS]     one size (ROUNDS default 3)
  *        bench_scheduler N1 P1 R1 N2 P2 R2 ...   several, one after the other
+ *        bench_scheduler --stated ...            the GPU pods state their workload
+ *                                                (accelfit.io/workload: inference), so that
+ *                                                accelfit's filter narrows them to their tier
  *        bench_scheduler --null-extender         the null extender alone, on 127.0.0.1:18741
  * Takes the e2e suite's lock ($TMPDIR/accelfit-e2e.lock: one control plane a machine),
  * needs the control plane's ports free and stops it at the end.
@@ -68,6 +71,7 @@ static char tmp[] = "/tmp/af-bench-scheduler-XXXXXX";
 static char *acc_bin;
 static char *token;
 static pid_t running[2];        /* kube-scheduler and accelfit of the current run */
+static bool stated;             /* --stated: the GPU pods say accelfit.io/workload: inference */
 static bool plane_up;
 
 static double now_s(void)
@@ -178,6 +182,9 @@ static bool http_ok(const char *url)
  */
 static void write_objects(int nodes, int pods, int parts)
 {
+    /* what a GPU pod says of itself: nothing, or its workload (--stated) */
+    const char *gpu_meta = stated ? "'annotations': {'accelfit.io/workload': 'inference'}, " : "";
+
     sh("'%s/bin/kubectl' --kubeconfig '%s/admin.kubeconfig' get nodes -o json >'%s/tmpl.json'",
        k8s, k8s, tmp);
     sh("python3 - '%s' %d %d %d <<'EOF'\n"
@@ -233,13 +240,14 @@ static void write_objects(int nodes, int pods, int parts)
        "    if lim: res['limits'] = lim\n"
        "    spec['containers'] = [{'name': 'c', 'image': 'registry.k8s.io/pause:3.9',\n"
        "                           'resources': res}]\n"
-       "    out.append({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'bench-pod-%%06d' %% i,\n"
-       "        'labels': {'app': 'bench-%%d' %% (i %% 50)}}, 'spec': spec})\n"
+       "    meta = {%s'name': 'bench-pod-%%06d' %% i, 'labels': {'app': 'bench-%%d' %% (i %% 50)}}\n"
+       "    if k >= 8: meta.pop('annotations', None)\n"
+       "    out.append({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec})\n"
        "for p in range(parts):\n"
        "    json.dump({'apiVersion': 'v1', 'kind': 'List', 'items': out[p::parts]},\n"
        "              open('%%s/pods-%%d.json' %% (d, p), 'w'))\n"
        "EOF",
-       tmp, nodes, pods, parts);
+       tmp, nodes, pods, parts, gpu_meta);
 }
 
 /* kubectl create of every part of WHAT, in parallel (in namespace NS when given). */
@@ -799,7 +807,8 @@ static void size_point(int nodes, int pods, int rounds)
     struct run last = {0};
 
     printf("== bench_scheduler: %d nodes, %d pending pods (40%% GPU, 25%% Neuron, 35%% CPU), "
-           "%d rounds\n", nodes, pods, rounds);
+           "%d rounds%s\n", nodes, pods, rounds,
+           stated ? "; the GPU pods state accelfit.io/workload: inference" : "");
     fflush(stdout);
     sh("'%s/down.sh' --clean >>'%s/cp.log' 2>&1; '%s/up.sh' >>'%s/cp.log' 2>&1 && "
        "'%s/nodes.sh' create >>'%s/cp.log' 2>&1", k8s, tmp, k8s, tmp, k8s, tmp);
@@ -865,8 +874,12 @@ int main(int argc, char **argv)
                "cp tests/e2e/controlplane/*.sh build/k8s/ (or set AF_E2E_K8S)\n", k8s);
         return 0;
     }
+    if (argc >= 2 && !strcmp(argv[1], "--stated")) {
+        stated = true;
+        argv++, argc--;
+    }
     if (argc == 2)
-        die("usage: bench_scheduler [NODES PODS [ROUNDS]]...");
+        die("usage: bench_scheduler [--stated] [NODES PODS [ROUNDS]]...");
     /* One control plane a machine (fixed ports): wait for the e2e suite or another bench. */
     snprintf(lock, sizeof(lock), "%s/accelfit-e2e.lock", tmpdir && *tmpdir ? tmpdir : "/tmp");
     fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0666);
@@ -897,8 +910,8 @@ int main(int argc, char **argv)
             int nodes = atoi(argv[a]), pods = atoi(argv[a + 1]);
             int rounds = a + 2 < argc ? atoi(argv[a + 2]) : 3;
             if (nodes < 8 || pods < 10 || rounds < 1 || rounds > 16)
-                die("usage: bench_scheduler [NODES PODS [ROUNDS]]... (NODES >= 8, PODS >= 10, "
-                    "ROUNDS 1-16)");
+                die("usage: bench_scheduler [--stated] [NODES PODS [ROUNDS]]... (NODES >= 8, "
+                    "PODS >= 10, ROUNDS 1-16)");
             size_point(nodes, pods, rounds);
         }
     } else {
