@@ -45,6 +45,7 @@
 #include <libwebsockets.h>
 
 #include "accelfit/util.h"
+#include "floor.h"
 
 /* ---- the cluster ---------------------------------------------------------------------------- */
 
@@ -354,23 +355,11 @@ static pid_t start_floor(int port, char **answers, size_t *lens, int n)
             {"http", floor_cb, sizeof(struct floor_pss), 0, 0, NULL, 0},
             {NULL, NULL, 0, 0, 0, NULL, 0},
         };
-        struct lws_context_creation_info info;
-        struct lws_context *ctx;
 
         floor_answers = answers;
         floor_lens = lens;
         floor_n = n;
-        lws_set_log_level(0, NULL);
-        memset(&info, 0, sizeof(info));
-        info.port = port;
-        info.iface = "127.0.0.1";
-        info.protocols = protocols;
-        info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
-        ctx = lws_create_context(&info);
-        if (!ctx)
-            _exit(1);
-        for (;;)
-            lws_service(ctx, 0);
+        bench_floor_serve(port, protocols, 0);
     }
     return pid;
 }

@@ -47,7 +47,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
-#include <libwebsockets.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -61,6 +60,7 @@
 #include <unistd.h>
 
 #include "accelfit/util.h"
+#include "floor.h"
 #include "proc.h"
 
 #define ACC_PORT 18741
@@ -618,20 +618,8 @@ static void null_extender_serve(void)
         {"http", null_cb, sizeof(struct null_pss), 0, 0, NULL, 0},
         {NULL, NULL, 0, 0, 0, NULL, 0},
     };
-    struct lws_context_creation_info info;
-    struct lws_context *ctx;
 
-    lws_set_log_level(0, NULL);
-    memset(&info, 0, sizeof(info));
-    info.port = ACC_PORT;
-    info.iface = "127.0.0.1";
-    info.protocols = protocols;
-    info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
-    info.pt_serv_buf_size = 65536;   /* as accelfit reads */
-    if (!(ctx = lws_create_context(&info)))
-        _exit(1);
-    for (;;)
-        lws_service(ctx, 0);
+    bench_floor_serve(ACC_PORT, protocols, 65536);   /* reading as accelfit reads */
 }
 
 static pid_t start_null_extender(void)
