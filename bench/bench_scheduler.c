@@ -182,9 +182,6 @@ static bool http_ok(const char *url)
  */
 static void write_objects(int nodes, int pods, int parts)
 {
-    /* what a GPU pod says of itself: nothing, or its workload (--stated) */
-    const char *gpu_meta = stated ? "'annotations': {'accelfit.io/workload': 'inference'}, " : "";
-
     sh("'%s/bin/kubectl' --kubeconfig '%s/admin.kubeconfig' get nodes -o json >'%s/tmpl.json'",
        k8s, k8s, tmp);
     sh("python3 - '%s' %d %d %d <<'EOF'\n"
@@ -240,14 +237,15 @@ static void write_objects(int nodes, int pods, int parts)
        "    if lim: res['limits'] = lim\n"
        "    spec['containers'] = [{'name': 'c', 'image': 'registry.k8s.io/pause:3.9',\n"
        "                           'resources': res}]\n"
-       "    meta = {%s'name': 'bench-pod-%%06d' %% i, 'labels': {'app': 'bench-%%d' %% (i %% 50)}}\n"
-       "    if k >= 8: meta.pop('annotations', None)\n"
+       "    meta = {'name': 'bench-pod-%%06d' %% i, 'labels': {'app': 'bench-%%d' %% (i %% 50)}}\n"
+       "    if %s and k < 8:   # --stated: the GPU pods say what they are\n"
+       "        meta['annotations'] = {'accelfit.io/workload': 'inference'}\n"
        "    out.append({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec})\n"
        "for p in range(parts):\n"
        "    json.dump({'apiVersion': 'v1', 'kind': 'List', 'items': out[p::parts]},\n"
        "              open('%%s/pods-%%d.json' %% (d, p), 'w'))\n"
        "EOF",
-       tmp, nodes, pods, parts, gpu_meta);
+       tmp, nodes, pods, parts, stated ? "True" : "False");
 }
 
 /* kubectl create of every part of WHAT, in parallel (in namespace NS when given). */
